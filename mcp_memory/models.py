@@ -1,0 +1,286 @@
+"""The vocabulary of mcp-memory: scopes, memory records, tool inputs and results.
+
+Tool results are pydantic models (the MCP structured output); records that move between
+services and storage are plain dataclasses. Times on the wire are ISO 8601 UTC; in storage
+they are POSIX seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Who is asking: the principal (from the transport, never from an argument) and a namespace.
+
+    A read in namespace N sees N plus the principal-wide memories (namespace None); writes go
+    to the scope's namespace.
+    """
+
+    principal: str
+    namespace: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Provenance:
+    client_name: str | None = None
+    client_version: str | None = None
+    transport: str | None = None
+
+
+Tier = Literal["active", "archived"]
+Outcome = Literal["stored", "merged", "rejected"]
+KNOWN_KINDS = ("fact", "preference", "decision", "event", "observation", "instruction", "goal", "note")
+
+
+@dataclass(slots=True)
+class MemoryRecord:
+    """One row of the memories table, as services see it."""
+
+    id: str
+    namespace: str | None
+    kind: str
+    content: str
+    key: str | None
+    tags: list[str]
+    metadata: dict[str, Any]
+    importance: float
+    pinned: bool
+    occurred_at: float
+    created_at: float
+    last_accessed_at: float | None
+    access_count: int
+    valid_from: float
+    valid_to: float | None
+    superseded_by: str | None
+    expires_at: float | None
+    tier: Tier
+    level: int
+    language: str
+    session_key: str | None
+    task_id: str | None
+    provenance: Provenance
+    content_hash: str
+    occurrence_ids: list[str] = field(default_factory=list)
+    rowid: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class NewOccurrence:
+    id: str
+    session_key: str | None
+    occurred_at: float
+    metadata: dict[str, Any]
+    provenance: Provenance
+
+
+def to_datetime(seconds: float | None) -> datetime | None:
+    return None if seconds is None else datetime.fromtimestamp(seconds, UTC)
+
+
+def to_seconds(moment: datetime) -> float:
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+# ----- tool inputs -------------------------------------------------------------------------
+
+
+class _Input(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class MemoryInput(_Input):
+    """One memory to remember."""
+
+    content: str = Field(description="The text to remember, in the user's language.")
+    kind: str = Field(
+        "fact",
+        description="fact, preference, decision, event, observation, instruction, goal, note, or your own word",
+    )
+    importance: float | None = Field(
+        None,
+        description="0..1; estimated from the text when absent (decisions, ids, 'remember this' raise it)",
+    )
+    tags: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict, description="client JSON kept with the memory")
+    occurred_at: datetime | None = Field(None, description="when it happened (ISO 8601); default now")
+    task_id: str | None = None
+    session_id: str | None = Field(None, description="your session id; else the server derives one")
+    ttl_seconds: int | None = Field(None, description="forget after this many seconds")
+    supersedes: list[str] = Field(default_factory=list, description="ids this memory replaces (history kept)")
+    key: str | None = Field(None, description="a later memory with the same key supersedes this one")
+
+
+class RecallFilters(_Input):
+    kinds: list[str] | None = None
+    tags: list[str] | None = Field(None, description="memories carrying any of these tags")
+    occurred_after: datetime | None = None
+    occurred_before: datetime | None = None
+    task_id: str | None = None
+    namespace: str | None = Field(
+        None, description="narrow to this namespace (only the caller's own namespace or principal-wide)"
+    )
+    include_superseded: bool = False
+    include_archived: bool = False
+    include_expired: bool = False
+
+
+class ForgetFilter(_Input):
+    tags: list[str] | None = None
+    kinds: list[str] | None = None
+    occurred_after: datetime | None = None
+    occurred_before: datetime | None = None
+    task_id: str | None = None
+
+
+# ----- tool results ------------------------------------------------------------------------
+
+
+class RememberItem(BaseModel):
+    index: int = Field(description="position in the request")
+    outcome: Outcome
+    id: str | None = Field(None, description="the stored memory, or the one it merged into")
+    reason: str | None = None
+    superseded: list[str] = Field(default_factory=list)
+
+
+class RememberResult(BaseModel):
+    items: list[RememberItem]
+    stored: int
+    merged: int
+    rejected: int
+
+
+class Signals(BaseModel):
+    """Why a memory was recalled: every signal of the value function."""
+
+    dense: float | None = Field(None, description="cosine similarity to the question")
+    dense_rank: int | None = None
+    keyword: float | None = Field(None, description="BM25 score (higher is better)")
+    keyword_rank: int | None = None
+    relevance: float = Field(description="fused retrieval score, normalised to 0..1 (R)")
+    recency: float = Field(description="T")
+    frequency: float = Field(description="F")
+    importance: float = Field(description="P")
+    value: float = Field(description="a*R + b*T + c*F + d*P")
+
+
+class OccurrenceOut(BaseModel):
+    id: str
+    session_key: str | None
+    occurred_at: datetime
+
+
+class MemoryOut(BaseModel):
+    id: str
+    text: str
+    kind: str
+    tags: list[str]
+    metadata: dict[str, Any]
+    importance: float
+    pinned: bool
+    namespace: str | None
+    key: str | None
+    occurred_at: datetime
+    created_at: datetime
+    last_accessed_at: datetime | None
+    access_count: int
+    valid_from: datetime
+    valid_to: datetime | None
+    superseded_by: str | None
+    expires_at: datetime | None
+    tier: Tier
+    level: int
+    language: str
+    session_key: str | None
+    task_id: str | None
+    client_name: str | None
+    transport: str | None
+    occurrence_ids: list[str]
+    tokens: int
+    why: Signals | None = None
+
+
+class RecallResult(BaseModel):
+    query: str
+    hits: list[MemoryOut]
+    pinned: list[MemoryOut] = Field(description="pinned memories; they do not count against k")
+    preset: str
+    budget_tokens: int
+    used_tokens: int
+    omitted_for_budget: int = Field(description="relevant hits left out because the budget was used")
+
+
+class ForgetItem(BaseModel):
+    id: str
+    kind: str
+    preview: str
+    occurred_at: datetime
+
+
+class ForgetResult(BaseModel):
+    dry_run: bool
+    matched: int
+    deleted: int
+    items: list[ForgetItem]
+    note: str
+
+
+@dataclass(frozen=True, slots=True)
+class Criteria:
+    """Which memories a read or a forget applies to (storage's form of the tool filters)."""
+
+    ids: tuple[str, ...] | None = None
+    kinds: tuple[str, ...] | None = None
+    tags: tuple[str, ...] | None = None
+    occurred_after: float | None = None
+    occurred_before: float | None = None
+    task_id: str | None = None
+    namespace_only: bool = False
+    include_superseded: bool = False
+    include_archived: bool = False
+    include_expired: bool = False
+
+    @property
+    def narrows(self) -> bool:
+        """True when the criteria go beyond what the vector index can mask by itself."""
+        return (
+            any(
+                v is not None
+                for v in (
+                    self.ids,
+                    self.kinds,
+                    self.tags,
+                    self.occurred_after,
+                    self.occurred_before,
+                    self.task_id,
+                )
+            )
+            or self.namespace_only
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class NewMemory:
+    """A memory to insert, with its vector, first occurrence and what it supersedes."""
+
+    record: MemoryRecord
+    vector: bytes
+    segmented: str
+    occurrence: NewOccurrence
+    supersedes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Merge:
+    """An occurrence of an existing memory (a duplicate that was not stored again)."""
+
+    target_id: str
+    occurrence: NewOccurrence

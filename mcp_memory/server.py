@@ -1,0 +1,104 @@
+"""The composition root: reads settings, builds every resource once per process, owns them.
+
+The store, the embedder and the services outlive every MCP connection; the SDK's per-connection
+lifespan is not used to own anything (on SSE it runs once per connection).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+
+from mcp_memory import __version__
+from mcp_memory.config import Settings, pin_native_threads
+from mcp_memory.embed.loader import Embedder, EmbedderConfig
+from mcp_memory.redact import RedactingFilter
+from mcp_memory.scope import ScopeResolver
+from mcp_memory.services.memory import MemoryService
+from mcp_memory.services.sessions import SessionTracker
+from mcp_memory.storage.sqlite import SqliteStore
+from mcp_memory.tools import register_tools
+
+INSTRUCTIONS = """mcp-memory gives you long-term memory across sessions and clients.
+Call `recall` with the user's question before answering when earlier context may matter.
+Call `remember` for facts, preferences, decisions and events worth keeping (not for small talk).
+Use `forget` when the user asks you to delete something (dry run first)."""
+
+
+def configure_logging(settings: Settings) -> None:
+    """Logs go to stderr (stdout is the stdio wire) or a file, always through the redactor."""
+    handler: logging.Handler
+    if settings.log_file is not None:
+        settings.log_file.parent.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(settings.log_file, encoding="utf-8")
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(RedactingFilter())
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(settings.log_level)
+
+
+def embedder_config(settings: Settings) -> EmbedderConfig:
+    emb = settings.embedding
+    key = emb.api_key
+    return EmbedderConfig(
+        provider=emb.provider,
+        threads=emb.threads,
+        batch_size=emb.batch_size,
+        base_url=emb.base_url,
+        model=emb.model,
+        api_key=key.get_secret_value() if key else None,
+        dimensions=emb.dimensions,
+        timeout_seconds=emb.timeout_seconds,
+    )
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    store: SqliteStore
+    embedder: Embedder
+    memory: MemoryService
+    mcp: MCPServer[Any]
+
+
+@asynccontextmanager
+async def open_runtime(
+    settings: Settings, *, transport: str = "stdio", clock: Callable[[], float] = time.time
+) -> AsyncIterator[Runtime]:
+    """Everything one process serves with, opened once and closed in reverse order."""
+    pin_native_threads(settings.embedding.threads)
+    async with AsyncExitStack() as stack:
+        store = await stack.enter_async_context(SqliteStore(settings.data_dir, settings.busy_timeout_ms))
+        embedder = Embedder(embedder_config(settings))
+        embedder.start()  # in the background: the handshake never waits for the model
+        memory = MemoryService(
+            store,
+            embedder,
+            settings.limits,
+            settings.recall,
+            SessionTracker(settings.session_idle_minutes * 60),
+            clock=clock,
+        )
+        scopes = ScopeResolver(principal=settings.principal, namespace=settings.namespace, transport=transport)
+        mcp: MCPServer[Any] = MCPServer(
+            "mcp-memory", version=__version__, instructions=INSTRUCTIONS, log_level=settings.log_level
+        )
+        register_tools(mcp, memory, scopes)
+        yield Runtime(settings, store, embedder, memory, mcp)
+
+
+async def serve_stdio(settings: Settings) -> None:
+    async with open_runtime(settings, transport="stdio") as runtime:
+        await runtime.mcp.run_stdio_async()

@@ -1,0 +1,1 @@
+"""Services: the memory rules (write, recall, forget) between the MCP adapters and storage."""

@@ -1,0 +1,157 @@
+"""Write rules: what is worth remembering, how important it is, and when two texts are one memory."""
+
+from __future__ import annotations
+
+import re
+
+from mcp_memory.text import EN_STOPWORDS, identifiers, normalize
+
+_THROWAWAY = frozenset(
+    [
+        "ok",
+        "okay",
+        "k",
+        "kk",
+        "sure",
+        "yes",
+        "yep",
+        "yeah",
+        "no",
+        "nope",
+        "thanks",
+        "thank",
+        "you",
+        "thx",
+        "ty",
+        "cool",
+        "nice",
+        "great",
+        "fine",
+        "got",
+        "it",
+        "continue",
+        "go",
+        "on",
+        "go",
+        "ahead",
+        "next",
+        "done",
+        "right",
+        "alright",
+        "understood",
+        "noted",
+        "lol",
+        "haha",
+        "hmm",
+        "hi",
+        "hello",
+        "bye",
+        "好",
+        "好的",
+        "好吧",
+        "嗯",
+        "嗯嗯",
+        "哦",
+        "噢",
+        "继续",
+        "谢谢",
+        "谢了",
+        "收到",
+        "行",
+        "可以",
+        "对",
+        "是的",
+        "没问题",
+        "明白",
+        "了解",
+        "知道了",
+        "好滴",
+        "ok了",
+    ]
+)
+_THROWAWAY_PHRASES = frozenset({"thank you", "got it", "go on", "go ahead", "sounds good", "thanks a lot"})
+_PUNCT = re.compile(r"[\s\W_]+", re.UNICODE)
+
+_EXPLICIT = re.compile(
+    r"(?i)\b(remember (this|that)|don'?t forget|always|never|from now on|make sure|important)\b"
+    r"|记住|别忘|以后都|以后一律|永远|务必|一定要|不要再|千万"
+)
+_DECISION = re.compile(
+    r"(?i)\b(decided|decision|we will|we'll use|chose|choose|agreed|going with)\b|决定|选定|采用|约定"
+)
+_PREFERENCE = re.compile(r"(?i)\b(prefer|preference|likes?|loves?|hates?|dislikes?|favou?rite)\b|喜欢|偏好|讨厌|更愿意")
+
+
+def is_throwaway(content: str) -> bool:
+    """An acknowledgement ("ok", "好的", "继续") carries nothing worth recalling."""
+    text = normalize(content).lower()
+    bare = _PUNCT.sub(" ", text).strip()
+    if not bare:
+        return True
+    return bare in _THROWAWAY or bare in _THROWAWAY_PHRASES or bare.replace(" ", "") in _THROWAWAY
+
+
+def estimate_importance(content: str, kind: str) -> float:
+    """0.5 by default; decisions, preferences, identifiers and explicit requests raise it."""
+    score = 0.5
+    if kind in ("decision", "preference", "instruction", "goal") or _DECISION.search(content):
+        score += 0.1
+    if kind == "preference" or _PREFERENCE.search(content):
+        score += 0.05
+    if identifiers(content):
+        score += 0.05
+    if _EXPLICIT.search(content):
+        score += 0.2
+    return round(min(score, 0.95), 3)
+
+
+_NEGATION = re.compile(r"(?i)\b(not|no|never|none|nothing|without|cannot)\b|n't|[不没別别无非未]")
+_LATIN = re.compile(r"[A-Za-z][A-Za-z'-]*")
+_CJK_CHAR = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_TIME_WORDS = frozenset(
+    (
+        "monday tuesday wednesday thursday friday saturday sunday today tomorrow yesterday morning evening night "
+        "january february march april may june july august september october november december"
+    ).split()
+)
+_ZH_FILLER = frozenset("的了是在和与也就都而及或吗呢吧啊呀一个我你他她它们这那")
+
+
+def _stem(word: str) -> str:
+    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+        word = word[:-1]
+    for suffix in ("ing", "ed", "e"):
+        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
+def _units(text: str) -> tuple[dict[str, str], set[str]]:
+    words = {_stem(w.lower()): w for w in _LATIN.findall(text) if w.lower() not in EN_STOPWORDS}
+    chars = {c for c in _CJK_CHAR.findall(text) if c not in _ZH_FILLER}
+    return words, chars
+
+
+def same_facts(a: str, b: str) -> bool:
+    """True only when two similar texts state the same thing and may merge into one memory.
+
+    Merging loses the second wording, so this errs towards keeping both: identifiers, numbers
+    and dates must agree exactly, negation must agree, and the words that differ must be few
+    and not names, weekdays or months ("on Monday" vs "on Tuesday" stays two memories).
+    """
+    if identifiers(a) != identifiers(b):
+        return False
+    if bool(_NEGATION.search(a)) != bool(_NEGATION.search(b)):
+        return False
+    words_a, chars_a = _units(a)
+    words_b, chars_b = _units(b)
+    differing = set(words_a) ^ set(words_b)
+    for stem in differing:
+        if any(prefix + stem in differing for prefix in ("dis", "un", "in", "non")):
+            return False  # likes / dislikes
+        original = words_a.get(stem) or words_b[stem]
+        if original[0].isupper() or stem in _TIME_WORDS or _stem(original.lower()) in _TIME_WORDS:
+            return False
+    changed = len(differing) + len(chars_a ^ chars_b)
+    size = max(len(words_a) + len(chars_a), len(words_b) + len(chars_b), 1)
+    return changed <= max(2, int(0.25 * size))

@@ -1,0 +1,1 @@
+"""Storage: the SQLite system of record and the indexes derived from it."""

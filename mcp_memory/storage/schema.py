@@ -1,0 +1,163 @@
+"""Numbered migrations for one principal's SQLite file.
+
+The file records ``schema_version`` and ``min_code_schema`` (the oldest code schema that may
+write it). Older code refuses a newer file naming both versions; an existing file is backed up
+with ``VACUUM INTO`` before a migration runs, and each migration runs under an exclusive
+transaction, so a crash leaves either the old or the new schema.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+from mcp_memory import __version__
+from mcp_memory.errors import SchemaVersionError, StorageError
+
+SCHEMA_VERSION = 1
+
+_V1 = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE memories (
+    n INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    namespace TEXT,
+    kind TEXT NOT NULL,
+    content TEXT NOT NULL,
+    key TEXT,
+    tags TEXT NOT NULL DEFAULT '[]',
+    metadata TEXT NOT NULL DEFAULT '{}',
+    importance REAL NOT NULL,
+    pinned INTEGER NOT NULL DEFAULT 0,
+    occurred_at REAL NOT NULL,
+    created_at REAL NOT NULL,
+    last_accessed_at REAL,
+    access_count INTEGER NOT NULL DEFAULT 0,
+    valid_from REAL NOT NULL,
+    valid_to REAL,
+    superseded_by TEXT,
+    expires_at REAL,
+    tier TEXT NOT NULL DEFAULT 'active',
+    level INTEGER NOT NULL DEFAULT 0,
+    language TEXT NOT NULL,
+    session_key TEXT,
+    task_id TEXT,
+    client_name TEXT,
+    client_version TEXT,
+    transport TEXT,
+    content_hash TEXT NOT NULL
+);
+CREATE INDEX memories_key ON memories(key, namespace) WHERE key IS NOT NULL;
+CREATE INDEX memories_hash ON memories(content_hash);
+CREATE INDEX memories_occurred ON memories(occurred_at);
+CREATE INDEX memories_task ON memories(task_id) WHERE task_id IS NOT NULL;
+CREATE INDEX memories_pinned ON memories(pinned) WHERE pinned = 1;
+CREATE TABLE memory_tags (
+    tag TEXT NOT NULL,
+    memory_n INTEGER NOT NULL REFERENCES memories(n) ON DELETE CASCADE,
+    PRIMARY KEY (tag, memory_n)
+) WITHOUT ROWID;
+CREATE INDEX memory_tags_memory ON memory_tags(memory_n);
+CREATE TABLE occurrences (
+    id TEXT PRIMARY KEY,
+    memory_n INTEGER NOT NULL REFERENCES memories(n) ON DELETE CASCADE,
+    session_key TEXT,
+    occurred_at REAL NOT NULL,
+    created_at REAL NOT NULL,
+    metadata TEXT NOT NULL DEFAULT '{}',
+    client_name TEXT,
+    transport TEXT
+);
+CREATE INDEX occurrences_memory ON occurrences(memory_n);
+CREATE TABLE vectors (
+    memory_n INTEGER PRIMARY KEY REFERENCES memories(n) ON DELETE CASCADE,
+    vec BLOB NOT NULL
+);
+CREATE VIRTUAL TABLE memories_fts USING fts5(body, tokenize = 'unicode61 remove_diacritics 2');
+CREATE TABLE changes (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    memory_n INTEGER NOT NULL,
+    op TEXT NOT NULL CHECK (op IN ('put', 'del'))
+);
+"""
+
+# (version, script, the oldest code schema that may write a file at this version)
+MIGRATIONS: list[tuple[int, str, int]] = [(1, _V1, 1)]
+
+
+def connect_sync(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=busy_timeout_ms / 1000)
+    configure(conn, busy_timeout_ms)
+    return conn
+
+
+def configure(conn: sqlite3.Connection, busy_timeout_ms: int) -> None:
+    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA foreign_keys = ON")
+    # Freed pages are zeroed, so forgotten text is not left behind in the file.
+    conn.execute("PRAGMA secure_delete = ON")
+
+
+def _read_meta(conn: sqlite3.Connection, key: str) -> str | None:
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    except sqlite3.OperationalError:
+        return None
+    return None if row is None else str(row[0])
+
+
+def file_schema(conn: sqlite3.Connection) -> tuple[int, int, str | None]:
+    version = int(_read_meta(conn, "schema_version") or 0)
+    min_code = int(_read_meta(conn, "min_code_schema") or 0)
+    return version, min_code, _read_meta(conn, "written_by")
+
+
+def migrate(path: Path, busy_timeout_ms: int) -> None:
+    """Bring the file at ``path`` to SCHEMA_VERSION, or refuse a file from newer code."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        conn = connect_sync(path, busy_timeout_ms)
+    except sqlite3.Error as exc:
+        raise StorageError(f"cannot open data file {str(path)!r}: {exc}") from exc
+    try:
+        version, min_code, written_by = file_schema(conn)
+        if min_code > SCHEMA_VERSION or (version > SCHEMA_VERSION and min_code == 0):
+            raise SchemaVersionError(
+                f"data file {str(path)!r} has schema version {version} (written by mcp-memory "
+                f"{written_by or 'unknown'}); this mcp-memory {__version__} knows schema versions up to "
+                f"{SCHEMA_VERSION}. Upgrade mcp-memory to use this file."
+            )
+        pending = [m for m in MIGRATIONS if m[0] > version]
+        if not pending:
+            return
+        if version > 0:
+            backup = path.with_name(f"{path.stem}.v{version}.{int(time.time())}.bak.db")
+            conn.execute("VACUUM INTO ?", (str(backup),))
+        for number, script, oldest in pending:
+            conn.execute("BEGIN EXCLUSIVE")
+            try:
+                current, _, _ = file_schema(conn)
+                if current < number:  # another process may have migrated meanwhile
+                    for statement in _statements(script):
+                        conn.execute(statement)
+                    for key, value in (
+                        ("schema_version", str(number)),
+                        ("min_code_schema", str(oldest)),
+                        ("written_by", __version__),
+                    ):
+                        conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+    except sqlite3.Error as exc:
+        raise StorageError(f"cannot migrate data file {str(path)!r}: {exc}") from exc
+    finally:
+        conn.close()
+
+
+def _statements(script: str) -> list[str]:
+    return [s.strip() for s in script.split(";\n") if s.strip()]

@@ -1,0 +1,103 @@
+"""Shared fixtures: real SQLite files in tmp_path, the real embedder, real MCP clients in memory."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp.client import Client
+
+from mcp_memory.config import Settings, load_settings
+from mcp_memory.server import Runtime, open_runtime
+from mcp_memory.storage.sqlite import principal_file
+
+MODES = ["legacy", "2026-07-28"]
+TABLES = ("memories", "occurrences", "vectors", "memory_tags", "memories_fts", "changes", "meta")
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+class Clock:
+    """An injected clock: tests move time instead of sleeping."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    return tmp_path / "data"
+
+
+@pytest.fixture
+def settings(data_dir: Path) -> Settings:
+    return load_settings(data_dir=data_dir, principal="alice")
+
+
+@pytest.fixture
+async def runtime(settings: Settings, clock: Clock) -> AsyncIterator[Runtime]:
+    async with open_runtime(settings, clock=clock) as rt:
+        yield rt
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every test that talks MCP runs in both protocol generations."""
+    if "mode" in metafunc.fixturenames:
+        metafunc.parametrize("mode", MODES)
+
+
+@pytest.fixture
+async def client(runtime: Runtime, mode: str) -> AsyncIterator[Client]:
+    async with Client(runtime.mcp, mode=mode) as c:
+        yield c
+
+
+async def call(client: Client, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    """Call a tool that must succeed; return its structured content."""
+    result = await client.call_tool(tool, args)
+    assert not result.is_error, result.content
+    content: dict[str, Any] | None = result.structured_content
+    assert content is not None
+    return content
+
+
+async def call_error(client: Client, tool: str, args: dict[str, Any]) -> str:
+    """Call a tool that must fail with is_error; return the message."""
+    result = await client.call_tool(tool, args)
+    assert result.is_error, result.structured_content
+    text = result.content[0]
+    assert text.type == "text"
+    return text.text
+
+
+def hit_texts(result: dict[str, Any]) -> list[str]:
+    return [h["text"] for h in result["hits"]]
+
+
+def row_counts(data_dir: Path, principal: str) -> dict[str, int]:
+    path = principal_file(data_dir, principal)
+    if not path.exists():
+        return {}
+    conn = sqlite3.connect(path)
+    try:
+        return {t: conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in TABLES}
+    finally:
+        conn.close()
