@@ -1,0 +1,105 @@
+"""Bad input gets a clear error naming the field (and the limit), and nothing is written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp.client import Client
+
+from tests.conftest import call, call_error, row_counts
+
+pytestmark = pytest.mark.anyio
+
+UNKNOWN_ID = "01ZZZZZZZZZZZZZZZZZZZZZZZZ"
+
+# (tool, arguments, words the message must contain)
+BAD_INPUTS: list[tuple[str, dict[str, Any], list[str]]] = [
+    ("remember", {"content": ""}, ["content", "empty"]),
+    ("remember", {"content": "   \n\t"}, ["content", "empty"]),
+    ("remember", {"content": "x" * 16_385}, ["content", "limits.max_content_bytes", "16384"]),
+    ("remember", {"content": "好" * 5_462}, ["content", "limits.max_content_bytes"]),
+    ("remember", {"content": "null\x00byte"}, ["content", "NUL"]),
+    ("remember", {"content": "lone \ud800 surrogate"}, ["content", "surrogate"]),
+    ("remember", {"content": "A valid note about gardening", "kind": "Not A Kind!"}, ["kind"]),
+    ("remember", {"content": "A valid note about gardening", "importance": 1.5}, ["importance"]),
+    ("remember", {"content": "A valid note about gardening", "importance": -0.1}, ["importance"]),
+    (
+        "remember",
+        {"content": "A valid note about gardening", "tags": [f"t{i}" for i in range(33)]},
+        ["tags", "limits.max_tags"],
+    ),
+    ("remember", {"content": "A valid note about gardening", "tags": [""]}, ["tags[0]", "empty"]),
+    ("remember", {"content": "A valid note about gardening", "tags": ["x" * 65]}, ["tags[0]", "limits.max_tag_chars"]),
+    (
+        "remember",
+        {"content": "A valid note about gardening", "metadata": {"blob": "x" * 9_000}},
+        ["metadata", "limits.max_metadata_bytes"],
+    ),
+    ("remember", {"content": "A valid note about gardening", "metadata": {"k": "nul\x00"}}, ["metadata.k", "NUL"]),
+    ("remember", {"content": "A valid note about gardening", "ttl_seconds": 0}, ["ttl_seconds"]),
+    ("remember", {"content": "A valid note about gardening", "supersedes": [UNKNOWN_ID]}, [UNKNOWN_ID]),
+    (
+        "remember",
+        {"content": "A valid note about gardening", "key": "k", "supersedes": [UNKNOWN_ID]},
+        ["supersedes", "key"],
+    ),
+    ("remember", {"content": "A valid note about gardening", "key": ""}, ["key"]),
+    ("remember", {"content": "A valid note about gardening", "occurred_at": "yesterday-ish"}, ["occurred_at"]),
+    ("remember", {}, ["content", "missing"]),
+    ("remember", {"memories": []}, ["memories", "empty"]),
+    ("remember", {"memories": [{"content": f"note {i}"} for i in range(101)]}, ["memories", "limits.max_batch"]),
+    ("remember", {"content": "a", "memories": [{"content": "b"}]}, ["memories", "not both"]),
+    ("remember", {"memories": [{"kind": "fact"}]}, ["memories", "content"]),
+    ("remember", {"memories": [{"content": "ok fine", "colour": "red"}]}, ["memories", "colour"]),
+    ("remember", {"memories": [{"content": "valid one"}, {"content": ""}]}, ["memories[1].content"]),
+    ("recall", {"query": ""}, ["query"]),
+    ("recall", {"query": '*()[]"'}, ["query", "words"]),
+    ("recall", {"query": "q" * 2_001}, ["query", "limits.max_query_chars"]),
+    ("recall", {"query": "nul\x00"}, ["query", "NUL"]),
+    ("recall", {"query": "coffee", "k": 0}, ["k", "limits.max_k"]),
+    ("recall", {"query": "coffee", "k": 51}, ["k", "limits.max_k"]),
+    ("recall", {"query": "coffee", "k": "many"}, ["k"]),
+    ("recall", {"query": "coffee", "budget_tokens": 0}, ["budget_tokens"]),
+    ("recall", {"query": "coffee", "preset": "fastest"}, ["preset"]),
+    ("recall", {"query": "coffee", "filters": {"namespace": "someone-else"}}, ["filters.namespace"]),
+    ("recall", {"query": "coffee", "filters": {"colour": "red"}}, ["colour"]),
+    (
+        "recall",
+        {"query": "coffee", "filters": {"occurred_after": "2026-02-01T00:00:00Z", "occurred_before": "2026-01-01"}},
+        ["occurred_after"],
+    ),
+    ("forget", {}, ["ids", "filter"]),
+    ("forget", {"ids": []}, ["ids", "empty"]),
+    ("forget", {"ids": [UNKNOWN_ID], "dry_run": False}, [UNKNOWN_ID]),
+    ("forget", {"filter": {}, "dry_run": False}, ["filter", "empty"]),
+    ("forget", {"ids": ["a"], "filter": {"tags": ["x"]}}, ["ids", "filter"]),
+]
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "words"), BAD_INPUTS, ids=[f"{t}-{i}" for i, (t, _, _) in enumerate(BAD_INPUTS)]
+)
+async def test_bad_input_is_an_error_that_names_the_field_and_writes_nothing(
+    client: Client, data_dir: Path, tool: str, args: dict[str, Any], words: list[str]
+) -> None:
+    await call(client, "remember", {"content": "A memory that must survive every bad call"})
+    before = row_counts(data_dir, "alice")
+    message = await call_error(client, tool, args)
+    for word in words:
+        assert word in message, message
+    assert row_counts(data_dir, "alice") == before
+    survivor = await call(client, "recall", {"query": "memory that must survive", "reinforce": False})
+    assert [h["text"] for h in survivor["hits"]] == ["A memory that must survive every bad call"]
+
+
+async def test_a_bad_item_in_a_batch_writes_none_of_the_batch(client: Client, data_dir: Path) -> None:
+    await call(client, "remember", {"content": "Seed memory about the batch test"})
+    before = row_counts(data_dir, "alice")
+    await call_error(
+        client, "remember", {"memories": [{"content": "Good item one about llamas"}, {"content": "x" * 20_000}]}
+    )
+    assert row_counts(data_dir, "alice") == before
+    result = await call(client, "recall", {"query": "llamas", "reinforce": False})
+    assert all("llamas" not in h["text"] for h in result["hits"])

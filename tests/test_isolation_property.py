@@ -1,0 +1,68 @@
+"""A property test: random operations by several principals never cross between them."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import anyio
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mcp_memory.config import load_settings
+from mcp_memory.errors import NotFoundError
+from mcp_memory.models import MemoryInput, Scope
+from mcp_memory.server import open_runtime
+from mcp_memory.services.memory import CallContext
+
+PRINCIPALS = ["alice", "bob", "carol"]
+WORDS = ["apple", "river", "code", "launch", "blue", "seven", "market", "cloud", "tiger", "paper"]
+
+operation = st.one_of(
+    st.tuples(
+        st.just("remember"), st.sampled_from(PRINCIPALS), st.lists(st.sampled_from(WORDS), min_size=2, max_size=5)
+    ),
+    st.tuples(st.just("forget"), st.sampled_from(PRINCIPALS), st.integers(min_value=0, max_value=50)),
+    st.tuples(st.just("recall"), st.sampled_from(PRINCIPALS), st.lists(st.sampled_from(WORDS), min_size=1, max_size=3)),
+)
+
+
+async def _run(ops: list[tuple[str, str, object]]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = load_settings(data_dir=Path(tmp), principal="unused")
+        async with open_runtime(settings) as runtime:
+            memory = runtime.memory
+            owned: dict[str, set[str]] = {p: set() for p in PRINCIPALS}
+            all_ids: list[str] = []
+            for n, (op, principal, arg) in enumerate(ops):
+                scope = Scope(principal)
+                if op == "remember":
+                    assert isinstance(arg, list)
+                    text = f"Note {n} by someone: " + " ".join(arg)
+                    result = await memory.remember(scope, [MemoryInput(content=text)], CallContext())
+                    item = result.items[0]
+                    assert item.id is not None
+                    if item.outcome == "merged":
+                        assert item.id in owned[principal]  # a merge only ever joins the caller's own memory
+                    owned[principal].add(item.id)
+                    all_ids.append(item.id)
+                elif op == "forget" and all_ids:
+                    assert isinstance(arg, int)
+                    target = all_ids[arg % len(all_ids)]
+                    if target in owned[principal]:
+                        await memory.forget(scope, ids=[target], dry_run=False)
+                        owned[principal].discard(target)
+                    else:  # another principal's id (or a forgotten one) must look missing
+                        with pytest.raises(NotFoundError):
+                            await memory.forget(scope, ids=[target], dry_run=False)
+                elif op == "recall":
+                    assert isinstance(arg, list)
+                    recalled = await memory.recall(scope, " ".join(arg), k=50, reinforce=False)
+                    assert {h.id for h in recalled.hits} <= owned[principal]
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=st.lists(operation, min_size=5, max_size=25))
+def test_random_operations_never_cross_principals(ops: list[tuple[str, str, object]]) -> None:
+    anyio.run(_run, ops)
