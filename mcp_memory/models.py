@@ -243,6 +243,7 @@ class Criteria:
     occurred_after: float | None = None
     occurred_before: float | None = None
     task_id: str | None = None
+    pinned: bool | None = None
     namespace_only: bool = False
     include_superseded: bool = False
     include_archived: bool = False
@@ -261,6 +262,7 @@ class Criteria:
                     self.occurred_after,
                     self.occurred_before,
                     self.task_id,
+                    self.pinned,
                 )
             )
             or self.namespace_only

@@ -14,11 +14,13 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 
 from mcp_memory import __version__
 from mcp_memory.config import Settings, pin_native_threads
 from mcp_memory.embed.loader import Embedder, EmbedderConfig
+from mcp_memory.models import Scope
 from mcp_memory.redact import RedactingFilter
 from mcp_memory.scope import ScopeResolver
 from mcp_memory.services.memory import MemoryService
@@ -96,7 +98,18 @@ async def open_runtime(
             "mcp-memory", version=__version__, instructions=INSTRUCTIONS, log_level=settings.log_level
         )
         register_tools(mcp, memory, scopes)
-        yield Runtime(settings, store, embedder, memory, mcp)
+        runtime = Runtime(settings, store, embedder, memory, mcp)
+        failure: BaseException | None = None
+        async with anyio.create_task_group() as background:
+            background.start_soon(memory.warm, Scope(settings.principal, settings.namespace))
+            try:
+                yield runtime
+            except BaseException as exc:  # re-raised below, outside the task group, unwrapped
+                failure = exc
+            # The warm-up is bounded and is not cancelled midway: a cancelled SQLite call would be
+            # answered by its worker thread after the loop has gone. Closing waits for it instead.
+        if failure is not None:
+            raise failure
 
 
 async def serve_stdio(settings: Settings) -> None:

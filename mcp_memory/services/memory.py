@@ -121,6 +121,14 @@ class MemoryService:
             self._checked.add(scope.principal)
         return model.dim
 
+    async def warm(self, scope: Scope) -> None:
+        """Load the model and the scope's vector index ahead of the first call (in the background)."""
+        try:
+            dim = await self._model_dim(scope)
+            await self.store.sync(scope, dim)
+        except Exception as exc:  # the first real call reports the same problem to the client
+            log.warning("warm-up of the memory index failed: %s", exc)
+
     # ----- remember ------------------------------------------------------------------------
 
     def _validate(self, index: int, item: MemoryInput) -> None:
@@ -486,17 +494,10 @@ class MemoryService:
                 continue
             used += tokens
             hits.append(self.to_out(record, tokens, signals if explain else None))
-        pinned = (
-            [
-                self.to_out(r, estimate_tokens(r.content), None)
-                for r in await self.store.select_memories(
-                    scope, replace(criteria, include_superseded=False), now, order="m.importance DESC, m.n"
-                )
-                if r.pinned
-            ]
-            if await self._has_pins(scope, now)
-            else []
-        )
+        pinned = [
+            self.to_out(r, estimate_tokens(r.content), None)
+            for r in await self.store.select_memories(scope, Criteria(pinned=True), now, order="m.importance DESC, m.n")
+        ]
         if reinforce and hits:
             await self.store.reinforce(scope, [h.id for h in hits], now)
         return RecallResult(
@@ -507,11 +508,6 @@ class MemoryService:
             budget_tokens=budget,
             used_tokens=used,
             omitted_for_budget=omitted,
-        )
-
-    async def _has_pins(self, scope: Scope, now: float) -> bool:
-        return bool(await self.store.select_memories(scope, Criteria(), now, limit=1, order="m.pinned DESC")) and any(
-            r.pinned for r in await self.store.select_memories(scope, Criteria(), now, limit=1, order="m.pinned DESC")
         )
 
     @staticmethod

@@ -111,6 +111,9 @@ def _visible(scope: Scope, criteria: Criteria, now: float, alias: str = "m") -> 
     if criteria.task_id is not None:
         clauses.append(f"{alias}.task_id = ?")
         params.append(criteria.task_id)
+    if criteria.pinned is not None:
+        clauses.append(f"{alias}.pinned = ?")
+        params.append(int(criteria.pinned))
     return " AND ".join(clauses), params
 
 

@@ -1,0 +1,85 @@
+"""A local fake of an OpenAI-compatible HTTP API (``/v1/embeddings``), for tests through the real client.
+
+Embeddings are deterministic bags of hashed words, so similar texts get similar vectors. The
+server records the Authorization header of each request and can be told to fail.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import orjson
+
+DIM = 64
+
+
+def fake_vector(text: str) -> list[float]:
+    vec = [0.0] * DIM
+    for word in text.lower().split():
+        digest = hashlib.sha256(word.strip(".,?!").encode()).digest()
+        vec[digest[0] % DIM] += 1.0
+        vec[digest[1] % DIM] += 0.5
+    norm = math.sqrt(sum(v * v for v in vec)) or 1.0
+    return [v / norm for v in vec]
+
+
+@dataclass
+class FakeOpenAI:
+    base_url: str
+    authorizations: list[str] = field(default_factory=list)
+    fail_with: int | None = None
+
+
+@contextmanager
+def fake_openai_server() -> Iterator[FakeOpenAI]:
+    state = FakeOpenAI(base_url="")
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+        def do_POST(self) -> None:
+            body = orjson.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+            state.authorizations.append(self.headers.get("Authorization", ""))
+            if state.fail_with is not None:
+                self._send(state.fail_with, {"error": {"message": "upstream is down", "type": "server_error"}})
+                return
+            if self.path != "/v1/embeddings":
+                self._send(404, {"error": {"message": f"no route {self.path}"}})
+                return
+            inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
+            data = [{"object": "embedding", "index": i, "embedding": fake_vector(t)} for i, t in enumerate(inputs)]
+            self._send(
+                200,
+                {
+                    "object": "list",
+                    "data": data,
+                    "model": body["model"],
+                    "usage": {"prompt_tokens": 1, "total_tokens": 1},
+                },
+            )
+
+        def _send(self, status: int, payload: dict[str, Any]) -> None:
+            raw = orjson.dumps(payload)
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    state.base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()
