@@ -25,8 +25,10 @@ from mcp_memory.redact import RedactingFilter
 from mcp_memory.scope import ScopeResolver
 from mcp_memory.services.memory import MemoryService
 from mcp_memory.services.sessions import SessionTracker
+from mcp_memory.services.tasks import TaskService
 from mcp_memory.storage.sqlite import SqliteStore
-from mcp_memory.tools import register_tools
+from mcp_memory.storage.tasks import TaskStore
+from mcp_memory.tools import register_task_tools, register_tools
 
 INSTRUCTIONS = """mcp-memory gives you long-term memory across sessions and clients.
 Call `recall` with the user's question before answering when earlier context may matter.
@@ -72,6 +74,7 @@ class Runtime:
     store: SqliteStore
     embedder: Embedder
     memory: MemoryService
+    tasks: TaskService
     mcp: MCPServer[Any]
 
 
@@ -97,8 +100,10 @@ async def open_runtime(
         mcp: MCPServer[Any] = MCPServer(
             "mcp-memory", version=__version__, instructions=INSTRUCTIONS, log_level=settings.log_level
         )
+        tasks = TaskService(TaskStore(store), memory, settings.limits, clock=clock)
         register_tools(mcp, memory, scopes)
-        runtime = Runtime(settings, store, embedder, memory, mcp)
+        register_task_tools(mcp, tasks, memory, scopes)
+        runtime = Runtime(settings, store, embedder, memory, tasks, mcp)
         failure: BaseException | None = None
         async with anyio.create_task_group() as background:
             background.start_soon(memory.warm, Scope(settings.principal, settings.namespace))

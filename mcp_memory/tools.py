@@ -14,19 +14,32 @@ from typing import Annotated, Any, ParamSpec, TypeVar
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
-from pydantic import Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from mcp_memory.errors import InvalidInputError, MemoryServerError
 from mcp_memory.models import (
+    CheckpointPage,
+    CheckpointReason,
+    CheckpointResult,
     ForgetFilter,
     ForgetResult,
     MemoryInput,
+    PendingAction,
+    PinResult,
     RecallFilters,
     RecallResult,
     RememberResult,
+    ResumePacket,
+    TaskEdit,
+    TaskNode,
+    TaskPage,
+    TaskUpdateResult,
+    TokenUsage,
+    ToolCallRecord,
 )
 from mcp_memory.scope import ScopeResolver
 from mcp_memory.services.memory import CallContext, MemoryService
+from mcp_memory.services.tasks import TaskService
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -90,6 +103,7 @@ def register_tools(mcp: MCPServer[Any], memory: MemoryService, scopes: ScopeReso
         ttl_seconds: int | None = None,
         supersedes: list[str] | None = None,
         key: str | None = None,
+        pinned: Annotated[bool, Field(description="always return it with recall and resume")] = False,
         memories: Annotated[
             list[dict[str, Any]] | None,
             Field(description="several memories at once, each with the fields above (content required)"),
@@ -116,6 +130,7 @@ def register_tools(mcp: MCPServer[Any], memory: MemoryService, scopes: ScopeReso
                         ttl_seconds=ttl_seconds,
                         supersedes=supersedes or [],
                         key=key,
+                        pinned=pinned,
                     )
                 ]
         except ValidationError as exc:
@@ -160,3 +175,135 @@ def register_tools(mcp: MCPServer[Any], memory: MemoryService, scopes: ScopeReso
         dry_run: bool = True,
     ) -> ForgetResult:
         return await memory.forget(scopes.scope(ctx), ids=ids, where=filter, dry_run=dry_run)
+
+
+CHECKPOINT_DOC = """Save a long task's state so it can be resumed exactly, later, from any session or client.
+
+Creates the task on first use (give `goal`). Fields you pass replace those of the head; fields you
+omit keep their value. Pass `expected_head` (the head_seq you last saw) to be told, instead of
+silently forking, when another client moved the task meanwhile. Checkpoint after each finished
+step, at phase changes, before a costly or irreversible action, and before pausing."""
+
+RESUME_DOC = """Pick a task up where it stood: goal, constraints, the tree with statuses, the current node,
+pending actions, time since the last change, what to verify first, the task's memories and the
+pinned memories, within a token budget. Give `checkpoint_id` to roll back to that checkpoint (a
+new checkpoint copies it; history is kept). The full checkpoint (snapshot included) is at
+`full_checkpoint_uri`."""
+
+
+def register_task_tools(mcp: MCPServer[Any], tasks: TaskService, memory: MemoryService, scopes: ScopeResolver) -> None:
+    @mcp.tool(
+        description=CHECKPOINT_DOC,
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False),
+    )
+    @_as_tool_errors
+    async def checkpoint(
+        ctx: Context,
+        task_id: Annotated[str | None, Field(description="your id for the task; generated when absent")] = None,
+        goal: Annotated[str | None, Field(description="what the task is for (required on creation)")] = None,
+        title: str | None = None,
+        constraints: list[str] | None = None,
+        tree: Annotated[TaskNode | None, Field(description="the whole task tree (one root)")] = None,
+        current_node: str | None = None,
+        variables: dict[str, Any] | None = None,
+        pending_actions: list[PendingAction] | None = None,
+        last_tool_calls: list[ToolCallRecord] | None = None,
+        snapshot: Annotated[str | None, Field(description="working-memory snapshot, free text")] = None,
+        token_usage: TokenUsage | None = None,
+        iterations: int | None = None,
+        reason: CheckpointReason = "manual",
+        expected_head: Annotated[int | None, Field(description="the head_seq you last saw")] = None,
+        namespaced: Annotated[bool, Field(description="create the task in this connection's namespace only")] = False,
+    ) -> CheckpointResult:
+        given = {
+            "tree": tree,
+            "current_node": current_node,
+            "variables": variables,
+            "pending_actions": pending_actions,
+            "last_tool_calls": last_tool_calls,
+            "snapshot": snapshot,
+            "token_usage": token_usage,
+            "iterations": iterations,
+        }
+        changes = {
+            k: (
+                v.model_dump(mode="json")
+                if isinstance(v, BaseModel)
+                else [x.model_dump(mode="json") for x in v]
+                if isinstance(v, list) and v and isinstance(v[0], BaseModel)
+                else v
+            )
+            for k, v in given.items()
+            if v is not None
+        }
+        return await tasks.checkpoint(
+            scopes.scope(ctx),
+            task_id,
+            changes=changes,
+            title=title,
+            goal=goal,
+            constraints=constraints,
+            reason=reason,
+            expected_head=expected_head,
+            in_namespace=namespaced,
+        )
+
+    @mcp.tool(
+        description=RESUME_DOC,
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False),
+    )
+    @_as_tool_errors
+    async def resume(
+        ctx: Context,
+        task_id: str,
+        checkpoint_id: Annotated[str | None, Field(description="roll back to this checkpoint")] = None,
+        budget_tokens: Annotated[int | None, Field(description="token budget (default 4000)")] = None,
+    ) -> ResumePacket:
+        return await tasks.resume(scopes.scope(ctx), task_id, checkpoint_id=checkpoint_id, budget_tokens=budget_tokens)
+
+    @mcp.tool(
+        description="Edit a task's tree all-or-nothing: add nodes, move them, set status/notes/title, set the "
+        "current node. An unknown node, a cycle or a second root is an error and changes nothing.",
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False),
+    )
+    @_as_tool_errors
+    async def update_task(
+        ctx: Context, task_id: str, edits: list[TaskEdit], expected_head: int | None = None
+    ) -> TaskUpdateResult:
+        return await tasks.update_task(scopes.scope(ctx), task_id, edits, expected_head)
+
+    @mcp.tool(
+        description="Pin a memory (a goal, rule, identity or safety constraint): it then always comes back with "
+        "recall and resume, in their `pinned` field, and is never compressed or decayed. Pins share a token cap.",
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True),
+    )
+    @_as_tool_errors
+    async def pin(ctx: Context, id: str) -> PinResult:
+        return await memory.pin(scopes.scope(ctx), id, True)
+
+    @mcp.tool(
+        description="Unpin a memory: it goes back to being recalled by relevance only.",
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True),
+    )
+    @_as_tool_errors
+    async def unpin(ctx: Context, id: str) -> PinResult:
+        return await memory.pin(scopes.scope(ctx), id, False)
+
+    @mcp.tool(
+        description="List your tasks, most recently changed first; pass next_cursor to page on.",
+        annotations=ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True),
+    )
+    @_as_tool_errors
+    async def list_tasks(ctx: Context, cursor: str | None = None, limit: int = 20) -> TaskPage:
+        return await tasks.list_tasks(scopes.scope(ctx), cursor, limit)
+
+    @mcp.tool(
+        description="List a task's checkpoints (id, sequence, time, reason, size), newest first; pass next_cursor "
+        "to page on.",
+        annotations=ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True),
+    )
+    @_as_tool_errors
+    async def list_checkpoints(
+        ctx: Context, task_id: str, cursor: str | None = None, limit: int = 20
+    ) -> CheckpointPage:
+        return await tasks.list_checkpoints(scopes.scope(ctx), task_id, cursor, limit)

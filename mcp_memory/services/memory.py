@@ -34,6 +34,7 @@ from mcp_memory.models import (
     Merge,
     NewMemory,
     NewOccurrence,
+    PinResult,
     Provenance,
     RecallFilters,
     RecallResult,
@@ -46,11 +47,10 @@ from mcp_memory.models import (
 )
 from mcp_memory.redact import redact, redact_value
 from mcp_memory.services import rules, scoring
+from mcp_memory.services.checks import json_strings, text_field
 from mcp_memory.services.sessions import SessionTracker
 from mcp_memory.storage.sqlite import SqliteStore
 from mcp_memory.text import (
-    TextProblem,
-    check_text,
     estimate_tokens,
     keyword_terms,
     language,
@@ -71,25 +71,6 @@ class CallContext:
     """What the transport knows about the caller, besides the Scope: provenance only."""
 
     provenance: Provenance = field(default_factory=Provenance)
-
-
-def _text_field(name: str, value: str) -> None:
-    try:
-        check_text(value)
-    except TextProblem as exc:
-        raise InvalidInputError(name, str(exc)) from None
-
-
-def _json_strings(name: str, value: Any) -> None:
-    if isinstance(value, str):
-        _text_field(name, value)
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            _text_field(f"{name} key", str(k))
-            _json_strings(f"{name}.{k}", v)
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            _json_strings(f"{name}[{i}]", v)
 
 
 def content_hash(namespace: str | None, content: str) -> str:
@@ -134,7 +115,7 @@ class MemoryService:
     def _validate(self, index: int, item: MemoryInput) -> None:
         lim = self.limits
         where = f"memories[{index}]"
-        _text_field(f"{where}.content", item.content)
+        text_field(f"{where}.content", item.content)
         if not item.content.strip():
             raise InvalidInputError(f"{where}.content", "is empty; send the text to remember")
         size = len(item.content.encode("utf-8"))
@@ -161,7 +142,7 @@ class MemoryService:
                 limit=lim.max_tags,
             )
         for i, tag in enumerate(item.tags):
-            _text_field(f"{where}.tags[{i}]", tag)
+            text_field(f"{where}.tags[{i}]", tag)
             if not tag.strip():
                 raise InvalidInputError(f"{where}.tags[{i}]", "is empty; drop it or give it text")
             if len(tag) > lim.max_tag_chars:
@@ -171,7 +152,7 @@ class MemoryService:
                     limit_name="limits.max_tag_chars",
                     limit=lim.max_tag_chars,
                 )
-        _json_strings(f"{where}.metadata", item.metadata)
+        json_strings(f"{where}.metadata", item.metadata)
         try:
             meta_size = len(orjson.dumps(item.metadata))
         except TypeError as exc:
@@ -187,7 +168,7 @@ class MemoryService:
             raise InvalidInputError(f"{where}.ttl_seconds", f"must be between 1 and {_MAX_TTL} seconds")
         for name, text in (("key", item.key), ("task_id", item.task_id), ("session_id", item.session_id)):
             if text is not None:
-                _text_field(f"{where}.{name}", text)
+                text_field(f"{where}.{name}", text)
                 if not text.strip() or len(text) > 200:
                     raise InvalidInputError(f"{where}.{name}", "must be 1 to 200 characters")
         if len(item.supersedes) > lim.max_batch:
@@ -198,7 +179,7 @@ class MemoryService:
                 limit=lim.max_batch,
             )
         for i, ident in enumerate(item.supersedes):
-            _text_field(f"{where}.supersedes[{i}]", ident)
+            text_field(f"{where}.supersedes[{i}]", ident)
         if item.key is not None and item.supersedes:
             raise InvalidInputError(f"{where}.supersedes", "give either key or supersedes, not both")
 
@@ -227,6 +208,9 @@ class MemoryService:
                 continue
             prepared.append((i, item, content, content_hash(scope.namespace, content)))
 
+        new_pins = [estimate_tokens(content) for _, item, content, _ in prepared if item.pinned]
+        if new_pins:
+            self._check_pin_cap(await self._pinned_tokens(scope, now) + sum(new_pins), "memories.pinned")
         dim = await self._model_dim(scope)
         existing = await self.store.find_by_hash(scope, [h for *_, h in prepared], now)
         session = self.sessions.touch(scope, ctx.provenance, now)
@@ -304,8 +288,40 @@ class MemoryService:
 
     @staticmethod
     def _plain(item: MemoryInput) -> bool:
-        """Only a memory that replaces nothing may merge into a duplicate."""
-        return item.key is None and not item.supersedes
+        """Only a memory that replaces nothing, and is not to be pinned, may merge into a duplicate."""
+        return item.key is None and not item.supersedes and not item.pinned
+
+    async def _pinned_tokens(self, scope: Scope, now: float) -> int:
+        pinned = await self.store.select_memories(scope, Criteria(pinned=True), now)
+        return sum(estimate_tokens(r.content) for r in pinned)
+
+    def _check_pin_cap(self, total: int, field: str) -> None:
+        cap = self.limits.pinned_cap_tokens
+        if total > cap:
+            raise LimitExceededError(
+                field,
+                f"would bring pinned memories to {total} tokens; unpin something or shorten it",
+                limit_name="limits.pinned_cap_tokens",
+                limit=cap,
+            )
+
+    async def pin(self, scope: Scope, memory_id: str, pinned: bool = True) -> PinResult:
+        """Pin (or unpin) a memory: it then always comes back with recall and resume."""
+        text_field("id", memory_id)
+        now = self.clock()
+        found = await self.store.select_memories(scope, Criteria(ids=(memory_id,)), now)
+        if not found:
+            raise NotFoundError("memory", memory_id)
+        record = found[0]
+        total = await self._pinned_tokens(scope, now)
+        if pinned and not record.pinned:
+            total += estimate_tokens(record.content)
+            self._check_pin_cap(total, "id")
+        elif not pinned and record.pinned:
+            total -= estimate_tokens(record.content)
+        if record.pinned != pinned:
+            await self.store.set_pinned(scope, record.rowid, pinned)
+        return PinResult(id=memory_id, pinned=pinned, pinned_tokens=total, cap_tokens=self.limits.pinned_cap_tokens)
 
     async def _near_duplicate(
         self,
@@ -352,7 +368,7 @@ class MemoryService:
             tags=tags,
             metadata=redact_value(item.metadata),
             importance=importance,
-            pinned=False,
+            pinned=item.pinned,
             occurred_at=occurred,
             created_at=now,
             last_accessed_at=None,
@@ -383,9 +399,9 @@ class MemoryService:
             )
         for name, values in (("kinds", filters.kinds), ("tags", filters.tags)):
             for i, value in enumerate(values or []):
-                _text_field(f"filters.{name}[{i}]", value)
+                text_field(f"filters.{name}[{i}]", value)
         if filters.task_id is not None:
-            _text_field("filters.task_id", filters.task_id)
+            text_field("filters.task_id", filters.task_id)
         after = to_seconds(filters.occurred_after) if filters.occurred_after else None
         before = to_seconds(filters.occurred_before) if filters.occurred_before else None
         if after is not None and before is not None and after >= before:
@@ -415,7 +431,7 @@ class MemoryService:
         preset: str | None = None,
     ) -> RecallResult:
         lim = self.limits
-        _text_field("query", query)
+        text_field("query", query)
         if len(query) > lim.max_query_chars:
             raise LimitExceededError(
                 "query",
@@ -572,7 +588,7 @@ class MemoryService:
                     limit=self.limits.max_forget_ids,
                 )
             for i, ident in enumerate(ids):
-                _text_field(f"ids[{i}]", ident)
+                text_field(f"ids[{i}]", ident)
             criteria = replace(everything, ids=tuple(dict.fromkeys(ids)))
         else:
             assert where is not None

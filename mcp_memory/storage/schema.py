@@ -15,7 +15,7 @@ from pathlib import Path
 from mcp_memory import __version__
 from mcp_memory.errors import SchemaVersionError, StorageError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _V1 = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -82,8 +82,37 @@ CREATE TABLE changes (
 );
 """
 
-# (version, script, the oldest code schema that may write a file at this version)
-MIGRATIONS: list[tuple[int, str, int]] = [(1, _V1, 1)]
+_V2 = """
+CREATE TABLE tasks (
+    task_id TEXT PRIMARY KEY,
+    namespace TEXT,
+    title TEXT NOT NULL,
+    goal TEXT NOT NULL,
+    constraints TEXT NOT NULL DEFAULT '[]',
+    head BLOB NOT NULL,
+    head_seq INTEGER NOT NULL,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    latest_checkpoint_id TEXT
+);
+CREATE INDEX tasks_updated ON tasks(updated_at, task_id);
+CREATE TABLE checkpoints (
+    id TEXT PRIMARY KEY,
+    task_id TEXT NOT NULL REFERENCES tasks(task_id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    parent_id TEXT,
+    reason TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    size INTEGER NOT NULL,
+    checksum TEXT NOT NULL,
+    envelope BLOB NOT NULL,
+    UNIQUE (task_id, seq)
+);
+"""
+
+# (version, script, the oldest code schema that may write a file at this version). Version 2 only
+# adds tables, so code that knows version 1 may still write memories into it.
+MIGRATIONS: list[tuple[int, str, int]] = [(1, _V1, 1), (2, _V2, 1)]
 
 
 def connect_sync(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:

@@ -191,7 +191,7 @@ class SqliteStore:
         return db
 
     @asynccontextmanager
-    async def _write(self, scope: Scope) -> AsyncIterator[aiosqlite.Connection]:
+    async def transaction(self, scope: Scope) -> AsyncIterator[aiosqlite.Connection]:
         """One BEGIN IMMEDIATE transaction; the vector index catches up after the commit."""
         db = await self._db(scope)
         async with db.write_lock:
@@ -212,6 +212,10 @@ class SqliteStore:
                 raise StorageError(f"write failed: {exc}") from exc
         await self._catch_up(db)
 
+    async def reader(self, scope: Scope) -> aiosqlite.Connection:
+        """The principal's read connection (sees committed data only)."""
+        return (await self._db(scope)).reader
+
     # ----- model metadata ------------------------------------------------------------------
 
     async def check_model(self, scope: Scope, model_id: str, dim: int) -> None:
@@ -220,7 +224,7 @@ class SqliteStore:
         rows = await db.reader.execute_fetchall("SELECT key, value FROM meta WHERE key IN ('embed_model', 'embed_dim')")
         meta = {str(k): str(v) for k, v in rows}
         if "embed_model" not in meta:
-            async with self._write(scope) as conn:
+            async with self.transaction(scope) as conn:
                 await conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('embed_model', ?)", (model_id,))
                 await conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('embed_dim', ?)", (str(dim),))
             return await self.check_model(scope, model_id, dim)
@@ -422,7 +426,7 @@ class SqliteStore:
         now = time.time()
         superseded: dict[str, list[str]] = {}
         where, params = _visible(scope, Criteria(include_expired=True, include_archived=True), now)
-        async with self._write(scope) as conn:
+        async with self.transaction(scope) as conn:
             for item in inserts:
                 rec = item.record
                 cursor = await conn.execute(
@@ -517,11 +521,15 @@ class SqliteStore:
             ),
         )
 
+    async def set_pinned(self, scope: Scope, n: int, pinned: bool) -> None:
+        async with self.transaction(scope) as conn:
+            await conn.execute("UPDATE memories SET pinned = ? WHERE n = ?", (int(pinned), n))
+
     async def reinforce(self, scope: Scope, ids: Sequence[str], now: float) -> None:
         """Recall strengthens what it returns: access count and last access."""
         if not ids:
             return
-        async with self._write(scope) as conn:
+        async with self.transaction(scope) as conn:
             await conn.execute(
                 "UPDATE memories SET access_count = access_count + 1, last_accessed_at = ? "
                 f"WHERE id IN ({','.join('?' * len(ids))})",
@@ -533,7 +541,7 @@ class SqliteStore:
         if not ns:
             return 0
         deleted = 0
-        async with self._write(scope) as conn:
+        async with self.transaction(scope) as conn:
             for start in range(0, len(ns), 500):
                 chunk = list(ns[start : start + 500])
                 marks = ",".join("?" * len(chunk))
@@ -547,7 +555,7 @@ class SqliteStore:
     async def scrub(self, scope: Scope) -> bool:
         """Rewrite the keyword index without deleted rows and empty the WAL; True when the WAL emptied."""
         db = await self._db(scope)
-        async with self._write(scope) as conn:
+        async with self.transaction(scope) as conn:
             # FTS5 keeps deleted tokens in old segments until they merge; 'optimize' rewrites them all.
             await conn.execute("INSERT INTO memories_fts(memories_fts) VALUES ('optimize')")
         async with db.write_lock:
@@ -559,12 +567,12 @@ class SqliteStore:
         return False
 
     async def replace_vectors(self, scope: Scope, vectors: Sequence[tuple[int, bytes]]) -> None:
-        async with self._write(scope) as conn:
+        async with self.transaction(scope) as conn:
             await conn.executemany("UPDATE vectors SET vec = ? WHERE memory_n = ?", [(v, n) for n, v in vectors])
             await conn.executemany("INSERT INTO changes(memory_n, op) VALUES (?, 'put')", [(n,) for n, _ in vectors])
 
     async def set_model(self, scope: Scope, model_id: str, dim: int) -> None:
-        async with self._write(scope) as conn:
+        async with self.transaction(scope) as conn:
             await conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('embed_model', ?)", (model_id,))
             await conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('embed_dim', ?)", (str(dim),))
         db = await self._db(scope)

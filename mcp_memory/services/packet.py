@@ -1,0 +1,134 @@
+"""The resume packet: what puts an agent back on track, packed into a token budget.
+
+Always included: goal, constraints, the current node, pending actions, hints. Then, in order,
+as the budget allows: the tree (finished subtrees fold first), the task's memories, variables,
+the last tool calls, and an excerpt of the snapshot. Pinned memories have their own cap
+(limits.pinned_cap_tokens) and are not counted here. The full checkpoint is a resource URI.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from mcp_memory.models import CheckpointInfo, MemoryOut, ResumePacket, TaskState
+from mcp_memory.services import task_tree
+from mcp_memory.text import estimate_tokens
+
+LONG_PAUSE_SECONDS = 24 * 3600
+
+
+def _tokens(value: Any) -> int:
+    text = value if isinstance(value, str) else orjson.dumps(value, default=str).decode()
+    return estimate_tokens(text)
+
+
+def hints(state: TaskState, elapsed: float) -> list[str]:
+    head = state.head
+    out: list[str] = []
+    if elapsed >= LONG_PAUSE_SECONDS:
+        days = elapsed / 86400
+        out.append(
+            f"The task was paused {days:.1f} days ago: check that the files, branches, prices and answers "
+            "the plan depends on are still as recorded before acting."
+        )
+    for action in head.pending_actions:
+        if action.external:
+            out.append(f"Pending external action {action.text!r}: verify whether it already happened before doing it.")
+        if action.irreversible:
+            out.append(f"Pending action {action.text!r} is irreversible: confirm with the user before doing it.")
+    if head.tree is not None:
+        for node, _ in task_tree.walk(head.tree):
+            if node.status == "blocked":
+                out.append(f"Node {node.id!r} is blocked: {node.blocked_reason}.")
+    if head.current_node is None and head.tree is not None:
+        out.append("No current node is set: pick the next pending node and set it with update_task.")
+    return out
+
+
+def build(
+    state: TaskState,
+    *,
+    elapsed: float,
+    budget: int,
+    checkpoint: CheckpointInfo | None,
+    memories: list[MemoryOut],
+    pinned: list[MemoryOut],
+    warnings: list[str],
+    rolled_back_to: str | None,
+    full_uri: str | None,
+) -> ResumePacket:
+    head = state.head
+    current = None
+    if head.current_node is not None:
+        found = task_tree.find(head.tree, head.current_node)
+        if found is not None:
+            current = found[0].model_copy(update={"children": []})
+    packet_hints = hints(state, elapsed)
+    used = sum(_tokens(x) for x in (state.goal, state.constraints, packet_hints, warnings))
+    used += _tokens(current.model_dump(mode="json")) if current else 0
+    used += _tokens([a.model_dump(mode="json") for a in head.pending_actions])
+
+    # The tree: up to about 40% of what is left, folding finished work first.
+    room = max(budget - used, 0)
+    tree_text = task_tree.outline(head.tree, head.current_node)
+    lines = tree_text.count("\n") + 1
+    while lines > 1 and _tokens(tree_text) > max(room * 0.4, 40):
+        lines = max(1, lines // 2) if lines > 8 else lines - 1
+        tree_text = task_tree.outline(head.tree, head.current_node, max_lines=lines)
+    used += _tokens(tree_text)
+
+    kept_memories: list[MemoryOut] = []
+    for memory in memories:
+        if used + memory.tokens > budget:
+            break
+        kept_memories.append(memory)
+        used += memory.tokens
+
+    variables: dict[str, Any] = head.variables
+    if used + _tokens(variables) > budget:
+        variables = dict.fromkeys(head.variables, "(omitted for the budget; see the full checkpoint)")
+        warnings = [*warnings, "variables were too large for the budget: read the full checkpoint"]
+    used += _tokens(variables)
+    tool_calls = list(head.last_tool_calls)
+    while tool_calls and used + _tokens([c.model_dump(mode="json") for c in tool_calls]) > budget:
+        tool_calls.pop(0)  # oldest first
+    used += _tokens([c.model_dump(mode="json") for c in tool_calls])
+
+    excerpt = head.snapshot
+    left = budget - used
+    if _tokens(excerpt) > left:
+        # Cut to the budget (a token is ~3 characters of Latin text, ~1 of CJK: halve until it fits).
+        length = max(left, 0) * 3
+        excerpt = excerpt[:length]
+        while excerpt and _tokens(excerpt) > left:
+            excerpt = excerpt[: len(excerpt) * 3 // 4]
+    used += _tokens(excerpt) if excerpt else 0
+
+    return ResumePacket(
+        task_id=state.task_id,
+        title=state.title,
+        goal=state.goal,
+        constraints=state.constraints,
+        head_seq=state.head_seq,
+        checkpoint=checkpoint,
+        rolled_back_to=rolled_back_to,
+        tree=tree_text,
+        current_node=current,
+        pending_actions=head.pending_actions,
+        variables=variables,
+        last_tool_calls=tool_calls,
+        iterations=head.iterations,
+        token_usage=head.token_usage,
+        elapsed_seconds=round(elapsed, 3),
+        hints=packet_hints,
+        memories=kept_memories,
+        pinned=pinned,
+        snapshot_excerpt=excerpt,
+        snapshot_chars=len(head.snapshot),
+        full_checkpoint_uri=full_uri,
+        warnings=warnings,
+        budget_tokens=budget,
+        used_tokens=used,
+    )

@@ -1,0 +1,137 @@
+"""Task tree rules: one root, unique node ids, no cycles; edits apply all-or-nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from mcp_memory.errors import InvalidInputError
+from mcp_memory.models import NodeStatus, TaskEdit, TaskHead, TaskNode
+
+MARK: dict[NodeStatus, str] = {
+    "pending": "[ ]",
+    "in_progress": "[>]",
+    "done": "[x]",
+    "blocked": "[!]",
+    "abandoned": "[-]",
+}
+
+
+def walk(node: TaskNode, parent: TaskNode | None = None) -> Iterator[tuple[TaskNode, TaskNode | None]]:
+    yield node, parent
+    for child in node.children:
+        yield from walk(child, node)
+
+
+def validate(tree: TaskNode | None, field: str = "tree") -> None:
+    if tree is None:
+        return
+    seen: set[str] = set()
+    for node, _ in walk(tree):
+        if not node.id.strip() or len(node.id) > 200:
+            raise InvalidInputError(f"{field}", f"node id {node.id!r} must be 1 to 200 characters")
+        if node.id in seen:
+            raise InvalidInputError(f"{field}", f"node id {node.id!r} appears twice; node ids must be unique")
+        seen.add(node.id)
+
+
+def find(tree: TaskNode | None, node_id: str) -> tuple[TaskNode, TaskNode | None] | None:
+    if tree is None:
+        return None
+    for node, parent in walk(tree):
+        if node.id == node_id:
+            return node, parent
+    return None
+
+
+def _require(tree: TaskNode | None, node_id: str | None, field: str) -> tuple[TaskNode, TaskNode | None]:
+    if node_id is None:
+        raise InvalidInputError(field, "is required for this edit")
+    found = find(tree, node_id)
+    if found is None:
+        raise InvalidInputError(field, f"no node {node_id!r} in this task's tree")
+    return found
+
+
+def _insert(parent: TaskNode, node: TaskNode, position: int | None) -> None:
+    index = len(parent.children) if position is None else min(position, len(parent.children))
+    parent.children.insert(index, node)
+
+
+def apply_edits(head: TaskHead, edits: Sequence[TaskEdit]) -> TaskHead:
+    """A new head with every edit applied, or InvalidInputError naming the first bad edit (head untouched)."""
+    new = head.model_copy(deep=True)
+    for i, edit in enumerate(edits):
+        where = f"edits[{i}]"
+        if edit.op == "add":
+            if edit.node is None:
+                raise InvalidInputError(f"{where}.node", "is required to add a node")
+            if edit.parent_id is None:
+                if new.tree is not None:
+                    raise InvalidInputError(
+                        f"{where}.parent_id", f"the task already has a root ({new.tree.id!r}); a tree has one root"
+                    )
+                new.tree = edit.node.model_copy(deep=True)
+            else:
+                parent, _ = _require(new.tree, edit.parent_id, f"{where}.parent_id")
+                for added, _ in walk(edit.node):
+                    if find(new.tree, added.id) is not None:
+                        raise InvalidInputError(f"{where}.node", f"node id {added.id!r} already exists")
+                _insert(parent, edit.node.model_copy(deep=True), edit.position)
+            validate(new.tree, f"{where}.node")
+        elif edit.op == "move":
+            node, old_parent = _require(new.tree, edit.node_id, f"{where}.node_id")
+            if old_parent is None:
+                raise InvalidInputError(f"{where}.node_id", f"{node.id!r} is the root; the root cannot move")
+            target, _ = _require(new.tree, edit.parent_id, f"{where}.parent_id")
+            if find(node, target.id) is not None:
+                raise InvalidInputError(
+                    f"{where}.parent_id", f"moving {node.id!r} under {target.id!r} would make a cycle"
+                )
+            old_parent.children.remove(node)
+            _insert(target, node, edit.position)
+        elif edit.op == "set":
+            node, _ = _require(new.tree, edit.node_id, f"{where}.node_id")
+            if edit.title is not None:
+                node.title = edit.title
+            if edit.notes is not None:
+                node.notes = edit.notes
+            if edit.status is not None:
+                node.status = edit.status
+                if edit.status != "blocked" and edit.blocked_reason is None:
+                    node.blocked_reason = None
+            if edit.blocked_reason is not None:
+                node.blocked_reason = edit.blocked_reason
+            if node.status == "blocked" and not node.blocked_reason:
+                raise InvalidInputError(f"{where}.blocked_reason", "a blocked node needs a reason")
+        else:  # set_current
+            node, _ = _require(new.tree, edit.node_id, f"{where}.node_id")
+            new.current_node = node.id
+    if new.current_node is not None and find(new.tree, new.current_node) is None:
+        raise InvalidInputError("current_node", f"no node {new.current_node!r} in this task's tree")
+    return new
+
+
+def outline(tree: TaskNode | None, current: str | None, max_lines: int | None = None) -> str:
+    """The tree as an indented checklist; finished subtrees fold first when lines are short."""
+    if tree is None:
+        return "(no tree yet)"
+
+    def lines(node: TaskNode, depth: int, fold: bool) -> list[str]:
+        mark = " <- current" if node.id == current else ""
+        reason = f" (blocked: {node.blocked_reason})" if node.blocked_reason else ""
+        out = [f"{'  ' * depth}- {MARK[node.status]} {node.id}: {node.title}{reason}{mark}"]
+        finished = node.status in ("done", "abandoned") and not any(n.id == current for n, _ in walk(node))
+        if fold and finished and node.children:
+            out.append(f"{'  ' * (depth + 1)}({sum(1 for _ in walk(node)) - 1} finished steps folded)")
+            return out
+        for child in node.children:
+            out.extend(lines(child, depth + 1, fold))
+        return out
+
+    full = lines(tree, 0, fold=False)
+    if max_lines is None or len(full) <= max_lines:
+        return "\n".join(full)
+    folded = lines(tree, 0, fold=True)
+    if len(folded) <= max_lines:
+        return "\n".join(folded)
+    return "\n".join([*folded[:max_lines], f"... {len(folded) - max_lines} more lines in the full checkpoint"])

@@ -1,0 +1,470 @@
+"""TaskService: checkpoint, update_task, resume (with rollback) and the task listings (ADR 6)."""
+
+from __future__ import annotations
+
+import base64
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+
+from mcp_memory.config import Limits
+from mcp_memory.errors import InvalidInputError, LimitExceededError, NotFoundError, StorageError
+from mcp_memory.ids import new_id
+from mcp_memory.models import (
+    CheckpointInfo,
+    CheckpointPage,
+    CheckpointReason,
+    CheckpointResult,
+    RecallFilters,
+    ResumePacket,
+    Scope,
+    TaskEdit,
+    TaskHead,
+    TaskPage,
+    TaskState,
+    TaskSummary,
+    TaskUpdateResult,
+    to_datetime,
+)
+from mcp_memory.redact import redact, redact_value
+from mcp_memory.services import packet, task_tree
+from mcp_memory.services.checks import text_field
+from mcp_memory.services.memory import MemoryService
+from mcp_memory.storage.envelope import CheckpointFormatError, CorruptCheckpointError, Envelope, encode, unpack
+from mcp_memory.storage.tasks import CheckpointRow, StaleHeadError, TaskRow, TaskStore
+
+log = logging.getLogger(__name__)
+
+HEAD_FIELDS = frozenset(TaskHead.model_fields)
+_RETRIES = 5
+
+
+def task_uri(task_id: str) -> str:
+    return f"memory://tasks/{task_id}"
+
+
+def checkpoint_uri(task_id: str, checkpoint_id: str) -> str:
+    return f"memory://tasks/{task_id}/checkpoints/{checkpoint_id}"
+
+
+def _dt(seconds: float) -> Any:
+    return to_datetime(seconds)
+
+
+def _info(row: CheckpointRow) -> CheckpointInfo:
+    return CheckpointInfo(
+        id=row.id,
+        task_id=row.task_id,
+        seq=row.seq,
+        parent_id=row.parent_id,
+        reason=row.reason,
+        created_at=_dt(row.created_at),
+        size=row.size,
+        checksum=row.checksum,
+    )
+
+
+def serialised_size(head: TaskHead) -> int:
+    """What the checkpoint limit measures: the structured JSON plus the snapshot's UTF-8 bytes."""
+    return len(orjson.dumps(head.model_dump(mode="json", exclude={"snapshot"}))) + len(head.snapshot.encode("utf-8"))
+
+
+def _cursor(value: Any) -> str:
+    return base64.urlsafe_b64encode(orjson.dumps(value)).decode()
+
+
+def _uncursor(cursor: str | None) -> Any:
+    if cursor is None:
+        return None
+    try:
+        return orjson.loads(base64.urlsafe_b64decode(cursor.encode()))
+    except (ValueError, orjson.JSONDecodeError):
+        raise InvalidInputError("cursor", "is not a cursor this server returned; omit it to start over") from None
+
+
+class TaskService:
+    def __init__(
+        self, tasks: TaskStore, memory: MemoryService, limits: Limits, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.tasks = tasks
+        self.memory = memory
+        self.limits = limits
+        self.clock = clock
+
+    # ----- reading a head ------------------------------------------------------------------
+
+    @staticmethod
+    def _head_from(envelope: Envelope) -> TaskHead:
+        structured = envelope.structured.get("head", envelope.structured)
+        return TaskHead.model_validate({**structured, "snapshot": envelope.snapshot})
+
+    async def _valid_checkpoint(
+        self, scope: Scope, task_id: str, start: str | None, warnings: list[str]
+    ) -> tuple[CheckpointRow, Envelope] | None:
+        """The newest readable checkpoint from ``start`` back through its parents."""
+        current = start
+        while current is not None:
+            row = await self.tasks.checkpoint(scope, task_id, current)
+            if row is None or row.envelope is None:
+                warnings.append(f"checkpoint {current} is missing; looking at older ones")
+                return None
+            try:
+                return row, unpack(row.envelope)
+            except CorruptCheckpointError as exc:
+                warnings.append(f"checkpoint {row.id} (seq {row.seq}) is corrupted ({exc}); using its parent")
+                log.warning("corrupted checkpoint %s of task %s: %s", row.id, task_id, exc)
+                current = row.parent_id
+        return None
+
+    async def _head(self, scope: Scope, row: TaskRow, warnings: list[str]) -> TaskHead:
+        try:
+            return self._head_from(unpack(row.head))
+        except CorruptCheckpointError as exc:
+            warnings.append(f"the task's head is corrupted ({exc}); resuming from the newest valid checkpoint")
+            log.warning("corrupted head of task %s: %s", row.task_id, exc)
+        found = await self._valid_checkpoint(scope, row.task_id, row.latest_checkpoint_id, warnings)
+        if found is None:
+            raise StorageError(f"task {row.task_id!r} has no readable head or checkpoint left")
+        warnings.append(f"resumed from checkpoint {found[0].id} (seq {found[0].seq})")
+        return self._head_from(found[1])
+
+    async def _row(self, scope: Scope, task_id: str) -> TaskRow:
+        text_field("task_id", task_id)
+        row = await self.tasks.get(scope, task_id)
+        if row is None:
+            raise NotFoundError("task", task_id)
+        return row
+
+    # ----- writing -------------------------------------------------------------------------
+
+    def _check_size(self, head: TaskHead) -> int:
+        size = serialised_size(head)
+        if size > self.limits.max_checkpoint_bytes:
+            raise LimitExceededError(
+                "checkpoint",
+                f"is {size} bytes serialised (structured JSON plus snapshot); keep the full "
+                "transcript elsewhere and checkpoint a summary",
+                limit_name="limits.max_checkpoint_bytes",
+                limit=self.limits.max_checkpoint_bytes,
+            )
+        return size
+
+    @staticmethod
+    def _clean(head: TaskHead) -> TaskHead:
+        """Every string through the redactor: variables, tool calls and snapshots carry keys."""
+        return TaskHead.model_validate(redact_value(head.model_dump(mode="json")))
+
+    def _merge(self, base: TaskHead, changes: dict[str, Any]) -> TaskHead:
+        unknown = set(changes) - HEAD_FIELDS
+        if unknown:
+            raise InvalidInputError(sorted(unknown)[0], "is not a field of a task head")
+        try:
+            merged = TaskHead.model_validate({**base.model_dump(mode="json"), **changes})
+        except ValidationError as exc:
+            err = exc.errors(include_input=False)[0]
+            raise InvalidInputError(".".join(str(p) for p in err["loc"]) or "head", err["msg"]) from None
+        text_field("snapshot", merged.snapshot)
+        task_tree.validate(merged.tree)
+        if merged.current_node is not None and task_tree.find(merged.tree, merged.current_node) is None:
+            raise InvalidInputError("current_node", f"no node {merged.current_node!r} in this task's tree")
+        return merged
+
+    def _pack_head(self, head: TaskHead) -> bytes:
+        _, raw = encode({"head": head.model_dump(mode="json", exclude={"snapshot"})}, head.snapshot)
+        return raw
+
+    def _new_checkpoint(
+        self, task: TaskRow, head: TaskHead, seq: int, reason: str, parent: str | None, now: float
+    ) -> CheckpointRow:
+        structured = {
+            "task": {
+                "task_id": task.task_id,
+                "namespace": task.namespace,
+                "title": task.title,
+                "goal": task.goal,
+                "constraints": task.constraints,
+            },
+            "seq": seq,
+            "reason": reason,
+            "parent_id": parent,
+            "created_at": now,
+            "head": head.model_dump(mode="json", exclude={"snapshot"}),
+        }
+        envelope, raw = encode(structured, head.snapshot)
+        return CheckpointRow(
+            id=new_id(),
+            task_id=task.task_id,
+            seq=seq,
+            parent_id=parent,
+            reason=reason,
+            created_at=now,
+            size=envelope.size,
+            checksum=envelope.checksum,
+            envelope=raw,
+        )
+
+    async def checkpoint(
+        self,
+        scope: Scope,
+        task_id: str | None,
+        *,
+        changes: dict[str, Any],
+        title: str | None = None,
+        goal: str | None = None,
+        constraints: list[str] | None = None,
+        reason: CheckpointReason = "manual",
+        expected_head: int | None = None,
+        in_namespace: bool = False,
+    ) -> CheckpointResult:
+        """Save the head (creating the task on first use) and an immutable copy of it."""
+        for name, text in (("task_id", task_id), ("title", title), ("goal", goal)):
+            if text is not None:
+                text_field(name, text)
+        for i, item in enumerate(constraints or []):
+            text_field(f"constraints[{i}]", item)
+        if task_id is not None and not 0 < len(task_id) <= 200:
+            raise InvalidInputError("task_id", "must be 1 to 200 characters")
+        if in_namespace and scope.namespace is None:
+            raise InvalidInputError("namespaced", "this connection has no namespace to create the task in")
+        task_id = task_id or f"task-{new_id()}"
+        for _ in range(_RETRIES):
+            now = self.clock()
+            warnings: list[str] = []
+            row = await self.tasks.get(scope, task_id)
+            if row is None:
+                if not goal:
+                    raise InvalidInputError("goal", "is required when a task is created; say what the task is for")
+                base_head, base_seq = TaskHead(), None
+                row = TaskRow(
+                    task_id=task_id,
+                    namespace=scope.namespace if in_namespace else None,
+                    title=redact(title or goal[:80]),
+                    goal=redact(goal),
+                    constraints=[redact(c) for c in constraints or []],
+                    head=b"",
+                    head_seq=0,
+                    created_at=now,
+                    updated_at=now,
+                    latest_checkpoint_id=None,
+                )
+            else:
+                base_head, base_seq = await self._head(scope, row, warnings), row.head_seq
+                row = replace(
+                    row,
+                    title=redact(title) if title is not None else row.title,
+                    goal=redact(goal) if goal is not None else row.goal,
+                    constraints=[redact(c) for c in constraints] if constraints is not None else row.constraints,
+                )
+            if expected_head is not None and expected_head != (base_seq or 0):
+                raise StaleHeadError(task_id, base_seq or 0, expected_head)
+            head = self._clean(self._merge(base_head, changes))
+            self._check_size(head)
+            seq = (base_seq or 0) + 1
+            cp = self._new_checkpoint(row, head, seq, reason, row.latest_checkpoint_id, now)
+            new_row = replace(row, head=self._pack_head(head), head_seq=seq, updated_at=now, latest_checkpoint_id=cp.id)
+            try:
+                await self.tasks.save(scope, new_row, base_seq, cp)
+            except StaleHeadError:
+                if expected_head is not None:
+                    raise
+                continue  # another client moved the head: re-read and re-apply these fields
+            return CheckpointResult(
+                checkpoint=_info(cp), created_task=base_seq is None, head_seq=seq, serialized_size=serialised_size(head)
+            )
+        raise StaleHeadError(task_id, -1, None)
+
+    async def update_task(
+        self, scope: Scope, task_id: str, edits: Sequence[TaskEdit], expected_head: int | None = None
+    ) -> TaskUpdateResult:
+        if not edits:
+            raise InvalidInputError("edits", "is empty; give at least one edit")
+        for _ in range(_RETRIES):
+            row = await self._row(scope, task_id)
+            if expected_head is not None and expected_head != row.head_seq:
+                raise StaleHeadError(task_id, row.head_seq, expected_head)
+            head = self._clean(task_tree.apply_edits(await self._head(scope, row, []), edits))
+            self._check_size(head)
+            now = self.clock()
+            new_row = replace(row, head=self._pack_head(head), head_seq=row.head_seq + 1, updated_at=now)
+            try:
+                await self.tasks.save(scope, new_row, row.head_seq, None)
+            except StaleHeadError:
+                if expected_head is not None:
+                    raise
+                continue
+            return TaskUpdateResult(
+                task_id=task_id,
+                head_seq=new_row.head_seq,
+                current_node=head.current_node,
+                tree=task_tree.outline(head.tree, head.current_node),
+            )
+        raise StaleHeadError(task_id, -1, None)
+
+    async def rollback(
+        self, scope: Scope, task_id: str, checkpoint_id: str
+    ) -> tuple[TaskRow, TaskHead, str, list[str]]:
+        """Make the named checkpoint the head again, as a new checkpoint whose parent is the target."""
+        text_field("checkpoint_id", checkpoint_id)
+        for _ in range(_RETRIES):
+            row = await self._row(scope, task_id)
+            warnings: list[str] = []
+            found = await self._valid_checkpoint(scope, task_id, checkpoint_id, warnings)
+            if found is None:
+                if await self.tasks.checkpoint(scope, task_id, checkpoint_id) is None:
+                    raise NotFoundError("checkpoint", checkpoint_id)
+                raise StorageError(f"checkpoint {checkpoint_id!r} and all its ancestors are unreadable")
+            target, envelope = found
+            head = self._head_from(envelope)
+            now = self.clock()
+            seq = row.head_seq + 1
+            cp = self._new_checkpoint(row, head, seq, "rollback", target.id, now)
+            new_row = replace(row, head=self._pack_head(head), head_seq=seq, updated_at=now, latest_checkpoint_id=cp.id)
+            try:
+                await self.tasks.save(scope, new_row, row.head_seq, cp)
+            except StaleHeadError:
+                continue
+            return new_row, head, target.id, warnings
+        raise StaleHeadError(task_id, -1, None)
+
+    # ----- reading -------------------------------------------------------------------------
+
+    def _state(self, row: TaskRow, head: TaskHead) -> TaskState:
+        return TaskState(
+            task_id=row.task_id,
+            namespace=row.namespace,
+            title=row.title,
+            goal=row.goal,
+            constraints=row.constraints,
+            head=head,
+            head_seq=row.head_seq,
+            created_at=_dt(row.created_at),
+            updated_at=_dt(row.updated_at),
+            latest_checkpoint_id=row.latest_checkpoint_id,
+        )
+
+    async def state(self, scope: Scope, task_id: str, warnings: list[str] | None = None) -> TaskState:
+        row = await self._row(scope, task_id)
+        return self._state(row, await self._head(scope, row, warnings if warnings is not None else []))
+
+    async def latest_checkpoint(self, scope: Scope, task_id: str) -> CheckpointInfo | None:
+        row = await self._row(scope, task_id)
+        if row.latest_checkpoint_id is None:
+            return None
+        cp = await self.tasks.checkpoint(scope, task_id, row.latest_checkpoint_id)
+        return _info(cp) if cp else None
+
+    async def read_checkpoint(self, scope: Scope, task_id: str, checkpoint_id: str) -> dict[str, Any]:
+        """The complete checkpoint: its description, the structured part and the whole snapshot."""
+        await self._row(scope, task_id)
+        row = await self.tasks.checkpoint(scope, task_id, checkpoint_id)
+        if row is None or row.envelope is None:
+            raise NotFoundError("checkpoint", checkpoint_id)
+        try:
+            envelope = unpack(row.envelope)
+        except (CorruptCheckpointError, CheckpointFormatError) as exc:
+            raise StorageError(f"checkpoint {checkpoint_id!r} cannot be read: {exc}") from None
+        return {
+            "checkpoint": _info(row).model_dump(mode="json"),
+            "format_version": envelope.format_version,
+            **envelope.structured,
+            "snapshot": envelope.snapshot,
+        }
+
+    async def list_tasks(self, scope: Scope, cursor: str | None = None, limit: int = 20) -> TaskPage:
+        if not 1 <= limit <= 200:
+            raise InvalidInputError("limit", "must be between 1 and 200")
+        after = _uncursor(cursor)
+        rows = await self.tasks.list_tasks(scope, tuple(after) if after else None, limit + 1)
+        summaries = []
+        for row in rows[:limit]:
+            head = await self._head(scope, row, [])
+            summaries.append(
+                TaskSummary(
+                    task_id=row.task_id,
+                    namespace=row.namespace,
+                    title=row.title,
+                    goal=row.goal,
+                    head_seq=row.head_seq,
+                    current_node=head.current_node,
+                    status=head.tree.status if head.tree else None,
+                    updated_at=_dt(row.updated_at),
+                    checkpoints=row.checkpoints,
+                )
+            )
+        more = len(rows) > limit
+        return TaskPage(
+            tasks=summaries,
+            next_cursor=_cursor([rows[limit - 1].updated_at, rows[limit - 1].task_id]) if more else None,
+        )
+
+    async def list_checkpoints(
+        self, scope: Scope, task_id: str, cursor: str | None = None, limit: int = 20
+    ) -> CheckpointPage:
+        if not 1 <= limit <= 200:
+            raise InvalidInputError("limit", "must be between 1 and 200")
+        await self._row(scope, task_id)
+        before = _uncursor(cursor)
+        if before is not None and not isinstance(before, int):
+            raise InvalidInputError("cursor", "is not a cursor this server returned; omit it to start over")
+        rows = await self.tasks.list_checkpoints(scope, task_id, before, limit + 1)
+        more = len(rows) > limit
+        return CheckpointPage(
+            checkpoints=[_info(r) for r in rows[:limit]], next_cursor=_cursor(rows[limit - 1].seq) if more else None
+        )
+
+    # ----- resume --------------------------------------------------------------------------
+
+    async def resume(
+        self, scope: Scope, task_id: str, *, checkpoint_id: str | None = None, budget_tokens: int | None = None
+    ) -> ResumePacket:
+        """The packet for the task's head, or (with ``checkpoint_id``) for a rollback to that checkpoint."""
+        budget = self.limits.default_resume_budget_tokens if budget_tokens is None else budget_tokens
+        if not 200 <= budget <= self.limits.max_recall_budget_tokens:
+            raise LimitExceededError(
+                "budget_tokens",
+                f"is {budget}; use at least 200",
+                limit_name="limits.max_recall_budget_tokens",
+                limit=self.limits.max_recall_budget_tokens,
+            )
+        warnings: list[str] = []
+        rolled_back_to = None
+        if checkpoint_id is not None:
+            row, head, rolled_back_to, warnings = await self.rollback(scope, task_id, checkpoint_id)
+            state = self._state(row, head)
+        else:
+            state = await self.state(scope, task_id, warnings)
+        latest = await self.latest_checkpoint(scope, task_id)
+        if latest is not None and latest.seq < state.head_seq:
+            warnings.append(
+                f"the head changed after the last checkpoint (seq {latest.seq}); {task_uri(task_id)} shows all of it"
+            )
+        elapsed = max(self.clock() - state.updated_at.timestamp(), 0.0)
+        query = state.goal
+        current = task_tree.find(state.head.tree, state.head.current_node) if state.head.current_node else None
+        if current is not None:
+            query = f"{current[0].title} {state.goal}"
+        recalled = await self.memory.recall(
+            scope,
+            query[: self.limits.max_query_chars],
+            k=10,
+            budget_tokens=min(budget, self.limits.max_recall_budget_tokens),
+            filters=RecallFilters(task_id=task_id),
+            reinforce=False,
+        )
+        full_uri = checkpoint_uri(task_id, latest.id) if latest else None
+        return packet.build(
+            state,
+            elapsed=elapsed,
+            budget=budget,
+            checkpoint=latest,
+            memories=recalled.hits,
+            pinned=recalled.pinned,
+            warnings=warnings,
+            rolled_back_to=rolled_back_to,
+            full_uri=full_uri,
+        )

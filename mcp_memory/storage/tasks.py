@@ -1,0 +1,216 @@
+"""TaskStore: tasks (identity, intent, the live head) and their immutable checkpoints.
+
+Tasks live in the principal's file beside the memories. A write names the head sequence it was
+built on; if another client moved the head meanwhile the write is refused (StaleHeadError) and
+nothing is written, so two clients never fork a task silently. Checkpoints are never updated or
+deleted by this store: a rollback is a new checkpoint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from mcp_memory.errors import ConflictError
+from mcp_memory.models import Scope
+from mcp_memory.storage.sqlite import SqliteStore
+
+
+class StaleHeadError(ConflictError):
+    """The head moved since the caller read it."""
+
+    def __init__(self, task_id: str, current: int, expected: int | None) -> None:
+        self.current = current
+        self.expected = expected
+        super().__init__(
+            f"task {task_id!r} moved to head {current} since you saw head {expected}; "
+            "call resume to see the current state, then checkpoint again with expected_head set to it"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRow:
+    task_id: str
+    namespace: str | None
+    title: str
+    goal: str
+    constraints: list[str]
+    head: bytes
+    head_seq: int
+    created_at: float
+    updated_at: float
+    latest_checkpoint_id: str | None
+    checkpoints: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointRow:
+    id: str
+    task_id: str
+    seq: int
+    parent_id: str | None
+    reason: str
+    created_at: float
+    size: int
+    checksum: str
+    envelope: bytes | None = None
+
+
+_TASK_COLUMNS = (
+    "t.task_id, t.namespace, t.title, t.goal, t.constraints, t.head, t.head_seq, t.created_at, t.updated_at, "
+    "t.latest_checkpoint_id, (SELECT COUNT(*) FROM checkpoints c WHERE c.task_id = t.task_id)"
+)
+_CHECKPOINT_COLUMNS = "id, task_id, seq, parent_id, reason, created_at, size, checksum"
+
+
+def _task(row: Sequence[Any]) -> TaskRow:
+    return TaskRow(
+        task_id=row[0],
+        namespace=row[1],
+        title=row[2],
+        goal=row[3],
+        constraints=orjson.loads(row[4]),
+        head=bytes(row[5]),
+        head_seq=int(row[6]),
+        created_at=row[7],
+        updated_at=row[8],
+        latest_checkpoint_id=row[9],
+        checkpoints=int(row[10]),
+    )
+
+
+def _checkpoint(row: Sequence[Any], with_envelope: bool = False) -> CheckpointRow:
+    return CheckpointRow(
+        id=row[0],
+        task_id=row[1],
+        seq=int(row[2]),
+        parent_id=row[3],
+        reason=row[4],
+        created_at=row[5],
+        size=int(row[6]),
+        checksum=row[7],
+        envelope=bytes(row[8]) if with_envelope else None,
+    )
+
+
+def _visible(scope: Scope) -> tuple[str, list[Any]]:
+    """Tasks are principal-wide unless created with a namespace; then only that namespace sees them."""
+    if scope.namespace is None:
+        return "t.namespace IS NULL", []
+    return "(t.namespace IS NULL OR t.namespace = ?)", [scope.namespace]
+
+
+class TaskStore:
+    def __init__(self, store: SqliteStore) -> None:
+        self.store = store
+
+    async def get(self, scope: Scope, task_id: str) -> TaskRow | None:
+        where, params = _visible(scope)
+        conn = await self.store.reader(scope)
+        rows = list(
+            await conn.execute_fetchall(
+                f"SELECT {_TASK_COLUMNS} FROM tasks t WHERE t.task_id = ? AND {where}", [task_id, *params]
+            )
+        )
+        return _task(rows[0]) if rows else None
+
+    async def save(self, scope: Scope, task: TaskRow, base_seq: int | None, checkpoint: CheckpointRow | None) -> None:
+        """Write the task's new head (and a checkpoint) if the head is still at ``base_seq``.
+
+        ``base_seq`` None means the task must not exist yet. Raises StaleHeadError otherwise.
+        """
+        where, params = _visible(scope)
+        async with self.store.transaction(scope) as conn:
+            rows = list(
+                await conn.execute_fetchall(
+                    "SELECT t.head_seq, t.namespace FROM tasks t WHERE t.task_id = ?", [task.task_id]
+                )
+            )
+            if rows:
+                visible = list(
+                    await conn.execute_fetchall(
+                        f"SELECT 1 FROM tasks t WHERE t.task_id = ? AND {where}", [task.task_id, *params]
+                    )
+                )
+                if not visible:
+                    # Another namespace's task by this id: the caller may not see it, nor take the id.
+                    raise ConflictError(f"the task id {task.task_id!r} is taken; choose another task_id")
+                current = int(rows[0][0])
+                if base_seq != current:
+                    raise StaleHeadError(task.task_id, current, base_seq)
+            elif base_seq is not None:
+                raise StaleHeadError(task.task_id, 0, base_seq)
+            await conn.execute(
+                "INSERT INTO tasks(task_id, namespace, title, goal, constraints, head, head_seq, created_at, "
+                "updated_at, latest_checkpoint_id) VALUES (?,?,?,?,?,?,?,?,?,?) "
+                "ON CONFLICT(task_id) DO UPDATE SET title = excluded.title, goal = excluded.goal, "
+                "constraints = excluded.constraints, head = excluded.head, head_seq = excluded.head_seq, "
+                "updated_at = excluded.updated_at, latest_checkpoint_id = excluded.latest_checkpoint_id",
+                (
+                    task.task_id,
+                    task.namespace,
+                    task.title,
+                    task.goal,
+                    orjson.dumps(task.constraints).decode(),
+                    task.head,
+                    task.head_seq,
+                    task.created_at,
+                    task.updated_at,
+                    task.latest_checkpoint_id,
+                ),
+            )
+            if checkpoint is not None:
+                await conn.execute(
+                    f"INSERT INTO checkpoints({_CHECKPOINT_COLUMNS}, envelope) VALUES (?,?,?,?,?,?,?,?,?)",
+                    (
+                        checkpoint.id,
+                        checkpoint.task_id,
+                        checkpoint.seq,
+                        checkpoint.parent_id,
+                        checkpoint.reason,
+                        checkpoint.created_at,
+                        checkpoint.size,
+                        checkpoint.checksum,
+                        checkpoint.envelope,
+                    ),
+                )
+
+    async def checkpoint(self, scope: Scope, task_id: str, checkpoint_id: str) -> CheckpointRow | None:
+        """One checkpoint with its envelope, if the task is visible to the scope."""
+        if await self.get(scope, task_id) is None:
+            return None
+        conn = await self.store.reader(scope)
+        rows = list(
+            await conn.execute_fetchall(
+                f"SELECT {_CHECKPOINT_COLUMNS}, envelope FROM checkpoints WHERE task_id = ? AND id = ?",
+                [task_id, checkpoint_id],
+            )
+        )
+        return _checkpoint(rows[0], with_envelope=True) if rows else None
+
+    async def list_tasks(self, scope: Scope, after: tuple[float, str] | None, limit: int) -> list[TaskRow]:
+        """Most recently updated first; ``after`` is the (updated_at, task_id) of the last row seen."""
+        where, params = _visible(scope)
+        if after is not None:
+            where += " AND (t.updated_at < ? OR (t.updated_at = ? AND t.task_id < ?))"
+            params.extend([after[0], after[0], after[1]])
+        conn = await self.store.reader(scope)
+        rows = await conn.execute_fetchall(
+            f"SELECT {_TASK_COLUMNS} FROM tasks t WHERE {where} ORDER BY t.updated_at DESC, t.task_id DESC LIMIT ?",
+            [*params, limit],
+        )
+        return [_task(r) for r in rows]
+
+    async def list_checkpoints(
+        self, scope: Scope, task_id: str, before_seq: int | None, limit: int
+    ) -> list[CheckpointRow]:
+        """Newest first; ``before_seq`` continues after the last row seen."""
+        conn = await self.store.reader(scope)
+        rows = await conn.execute_fetchall(
+            f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE task_id = ? AND seq < ? ORDER BY seq DESC LIMIT ?",
+            [task_id, before_seq if before_seq is not None else 2**62, limit],
+        )
+        return [_checkpoint(r) for r in rows]
