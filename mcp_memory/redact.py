@@ -58,14 +58,23 @@ def redact(text: str) -> str:
     return text
 
 
-def redact_value(value: Any) -> Any:
-    """Redact every string inside a JSON-like value (keys and values alike)."""
+# A JSON key that names a credential: its string values are secrets whatever they look like.
+_SECRET_KEY = re.compile(
+    r"(?i)(?:^|[_-])(?:api[_-]?key|apikey|secret[_-]?key|client[_-]?secret|access[_-]?token|auth[_-]?token|"
+    r"refresh[_-]?token|password|passwd|pwd|token|secret|authorization|private[_-]?key|credentials?|cookie)$"
+)
+
+
+def redact_value(value: Any, key: str | None = None) -> Any:
+    """Redact every string inside a JSON-like value; a value under a credential's key is redacted whole."""
     if isinstance(value, str):
+        if key is not None and _SECRET_KEY.search(key) and value:
+            return "[REDACTED:secret]"
         return redact(value)
     if isinstance(value, dict):
-        return {redact(str(k)): redact_value(v) for k, v in value.items()}
+        return {redact(str(k)): redact_value(v, str(k)) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [redact_value(v) for v in value]
+        return [redact_value(v, key) for v in value]
     return value
 
 

@@ -624,11 +624,11 @@ class MemoryService:
                 items=items,
                 note="dry run: nothing was deleted; call again with dry_run=false to delete these",
             )
-        deleted = await self.store.delete(scope, [r.rowid for r in records])
-        return ForgetResult(
-            dry_run=False,
-            matched=len(records),
-            deleted=deleted,
-            items=items,
-            note="deleted from every table and index; freed pages zeroed and the WAL truncated",
-        )
+        deleted, scrubbed = await self.store.delete(scope, [r.rowid for r in records])
+        note = "deleted from every table and index; freed pages zeroed and the write-ahead log emptied"
+        if not scrubbed:
+            note = (
+                "deleted from every table and index; another process is reading the store, so the write-ahead "
+                "log keeps old pages until it lets go: they are wiped at a later write"
+            )
+        return ForgetResult(dry_run=False, matched=len(records), deleted=deleted, items=items, note=note)

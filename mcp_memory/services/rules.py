@@ -106,6 +106,7 @@ def estimate_importance(content: str, kind: str) -> float:
 
 
 _NEGATION = re.compile(r"(?i)\b(not|no|never|none|nothing|without|cannot)\b|n't|[不没別别无非未]")
+_NUMBER = re.compile(r"\d+(?:[.,:/]\d+)*")
 _LATIN = re.compile(r"[A-Za-z][A-Za-z'-]*")
 _CJK_CHAR = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _TIME_WORDS = frozenset(
@@ -139,7 +140,7 @@ def same_facts(a: str, b: str) -> bool:
     and dates must agree exactly, negation must agree, and the words that differ must be few
     and not names, weekdays or months ("on Monday" vs "on Tuesday" stays two memories).
     """
-    if identifiers(a) != identifiers(b):
+    if identifiers(a) != identifiers(b) or sorted(_NUMBER.findall(a)) != sorted(_NUMBER.findall(b)):
         return False
     if bool(_NEGATION.search(a)) != bool(_NEGATION.search(b)):
         return False

@@ -134,6 +134,8 @@ class _PrincipalDb:
         self.index: VectorIndex | None = None
         self.last_seq = 0
         self.data_version = -1
+        # A forget whose WAL could not be emptied (another process was reading): retried after each commit.
+        self.scrub_pending = False
 
     async def close(self) -> None:
         await self.reader.close()
@@ -210,6 +212,8 @@ class SqliteStore:
             except sqlite3.Error as exc:
                 await conn.execute("ROLLBACK")
                 raise StorageError(f"write failed: {exc}") from exc
+            if db.scrub_pending:
+                db.scrub_pending = not await self._truncate_wal(db, attempts=1)
         await self._catch_up(db)
 
     async def reader(self, scope: Scope) -> aiosqlite.Connection:
@@ -536,10 +540,13 @@ class SqliteStore:
                 [now, *ids],
             )
 
-    async def delete(self, scope: Scope, ns: Sequence[int]) -> int:
-        """Delete memories everywhere and leave no recoverable text (FTS rewrite, WAL truncate)."""
+    async def delete(self, scope: Scope, ns: Sequence[int]) -> tuple[int, bool]:
+        """Delete memories everywhere and leave no recoverable text (FTS rewrite, WAL truncate).
+
+        Returns the count and whether the WAL was emptied now (else at a later commit).
+        """
         if not ns:
-            return 0
+            return 0, True
         deleted = 0
         async with self.transaction(scope) as conn:
             for start in range(0, len(ns), 500):
@@ -549,22 +556,36 @@ class SqliteStore:
                 cursor = await conn.execute(f"DELETE FROM memories WHERE n IN ({marks})", chunk)
                 deleted += cursor.rowcount
                 await conn.executemany("INSERT INTO changes(memory_n, op) VALUES (?, 'del')", [(n,) for n in chunk])
-        await self.scrub(scope)
-        return deleted
+        return deleted, await self.scrub(scope)
 
     async def scrub(self, scope: Scope) -> bool:
-        """Rewrite the keyword index without deleted rows and empty the WAL; True when the WAL emptied."""
+        """Rewrite the keyword index without deleted rows and empty the WAL; True when the WAL emptied.
+
+        A reader in another process can keep old WAL frames alive; the checkpoint never waits for it
+        (that would hold the write lock for the whole busy timeout). It is retried after later commits.
+        """
         db = await self._db(scope)
         async with self.transaction(scope) as conn:
             # FTS5 keeps deleted tokens in old segments until they merge; 'optimize' rewrites them all.
             await conn.execute("INSERT INTO memories_fts(memories_fts) VALUES ('optimize')")
         async with db.write_lock:
-            for _ in range(20):
+            done = await self._truncate_wal(db, attempts=5)
+            db.scrub_pending = not done
+        return done
+
+    async def _truncate_wal(self, db: _PrincipalDb, attempts: int) -> bool:
+        """PRAGMA wal_checkpoint(TRUNCATE) without waiting on readers; True when the WAL was emptied."""
+        await db.writer.execute("PRAGMA busy_timeout = 0")
+        try:
+            for attempt in range(attempts):
                 rows = await db.writer.execute_fetchall("PRAGMA wal_checkpoint(TRUNCATE)")
                 if int(next(iter(rows))[0]) == 0:
                     return True
-                await anyio.sleep(0.05)
-        return False
+                if attempt + 1 < attempts:
+                    await anyio.sleep(0.02 * (attempt + 1))
+            return False
+        finally:
+            await db.writer.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
 
     async def replace_vectors(self, scope: Scope, vectors: Sequence[tuple[int, bytes]]) -> None:
         async with self.transaction(scope) as conn:

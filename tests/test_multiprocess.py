@@ -1,0 +1,166 @@
+"""Two OS processes, one data directory, one principal: Claude Desktop and Cursor side by side.
+
+Each child process opens its own runtime (store, index, embedder) and talks to it through an
+in-process MCP client; the parent drives them over pipes, asserts that their write phases
+overlapped in time, then makes them hand memories to each other.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import secrets
+import time
+import traceback
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from multiprocessing.synchronize import Barrier
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp.client import Client
+
+from mcp_memory.config import load_settings
+from mcp_memory.server import open_runtime
+from tests.conftest import call, row_counts
+
+pytestmark = pytest.mark.slow
+
+PRINCIPAL = "shared-user"
+WRITES = 500
+START_TIMEOUT = 90.0
+PHASE_TIMEOUT = 150.0
+STEP_TIMEOUT = 30.0
+
+
+@dataclass(frozen=True)
+class WriteReport:
+    name: str
+    first_write: float
+    last_write: float
+    stored: int
+    merged: int
+    rejected: int
+
+
+def note(name: str, i: int) -> str:
+    # Identifier-like tokens (alpha-0042) keep any two notes from merging as near-duplicates.
+    return f"{name}-{i:04d} cache shard {name}-s{i % 17:02d} holds build {name}-b{i * 7 + 3:05d}"
+
+
+async def _serve(data_dir: Path, name: str, start: Barrier, conn: Connection) -> None:
+    settings = load_settings(data_dir=data_dir, principal=PRINCIPAL)
+    async with open_runtime(settings) as runtime, Client(runtime.mcp, mode="legacy") as client:
+        await call(client, "recall", {"query": "warm up the model", "reinforce": False})
+        await anyio.to_thread.run_sync(start.wait, START_TIMEOUT)
+        stored = merged = rejected = 0
+        first = time.time()
+        for i in range(WRITES):
+            result = await call(client, "remember", {"content": note(name, i)})
+            stored, merged, rejected = (
+                stored + result["stored"],
+                merged + result["merged"],
+                rejected + result["rejected"],
+            )
+        last = time.time()
+        conn.send(("ok", WriteReport(name, first, last, stored, merged, rejected)))
+        while True:
+            command, arg = await anyio.to_thread.run_sync(conn.recv)
+            if command == "stop":
+                return
+            if command == "remember":
+                result = await call(client, "remember", {"content": arg})
+                conn.send(("ok", result["items"][0]))
+            elif command == "recall":
+                result = await call(client, "recall", {"query": arg, "explain": True, "reinforce": False})
+                conn.send(("ok", [(h["text"], h["why"]["dense_rank"]) for h in result["hits"]]))
+            elif command == "forget":
+                result = await call(client, "forget", {"ids": [arg], "dry_run": False})
+                conn.send(("ok", result["deleted"]))
+
+
+def child_main(data_dir: str, name: str, start: Barrier, conn: Connection) -> None:
+    """Entry point of a spawned child: errors travel back to the parent as text."""
+    try:
+        anyio.run(_serve, Path(data_dir), name, start, conn)
+    except BaseException:
+        conn.send(("error", traceback.format_exc()))
+        raise
+
+
+def receive(conn: Connection, timeout: float) -> Any:
+    if not conn.poll(timeout):
+        raise AssertionError(f"no answer from the child within {timeout} s")
+    status, value = conn.recv()
+    assert status == "ok", value
+    return value
+
+
+def ask(conn: Connection, command: str, arg: str) -> Any:
+    conn.send((command, arg))
+    return receive(conn, STEP_TIMEOUT)
+
+
+def test_two_processes_share_one_data_directory_without_losing_writes(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    ctx = multiprocessing.get_context("spawn")
+    start = ctx.Barrier(2)
+    names = ("alpha", "bravo")
+    conns: dict[str, Connection] = {}
+    procs: list[BaseProcess] = []
+    try:
+        for name in names:
+            parent_end, child_end = ctx.Pipe()
+            proc = ctx.Process(target=child_main, args=(str(data_dir), name, start, child_end), daemon=True)
+            proc.start()
+            conns[name] = parent_end
+            procs.append(proc)
+        reports: dict[str, WriteReport] = {name: receive(conns[name], PHASE_TIMEOUT) for name in names}
+        alpha, bravo = reports["alpha"], reports["bravo"]
+
+        # The write phases overlapped: each began before the other ended.
+        assert max(alpha.first_write, bravo.first_write) < min(alpha.last_write, bravo.last_write), reports
+
+        # Nothing was lost or doubled: every stored outcome is one row, and every index agrees.
+        for report in reports.values():
+            assert report.stored + report.merged + report.rejected == WRITES
+            assert report.rejected == 0
+        stored = alpha.stored + bravo.stored
+        assert stored == 2 * WRITES  # distinct identifiers: no two notes may merge
+        counts = row_counts(data_dir, PRINCIPAL)
+        assert counts["memories"] == stored, (counts, reports)
+        assert counts["vectors"] == counts["memories_fts"] == stored
+        assert counts["occurrences"] == alpha.stored + alpha.merged + bravo.stored + bravo.merged
+
+        # A live handshake: each process recalls, through its own vector index, what the other just wrote.
+        written: dict[str, tuple[str, str]] = {}
+        for writer, reader in (("alpha", "bravo"), ("bravo", "alpha")):
+            token = f"zq{secrets.token_hex(5)}"
+            text = f"Handshake {token} from {writer}: the staging lights turn green at 17:45"
+            item = ask(conns[writer], "remember", text)
+            assert item["outcome"] == "stored"
+            hits = dict(ask(conns[reader], "recall", f"handshake {token} staging lights"))
+            assert text in hits, f"{reader} did not see what {writer} wrote: {hits}"
+            assert hits[text] is not None, f"{reader}'s vector index never caught up with {writer}'s write"
+            written[writer] = (item["id"], text)
+
+        # And each stops returning what the other forgot.
+        for forgetter, reader in (("alpha", "bravo"), ("bravo", "alpha")):
+            ident, text = written[forgetter]
+            assert ask(conns[forgetter], "forget", ident) == 1
+            hits = dict(ask(conns[reader], "recall", f"{text}"))
+            assert text not in hits, f"{reader} still returns what {forgetter} forgot"
+        assert row_counts(data_dir, PRINCIPAL)["memories"] == stored
+    finally:
+        for conn in conns.values():
+            with contextlib.suppress(OSError):
+                conn.send(("stop", ""))
+        for child in procs:
+            child.join(timeout=20)
+            if child.is_alive():
+                child.kill()
+                child.join(timeout=5)
+    assert [child.exitcode for child in procs] == [0, 0]

@@ -1,0 +1,194 @@
+"""The real thing: `mcp-memory serve` as a subprocess, spoken to over stdio in both protocol generations.
+
+Every item the server writes to stdout is recorded: a log line or a stray print there would corrupt
+the protocol for clients stricter than this SDK (which logs and skips a non-JSON line).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+import anyio
+import pytest
+from mcp.client import Client
+from mcp.client._transport import ReadStream, TransportStreams
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.shared.message import SessionMessage
+
+from mcp_memory.storage.sqlite import principal_file
+from tests.conftest import call, call_error, hit_texts
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+BIN = Path(sys.executable).parent
+SERVER = BIN / "mcp-memory"
+PRINCIPAL = "stdio-user"
+
+
+class TappedReadStream:
+    """The client's read stream, recording every item parsed from the server's stdout."""
+
+    def __init__(self, inner: ReadStream[SessionMessage | Exception], seen: list[SessionMessage | Exception]) -> None:
+        self._inner = inner
+        self._seen = seen
+
+    async def receive(self) -> SessionMessage | Exception:
+        item = await self._inner.receive()
+        self._seen.append(item)
+        return item
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc_val: BaseException | None, exc_tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+@dataclass
+class StdioServer:
+    """One `mcp-memory serve` subprocess: its data directory, captured stderr and stdout items."""
+
+    data_dir: Path
+    stderr_path: Path
+    stdout_items: list[SessionMessage | Exception] = field(default_factory=list)
+
+    @property
+    def db_file(self) -> Path:
+        return principal_file(self.data_dir, PRINCIPAL)
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(encoding="utf-8", errors="replace")
+
+    def stray_stdout(self) -> list[Exception]:
+        return [item for item in self.stdout_items if isinstance(item, Exception)]
+
+
+def server_params(
+    data_dir: Path, config: Path, env: dict[str, str] | None = None, command: Sequence[str] | None = None
+) -> StdioServerParameters:
+    argv = [*(command or [str(SERVER)]), "--data-dir", str(data_dir), "--principal", PRINCIPAL, "serve"]
+    # An empty config file: a config.toml in the developer's home must not change the test.
+    return StdioServerParameters(command=argv[0], args=argv[1:], env={"MCP_MEMORY_CONFIG": str(config), **(env or {})})
+
+
+@asynccontextmanager
+async def spawn_server(
+    tmp_path: Path,
+    mode: str,
+    *,
+    env: dict[str, str] | None = None,
+    command: Sequence[str] | None = None,
+    data_dir: Path | None = None,
+    run: int = 0,
+) -> AsyncIterator[tuple[Client, StdioServer]]:
+    """Start `mcp-memory serve` with stderr captured to a file; stop it (stdin closed) on exit."""
+    config = tmp_path / "empty-config.toml"
+    config.touch()
+    server = StdioServer(data_dir or tmp_path / "data", tmp_path / f"stderr-{run}.log")
+    params = server_params(server.data_dir, config, env, command)
+
+    @asynccontextmanager
+    async def transport() -> AsyncIterator[TransportStreams]:
+        with server.stderr_path.open("w", encoding="utf-8") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write):
+                yield TappedReadStream(read, server.stdout_items), write
+
+    with anyio.fail_after(60):
+        async with Client(transport(), mode=mode) as client:
+            yield client, server
+
+
+async def test_the_tools_are_listed_over_stdio(tmp_path: Path, mode: str) -> None:
+    async with spawn_server(tmp_path, mode) as (client, server):
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert {"remember", "recall", "forget"} <= set(tools)
+        assert tools["recall"].annotations is not None
+        assert tools["recall"].annotations.read_only_hint is True
+        assert tools["forget"].annotations is not None
+        assert tools["forget"].annotations.destructive_hint is True
+        assert tools["remember"].input_schema["properties"]["content"]
+    assert server.stray_stdout() == []
+
+
+async def test_remember_recall_and_forget_work_over_stdio_and_survive_a_restart(tmp_path: Path, mode: str) -> None:
+    async with spawn_server(tmp_path, mode) as (client, server):
+        kept = await call(client, "remember", {"content": "The release train leaves every second Tuesday"})
+        gone = await call(client, "remember", {"content": "The old build server is called jenkins-legacy-07"})
+        assert kept["stored"] == gone["stored"] == 1
+        result = await call(client, "recall", {"query": "when does the release train leave?", "k": 1})
+        assert hit_texts(result) == ["The release train leaves every second Tuesday"]
+        assert result["hits"][0]["transport"] == "stdio"
+        gone_id = gone["items"][0]["id"]
+        dry = await call(client, "forget", {"ids": [gone_id]})
+        assert (dry["matched"], dry["deleted"]) == (1, 0)
+        assert "jenkins-legacy-07" in hit_texts(await call(client, "recall", {"query": "jenkins-legacy-07"}))[0]
+        real = await call(client, "forget", {"ids": [gone_id], "dry_run": False})
+        assert real["deleted"] == 1
+        assert not any("jenkins" in t for t in hit_texts(await call(client, "recall", {"query": "jenkins-legacy-07"})))
+    assert server.stray_stdout() == []
+    assert server.db_file.exists()
+
+    async with spawn_server(tmp_path, mode, data_dir=server.data_dir, run=1) as (client, again):
+        after = hit_texts(await call(client, "recall", {"query": "release train build server jenkins"}))
+        assert after == ["The release train leaves every second Tuesday"]
+    assert again.stray_stdout() == []
+
+
+async def test_a_bad_call_is_an_is_error_result_and_the_session_goes_on(tmp_path: Path, mode: str) -> None:
+    async with spawn_server(tmp_path, mode) as (client, server):
+        missing = "01M8KXZZZZZZZZZZZZZZZZZZZZ"
+        assert missing in await call_error(client, "forget", {"ids": [missing], "dry_run": False})
+        assert "content" in await call_error(client, "remember", {})
+        assert "limits.max_k" in await call_error(client, "recall", {"query": "anything", "k": 0})
+        assert "kind" in await call_error(client, "remember", {"content": "A fine memory", "kind": "Not A Kind!"})
+        stored = await call(client, "remember", {"content": "The session still works after errors"})
+        assert stored["stored"] == 1
+    assert server.stray_stdout() == []
+
+
+async def test_stdout_carries_only_the_protocol_and_logs_go_to_stderr(tmp_path: Path, mode: str) -> None:
+    async with spawn_server(tmp_path, mode, env={"MCP_MEMORY_LOG_LEVEL": "DEBUG"}) as (client, server):
+        await client.list_tools()
+        await call(client, "remember", {"content": "Logs of this call must reach stderr, never stdout"})
+        await call(client, "recall", {"query": "where do logs go"})
+        await call_error(client, "forget", {"filter": {}, "dry_run": False})
+    assert server.stdout_items, "the tap saw no protocol traffic"
+    assert server.stray_stdout() == []
+    errors = server.stderr()
+    assert "remember: 1 stored, 0 merged, 0 rejected" in errors
+    assert " DEBUG " in errors
+    assert " INFO mcp_memory.embed.loader: embedding model " in errors
+
+
+async def test_the_stdout_check_catches_a_stray_line(tmp_path: Path, mode: str) -> None:
+    """Positive control: a server that prints one line of chatter before serving is caught."""
+    chatty = [
+        str(BIN / "python"),
+        "-c",
+        "import sys; print('starting mcp-memory...', flush=True); from mcp_memory.cli import main; sys.exit(main())",
+    ]
+    async with spawn_server(tmp_path, mode, command=chatty) as (client, server):
+        await client.list_tools()
+    stray = server.stray_stdout()
+    assert len(stray) == 1
+    assert "input_value='starting mcp-memory...'" in str(stray[0])
