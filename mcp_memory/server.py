@@ -21,8 +21,10 @@ from mcp_memory import __version__
 from mcp_memory.config import Settings, pin_native_threads
 from mcp_memory.embed.loader import Embedder, EmbedderConfig
 from mcp_memory.models import Scope
+from mcp_memory.prompts import register_prompts
 from mcp_memory.redact import RedactingFilter
-from mcp_memory.scope import ScopeResolver
+from mcp_memory.resources import ResourceNotifier, register_resources
+from mcp_memory.scope import ScopeResolver, record_request
 from mcp_memory.services.memory import MemoryService
 from mcp_memory.services.sessions import SessionTracker
 from mcp_memory.services.tasks import TaskService
@@ -97,12 +99,21 @@ async def open_runtime(
             clock=clock,
         )
         scopes = ScopeResolver(principal=settings.principal, namespace=settings.namespace, transport=transport)
+        notifier = ResourceNotifier(scopes)
         mcp: MCPServer[Any] = MCPServer(
-            "mcp-memory", version=__version__, instructions=INSTRUCTIONS, log_level=settings.log_level
+            "mcp-memory",
+            version=__version__,
+            instructions=INSTRUCTIONS,
+            log_level=settings.log_level,
+            middleware=[record_request],
+            subscriptions=notifier.bus,
         )
+        notifier.install(mcp)
         tasks = TaskService(TaskStore(store), memory, settings.limits, clock=clock)
-        register_tools(mcp, memory, scopes)
-        register_task_tools(mcp, tasks, memory, scopes)
+        register_tools(mcp, memory, scopes, notifier)
+        register_task_tools(mcp, tasks, memory, scopes, notifier)
+        register_resources(mcp, memory, tasks, scopes)
+        register_prompts(mcp, memory, tasks, scopes)
         runtime = Runtime(settings, store, embedder, memory, tasks, mcp)
         failure: BaseException | None = None
         async with anyio.create_task_group() as background:

@@ -37,6 +37,7 @@ from mcp_memory.models import (
     TokenUsage,
     ToolCallRecord,
 )
+from mcp_memory.resources import ResourceNotifier, pin_uris, task_uris
 from mcp_memory.scope import ScopeResolver
 from mcp_memory.services.memory import CallContext, MemoryService
 from mcp_memory.services.tasks import TaskService
@@ -84,7 +85,9 @@ A dry run by default: it lists what would go. Call again with dry_run=false to d
 text is then removed from every table and index and cannot be recovered."""
 
 
-def register_tools(mcp: MCPServer[Any], memory: MemoryService, scopes: ScopeResolver) -> None:
+def register_tools(
+    mcp: MCPServer[Any], memory: MemoryService, scopes: ScopeResolver, notifier: ResourceNotifier
+) -> None:
     @mcp.tool(
         description=REMEMBER_DOC,
         annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False),
@@ -135,7 +138,10 @@ def register_tools(mcp: MCPServer[Any], memory: MemoryService, scopes: ScopeReso
                 ]
         except ValidationError as exc:
             raise _validation_message("memories", exc) from None
-        return await memory.remember(scopes.scope(ctx), items, CallContext(scopes.provenance(ctx)))
+        result = await memory.remember(scopes.scope(ctx), items, CallContext(scopes.provenance(ctx)))
+        if any(item.pinned for item in items):
+            await notifier.changed(pin_uris())
+        return result
 
     @mcp.tool(
         description=RECALL_DOC,
@@ -174,7 +180,10 @@ def register_tools(mcp: MCPServer[Any], memory: MemoryService, scopes: ScopeReso
         filter: ForgetFilter | None = None,
         dry_run: bool = True,
     ) -> ForgetResult:
-        return await memory.forget(scopes.scope(ctx), ids=ids, where=filter, dry_run=dry_run)
+        result = await memory.forget(scopes.scope(ctx), ids=ids, where=filter, dry_run=dry_run)
+        if result.deleted:
+            await notifier.changed(pin_uris())
+        return result
 
 
 CHECKPOINT_DOC = """Save a long task's state so it can be resumed exactly, later, from any session or client.
@@ -191,7 +200,9 @@ new checkpoint copies it; history is kept). The full checkpoint (snapshot includ
 `full_checkpoint_uri`."""
 
 
-def register_task_tools(mcp: MCPServer[Any], tasks: TaskService, memory: MemoryService, scopes: ScopeResolver) -> None:
+def register_task_tools(
+    mcp: MCPServer[Any], tasks: TaskService, memory: MemoryService, scopes: ScopeResolver, notifier: ResourceNotifier
+) -> None:
     @mcp.tool(
         description=CHECKPOINT_DOC,
         annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False),
@@ -236,7 +247,7 @@ def register_task_tools(mcp: MCPServer[Any], tasks: TaskService, memory: MemoryS
             for k, v in given.items()
             if v is not None
         }
-        return await tasks.checkpoint(
+        result = await tasks.checkpoint(
             scopes.scope(ctx),
             task_id,
             changes=changes,
@@ -247,6 +258,8 @@ def register_task_tools(mcp: MCPServer[Any], tasks: TaskService, memory: MemoryS
             expected_head=expected_head,
             in_namespace=namespaced,
         )
+        await notifier.changed(task_uris(result.checkpoint.task_id, checkpoint=True))
+        return result
 
     @mcp.tool(
         description=RESUME_DOC,
@@ -259,7 +272,12 @@ def register_task_tools(mcp: MCPServer[Any], tasks: TaskService, memory: MemoryS
         checkpoint_id: Annotated[str | None, Field(description="roll back to this checkpoint")] = None,
         budget_tokens: Annotated[int | None, Field(description="token budget (default 4000)")] = None,
     ) -> ResumePacket:
-        return await tasks.resume(scopes.scope(ctx), task_id, checkpoint_id=checkpoint_id, budget_tokens=budget_tokens)
+        packet = await tasks.resume(
+            scopes.scope(ctx), task_id, checkpoint_id=checkpoint_id, budget_tokens=budget_tokens
+        )
+        if packet.rolled_back_to is not None:
+            await notifier.changed(task_uris(task_id, checkpoint=True))
+        return packet
 
     @mcp.tool(
         description="Edit a task's tree all-or-nothing: add nodes, move them, set status/notes/title, set the "
@@ -270,7 +288,9 @@ def register_task_tools(mcp: MCPServer[Any], tasks: TaskService, memory: MemoryS
     async def update_task(
         ctx: Context, task_id: str, edits: list[TaskEdit], expected_head: int | None = None
     ) -> TaskUpdateResult:
-        return await tasks.update_task(scopes.scope(ctx), task_id, edits, expected_head)
+        result = await tasks.update_task(scopes.scope(ctx), task_id, edits, expected_head)
+        await notifier.changed(task_uris(task_id, checkpoint=False))
+        return result
 
     @mcp.tool(
         description="Pin a memory (a goal, rule, identity or safety constraint): it then always comes back with "
@@ -279,7 +299,9 @@ def register_task_tools(mcp: MCPServer[Any], tasks: TaskService, memory: MemoryS
     )
     @_as_tool_errors
     async def pin(ctx: Context, id: str) -> PinResult:
-        return await memory.pin(scopes.scope(ctx), id, True)
+        result = await memory.pin(scopes.scope(ctx), id, True)
+        await notifier.changed(pin_uris())
+        return result
 
     @mcp.tool(
         description="Unpin a memory: it goes back to being recalled by relevance only.",
@@ -287,7 +309,9 @@ def register_task_tools(mcp: MCPServer[Any], tasks: TaskService, memory: MemoryS
     )
     @_as_tool_errors
     async def unpin(ctx: Context, id: str) -> PinResult:
-        return await memory.pin(scopes.scope(ctx), id, False)
+        result = await memory.pin(scopes.scope(ctx), id, False)
+        await notifier.changed(pin_uris())
+        return result
 
     @mcp.tool(
         description="List your tasks, most recently changed first; pass next_cursor to page on.",

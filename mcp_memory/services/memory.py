@@ -266,6 +266,9 @@ class MemoryService:
             results[i] = RememberItem(index=i, outcome="stored", id=record.id)
 
         superseded = await self.store.apply(scope, inserts, merges) if inserts or merges else {}
+        for result in results:  # "remember this, pinned" about something already stored pins that memory
+            if result is not None and result.outcome == "merged" and result.id and items[result.index].pinned:
+                await self.pin(scope, result.id, True)
         final: list[RememberItem] = []
         for result in results:
             assert result is not None
@@ -288,8 +291,8 @@ class MemoryService:
 
     @staticmethod
     def _plain(item: MemoryInput) -> bool:
-        """Only a memory that replaces nothing, and is not to be pinned, may merge into a duplicate."""
-        return item.key is None and not item.supersedes and not item.pinned
+        """Only a memory that replaces nothing may merge into a duplicate."""
+        return item.key is None and not item.supersedes
 
     async def _pinned_tokens(self, scope: Scope, now: float) -> int:
         pinned = await self.store.select_memories(scope, Criteria(pinned=True), now)
@@ -510,10 +513,7 @@ class MemoryService:
                 continue
             used += tokens
             hits.append(self.to_out(record, tokens, signals if explain else None))
-        pinned = [
-            self.to_out(r, estimate_tokens(r.content), None)
-            for r in await self.store.select_memories(scope, Criteria(pinned=True), now, order="m.importance DESC, m.n")
-        ]
+        pinned = await self.pinned(scope)
         if reinforce and hits:
             await self.store.reinforce(scope, [h.id for h in hits], now)
         return RecallResult(
@@ -525,6 +525,13 @@ class MemoryService:
             used_tokens=used,
             omitted_for_budget=omitted,
         )
+
+    async def pinned(self, scope: Scope) -> list[MemoryOut]:
+        """Every pinned memory visible in the scope, most important first."""
+        records = await self.store.select_memories(
+            scope, Criteria(pinned=True), self.clock(), order="m.importance DESC, m.n"
+        )
+        return [self.to_out(r, estimate_tokens(r.content), None) for r in records]
 
     @staticmethod
     def to_out(record: MemoryRecord, tokens: int, why: Signals | None) -> MemoryOut:

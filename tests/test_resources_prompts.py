@@ -1,0 +1,219 @@
+"""Resources, prompts and subscriptions for pinned memory and tasks, in both protocol generations."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import orjson
+import pytest
+from mcp.client import Client
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp_types import ResourceUpdatedNotification
+
+from mcp_memory.models import Scope
+from mcp_memory.resources import ResourceNotifier
+from mcp_memory.scope import ScopeResolver
+from mcp_memory.server import Runtime
+from tests.conftest import call
+
+pytestmark = pytest.mark.anyio
+
+
+async def _text(client: Client, uri: str) -> str:
+    result = await client.read_resource(uri)
+    content = result.contents[0]
+    assert hasattr(content, "text")
+    return str(content.text)
+
+
+async def test_pinned_memory_reads_as_markdown_and_json(client: Client) -> None:
+    stored = await call(client, "remember", {"content": "Always answer in British English", "pinned": True})
+    markdown = await _text(client, "memory://pinned")
+    assert "Always answer in British English" in markdown
+    assert markdown.startswith("# Pinned memory")
+    as_json = orjson.loads(await _text(client, "memory://pinned.json"))
+    assert [m["id"] for m in as_json] == [stored["items"][0]["id"]]
+
+
+async def test_a_task_and_its_checkpoints_read_back_in_full(client: Client) -> None:
+    snapshot = "Long working notes. " * 5_000
+    saved = await call(
+        client,
+        "checkpoint",
+        {
+            "task_id": "write-book",
+            "goal": "Write the handbook",
+            "snapshot": snapshot,
+            "tree": {"id": "root", "title": "Handbook", "children": [{"id": "ch1", "title": "Chapter 1"}]},
+            "current_node": "ch1",
+            "variables": {"chapter": 1},
+        },
+    )
+    cp = saved["checkpoint"]["id"]
+    head = await _text(client, "memory://tasks/write-book")
+    assert "# Write the handbook" in head
+    assert "- [ ] ch1: Chapter 1 <- current" in head
+    assert snapshot in head
+    listing = orjson.loads(await _text(client, "memory://tasks"))
+    assert [t["task_id"] for t in listing["tasks"]] == ["write-book"]
+    checkpoints = orjson.loads(await _text(client, "memory://tasks/write-book/checkpoints"))
+    assert [c["id"] for c in checkpoints["checkpoints"]] == [cp]
+    full = orjson.loads(await _text(client, f"memory://tasks/write-book/checkpoints/{cp}"))
+    assert full["snapshot"] == snapshot
+    assert full["head"]["variables"] == {"chapter": 1}
+    assert full["head"]["current_node"] == "ch1"
+    assert full["checkpoint"]["checksum"] == saved["checkpoint"]["checksum"]
+
+
+async def test_resources_are_listed(client: Client) -> None:
+    static = {str(r.uri) for r in (await client.list_resources()).resources}
+    templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
+    assert {"memory://pinned", "memory://pinned.json", "memory://tasks"} <= static
+    assert {
+        "memory://tasks/{task_id}",
+        "memory://tasks/{task_id}/checkpoints",
+        "memory://tasks/{task_id}/checkpoints/{checkpoint_id}",
+    } <= templates
+
+
+async def test_a_missing_task_resource_is_a_not_found_error(client: Client) -> None:
+    with pytest.raises(MCPError, match="No task by the id of 'ghost' was found"):
+        await client.read_resource("memory://tasks/ghost")
+
+
+async def test_the_resume_prompt_puts_an_agent_back_on_track(client: Client) -> None:
+    await call(client, "remember", {"content": "Never force-push to main", "pinned": True})
+    await call(
+        client,
+        "checkpoint",
+        {
+            "task_id": "release",
+            "goal": "Cut release 3.1",
+            "constraints": ["tests green first"],
+            "tree": {
+                "id": "root",
+                "title": "Release",
+                "children": [
+                    {"id": "notes", "title": "Write release notes", "status": "done"},
+                    {"id": "tag", "title": "Tag the commit", "status": "in_progress"},
+                ],
+            },
+            "current_node": "tag",
+            "pending_actions": [{"text": "publish to PyPI", "external": True, "irreversible": True}],
+        },
+    )
+    prompt = await client.get_prompt("resume_task", {"task_id": "release"})
+    text = prompt.messages[0].content
+    assert text.type == "text"
+    for expected in (
+        "Cut release 3.1",
+        "tests green first",
+        "[x] notes",
+        "Current step: tag: Tag the commit",
+        "publish to PyPI [external] [irreversible]",
+        "Never force-push to main",
+        "expected_head 1",
+    ):
+        assert expected in text.text
+
+
+async def test_the_recall_prompt_builds_a_context_block(client: Client) -> None:
+    await call(client, "remember", {"content": "The staging database password rotates every Monday"})
+    prompt = await client.get_prompt("recall_context", {"query": "when does the staging password rotate"})
+    text = prompt.messages[0].content
+    assert text.type == "text"
+    assert "rotates every Monday" in text.text
+    assert "not as a command" in text.text
+
+
+async def test_a_prompt_for_a_missing_task_is_a_clear_error(client: Client) -> None:
+    with pytest.raises(MCPError, match="No task by the id of 'ghost' was found"):
+        await client.get_prompt("resume_task", {"task_id": "ghost"})
+
+
+class Heard:
+    """The resource updates a client received, with a way to wait for one."""
+
+    def __init__(self) -> None:
+        self.uris: list[str] = []
+        self._arrived = anyio.Event()
+
+    def append(self, uri: str) -> None:
+        self.uris.append(uri)
+        self._arrived.set()
+        self._arrived = anyio.Event()
+
+    async def wait_for(self, uri: str) -> None:
+        with anyio.fail_after(5):
+            while uri not in self.uris:
+                await self._arrived.wait()
+
+
+@asynccontextmanager
+async def _updates(runtime: Runtime, mode: str, uri: str) -> AsyncIterator[tuple[Client, Heard]]:
+    """A client subscribed to ``uri`` in the way its protocol generation does it; yields the updates seen."""
+    seen = Heard()
+
+    async def on_message(message: Any) -> None:
+        if mode == "legacy" and isinstance(message, ResourceUpdatedNotification):
+            seen.append(message.params.uri)
+
+    async with Client(runtime.mcp, mode=mode, message_handler=on_message) as client:
+        if mode == "legacy":
+            with warnings.catch_warnings():  # the call the earlier generation has; deprecated from 2026-07-28
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                await client.subscribe_resource(uri)
+            yield client, seen
+        else:
+            async with anyio.create_task_group() as tg, client.listen(resource_subscriptions=[uri]) as sub:
+
+                async def drain() -> None:
+                    async for event in sub:
+                        seen.append(str(getattr(event, "uri", event)))
+
+                tg.start_soon(drain)
+                yield client, seen
+                tg.cancel_scope.cancel()
+
+
+async def test_a_subscriber_hears_of_task_and_pin_changes(runtime: Runtime, mode: str) -> None:
+    async with (
+        _updates(runtime, mode, "memory://tasks/t1") as (_, task_seen),
+        _updates(runtime, mode, "memory://pinned") as (_, pin_seen),
+        Client(runtime.mcp, mode=mode) as writer,
+    ):
+        await call(writer, "checkpoint", {"task_id": "t1", "goal": "watch me"})
+        await task_seen.wait_for("memory://tasks/t1")
+        stored = await call(writer, "remember", {"content": "Use metric units"})
+        await call(writer, "pin", {"id": stored["items"][0]["id"]})
+        await pin_seen.wait_for("memory://pinned")
+        assert "memory://pinned" not in task_seen.uris
+
+
+async def test_the_subscription_bus_keeps_events_inside_their_principal() -> None:
+    """One server may serve several principals (over HTTP): a listener hears only its own principal."""
+    current = {"principal": "alice"}
+
+    class SwitchableScopes(ScopeResolver):
+        def scope(self, ctx: Any = None) -> Scope:
+            return Scope(current["principal"])
+
+    notifier = ResourceNotifier(SwitchableScopes(principal="unused", namespace=None))
+    heard: dict[str, list[str]] = {"alice": [], "bob": []}
+
+    def listener(name: str) -> Callable[[object], None]:
+        return lambda event: heard[name].append(str(getattr(event, "uri", "")))
+
+    for name in ("alice", "bob"):
+        current["principal"] = name
+        notifier.bus.subscribe(listener(name))
+    current["principal"] = "bob"
+    await notifier.changed(["memory://tasks/shared-name"])
+    assert heard == {"alice": [], "bob": ["memory://tasks/shared-name"]}
+    current["principal"] = "alice"
+    await notifier.changed(["memory://pinned"])
+    assert heard == {"alice": ["memory://pinned"], "bob": ["memory://tasks/shared-name"]}
