@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from mcp.client import Client
+from mcp.shared.exceptions import MCPError
 
 from mcp_memory.config import load_settings
 from mcp_memory.server import open_runtime
@@ -186,6 +187,11 @@ async def test_valid_edits_add_move_and_set(client: Client) -> None:
     assert lines[4] == "    - [ ] smoke: Run smoke tests <- current"
 
 
+async def _read(client: Client, uri: str) -> str:
+    content = (await client.read_resource(uri)).contents[0]
+    return str(getattr(content, "text", ""))
+
+
 def _flip_last_byte(data_dir: Path, table: str, column: str, where: str, args: tuple[Any, ...]) -> None:
     conn = sqlite3.connect(principal_file(data_dir, "alice"))
     raw = bytearray(conn.execute(f"SELECT {column} FROM {table} WHERE {where}", args).fetchone()[0])
@@ -274,6 +280,17 @@ async def test_another_principals_task_answers_like_a_missing_one(data_dir: Path
         )
         assert "was found" in (await call_error(alice, "list_checkpoints", {"task_id": "billing-v2"})).lower()
         assert (await call(alice, "list_tasks", {}))["tasks"] == []
+        for uri in ("memory://tasks/{}", "memory://tasks/{}/checkpoints", "memory://tasks/{}/checkpoints/" + cp):
+            with pytest.raises(MCPError) as theirs_error:
+                await alice.read_resource(uri.format("billing-v2"))
+            with pytest.raises(MCPError) as missing_error:
+                await alice.read_resource(uri.format("no-such-task"))
+            assert str(theirs_error.value).replace("billing-v2", "<id>") == str(missing_error.value).replace(
+                "no-such-task", "<id>"
+            )
+        assert "billing-v2" not in await _read(alice, "memory://tasks")
+        with pytest.raises(MCPError, match="No task by the id of 'billing-v2' was found"):
+            await alice.get_prompt("resume_task", {"task_id": "billing-v2"})
         created = await call(alice, "checkpoint", {"task_id": "billing-v2", "goal": "alice's own task"})
         assert created["created_task"] is True
     async with connect(data_dir, mode, "bob") as bob:
