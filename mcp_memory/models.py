@@ -260,20 +260,17 @@ class Criteria:
     @property
     def narrows(self) -> bool:
         """True when the criteria go beyond what the vector index can mask by itself."""
-        return (
-            any(
-                v is not None
-                for v in (
-                    self.ids,
-                    self.kinds,
-                    self.tags,
-                    self.occurred_after,
-                    self.occurred_before,
-                    self.task_id,
-                    self.pinned,
-                )
+        return any(
+            v is not None
+            for v in (
+                self.ids,
+                self.kinds,
+                self.tags,
+                self.occurred_after,
+                self.occurred_before,
+                self.task_id,
+                self.pinned,
             )
-            or self.namespace_only
         )
 
 

@@ -78,6 +78,15 @@ async def test_texts_that_differ_by_a_weekday_never_merge(client: Client) -> Non
     assert b["items"][0]["outcome"] == "stored"
 
 
+async def test_texts_where_one_word_replaces_another_never_merge(client: Client) -> None:
+    await call(client, "remember", {"content": "Sam prefers tea in the morning."})
+    b = await call(client, "remember", {"content": "Sam prefers coffee in the morning."})
+    c = await call(client, "remember", {"content": "We need 3 servers for the launch"})
+    d = await call(client, "remember", {"content": "We need 4 servers for the launch"})
+    assert b["items"][0]["outcome"] == "stored"
+    assert c["items"][0]["id"] != d["items"][0]["id"]
+
+
 async def test_a_later_memory_with_the_same_key_supersedes_and_keeps_history(client: Client) -> None:
     old = await call(client, "remember", {"content": "The user lives in Lisbon", "key": "user.city"})
     new = await call(client, "remember", {"content": "The user lives in Berlin", "key": "user.city"})

@@ -12,9 +12,12 @@ python="${PYTHON:-python3}"
 }
 stamp=".venv/.mcp-memory-$want"
 digest=$("$python" -c 'import hashlib,sys; print(hashlib.sha256(open("pyproject.toml","rb").read()).hexdigest())')
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$digest" ]; then
-    exit 0
-fi
+# A dev install includes everything the runtime needs.
+for ready in "$stamp" .venv/.mcp-memory-dev; do
+    if [ -f "$ready" ] && [ "$(cat "$ready")" = "$digest" ]; then
+        exit 0
+    fi
+done
 echo "setting up .venv ($want dependencies; first run takes a minute)..." >&2
 [ -x .venv/bin/python ] || "$python" -m venv .venv >&2
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade "pip>=25.1" >&2

@@ -11,11 +11,12 @@ import hashlib
 import logging
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+import anyio
 import numpy as np
 import orjson
 
@@ -75,6 +76,25 @@ class CallContext:
 
 def content_hash(namespace: str | None, content: str) -> str:
     return hashlib.sha256(f"{namespace or ''}\x1f{content.lower()}".encode()).hexdigest()
+
+
+async def _concurrently(*calls: Awaitable[Any]) -> list[Any]:
+    """Await all of ``calls`` at once; the first failure is raised as itself (not as a group)."""
+    results: list[Any] = [None] * len(calls)
+    errors: list[BaseException] = []
+
+    async def run(i: int, call: Awaitable[Any]) -> None:
+        try:
+            results[i] = await call
+        except Exception as exc:
+            errors.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        for i, call in enumerate(calls):
+            tg.start_soon(run, i, call)
+    if errors:
+        raise errors[0]
+    return results
 
 
 class MemoryService:
@@ -463,10 +483,18 @@ class MemoryService:
         now = self.clock()
 
         await self._model_dim(scope)
-        qvec = await self.embedder.query(words)
         depth = max(self.config.candidates, k * 3)
-        dense = await self.store.dense_search(scope, qvec, criteria, depth, now)
-        keyword = await self.store.keyword_search(scope, keyword_terms(words), criteria, depth, now)
+
+        async def dense_side() -> list[tuple[int, float]]:
+            qvec = await self.embedder.query(words)
+            return await self.store.dense_search(scope, qvec, criteria, depth, now)
+
+        # The keyword search and the pins need no vector: they run while the question is embedded.
+        dense, keyword, pinned = await _concurrently(
+            dense_side(),
+            self.store.keyword_search(scope, keyword_terms(words), criteria, depth, now),
+            self.pinned(scope),
+        )
         keyword_weight = (
             self.config.identifier_keyword_weight if looks_like_identifier_query(words) else self.config.keyword_weight
         )
@@ -513,7 +541,6 @@ class MemoryService:
                 continue
             used += tokens
             hits.append(self.to_out(record, tokens, signals if explain else None))
-        pinned = await self.pinned(scope)
         if reinforce and hits:
             await self.store.reinforce(scope, [h.id for h in hits], now)
         return RecallResult(

@@ -153,6 +153,9 @@ def same_facts(a: str, b: str) -> bool:
         original = words_a.get(stem) or words_b[stem]
         if original[0].isupper() or stem in _TIME_WORDS or _stem(original.lower()) in _TIME_WORDS:
             return False
+    only_a, only_b = set(words_a) - set(words_b), set(words_b) - set(words_a)
+    if (only_a and only_b) or (chars_a - chars_b and chars_b - chars_a):
+        return False  # a word was replaced, not added or dropped: tea / coffee is another fact
     changed = len(differing) + len(chars_a ^ chars_b)
     size = max(len(words_a) + len(chars_a), len(words_b) + len(chars_b), 1)
-    return changed <= max(2, int(0.25 * size))
+    return changed <= max(1, int(0.25 * size))

@@ -9,6 +9,7 @@ process B answers with what process A wrote (or forgot) a moment ago.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import sqlite3
@@ -112,8 +113,8 @@ def _visible(scope: Scope, criteria: Criteria, now: float, alias: str = "m") -> 
         clauses.append(f"{alias}.task_id = ?")
         params.append(criteria.task_id)
     if criteria.pinned is not None:
-        clauses.append(f"{alias}.pinned = ?")
-        params.append(int(criteria.pinned))
+        # A literal, so the partial index on pinned = 1 serves it.
+        clauses.append(f"{alias}.pinned = {int(criteria.pinned)}")
     return " AND ".join(clauses), params
 
 
@@ -319,18 +320,20 @@ class SqliteStore:
         allow = None
         if criteria.narrows:
             allow = np.asarray(await self.eligible(scope, criteria, now), dtype=np.int64)
-        search = index.search
-        args = {
-            "namespace": scope.namespace,
-            "limit": limit,
-            "now": now,
-            "include_dead": criteria.include_superseded or criteria.include_archived,
-            "include_expired": criteria.include_expired,
-            "allow": allow,
-        }
+        run = functools.partial(
+            index.search,
+            query,
+            namespace=scope.namespace,
+            limit=limit,
+            now=now,
+            include_dead=criteria.include_superseded or criteria.include_archived,
+            include_expired=criteria.include_expired,
+            exact_namespace=criteria.namespace_only,
+            allow=allow,
+        )
         if len(index) > 20_000:  # a large scan must not stall the other clients on the event loop
-            return await anyio.to_thread.run_sync(lambda: search(query, **args))  # type: ignore[arg-type]
-        return search(query, **args)  # type: ignore[arg-type]
+            return await anyio.to_thread.run_sync(run)
+        return run()
 
     # ----- reads ---------------------------------------------------------------------------
 

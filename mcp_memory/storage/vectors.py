@@ -96,16 +96,22 @@ class VectorIndex:
         now: float,
         include_dead: bool = False,
         include_expired: bool = False,
+        exact_namespace: bool = False,
         allow: npt.NDArray[np.int64] | None = None,
     ) -> list[tuple[int, float]]:
-        """Top ``limit`` (n, cosine) visible from ``namespace``: its own rows plus principal-wide ones."""
+        """Top ``limit`` (n, cosine) visible from ``namespace``: its own rows plus principal-wide ones
+        (only its own with ``exact_namespace``)."""
         size = self._size
         if size == 0 or limit <= 0:
             return []
         ns = self._ns[:size]
-        mask = ns == 0
-        if namespace is not None and namespace in self._ns_codes:
-            mask |= ns == self._ns_codes[namespace]
+        code = self._ns_codes.get(namespace, -1)
+        if exact_namespace:
+            mask = ns == code
+        else:
+            mask = ns == 0
+            if namespace is not None:
+                mask |= ns == code
         if not include_dead:
             mask &= self._live[:size]
         if not include_expired:

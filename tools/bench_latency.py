@@ -1,0 +1,268 @@
+"""Latency, throughput and memory of `mcp-memory serve`, measured through a real MCP stdio client.
+
+    .venv/bin/python tools/bench_latency.py [--quick] [--runs 5] [--recalls 200]
+
+(a) spawn to `tools/list` answered, with the README's `sh tools/serve.sh` and with the binary;
+(b) single `remember` p50/p95; (c) `recall` p50/p95 at 1k, 10k and 100k memories in one scope
+(`--quick`: 1k and 10k); (d) batched `remember` throughput beside the raw embedder in-process;
+(e) resident memory of the server at 10k memories after recalls. Markdown goes to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import anyio
+import fill_store
+import synth
+from mcpclient import MemoryClient, ServerSpec, Stopwatch, memory_status, open_server, server_pid
+from stats import markdown_table, median, percentile, verdict
+
+from mcp_memory.embed.loader import EmbedderConfig, Model, build_model
+
+Check = tuple[str, str, bool]
+
+
+def _ms(values: Sequence[float]) -> tuple[float, float]:
+    return 1000 * percentile(values, 50), 1000 * percentile(values, 95)
+
+
+def _load() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def _progress(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+async def spawn_once(spec: ServerSpec) -> float:
+    """Seconds from spawning the process to the `tools/list` answer (the shutdown is not counted)."""
+    started = time.perf_counter()
+    async with open_server(spec) as client:
+        tools = await client.list_tools()
+        seconds = time.perf_counter() - started
+    if "recall" not in tools:
+        raise RuntimeError(f"tools/list answered without recall: {tools}")
+    return seconds
+
+
+async def bench_spawn(work: Path, runs: int) -> tuple[str, list[Check]]:
+    _progress("spawn: first run of sh tools/serve.sh (may set up .venv)")
+    first = await spawn_once(ServerSpec(Path(tempfile.mkdtemp(dir=work)), launcher="readme"))
+    times: dict[str, list[float]] = {"readme": [], "direct": []}
+    for _ in range(runs):
+        for launcher in ("readme", "direct"):
+            spec = ServerSpec(Path(tempfile.mkdtemp(dir=work)), launcher="readme" if launcher == "readme" else "direct")
+            times[launcher].append(await spawn_once(spec))
+    rows = [
+        ["`sh tools/serve.sh` (README), first run, not counted", 1, f"{first:.3f}", "", ""],
+        *(
+            [label, len(times[key]), f"{median(times[key]):.3f}", f"{min(times[key]):.3f}", f"{max(times[key]):.3f}"]
+            for key, label in (("readme", "`sh tools/serve.sh` (README)"), ("direct", "`.venv/bin/mcp-memory serve`"))
+        ),
+    ]
+    text = "### (a) spawn to `tools/list` answered (fresh data dir each run)\n\n" + markdown_table(
+        ["command", "runs", "median s", "min s", "max s"], rows
+    )
+    readme = median(times["readme"])
+    return text, [("spawn to tools/list, README command, median <= 1.5 s", f"{readme:.3f} s", readme <= 1.5)]
+
+
+async def _remember_singles(client: MemoryClient, texts: list[str]) -> list[float]:
+    times: list[float] = []
+    for text in texts:
+        with Stopwatch() as sw:
+            await client.remember_one(text)
+        times.append(sw.seconds)
+    return times
+
+
+def raw_rate(model: Model, texts: list[str]) -> float:
+    with Stopwatch() as sw:
+        for i in range(0, len(texts), fill_store.CHUNK):
+            model.passages(texts[i : i + fill_store.CHUNK])
+    return len(texts) / sw.seconds
+
+
+async def bench_writes(work: Path, model: Model, singles: int, batched: int) -> tuple[str, list[Check]]:
+    """(b) single remember in a fresh store and (d) batched remember against the raw embedder."""
+    texts = synth.distinct(synth.memory, singles + batched + 1, seed=99)
+    warm, single_texts, batch_texts = texts[0], texts[1 : singles + 1], texts[singles + 1 :]
+    async with open_server(ServerSpec(Path(tempfile.mkdtemp(dir=work)))) as client:
+        with Stopwatch() as sw:
+            await client.remember_one(warm)  # waits for the model to load
+        first = sw.seconds
+        _progress(f"remember: {singles} single calls")
+        single = await _remember_singles(client, single_texts)
+        raw_before = raw_rate(model, batch_texts)
+        _progress(f"remember: {batched} memories in batches of 100")
+        outcomes: dict[str, int] = {}
+        with Stopwatch() as sw:
+            for i in range(0, len(batch_texts), 100):
+                for item in await client.remember([{"content": t} for t in batch_texts[i : i + 100]]):
+                    outcomes[item["outcome"]] = outcomes.get(item["outcome"], 0) + 1
+        served = len(batch_texts) / sw.seconds
+        raw_after = raw_rate(model, batch_texts)
+    raw = (raw_before + raw_after) / 2
+    p50, p95 = _ms(single)
+    text = "\n\n".join(
+        [
+            "### (b) `remember`, one memory per call (fresh store, model loaded)\n\n"
+            + markdown_table(
+                ["calls", "p50 ms", "p95 ms", "first call (waits for the model) ms"],
+                [[len(single), f"{p50:.1f}", f"{p95:.1f}", f"{1000 * first:.0f}"]],
+            ),
+            "### (d) batched `remember` throughput (batches of 100) vs the raw embedder, same run\n\n"
+            + markdown_table(
+                ["what", "memories/s"],
+                [
+                    [f"`remember` over MCP stdio, {len(batch_texts)} memories, outcomes {outcomes}", f"{served:.1f}"],
+                    [
+                        f"raw embedder in-process, `.passages()` in chunks of {fill_store.CHUNK}, before",
+                        f"{raw_before:.1f}",
+                    ],
+                    ["raw embedder in-process, the same texts, after", f"{raw_after:.1f}"],
+                    ["ratio served / mean raw", f"{100 * served / raw:.0f} %"],
+                ],
+            ),
+        ]
+    )
+    return text, [
+        ("remember p50 <= 40 ms (fresh store)", f"{p50:.1f} ms", p50 <= 40),
+        ("batched remember >= 80% of the raw embedder rate", f"{100 * served / raw:.0f} %", served >= 0.8 * raw),
+    ]
+
+
+async def bench_recall_at(
+    work: Path, model: Model, pool: fill_store.Pool, size: int, queries: list[str], singles: int
+) -> tuple[list[object], list[Check]]:
+    """(c) recall at one store size, then (e) the server's memory, then single remembers into that store."""
+    data_dir = Path(tempfile.mkdtemp(dir=work))
+    _progress(f"recall: filling a store of {size} memories")
+    how = await fill_store.fill(data_dir, "bench", pool, model, size)
+    checks: list[Check] = []
+    async with open_server(ServerSpec(data_dir)) as client:
+        with Stopwatch() as sw:
+            await client.recall(queries[0])  # waits for the model and loads the vector index
+        first = sw.seconds
+        for q in queries[1:11]:
+            await client.recall(q)
+        _progress(f"recall: {len(queries)} timed calls at {size}")
+        times: list[float] = []
+        for q in queries:
+            with Stopwatch() as sw:
+                result = await client.recall(q)
+            times.append(sw.seconds)
+            if not result["hits"]:
+                raise RuntimeError(f"recall returned nothing at {size} for {q!r}")
+        mem = memory_status(server_pid())
+        texts = synth.distinct(synth.memory, singles, seed=1234, avoid=set(pool.texts))
+        s50, s95 = _ms(await _remember_singles(client, texts))
+    p50, p95 = _ms(times)
+    if size == 10_000:
+        checks += [
+            ("recall at 10k p50 <= 30 ms", f"{p50:.1f} ms", p50 <= 30),
+            ("recall at 10k p95 <= 60 ms", f"{p95:.1f} ms", p95 <= 60),
+            ("resident memory at 10k, model loaded, <= 250 MB", f"{mem['VmRSS']:.0f} MiB", mem["VmRSS"] <= 250),
+        ]
+    if size == 100_000:
+        checks.append(("recall at 100k p95 <= 100 ms", f"{p95:.1f} ms", p95 <= 100))
+    row: list[object] = [
+        f"{size:,}",
+        len(times),
+        f"{p50:.1f}",
+        f"{p95:.1f}",
+        f"{1000 * first:.0f}",
+        f"{mem['VmRSS']:.0f} / {mem['VmHWM']:.0f}",
+        f"{s50:.1f} / {s95:.1f} (n={singles})",
+        how,
+    ]
+    return row, checks
+
+
+async def run(quick: bool, runs: int, recalls: int, cache_dir: Path) -> str:
+    sizes = [1_000, 10_000] if quick else [1_000, 10_000, 100_000]
+    pool_size = 1_000 if quick else 4_000
+    model = build_model(EmbedderConfig())
+    sections = [
+        f"# Latency benchmarks through MCP stdio ({'quick' if quick else 'full'} run)",
+        "",
+        f"Load average at the start (1/5/15 min, 2 cores): {_load()}",
+        "",
+    ]
+    checks: list[Check] = []
+    with tempfile.TemporaryDirectory(prefix="mcp-memory-bench-") as tmp:
+        work = Path(tmp)
+        text, more = await bench_spawn(work, runs)
+        sections += [text, ""]
+        checks += more
+        text, more = await bench_writes(work, model, 50 if quick else 100, 300 if quick else 1_000)
+        sections += [text, ""]
+        checks += more
+        pool = fill_store.embed_pool(model, pool_size, cache_dir)
+        queries = synth.distinct(synth.question, recalls, seed=5)
+        rows: list[list[object]] = []
+        for size in sizes:
+            row, more = await bench_recall_at(work, model, pool, size, queries, 50 if quick else 100)
+            rows.append(row)
+            checks += more
+    pool_note = "read from cache" if pool.cached else f"embedded in {pool.seconds:.0f} s"
+    sections += [
+        "### (c) `recall` (k=10, reinforce=false, varied questions) and (e) server memory",
+        "",
+        markdown_table(
+            [
+                "memories in scope",
+                "recalls",
+                "recall p50 ms",
+                "recall p95 ms",
+                "first recall ms (index load)",
+                "server VmRSS / VmHWM MiB",
+                "then `remember` x1 p50 / p95 ms",
+                "how the store was filled",
+            ],
+            rows,
+        ),
+        f"\nPool: {len(pool.texts)} distinct synthetic memories (about 20% Chinese), {pool_note}; "
+        "memory figures are the server process after the timed recalls (model loaded); the single `remember` "
+        "calls run after that, into the same store.",
+        "",
+        f"Load average at the end: {_load()}",
+        "",
+        "## Latency targets",
+        "",
+        markdown_table(
+            ["target (DESIGN.md section 9)", "measured", "verdict"], [[a, b, verdict(c)] for a, b, c in checks]
+        ),
+    ]
+    return "\n".join(sections)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="1k and 10k stores only, fewer calls")
+    p.add_argument("--runs", type=int, default=5, help="spawn runs per command (default 5)")
+    p.add_argument("--recalls", type=int, help="timed recalls per store size (default 200, --quick 100)")
+    p.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "mcp-memory-bench-cache",
+        help="where the embedded pool is cached between runs",
+    )
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    recalls = args.recalls or (100 if args.quick else 200)
+    print(anyio.run(run, args.quick, args.runs, recalls, args.cache_dir))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

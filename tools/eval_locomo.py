@@ -1,0 +1,139 @@
+"""LoCoMo turn-level retrieval through a real `mcp-memory serve`, beside the same-run bm25s baseline.
+
+Protocol (DESIGN.md sections 9 and 10): one fresh store per conversation, every turn one memory
+stored with ``remember(memories=[...])`` in batches of at most 100; each question is asked with
+``recall(query, k=10, reinforce=false)``. A merged turn maps to the memory it merged into, so a hit
+on that memory counts for every dia_id mapped to it.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import bm25s
+from locomo import Conversation, Question, recall_at
+from mcpclient import MemoryClient, ServerSpec, Stopwatch, open_server
+
+BATCH = 100
+# The largest k whose candidate depth (max(recall.candidates, 3k)) equals k=10's, so its first 10 are k=10's.
+DIAGNOSTIC_K = 33
+
+
+@dataclass(frozen=True)
+class QuestionScore:
+    question: Question
+    ours: dict[int, float]  # k -> R@k through MCP, as served
+    bm25: dict[int, float]
+    fused_only: dict[int, float]  # the top 33 re-sorted by the fused relevance R alone (diagnostic)
+
+
+@dataclass
+class StoreLog:
+    outcomes: Counter[str] = field(default_factory=Counter)
+    omitted_for_budget: int = 0
+    top10_mismatch: int = 0  # k=10 call vs the first 10 of the k=33 call
+    seconds_remember: float = 0.0
+    seconds_recall: float = 0.0
+    merged_examples: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _progress(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+async def _store(client: MemoryClient, conv: Conversation, log: StoreLog) -> dict[str, set[str]]:
+    """Remember every turn; returns memory id -> the dia_ids it stands for."""
+    by_memory: dict[str, set[str]] = {}
+    first_text: dict[str, str] = {}
+    for start in range(0, len(conv.turns), BATCH):
+        batch = conv.turns[start : start + BATCH]
+        items = [
+            {"content": t.content, "occurred_at": t.occurred_at.isoformat(), "metadata": {"dia_id": t.dia_id}}
+            for t in batch
+        ]
+        with Stopwatch() as sw:
+            results = await client.remember(items)
+        log.seconds_remember += sw.seconds
+        for turn, result in zip(batch, results, strict=True):
+            log.outcomes[str(result["outcome"])] += 1
+            memory_id = result.get("id")
+            if memory_id is None:
+                continue
+            by_memory.setdefault(memory_id, set()).add(turn.dia_id)
+            if result["outcome"] == "stored":
+                first_text[memory_id] = turn.content
+            elif len(log.merged_examples) < 5:
+                log.merged_examples.append((turn.content, first_text.get(memory_id, "?")))
+    return by_memory
+
+
+def _ranked(hits: Sequence[dict[str, Any]], by_memory: dict[str, set[str]]) -> list[set[str]]:
+    return [by_memory.get(str(hit["id"]), set()) for hit in hits]
+
+
+async def run_ours(
+    conv: Conversation, work: Path, budget_tokens: int, log: StoreLog, server_env: dict[str, str]
+) -> list[tuple[dict[int, float], dict[int, float]]]:
+    """Per question, in order: (R@k as served, R@k of the top 33 re-sorted by relevance alone)."""
+    spec = ServerSpec(
+        data_dir=Path(tempfile.mkdtemp(prefix=f"{conv.sample_id}-", dir=work)),
+        principal=conv.sample_id,
+        extra_env=server_env,
+    )
+    out: list[tuple[dict[int, float], dict[int, float]]] = []
+    async with open_server(spec) as client:
+        by_memory = await _store(client, conv, log)
+        for question in conv.questions:
+            with Stopwatch() as sw:
+                served = await client.recall(question.text, k=10, budget_tokens=budget_tokens)
+            log.seconds_recall += sw.seconds
+            log.omitted_for_budget += int(served["omitted_for_budget"])
+            deep = await client.recall(question.text, k=DIAGNOSTIC_K, budget_tokens=budget_tokens, explain=True)
+            top = [str(h["id"]) for h in served["hits"]]
+            if top != [str(h["id"]) for h in deep["hits"][:10]]:
+                log.top10_mismatch += 1
+            ranked = _ranked(served["hits"], by_memory)
+            by_relevance = sorted(deep["hits"], key=lambda h: -float(h["why"]["relevance"]))
+            fused = _ranked(by_relevance, by_memory)
+            out.append(
+                (
+                    {k: recall_at(ranked, question.evidence, k) for k in (5, 10)},
+                    {k: recall_at(fused, question.evidence, k) for k in (5, 10)},
+                )
+            )
+    return out
+
+
+def run_bm25(conv: Conversation) -> list[dict[int, float]]:
+    """The baseline of DESIGN.md section 9: bm25s, English stopwords, the same memory text."""
+    corpus = [t.content for t in conv.turns]
+    retriever = bm25s.BM25()
+    retriever.index(bm25s.tokenize(corpus, stopwords="en", show_progress=False), show_progress=False)
+    texts = [q.text for q in conv.questions]
+    tokens = bm25s.tokenize(texts, stopwords="en", return_ids=False, show_progress=False)
+    docs, _ = retriever.retrieve(tokens, k=10, show_progress=False)
+    out: list[dict[int, float]] = []
+    for question, row in zip(conv.questions, docs, strict=True):
+        ranked = [{conv.turns[int(i)].dia_id} for i in row]
+        out.append({k: recall_at(ranked, question.evidence, k) for k in (5, 10)})
+    return out
+
+
+async def evaluate(
+    conversations: Sequence[Conversation], work: Path, budget_tokens: int, server_env: dict[str, str]
+) -> tuple[list[QuestionScore], StoreLog]:
+    log = StoreLog()
+    scores: list[QuestionScore] = []
+    for conv in conversations:
+        _progress(f"locomo {conv.sample_id}: {len(conv.turns)} turns, {len(conv.questions)} questions")
+        ours = await run_ours(conv, work, budget_tokens, log, server_env)
+        bm25 = run_bm25(conv)
+        for question, (served, fused), baseline in zip(conv.questions, ours, bm25, strict=True):
+            scores.append(QuestionScore(question, served, baseline, fused))
+    return scores, log
