@@ -1,0 +1,74 @@
+"""Numbered migrations: an older file is backed up and upgraded in place; nothing is lost."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from mcp_memory.errors import SchemaVersionError
+from mcp_memory.storage import schema
+from mcp_memory.storage.schema import SCHEMA_VERSION, migrate
+
+
+def _v1_file(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with monkeypatch.context() as mp:
+        mp.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:1])
+        mp.setattr(schema, "SCHEMA_VERSION", 1)
+        migrate(path, 1_000)
+    conn = sqlite3.connect(path)
+    conn.execute(
+        "INSERT INTO memories (id, kind, content, importance, occurred_at, created_at, valid_from, language, "
+        "content_hash) VALUES ('01JOLDMEMORY0000000000000', 'fact', 'kept across the upgrade', 0.5, 1, 1, 1, 'en', 'h')"
+    )
+    conn.commit()
+    conn.close()
+
+
+def test_an_older_file_is_backed_up_then_upgraded_with_its_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "alice.db"
+    _v1_file(path, monkeypatch)
+    migrate(path, 1_000)
+    conn = sqlite3.connect(path)
+    version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
+    assert int(version) == SCHEMA_VERSION
+    assert conn.execute("SELECT content FROM memories").fetchall() == [("kept across the upgrade",)]
+    assert conn.execute("SELECT COUNT(*) FROM tasks").fetchone()[0] == 0
+    conn.close()
+    backups = list(tmp_path.glob("alice.v1.*.bak.db"))
+    assert len(backups) == 1
+    old = sqlite3.connect(backups[0])
+    assert old.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "1"
+    assert old.execute("SELECT content FROM memories").fetchall() == [("kept across the upgrade",)]
+    old.close()
+
+
+def test_migrating_twice_changes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "alice.db"
+    migrate(path, 1_000)
+    migrate(path, 1_000)
+    assert list(tmp_path.glob("*.bak.db")) == []
+
+
+def test_older_code_refuses_a_newer_file_naming_both_versions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "alice.db"
+    migrate(path, 1_000)
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE meta SET value = '7' WHERE key IN ('schema_version', 'min_code_schema')")
+    conn.commit()
+    conn.close()
+    with pytest.raises(SchemaVersionError, match=rf"schema version 7 .* knows schema versions up to {SCHEMA_VERSION}"):
+        migrate(path, 1_000)
+
+
+def test_a_newer_file_that_older_code_may_still_write_is_opened(tmp_path: Path) -> None:
+    path = tmp_path / "alice.db"
+    migrate(path, 1_000)
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE meta SET value = '9' WHERE key = 'schema_version'")  # additive change, min_code_schema 1
+    conn.commit()
+    conn.close()
+    migrate(path, 1_000)  # no error: the newer schema says this code may still write it
