@@ -37,6 +37,7 @@ from mcp_memory.models import (
     TokenUsage,
     ToolCallRecord,
 )
+from mcp_memory.redact import redact
 from mcp_memory.resources import ResourceNotifier, pin_uris, task_uris
 from mcp_memory.scope import ScopeResolver
 from mcp_memory.services.memory import CallContext, MemoryService
@@ -52,7 +53,8 @@ def _as_tool_errors(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
         try:
             return await fn(*args, **kwargs)
         except MemoryServerError as exc:
-            raise ToolError(str(exc)) from None
+            # A message may quote the caller's own value; agent hosts keep transcripts, so redact it too.
+            raise ToolError(redact(str(exc))) from None
 
     return wrapper
 

@@ -87,6 +87,12 @@ async def test_texts_where_one_word_replaces_another_never_merge(client: Client)
     assert c["items"][0]["id"] != d["items"][0]["id"]
 
 
+async def test_chinese_texts_that_differ_by_a_weekday_never_merge(client: Client) -> None:
+    await call(client, "remember", {"content": "何伟的欢送午餐定在周一。"})
+    b = await call(client, "remember", {"content": "何伟的欢送午餐定在周三。"})
+    assert b["items"][0]["outcome"] == "stored"
+
+
 async def test_a_later_memory_with_the_same_key_supersedes_and_keeps_history(client: Client) -> None:
     old = await call(client, "remember", {"content": "The user lives in Lisbon", "key": "user.city"})
     new = await call(client, "remember", {"content": "The user lives in Berlin", "key": "user.city"})

@@ -296,3 +296,13 @@ async def test_another_principals_task_answers_like_a_missing_one(data_dir: Path
     async with connect(data_dir, mode, "bob") as bob:
         packet = await call(bob, "resume", {"task_id": "billing-v2"})
         assert packet["goal"] == "Move every customer to billing v2 without downtime"
+
+
+async def test_an_error_that_quotes_a_secret_returns_it_redacted(client: Client) -> None:
+    await call(client, "checkpoint", first_checkpoint())
+    secret = "sk-proj-" + "Q" * 40
+    message = await call_error(
+        client, "update_task", {"task_id": "billing-v2", "edits": [{"op": "set_current", "node_id": secret}]}
+    )
+    assert secret not in message
+    assert "[REDACTED:openai-key]" in message

@@ -115,7 +115,9 @@ _TIME_WORDS = frozenset(
         "january february march april may june july august september october november december"
     ).split()
 )
-_ZH_FILLER = frozenset("的了是在和与也就都而及或吗呢吧啊呀一个我你他她它们这那")
+_ZH_FILLER = frozenset("的了是在和与也就都而及或吗呢吧啊呀个我你他她它们这那")
+# Chinese numerals and weekday/day characters: like digits, they must agree for two texts to merge.
+_ZH_NUMERALS = frozenset("零〇一二三四五六七八九十百千万亿两日天")
 
 
 def _stem(word: str) -> str:
@@ -141,6 +143,8 @@ def same_facts(a: str, b: str) -> bool:
     and not names, weekdays or months ("on Monday" vs "on Tuesday" stays two memories).
     """
     if identifiers(a) != identifiers(b) or sorted(_NUMBER.findall(a)) != sorted(_NUMBER.findall(b)):
+        return False
+    if sorted(c for c in a if c in _ZH_NUMERALS) != sorted(c for c in b if c in _ZH_NUMERALS):
         return False
     if bool(_NEGATION.search(a)) != bool(_NEGATION.search(b)):
         return False
