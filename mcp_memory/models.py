@@ -215,7 +215,7 @@ class RecallResult(BaseModel):
     pinned: list[MemoryOut] = Field(description="pinned memories; they do not count against k")
     preset: str
     budget_tokens: int
-    used_tokens: int
+    used_tokens: int = Field(description="estimated tokens of this whole packet as JSON, pinned memories aside")
     omitted_for_budget: int = Field(description="relevant hits left out because the budget was used")
 
 
@@ -432,6 +432,16 @@ class TaskUpdateResult(BaseModel):
     tree: str = Field(description="the tree after the edits, as an outline")
 
 
+class MemoryBrief(BaseModel):
+    """A memory as a resume packet carries it: what it says and when, not every field."""
+
+    id: str
+    text: str
+    kind: str
+    occurred_at: datetime
+    importance: float
+
+
 class ResumePacket(BaseModel):
     """Everything an agent needs to pick a task up where it stood, within a token budget."""
 
@@ -453,8 +463,8 @@ class ResumePacket(BaseModel):
     token_usage: TokenUsage
     elapsed_seconds: float = Field(description="since the head last changed")
     hints: list[str] = Field(description="what to verify before acting")
-    memories: list[MemoryOut] = Field(description="the task's most relevant memories")
-    pinned: list[MemoryOut]
+    memories: list[MemoryBrief] = Field(description="the task's most relevant memories")
+    pinned: list[MemoryBrief] = Field(description="pinned memories (their own cap, not counted in used_tokens)")
     snapshot_excerpt: str
     snapshot_chars: int
     full_checkpoint_uri: str | None = Field(description="resource with the complete checkpoint, snapshot included")

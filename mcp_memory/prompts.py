@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
 from mcp_memory.errors import MemoryServerError
-from mcp_memory.models import MemoryOut
+from mcp_memory.models import MemoryBrief, MemoryOut
 from mcp_memory.scope import ScopeResolver
 from mcp_memory.services.memory import MemoryService
 from mcp_memory.services.tasks import TaskService
@@ -36,7 +37,7 @@ def _bullets(items: list[str]) -> str:
     return "\n".join(f"- {item}" for item in items) if items else "(none)"
 
 
-def _memories(memories: list[MemoryOut]) -> str:
+def _memories(memories: Sequence[MemoryBrief | MemoryOut]) -> str:
     return _bullets([f"{m.text} ({m.occurred_at:%Y-%m-%d}, id {m.id})" for m in memories])
 
 

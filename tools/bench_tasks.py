@@ -1,6 +1,6 @@
 """Task checkpoints at full size, measured through a real MCP stdio client against `mcp-memory serve`.
 
-    OMP_NUM_THREADS=1 .venv/bin/python tools/bench_tasks.py [--quick] [--calls N] [--no-breakdown]
+    OMP_NUM_THREADS=1 .venv/bin/python tools/bench_tasks.py [--quick] [--calls N]
 
 One task with a 1,000-node tree (five levels, mixed statuses, notes on some nodes, some Chinese
 titles) and a snapshot of varied agent working memory (notes, logs, code, tool output, about a
@@ -14,8 +14,6 @@ budget, and the packet's JSON bytes. The first resume (it waits for the embeddin
 shown apart.
 (c) `update_task` with one `set` edit; (d) rollback (`resume` with `checkpoint_id`);
 (e) reading `memory://tasks/{task_id}/checkpoints/{checkpoint_id}` in full.
-(f) unless --no-breakdown: the server-side steps of one checkpoint timed in-process on the same
-head, to show where a checkpoint's time goes.
 
 Medians and 95th percentiles, never means. Markdown goes to stdout, progress to stderr.
 """
@@ -23,15 +21,13 @@ Medians and 95th percentiles, never means. Markdown goes to stdout, progress to 
 from __future__ import annotations
 
 import argparse
-import functools
 import platform
 import random
 import shlex
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,14 +35,18 @@ import anyio
 import orjson
 from mcpclient import MemoryClient, ServerSpec, Stopwatch, open_server
 from stats import markdown_table, percentile
+from task_data import (
+    EN_LINES,
+    ZH_LINES,
+    build_snapshot,
+    build_tree,
+    fill,
+    server_serialised_size,
+    tool_calls,
+    variables,
+    walk,
+)
 
-from mcp_memory.models import TaskHead, TaskState
-from mcp_memory.redact import redact, redact_value
-from mcp_memory.services import task_tree
-from mcp_memory.services.checks import text_field
-from mcp_memory.services.packet import build as build_packet
-from mcp_memory.services.tasks import serialised_size
-from mcp_memory.storage.envelope import encode, unpack
 from mcp_memory.text import estimate_tokens
 
 LIMIT = 1_048_576  # limits.max_checkpoint_bytes, the default
@@ -54,306 +54,6 @@ MARGIN = 24_576  # room left under the limit for the variables and tool calls th
 TASK_ID = "bench-release-2026-q4"
 BUDGETS = (1_000, 4_000, 16_000)
 SEED = 20_261_129
-
-# ----- a realistic task --------------------------------------------------------------------
-
-PHASES = [
-    "Discovery and requirements",
-    "Data model and schema migration",
-    "Orders and billing API",
-    "Web front end",
-    "Search and indexing",
-    "Payments integration",
-    "中文本地化与合规",
-    "Observability and alerting",
-    "Performance and load testing",
-    "Release and rollout",
-]
-VERBS = [
-    "Implement",
-    "Write tests for",
-    "Review",
-    "Refactor",
-    "Document",
-    "Benchmark",
-    "Fix flaky behaviour in",
-    "Migrate",
-    "Add metrics to",
-    "Design",
-    "Remove dead code from",
-    "Harden input validation in",
-]
-OBJECTS = [
-    "the order export job",
-    "the invoice PDF renderer",
-    "session handling",
-    "the payments webhook",
-    "search ranking",
-    "CSV import",
-    "the tenant settings page",
-    "the nightly reconciliation",
-    "rate limiting on /v2/orders",
-    "the refund workflow",
-    "the audit log",
-    "email notifications",
-    "the currency conversion service",
-    "the warehouse sync",
-    "feature-flag cleanup",
-    "the onboarding wizard",
-]
-QUALIFIERS = [
-    "",
-    "",
-    " for tenants with more than 10k users",
-    " behind a feature flag",
-    " in staging",
-    " (P1)",
-    " before the code freeze",
-    " for the EU region",
-    " with a rollback plan",
-    " on Postgres 16",
-]
-ZH_TITLES = [
-    "修复订单导出的时区问题",
-    "补充支付回调的单元测试",
-    "核对发票模板的中文字段",
-    "迁移旧版用户表到新结构",
-    "评审搜索排序的改动",
-    "压测下单接口并记录瓶颈",
-    "整理上线检查清单",
-    "为退款流程增加审计日志",
-    "对接短信服务商的新接口",
-    "确认数据保留策略符合当地法规",
-]
-NOTES = [
-    "Waiting on the schema review from the platform team; see the design doc section 4.2.",
-    "Flaky on CI about one run in thirty; retry logic masks it locally.",
-    "Customer-reported: the March invoices were generated with the wrong VAT rate.",
-    "Split into two PRs so the migration can ship ahead of the API change.",
-    "Needs a decision on whether to keep the v1 endpoint for another quarter.",
-    "Benchmarked at 1,840 req/s on the staging cluster, p95 212 ms.",
-    "负责人是小林，预计周五前完成，依赖财务那边的字段确认。",
-    "回归测试发现金额四舍五入不一致，已开工单跟进。",
-    "Ops asked for a dry run in the maintenance window first.",
-    "Depends on the new index; do not merge before it is built in production.",
-]
-BLOCKED_REASONS = [
-    "waiting for the security review",
-    "the staging database is being rebuilt",
-    "needs sign-off from finance",
-    "等待法务确认条款",
-]
-
-
-def _title(r: random.Random) -> str:
-    if r.random() < 0.12:
-        return r.choice(ZH_TITLES)
-    return f"{r.choice(VERBS)} {r.choice(OBJECTS)}{r.choice(QUALIFIERS)}"
-
-
-def _status(r: random.Random, phase: int, current_phase: int) -> str:
-    if phase < current_phase:
-        return "abandoned" if r.random() < 0.04 else "done"
-    if phase > current_phase:
-        return "pending"
-    return r.choices(["done", "in_progress", "pending", "blocked"], weights=[45, 10, 40, 5])[0]
-
-
-def _node(r: random.Random, node_id: str, title: str, status: str, children: list[dict[str, Any]]) -> dict[str, Any]:
-    node: dict[str, Any] = {"id": node_id, "title": title, "status": status, "children": children}
-    if status == "blocked":
-        node["blocked_reason"] = r.choice(BLOCKED_REASONS)
-    if r.random() < 0.15:
-        node["notes"] = r.choice(NOTES)
-    return node
-
-
-def build_tree(r: random.Random, current_phase: int = 4) -> dict[str, Any]:
-    """Exactly 1,000 nodes: a root, 10 phases, 60 epics, 300 tasks and 629 subtasks (five levels)."""
-    extra = set(r.sample(range(300), 29))  # these tasks get a third subtask: 300 * 2 + 29 = 629
-    phases = []
-    task_index = 0
-    for p, phase_title in enumerate(PHASES):
-        epics = []
-        for e in range(6):
-            tasks = []
-            for t in range(5):
-                subtasks = [
-                    _node(r, f"p{p}.e{e}.t{t}.s{s}", _title(r), _status(r, p, current_phase), [])
-                    for s in range(3 if task_index in extra else 2)
-                ]
-                task_index += 1
-                tasks.append(_node(r, f"p{p}.e{e}.t{t}", _title(r), _status(r, p, current_phase), subtasks))
-            epic_status = "done" if p < current_phase else "in_progress" if p == current_phase else "pending"
-            epics.append(_node(r, f"p{p}.e{e}", f"{phase_title}: {r.choice(OBJECTS)}", epic_status, tasks))
-        phase_status = "done" if p < current_phase else "in_progress" if p == current_phase else "pending"
-        phases.append(_node(r, f"p{p}", phase_title, phase_status, epics))
-    return {
-        "id": "root",
-        "title": "Ship the Q4 billing and search release",
-        "status": "in_progress",
-        "notes": "Release train 2026.12; freeze on the 12th, rollout by region.",
-        "children": phases,
-    }
-
-
-def walk(node: dict[str, Any]) -> list[dict[str, Any]]:
-    out = [node]
-    for child in node["children"]:
-        out.extend(walk(child))
-    return out
-
-
-# ----- a realistic snapshot ----------------------------------------------------------------
-
-FILES = [
-    "billing/invoice.py",
-    "billing/vat.py",
-    "orders/export.py",
-    "orders/api/v2.py",
-    "search/ranking.py",
-    "search/indexer.go",
-    "web/src/pages/Settings.tsx",
-    "payments/webhook.py",
-    "migrations/0042_split_orders.sql",
-    "ops/terraform/eu/main.tf",
-]
-FUNCS = ["render_invoice", "apply_vat", "export_orders", "rank_hits", "sync_stock", "refund", "reconcile_day"]
-SERVICES = ["orders-api", "billing-worker", "search-indexer", "payments-gw", "web", "reconciler"]
-ZH_LINES = [
-    "用户要求在周五之前完成数据迁移，迁移脚本位于 {f}，执行前需要先备份订单表。",
-    "第 {n} 次运行回归测试，失败 {m} 个用例，主要集中在发票金额的四舍五入上。",
-    "和财务确认过：增值税税率按开票日期计算，不按下单日期，影响约 {n} 张历史发票。",
-    "搜索排序改动后，中文查询的首条命中率从 {a}% 提升到 {b}%，英文基本不变。",
-    "注意：{s} 在高峰期的延迟会升到 {n} 毫秒，上线窗口选在凌晨两点到四点之间。",
-    "待办：整理 {n} 条客户反馈，按严重程度分类，下周一的例会上汇报。",
-    "结论：先上线只读接口，写接口等审计日志完成后再开放，负责人小王。",
-]
-EN_LINES = [
-    "Observed that {func}() in {f} is called {n} times per request; caching the tenant lookup should cut it to one.",
-    "The failing case is an order with {m} line items where the discount is applied after VAT; expected {a}.{b}.",
-    "Decided to keep the v1 export endpoint until {n} active integrations have moved; tracked in OPS-{n}{m}.",
-    "Staging run {n}: p50 {a} ms, p95 {b} ms, error rate 0.{m}%; the slow path is the PDF font loading.",
-    "Asked the user whether refunds older than {m} days should go through finance; answer: yes, with a note.",
-    "Plan for the next step: rebase on main at {h}, rerun the migration dry run, then open the PR for review.",
-    "{s} logs show {n} retries on the warehouse sync between 02:00 and 02:15 UTC; upstream was rate limiting.",
-]
-
-
-def _fill(r: random.Random, template: str) -> str:
-    return template.format(
-        f=r.choice(FILES),
-        func=r.choice(FUNCS),
-        s=r.choice(SERVICES),
-        n=r.randint(2, 9_999),
-        m=r.randint(1, 99),
-        a=r.randint(10, 999),
-        b=r.randint(10, 999),
-        h=f"{r.getrandbits(28):07x}",
-    )
-
-
-def _log_block(r: random.Random) -> str:
-    lines = []
-    for _ in range(r.randint(4, 12)):
-        ts = f"2026-11-{r.randint(1, 28):02d}T{r.randint(0, 23):02d}:{r.randint(0, 59):02d}:{r.randint(0, 59):02d}Z"
-        level = r.choices(["INFO", "WARN", "ERROR", "DEBUG"], weights=[70, 15, 5, 10])[0]
-        lines.append(
-            f"{ts} {level} {r.choice(SERVICES)}[{r.randint(1, 8)}] batch={r.randint(1, 99_999)} "
-            f"rows={r.randint(0, 50_000)} took={r.randint(1, 4_000)}ms trace={r.getrandbits(64):016x}"
-        )
-    return "```log\n" + "\n".join(lines) + "\n```"
-
-
-def _code_block(r: random.Random) -> str:
-    func, rate = r.choice(FUNCS), r.randint(5, 25)
-    return (
-        f"```python\n# {r.choice(FILES)}, proposed change\n"
-        f"def {func}(order: Order, *, rate: Decimal = Decimal('0.{rate:02d}')) -> Money:\n"
-        f"    subtotal = sum(line.price * line.qty for line in order.lines)\n"
-        f"    if order.discount and order.created_at >= CUTOFF_{r.randint(1, 9)}:\n"
-        f"        subtotal -= order.discount\n"
-        f"    return Money(subtotal * (1 + rate)).quantize(CENT)  # rounded per line before BUG-{r.randint(100, 9999)}"
-        "\n"
-        "```"
-    )
-
-
-def _tool_output(r: random.Random) -> str:
-    rows = [
-        {
-            "order_id": f"ORD-{r.randint(100_000, 999_999)}",
-            "tenant": f"t{r.randint(1, 400)}",
-            "total": round(r.uniform(5, 5000), 2),
-            "currency": r.choice(["EUR", "USD", "CNY", "GBP"]),
-            "status": r.choice(["paid", "refunded", "pending", "failed"]),
-        }
-        for _ in range(r.randint(2, 6))
-    ]
-    return "Tool output (sql_query, truncated):\n" + "\n".join(orjson.dumps(row).decode() for row in rows)
-
-
-def build_snapshot(r: random.Random, target_bytes: int) -> str:
-    """Varied working memory (prose, logs, code, tool output; about a fifth Chinese) of at most target_bytes."""
-    parts: list[str] = []
-    size = 0
-    section = 0
-    while True:
-        kind = r.random()
-        if kind < 0.08:
-            section += 1
-            piece = f"\n## Iteration {section}: {r.choice(PHASES)}\n"
-        elif kind < 0.40:
-            piece = " ".join(_fill(r, r.choice(EN_LINES)) for _ in range(r.randint(2, 5)))
-        elif kind < 0.62:
-            piece = "".join(_fill(r, r.choice(ZH_LINES)) for _ in range(r.randint(2, 4)))
-        elif kind < 0.78:
-            piece = _log_block(r)
-        elif kind < 0.88:
-            piece = _code_block(r)
-        else:
-            piece = _tool_output(r)
-        piece_bytes = len(piece.encode("utf-8")) + 2
-        if size + piece_bytes > target_bytes:
-            break
-        parts.append(piece)
-        size += piece_bytes
-    return "\n\n".join(parts)
-
-
-# ----- the state that changes per call -----------------------------------------------------
-
-
-def variables(i: int, node_id: str) -> dict[str, Any]:
-    return {
-        "iteration": i,
-        "last_completed": node_id,
-        "branch": f"release/2026.12-step-{i}",
-        "open_prs": [4100 + i, 4102 + i, 4107 + i],
-        "staging_ok": i % 3 != 0,
-        "notes": f"step {i}: reviewed {node_id}, next one queued",
-        "发布窗口": "12月14日 02:00-04:00 UTC",
-    }
-
-
-def tool_calls(i: int) -> list[dict[str, Any]]:
-    return [
-        {
-            "name": name,
-            "arguments": {"path": FILES[(i + k) % len(FILES)], "step": i},
-            "result": f"ok, {120 + 7 * k + i} lines",
-            "at": f"2026-11-29T10:{(i + k) % 60:02d}:00Z",
-        }
-        for k, name in enumerate(["read_file", "run_tests", "grep", "sql_query", "edit_file"])
-    ]
-
-
-def server_serialised_size(head: dict[str, Any]) -> int:
-    """What the server's limit measures, computed with the server's own model and function."""
-    return serialised_size(TaskHead.model_validate(head))
-
-
-# ----- measuring ---------------------------------------------------------------------------
 
 
 def _progress(text: str) -> None:
@@ -485,7 +185,7 @@ class Bench:
 async def task_memories(client: MemoryClient) -> int:
     """A few memories tied to the task, so the resume packet has some to pack."""
     r = random.Random(SEED + 1)
-    items = [{"content": _fill(r, r.choice(EN_LINES + ZH_LINES)), "task_id": TASK_ID} for _ in range(24)]
+    items = [{"content": fill(r, r.choice(EN_LINES + ZH_LINES)), "task_id": TASK_ID} for _ in range(24)]
     stored = await client.remember(items)
     return sum(1 for item in stored if item["outcome"] != "rejected")
 
@@ -630,8 +330,8 @@ async def run(calls: int, quick: bool) -> tuple[str, Bench, dict[str, Any]]:
                 )
                 + "\n\nused_tokens is the server's own estimate (`mcp_memory.text.estimate_tokens`); the column "
                 "after the check applies the same estimator to the whole packet JSON (keys, ids, timestamps and "
-                "memory metadata included), which used_tokens does not count."
-                + f"\n\nFirst resume of the process (waits for the embedding model, budget 4,000): "
+                "memory metadata included); used_tokens counts the same JSON but for the pinned memories, which have "
+                "their own cap." + f"\n\nFirst resume of the process (waits for the embedding model, budget 4,000): "
                 f"{1000 * first_resume:.1f} ms; {facts['task_memories']} task memories stored before it."
             )
 
@@ -675,153 +375,10 @@ async def run(calls: int, quick: bool) -> tuple[str, Bench, dict[str, Any]]:
 # ----- where a checkpoint's time goes (in-process) ------------------------------------------
 
 
-def _time(fn: Callable[[], object], repeat: int) -> float:
-    samples = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - started)
-    return percentile(samples, 50)
-
-
-def _count_strings(value: Any) -> int:
-    if isinstance(value, str):
-        return 1
-    if isinstance(value, dict):
-        return sum(1 + _count_strings(v) for v in value.values())
-    if isinstance(value, list):
-        return sum(_count_strings(v) for v in value)
-    return 0
-
-
-def resume_breakdown(tree: dict[str, Any], snapshot: str, repeat: int) -> str:
-    """packet.build (the resume packet) in-process at each budget, beside the token count of the snapshot."""
-    head = TaskHead.model_validate(
-        {
-            "tree": tree,
-            "current_node": "p4.e0.t0",
-            "variables": variables(1, "p4.e0.t0.s0"),
-            "last_tool_calls": tool_calls(1),
-            "snapshot": snapshot,
-            "iterations": 1,
-        }
-    )
-    _, raw = encode({"head": head.model_dump(mode="json", exclude={"snapshot"})}, head.snapshot)
-    now = datetime.now(UTC)
-    state = TaskState(
-        task_id=TASK_ID,
-        namespace=None,
-        title="Q4 release",
-        goal="Ship the Q4 billing and search release",
-        constraints=["No schema change without a tested rollback"],
-        head=head,
-        head_seq=1,
-        created_at=now,
-        updated_at=now,
-        latest_checkpoint_id=None,
-    )
-    rows = []
-    for budget in BUDGETS:
-        build = functools.partial(
-            build_packet,
-            state,
-            elapsed=1.0,
-            budget=budget,
-            checkpoint=None,
-            memories=[],
-            pinned=[],
-            warnings=[],
-            rolled_back_to=None,
-            full_uri=None,
-        )
-        seconds = _time(build, repeat)
-        rows.append([f"`packet.build` at budget {budget:,} (no memories)", f"{1000 * seconds:.1f}"])
-    rows.append(
-        [
-            "of which: `estimate_tokens` over the whole snapshot",
-            f"{1000 * _time(lambda: estimate_tokens(snapshot), repeat):.1f}",
-        ]
-    )
-    rows.append(
-        ["reading the head: unpack + TaskHead.model_validate", f"{1000 * _time(lambda: _read_head(raw), repeat):.1f}"]
-    )
-    return (
-        f"### (g) where a resume's time goes: packet building timed in-process (median of {repeat})\n\n"
-        + markdown_table(["step", "ms"], rows)
-        + "\n\nNot here: the task-scoped `recall` (query embedding and search) and the transport."
-    )
-
-
-def _read_head(raw: bytes) -> TaskHead:
-    envelope = unpack(raw)
-    return TaskHead.model_validate({**envelope.structured["head"], "snapshot": envelope.snapshot})
-
-
-def breakdown(tree: dict[str, Any], snapshot: str, repeat: int) -> str:
-    """The server's steps of one checkpoint (tree + state), in the order tasks.checkpoint runs them."""
-    head = TaskHead.model_validate(
-        {
-            "tree": tree,
-            "current_node": "p4.e0.t0",
-            "variables": variables(1, "p4.e0.t0.s0"),
-            "last_tool_calls": tool_calls(1),
-            "snapshot": snapshot,
-            "iterations": 1,
-        }
-    )
-    _, stored_head = encode({"head": head.model_dump(mode="json", exclude={"snapshot"})}, head.snapshot)
-    changes = {"tree": tree, "variables": variables(2, "p4.e0.t1"), "iterations": 2}
-    dumped = head.model_dump(mode="json")
-    without_snapshot = {k: v for k, v in dumped.items() if k != "snapshot"}
-    strings = _count_strings(without_snapshot)
-    steps: list[tuple[str, Callable[[], object]]] = [
-        ("tool layer: validate `tree` argument into TaskNode", lambda: TaskHead.model_validate({"tree": tree})),
-        ("read head: unpack envelope (sha256 + zlib inflate + orjson)", lambda: unpack(stored_head)),
-        ("read head: TaskHead.model_validate", lambda: TaskHead.model_validate(dumped)),
-        ("merge: model_dump(mode=json) of the base head", lambda: head.model_dump(mode="json")),
-        ("merge: TaskHead.model_validate(base | changes)", lambda: TaskHead.model_validate({**dumped, **changes})),
-        ("merge: text check of the snapshot", lambda: text_field("snapshot", snapshot)),
-        ("merge: tree validate (unique ids)", lambda: task_tree.validate(head.tree)),
-        ("clean: redact the snapshot (one string, every pattern)", lambda: redact(snapshot)),
-        (
-            f"clean: redact_value over the rest ({strings:,} strings and keys)",
-            lambda: redact_value(without_snapshot),
-        ),
-        ("clean: model_dump + model_validate around it", lambda: TaskHead.model_validate(head.model_dump(mode="json"))),
-        ("size check: serialised_size", lambda: serialised_size(head)),
-        (
-            "encode checkpoint envelope (orjson + zlib -6 + sha256)",
-            lambda: encode({"head": head.model_dump(mode="json", exclude={"snapshot"})}, head.snapshot),
-        ),
-        (
-            "encode head envelope (same again)",
-            lambda: encode({"head": head.model_dump(mode="json", exclude={"snapshot"})}, head.snapshot),
-        ),
-        ("result: serialised_size again", lambda: serialised_size(head)),
-    ]
-    rows = []
-    total = 0.0
-    for label, fn in steps:
-        seconds = _time(fn, repeat)
-        total += seconds
-        rows.append([label, f"{1000 * seconds:.1f}"])
-    rows.append(["**sum of the steps above**", f"**{1000 * total:.1f}**"])
-    return (
-        f"### (f) where a checkpoint's time goes: server steps timed in-process (median of {repeat})\n\n"
-        + markdown_table(["step", "ms"], rows)
-        + "\n\nNot in the sum: SQLite (two blob writes in one `BEGIN IMMEDIATE` transaction), the JSON-RPC "
-        "framing and parsing on both sides, the client's own validation, and resource-change notifications."
-    )
-
-
-# ----- the report --------------------------------------------------------------------------
-
-
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="20 calls per measurement instead of 30")
     p.add_argument("--calls", type=int, help="timed calls per measurement (default 30, --quick 20; at least 20)")
-    p.add_argument("--no-breakdown", action="store_true", help="skip the in-process timing of the checkpoint steps")
     return p
 
 
@@ -854,12 +411,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{facts['stored_size']:,} bytes ({facts['serialized_size'] / facts['stored_size']:.2f}x smaller).\n"
     )
     print(report)
-    if not args.no_breakdown:
-        _progress("breakdown: timing the checkpoint steps in-process")
-        print()
-        print(breakdown(bench.tree, bench.snapshot, repeat=5))
-        print()
-        print(resume_breakdown(bench.tree, bench.snapshot, repeat=5))
     print()
     if bench.problems:
         print("**Problems:**\n\n" + "\n".join(f"- {p}" for p in bench.problems))

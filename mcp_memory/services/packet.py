@@ -12,11 +12,12 @@ from typing import Any
 
 import orjson
 
-from mcp_memory.models import CheckpointInfo, MemoryOut, ResumePacket, TaskState
+from mcp_memory.models import CheckpointInfo, MemoryBrief, MemoryOut, ResumePacket, TaskState
 from mcp_memory.services import task_tree
 from mcp_memory.text import estimate_tokens
 
 LONG_PAUSE_SECONDS = 24 * 3600
+_OMITTED = "(omitted for the budget; see the full checkpoint)"
 
 
 def _tokens(value: Any) -> int:
@@ -88,7 +89,7 @@ def build(
 
     variables: dict[str, Any] = head.variables
     if used + _tokens(variables) > budget:
-        variables = dict.fromkeys(head.variables, "(omitted for the budget; see the full checkpoint)")
+        variables = dict.fromkeys(head.variables, _OMITTED)
         warnings = [*warnings, "variables were too large for the budget: read the full checkpoint"]
     used += _tokens(variables)
     tool_calls = list(head.last_tool_calls)
@@ -96,8 +97,10 @@ def build(
         tool_calls.pop(0)  # oldest first
     used += _tokens([c.model_dump(mode="json") for c in tool_calls])
 
-    excerpt = head.snapshot
     left = budget - used
+    # Latin text runs about 4 characters a token and CJK about 1: cutting there before estimating keeps
+    # a 1 MB snapshot from being measured whole only to learn that it does not fit.
+    excerpt = head.snapshot[: max(left, 0) * 4]
     if _tokens(excerpt) > left:
         # Cut to the budget (a token is ~3 characters of Latin text, ~1 of CJK: halve until it fits).
         length = max(left, 0) * 3
@@ -106,7 +109,7 @@ def build(
             excerpt = excerpt[: len(excerpt) * 3 // 4]
     used += _tokens(excerpt) if excerpt else 0
 
-    return ResumePacket(
+    packet = ResumePacket(
         task_id=state.task_id,
         title=state.title,
         goal=state.goal,
@@ -123,8 +126,8 @@ def build(
         token_usage=head.token_usage,
         elapsed_seconds=round(elapsed, 3),
         hints=packet_hints,
-        memories=kept_memories,
-        pinned=pinned,
+        memories=[_brief(m) for m in kept_memories],
+        pinned=[_brief(m) for m in pinned],
         snapshot_excerpt=excerpt,
         snapshot_chars=len(head.snapshot),
         full_checkpoint_uri=full_uri,
@@ -132,3 +135,40 @@ def build(
         budget_tokens=budget,
         used_tokens=used,
     )
+    return _fit(packet, state, budget)
+
+
+def _brief(memory: MemoryOut) -> MemoryBrief:
+    return MemoryBrief(
+        id=memory.id, text=memory.text, kind=memory.kind, occurred_at=memory.occurred_at, importance=memory.importance
+    )
+
+
+def _measure(packet: ResumePacket) -> int:
+    return _tokens(packet.model_dump(mode="json", exclude={"pinned", "used_tokens", "budget_tokens"}))
+
+
+def _fit(packet: ResumePacket, state: TaskState, budget: int) -> ResumePacket:
+    """Shrink the packet until its whole JSON fits the budget: snapshot, memories, tool calls, variables, tree."""
+    total = _measure(packet)
+    lines = packet.tree.count("\n") + 1
+    while total > budget:
+        if packet.snapshot_excerpt:
+            excerpt = packet.snapshot_excerpt
+            packet.snapshot_excerpt = excerpt[: len(excerpt) // 2] if len(excerpt) > 80 else ""
+        elif packet.memories:
+            packet.memories = packet.memories[:-1]
+        elif packet.last_tool_calls:
+            packet.last_tool_calls = packet.last_tool_calls[1:]
+        elif packet.variables and any(v != _OMITTED for v in packet.variables.values()):
+            packet.variables = dict.fromkeys(packet.variables, _OMITTED)
+            packet.warnings = [*packet.warnings, "variables were too large for the budget: read the full checkpoint"]
+        elif lines > 1:
+            lines = max(1, lines // 2)
+            packet.tree = task_tree.outline(state.head.tree, state.head.current_node, max_lines=lines)
+        else:
+            packet.warnings = [*packet.warnings, "the goal, constraints and pending actions alone exceed the budget"]
+            break
+        total = _measure(packet)
+    packet.used_tokens = total
+    return packet

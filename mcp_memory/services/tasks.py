@@ -35,7 +35,14 @@ from mcp_memory.redact import redact, redact_value
 from mcp_memory.services import packet, task_tree
 from mcp_memory.services.checks import text_field
 from mcp_memory.services.memory import MemoryService
-from mcp_memory.storage.envelope import CheckpointFormatError, CorruptCheckpointError, Envelope, encode, unpack
+from mcp_memory.storage.envelope import (
+    CheckpointFormatError,
+    CorruptCheckpointError,
+    Envelope,
+    compress_snapshot,
+    encode,
+    unpack,
+)
 from mcp_memory.storage.tasks import CheckpointRow, StaleHeadError, TaskRow, TaskStore
 
 log = logging.getLogger(__name__)
@@ -154,11 +161,6 @@ class TaskService:
             )
         return size
 
-    @staticmethod
-    def _clean(head: TaskHead) -> TaskHead:
-        """Every string through the redactor: variables, tool calls and snapshots carry keys."""
-        return TaskHead.model_validate(redact_value(head.model_dump(mode="json")))
-
     def _merge(self, base: TaskHead, changes: dict[str, Any]) -> TaskHead:
         unknown = set(changes) - HEAD_FIELDS
         if unknown:
@@ -174,12 +176,12 @@ class TaskService:
             raise InvalidInputError("current_node", f"no node {merged.current_node!r} in this task's tree")
         return merged
 
-    def _pack_head(self, head: TaskHead) -> bytes:
-        _, raw = encode({"head": head.model_dump(mode="json", exclude={"snapshot"})}, head.snapshot)
+    def _pack_head(self, head: TaskHead, packed: bytes | None = None) -> bytes:
+        _, raw = encode({"head": head.model_dump(mode="json", exclude={"snapshot"})}, head.snapshot, packed=packed)
         return raw
 
     def _new_checkpoint(
-        self, task: TaskRow, head: TaskHead, seq: int, reason: str, parent: str | None, now: float
+        self, task: TaskRow, head: TaskHead, seq: int, reason: str, parent: str | None, now: float, packed: bytes
     ) -> CheckpointRow:
         structured = {
             "task": {
@@ -195,7 +197,7 @@ class TaskService:
             "created_at": now,
             "head": head.model_dump(mode="json", exclude={"snapshot"}),
         }
-        envelope, raw = encode(structured, head.snapshot)
+        envelope, raw = encode(structured, head.snapshot, packed=packed)
         return CheckpointRow(
             id=new_id(),
             task_id=task.task_id,
@@ -262,11 +264,15 @@ class TaskService:
                 )
             if expected_head is not None and expected_head != (base_seq or 0):
                 raise StaleHeadError(task_id, base_seq or 0, expected_head)
-            head = self._clean(self._merge(base_head, changes))
+            # The stored head was redacted when it was written: only what this call brings needs it.
+            head = self._merge(base_head, redact_value(changes))
             self._check_size(head)
             seq = (base_seq or 0) + 1
-            cp = self._new_checkpoint(row, head, seq, reason, row.latest_checkpoint_id, now)
-            new_row = replace(row, head=self._pack_head(head), head_seq=seq, updated_at=now, latest_checkpoint_id=cp.id)
+            packed = compress_snapshot(head.snapshot)
+            cp = self._new_checkpoint(row, head, seq, reason, row.latest_checkpoint_id, now, packed)
+            new_row = replace(
+                row, head=self._pack_head(head, packed), head_seq=seq, updated_at=now, latest_checkpoint_id=cp.id
+            )
             try:
                 await self.tasks.save(scope, new_row, base_seq, cp)
             except StaleHeadError:
@@ -287,7 +293,8 @@ class TaskService:
             row = await self._row(scope, task_id)
             if expected_head is not None and expected_head != row.head_seq:
                 raise StaleHeadError(task_id, row.head_seq, expected_head)
-            head = self._clean(task_tree.apply_edits(await self._head(scope, row, []), edits))
+            clean_edits = [TaskEdit.model_validate(redact_value(e.model_dump(mode="json"))) for e in edits]
+            head = task_tree.apply_edits(await self._head(scope, row, []), clean_edits)
             self._check_size(head)
             now = self.clock()
             new_row = replace(row, head=self._pack_head(head), head_seq=row.head_seq + 1, updated_at=now)
@@ -322,8 +329,11 @@ class TaskService:
             head = self._head_from(envelope)
             now = self.clock()
             seq = row.head_seq + 1
-            cp = self._new_checkpoint(row, head, seq, "rollback", target.id, now)
-            new_row = replace(row, head=self._pack_head(head), head_seq=seq, updated_at=now, latest_checkpoint_id=cp.id)
+            packed = compress_snapshot(head.snapshot)
+            cp = self._new_checkpoint(row, head, seq, "rollback", target.id, now, packed)
+            new_row = replace(
+                row, head=self._pack_head(head, packed), head_seq=seq, updated_at=now, latest_checkpoint_id=cp.id
+            )
             try:
                 await self.tasks.save(scope, new_row, row.head_seq, cp)
             except StaleHeadError:

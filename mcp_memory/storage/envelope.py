@@ -44,11 +44,22 @@ class Envelope:
     size: int
 
 
-def encode(structured: dict[str, Any], snapshot: str, *, version: int | None = None) -> tuple[Envelope, bytes]:
-    """The envelope's description and its bytes (the current format unless ``version`` is given)."""
+def compress_snapshot(snapshot: str) -> bytes:
+    return zlib.compress(snapshot.encode("utf-8"), 6)
+
+
+def encode(
+    structured: dict[str, Any], snapshot: str, *, version: int | None = None, packed: bytes | None = None
+) -> tuple[Envelope, bytes]:
+    """The envelope's description and its bytes (the current format unless ``version`` is given).
+
+    ``packed`` is ``compress_snapshot(snapshot)`` when the caller already has it (a checkpoint and
+    the head it becomes share one snapshot).
+    """
     version = FORMAT_VERSION if version is None else version
     body = orjson.dumps(structured)
-    packed = zlib.compress(snapshot.encode("utf-8"), 6)
+    if packed is None:
+        packed = compress_snapshot(snapshot)
     checksum = hashlib.sha256(body + packed).hexdigest()
     header = orjson.dumps(
         {
