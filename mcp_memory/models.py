@@ -226,6 +226,15 @@ class PinResult(BaseModel):
     cap_tokens: int
 
 
+class ForgetUserResult(BaseModel):
+    dry_run: bool
+    counts: dict[str, int] = Field(description="what would be (or was) deleted, per table")
+    confirmation_code: str | None = Field(None, description="dry run: pass it back to delete; single use")
+    code_expires_at: datetime | None = None
+    erased_at: datetime | None = None
+    note: str
+
+
 class ForgetItem(BaseModel):
     id: str
     kind: str

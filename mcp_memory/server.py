@@ -25,12 +25,13 @@ from mcp_memory.prompts import register_prompts
 from mcp_memory.redact import RedactingFilter
 from mcp_memory.resources import ResourceNotifier, register_resources
 from mcp_memory.scope import ScopeResolver, record_request
+from mcp_memory.services.erasure import ErasureService
 from mcp_memory.services.memory import MemoryService
 from mcp_memory.services.sessions import SessionTracker
 from mcp_memory.services.tasks import TaskService
 from mcp_memory.storage.sqlite import SqliteStore
 from mcp_memory.storage.tasks import TaskStore
-from mcp_memory.tools import register_task_tools, register_tools
+from mcp_memory.tools import register_erasure_tool, register_task_tools, register_tools
 
 INSTRUCTIONS = """mcp-memory gives you long-term memory across sessions and clients.
 Call `recall` with the user's question before answering when earlier context may matter.
@@ -112,6 +113,7 @@ async def open_runtime(
         tasks = TaskService(TaskStore(store), memory, settings.limits, clock=clock)
         register_tools(mcp, memory, scopes, notifier)
         register_task_tools(mcp, tasks, memory, scopes, notifier)
+        register_erasure_tool(mcp, ErasureService(store, clock=clock), scopes, notifier)
         register_resources(mcp, memory, tasks, scopes)
         register_prompts(mcp, memory, tasks, scopes)
         runtime = Runtime(settings, store, embedder, memory, tasks, mcp)

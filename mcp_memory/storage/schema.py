@@ -15,7 +15,7 @@ from pathlib import Path
 from mcp_memory import __version__
 from mcp_memory.errors import SchemaVersionError, StorageError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _V1 = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -110,9 +110,17 @@ CREATE TABLE checkpoints (
 );
 """
 
-# (version, script, the oldest code schema that may write a file at this version). Version 2 only
-# adds tables, so code that knows version 1 may still write memories into it.
-MIGRATIONS: list[tuple[int, str, int]] = [(1, _V1, 1), (2, _V2, 1)]
+_V3 = """
+CREATE TABLE erasures (
+    n INTEGER PRIMARY KEY AUTOINCREMENT,
+    erased_at REAL NOT NULL,
+    receipt TEXT NOT NULL
+);
+"""
+
+# (version, script, the oldest code schema that may write a file at this version). Versions 2 and
+# 3 only add tables, so code that knows version 1 may still write memories into such a file.
+MIGRATIONS: list[tuple[int, str, int]] = [(1, _V1, 1), (2, _V2, 1), (3, _V3, 1)]
 
 
 def connect_sync(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:

@@ -590,6 +590,52 @@ class SqliteStore:
         finally:
             await db.writer.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
 
+    async def erase_principal(self, scope: Scope, now: float) -> dict[str, int]:
+        """Delete everything the principal has and keep only a content-free record that it happened.
+
+        Rows go with secure_delete on, the keyword index is rebuilt empty, the file is vacuumed (no
+        free page keeps old bytes), the WAL is emptied, and migration backups of the file are removed.
+        Other processes see the deletions through the change log. Returns the counts per table.
+        """
+        db = await self._db(scope)
+        counts: dict[str, int] = {}
+        async with self.transaction(scope) as conn:
+            for table in ("memories", "occurrences", "vectors", "memory_tags", "tasks", "checkpoints"):
+                rows = await conn.execute_fetchall(f"SELECT COUNT(*) FROM {table}")
+                counts[table] = int(next(iter(rows))[0])
+            counts["pinned"] = int(
+                next(iter(await conn.execute_fetchall("SELECT COUNT(*) FROM memories WHERE pinned = 1")))[0]
+            )
+            await conn.execute("INSERT INTO changes(memory_n, op) SELECT n, 'del' FROM memories")
+            await conn.execute("DELETE FROM memories_fts")
+            await conn.execute("DELETE FROM memories")
+            await conn.execute("DELETE FROM checkpoints")
+            await conn.execute("DELETE FROM tasks")
+            await conn.execute(
+                "INSERT INTO erasures(erased_at, receipt) VALUES (?, ?)", (now, orjson.dumps(counts).decode())
+            )
+        async with self.transaction(scope) as conn:
+            await conn.execute("INSERT INTO memories_fts(memories_fts) VALUES ('rebuild')")
+        async with db.write_lock:
+            await db.writer.execute("VACUUM")
+            counts["wal_emptied"] = int(await self._truncate_wal(db, attempts=5))
+            db.scrub_pending = not counts["wal_emptied"]
+        folder = anyio.Path(db.path.parent)
+        async for backup in folder.glob(f"{db.path.stem}.v*.bak.db"):
+            await backup.unlink(missing_ok=True)
+        return counts
+
+    async def principal_counts(self, scope: Scope) -> dict[str, int]:
+        """What the principal has, table by table (every namespace)."""
+        conn = await self.reader(scope)
+        counts: dict[str, int] = {}
+        for table in ("memories", "occurrences", "vectors", "memory_tags", "tasks", "checkpoints"):
+            counts[table] = int(next(iter(await conn.execute_fetchall(f"SELECT COUNT(*) FROM {table}")))[0])
+        counts["pinned"] = int(
+            next(iter(await conn.execute_fetchall("SELECT COUNT(*) FROM memories WHERE pinned = 1")))[0]
+        )
+        return counts
+
     async def replace_vectors(self, scope: Scope, vectors: Sequence[tuple[int, bytes]]) -> None:
         async with self.transaction(scope) as conn:
             await conn.executemany("UPDATE vectors SET vec = ? WHERE memory_n = ?", [(v, n) for n, v in vectors])

@@ -1,0 +1,62 @@
+"""forget_user: the deletion of everything a principal has, in two steps.
+
+A dry run returns what would go and a short-lived, single-use confirmation code bound to the
+principal; only a call that brings the code back deletes. So a model misled by a stored
+instruction cannot wipe a user in one call. A wrong code voids the outstanding one.
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+import threading
+import time
+from collections.abc import Callable
+
+from mcp_memory.errors import InvalidInputError
+from mcp_memory.models import ForgetUserResult, Scope, to_datetime
+from mcp_memory.services.checks import text_field
+from mcp_memory.storage.sqlite import SqliteStore
+
+CODE_SECONDS = 300
+
+
+class ErasureService:
+    def __init__(self, store: SqliteStore, clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.clock = clock
+        self._codes: dict[str, tuple[str, float]] = {}
+        self._lock = threading.Lock()
+
+    async def forget_user(self, scope: Scope, confirmation_code: str | None = None) -> ForgetUserResult:
+        now = self.clock()
+        if confirmation_code is None:
+            counts = await self.store.principal_counts(scope)
+            code = f"{secrets.token_hex(3)}-{secrets.token_hex(3)}"
+            with self._lock:
+                self._codes[scope.principal] = (code, now + CODE_SECONDS)
+            return ForgetUserResult(
+                dry_run=True,
+                counts=counts,
+                confirmation_code=code,
+                code_expires_at=to_datetime(now + CODE_SECONDS),
+                note="nothing was deleted. To delete ALL of this user's memories, tasks, checkpoints and pins, "
+                "first confirm with the user, then call forget_user again with this confirmation_code "
+                f"within {CODE_SECONDS // 60} minutes.",
+            )
+        text_field("confirmation_code", confirmation_code)
+        with self._lock:
+            expected = self._codes.pop(scope.principal, None)
+        if expected is None or expected[1] < now or not hmac.compare_digest(expected[0], confirmation_code):
+            raise InvalidInputError(
+                "confirmation_code",
+                "is wrong, used or expired, and nothing was deleted; call forget_user without it to get a new code",
+            )
+        counts = await self.store.erase_principal(scope, now)
+        return ForgetUserResult(
+            dry_run=False,
+            counts=counts,
+            erased_at=to_datetime(now),
+            note="every memory, occurrence, embedding, index entry, task, checkpoint and pin of this user was "
+            "deleted and the file rewritten; only a content-free record of the deletion remains",
+        )

@@ -1,0 +1,125 @@
+"""forget_user: two steps, everything of the principal gone from every file, others untouched."""
+
+from __future__ import annotations
+
+import secrets
+import sqlite3
+from pathlib import Path
+
+import pytest
+from mcp.client import Client
+
+from mcp_memory.config import load_settings
+from mcp_memory.server import open_runtime
+from mcp_memory.storage.sqlite import principal_file
+from tests.conftest import Clock, call, call_error, hit_texts
+
+pytestmark = pytest.mark.anyio
+
+
+def _files(data_dir: Path) -> list[Path]:
+    return [p for p in data_dir.rglob("*") if p.is_file()]
+
+
+def _anywhere(data_dir: Path, needle: bytes) -> list[str]:
+    return [p.name for p in _files(data_dir) if needle in p.read_bytes()]
+
+
+async def _fill(client: Client, canary: str) -> None:
+    stored = await call(
+        client, "remember", {"content": f"My locker code is {canary}", "tags": [canary], "metadata": {"note": canary}}
+    )
+    await call(client, "remember", {"content": f"My locker code is {canary}", "metadata": {"again": canary}})
+    await call(client, "pin", {"id": stored["items"][0]["id"]})
+    await call(
+        client,
+        "checkpoint",
+        {
+            "task_id": f"task-{canary}",
+            "goal": f"Move the locker {canary}",
+            "snapshot": f"Working notes mentioning {canary} " * 50,
+            "variables": {"locker": canary},
+        },
+    )
+
+
+async def test_forget_user_erases_every_byte_and_spares_other_principals(data_dir: Path, mode: str) -> None:
+    canary, other = secrets.token_hex(12), secrets.token_hex(12)
+    alice_settings = load_settings(data_dir=data_dir, principal="alice")
+    async with (
+        open_runtime(alice_settings) as alice_rt,
+        open_runtime(load_settings(data_dir=data_dir, principal="bob")) as bob_rt,
+        open_runtime(alice_settings) as second_process,  # another connection pair on the same file
+        Client(alice_rt.mcp, mode=mode) as alice,
+        Client(bob_rt.mcp, mode=mode) as bob,
+        Client(second_process.mcp, mode=mode) as alice_elsewhere,
+    ):
+        await _fill(alice, canary)
+        await _fill(bob, other)
+        seen = await call(alice_elsewhere, "recall", {"query": "locker code"})
+        assert [p["text"] for p in seen["pinned"]] == [f"My locker code is {canary}"]  # it sees alice's data
+        conn = sqlite3.connect(principal_file(data_dir, "alice"))
+        envelope = conn.execute("SELECT envelope FROM checkpoints").fetchone()[0]
+        conn.close()
+        compressed = bytes(envelope[-64:])  # a piece of the zlib-compressed snapshot
+        assert _anywhere(data_dir, canary.encode())  # positive controls: the bytes are on disk before
+        assert _anywhere(data_dir, compressed)
+
+        dry = await call(alice, "forget_user", {})
+        assert dry["dry_run"] is True
+        assert dry["counts"]["memories"] == 1
+        assert dry["counts"]["occurrences"] == 2
+        assert dry["counts"]["tasks"] == 1
+        assert dry["counts"]["checkpoints"] == 1
+        assert dry["counts"]["pinned"] == 1
+        assert _anywhere(data_dir, canary.encode())  # the dry run deleted nothing
+
+        done = await call(alice, "forget_user", {"confirmation_code": dry["confirmation_code"]})
+        assert done["dry_run"] is False
+        assert {k: done["counts"][k] for k in dry["counts"]} == dry["counts"]
+        assert done["counts"]["wal_emptied"] == 1
+        assert _anywhere(data_dir, canary.encode()) == []
+        assert _anywhere(data_dir, compressed) == []
+        assert _anywhere(data_dir, other.encode())  # bob's data is untouched
+        after = await call(alice_elsewhere, "recall", {"query": "locker code"})
+        assert after["hits"] == []
+        assert after["pinned"] == []
+        assert (await call(alice, "list_tasks", {}))["tasks"] == []
+        assert (await call(alice, "recall", {"query": "locker"}))["pinned"] == []
+        assert [p["text"] for p in (await call(bob, "recall", {"query": "locker"}))["pinned"]] == [
+            f"My locker code is {other}"
+        ]
+    conn = sqlite3.connect(principal_file(data_dir, "alice"))
+    receipt = conn.execute("SELECT receipt FROM erasures").fetchall()
+    conn.close()
+    assert len(receipt) == 1
+    assert canary not in receipt[0][0]
+
+
+async def test_a_wrong_or_expired_code_deletes_nothing(data_dir: Path, mode: str, clock: Clock) -> None:
+    settings = load_settings(data_dir=data_dir, principal="alice")
+    async with open_runtime(settings, clock=clock) as runtime, Client(runtime.mcp, mode=mode) as client:
+        await call(client, "remember", {"content": "The spare key is under the blue pot"})
+        first = await call(client, "forget_user", {})
+        assert "confirmation_code" in await call_error(client, "forget_user", {"confirmation_code": "000000-000000"})
+        # the wrong attempt voided the outstanding code: the right one no longer works either
+        await call_error(client, "forget_user", {"confirmation_code": first["confirmation_code"]})
+        second = await call(client, "forget_user", {})
+        clock.advance(301)
+        assert "expired" in await call_error(client, "forget_user", {"confirmation_code": second["confirmation_code"]})
+        assert hit_texts(await call(client, "recall", {"query": "spare key"})) == [
+            "The spare key is under the blue pot"
+        ]
+
+
+async def test_a_code_is_bound_to_its_principal(data_dir: Path, mode: str) -> None:
+    async with (
+        open_runtime(load_settings(data_dir=data_dir, principal="alice")) as alice_rt,
+        open_runtime(load_settings(data_dir=data_dir, principal="bob")) as bob_rt,
+        Client(alice_rt.mcp, mode=mode) as alice,
+        Client(bob_rt.mcp, mode=mode) as bob,
+    ):
+        await call(bob, "remember", {"content": "Bob's bike lock combination is stored elsewhere"})
+        code = (await call(alice, "forget_user", {}))["confirmation_code"]
+        await call_error(bob, "forget_user", {"confirmation_code": code})
+        assert hit_texts(await call(bob, "recall", {"query": "bike lock"}))
