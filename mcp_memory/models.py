@@ -235,6 +235,20 @@ class ForgetUserResult(BaseModel):
     note: str
 
 
+class StatsResult(BaseModel):
+    """What this server holds for the caller and how the process is doing."""
+
+    principal_file: str
+    memories: dict[str, int] = Field(description="visible memories by tier, level and state")
+    tables: dict[str, int] = Field(description="the principal's rows per table, every namespace")
+    vector_index_rows: int | None = Field(description="rows in this process's index (None until loaded)")
+    embedding_model: str | None
+    embedding_dimension: int | None
+    models_loaded_in_process: int
+    process_id: int
+    uptime_seconds: float
+
+
 class ForgetItem(BaseModel):
     id: str
     kind: str

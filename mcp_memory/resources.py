@@ -29,6 +29,7 @@ from mcp_memory.models import MemoryOut, TaskState
 from mcp_memory.scope import ScopeResolver
 from mcp_memory.services import task_tree
 from mcp_memory.services.memory import MemoryService
+from mcp_memory.services.stats import StatsService
 from mcp_memory.services.tasks import TaskService
 
 log = logging.getLogger(__name__)
@@ -118,7 +119,19 @@ def task_markdown(state: TaskState) -> str:
     return "\n".join(parts)
 
 
-def register_resources(mcp: MCPServer[Any], memory: MemoryService, tasks: TaskService, scopes: ScopeResolver) -> None:
+def register_resources(
+    mcp: MCPServer[Any], memory: MemoryService, tasks: TaskService, stats: StatsService, scopes: ScopeResolver
+) -> None:
+    @mcp.resource(
+        "memory://stats",
+        name="stats",
+        mime_type="application/json",
+        description="What the server holds for you and how the process is doing",
+    )
+    @_as_resource_errors
+    async def stats_json() -> str:
+        return _json((await stats.stats(scopes.scope())).model_dump(mode="json"))
+
     async def pinned() -> list[MemoryOut]:
         return await memory.pinned(scopes.scope())
 

@@ -28,10 +28,11 @@ from mcp_memory.scope import ScopeResolver, record_request
 from mcp_memory.services.erasure import ErasureService
 from mcp_memory.services.memory import MemoryService
 from mcp_memory.services.sessions import SessionTracker
+from mcp_memory.services.stats import StatsService
 from mcp_memory.services.tasks import TaskService
 from mcp_memory.storage.sqlite import SqliteStore
 from mcp_memory.storage.tasks import TaskStore
-from mcp_memory.tools import register_erasure_tool, register_task_tools, register_tools
+from mcp_memory.tools import register_erasure_tool, register_stats_tool, register_task_tools, register_tools
 
 INSTRUCTIONS = """mcp-memory gives you long-term memory across sessions and clients.
 Call `recall` with the user's question before answering when earlier context may matter.
@@ -114,7 +115,9 @@ async def open_runtime(
         register_tools(mcp, memory, scopes, notifier)
         register_task_tools(mcp, tasks, memory, scopes, notifier)
         register_erasure_tool(mcp, ErasureService(store, clock=clock), scopes, notifier)
-        register_resources(mcp, memory, tasks, scopes)
+        stats = StatsService(store, embedder)
+        register_stats_tool(mcp, stats, scopes)
+        register_resources(mcp, memory, tasks, stats, scopes)
         register_prompts(mcp, memory, tasks, scopes)
         runtime = Runtime(settings, store, embedder, memory, tasks, mcp)
         failure: BaseException | None = None

@@ -31,6 +31,7 @@ from mcp_memory.models import (
     RecallResult,
     RememberResult,
     ResumePacket,
+    StatsResult,
     TaskEdit,
     TaskNode,
     TaskPage,
@@ -43,6 +44,7 @@ from mcp_memory.resources import ResourceNotifier, pin_uris, task_uris
 from mcp_memory.scope import ScopeResolver
 from mcp_memory.services.erasure import ErasureService
 from mcp_memory.services.memory import CallContext, MemoryService
+from mcp_memory.services.stats import StatsService
 from mcp_memory.services.tasks import TaskService
 
 P = ParamSpec("P")
@@ -227,6 +229,17 @@ def register_erasure_tool(
         if not result.dry_run:
             await notifier.changed([*pin_uris(), "memory://tasks"])
         return result
+
+
+def register_stats_tool(mcp: MCPServer[Any], stats_service: StatsService, scopes: ScopeResolver) -> None:
+    @mcp.tool(
+        description="How much this server holds for you (memories by tier, level and state; tasks; checkpoints) "
+        "and how the process is doing (model, index size, uptime).",
+        annotations=ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True),
+    )
+    @_as_tool_errors
+    async def stats(ctx: Context) -> StatsResult:
+        return await stats_service.stats(scopes.scope(ctx))
 
 
 def register_task_tools(

@@ -217,3 +217,25 @@ async def test_the_subscription_bus_keeps_events_inside_their_principal() -> Non
     current["principal"] = "alice"
     await notifier.changed(["memory://pinned"])
     assert heard == {"alice": ["memory://pinned"], "bob": ["memory://tasks/shared-name"]}
+
+
+async def test_stats_count_what_the_caller_holds(client: Client) -> None:
+    await call(
+        client,
+        "remember",
+        {
+            "memories": [
+                {"content": "Stats memory one about kites"},
+                {"content": "Stats memory two about boats", "pinned": True},
+            ]
+        },
+    )
+    await call(client, "checkpoint", {"task_id": "s", "goal": "count things"})
+    stats = await call(client, "stats", {})
+    assert stats["memories"]["tier:active"] == 2
+    assert stats["memories"]["pinned"] == 1
+    assert stats["tables"]["tasks"] == 1
+    assert stats["tables"]["checkpoints"] == 1
+    assert stats["models_loaded_in_process"] >= 1
+    as_resource = orjson.loads(await _text(client, "memory://stats"))
+    assert as_resource["tables"] == stats["tables"]

@@ -73,6 +73,12 @@ _models: dict[EmbedderConfig, Model] = {}
 _models_lock = threading.Lock()
 
 
+def models_loaded() -> int:
+    """How many models this process has loaded (one per configuration in use)."""
+    with _models_lock:
+        return len(_models)
+
+
 def shared_model(config: EmbedderConfig) -> Model:
     """One loaded model per configuration per process, however many runtimes or connections ask."""
     with _models_lock:

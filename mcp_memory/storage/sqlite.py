@@ -625,6 +625,32 @@ class SqliteStore:
             await backup.unlink(missing_ok=True)
         return counts
 
+    async def tier_counts(self, scope: Scope) -> dict[str, int]:
+        """Memories visible in the scope by tier, level and state (superseded, expired, pinned)."""
+        conn = await self.reader(scope)
+        where, params = _visible(
+            scope, Criteria(include_superseded=True, include_archived=True, include_expired=True), time.time()
+        )
+        rows = await conn.execute_fetchall(
+            f"SELECT m.tier, m.level, m.superseded_by IS NOT NULL, m.pinned, COUNT(*) FROM memories m WHERE {where} "
+            "GROUP BY 1, 2, 3, 4",
+            params,
+        )
+        counts: dict[str, int] = {}
+        for tier, level, superseded, pinned, count in rows:
+            for key in (
+                f"tier:{tier}",
+                f"level:L{level}",
+                "superseded" if superseded else "current",
+                "pinned" if pinned else "unpinned",
+            ):
+                counts[key] = counts.get(key, 0) + int(count)
+        return counts
+
+    def index_size(self, scope: Scope) -> int | None:
+        db = self._dbs.get(scope.principal)
+        return len(db.index) if db is not None and db.index is not None else None
+
     async def principal_counts(self, scope: Scope) -> dict[str, int]:
         """What the principal has, table by table (every namespace)."""
         conn = await self.reader(scope)

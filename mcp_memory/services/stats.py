@@ -1,0 +1,31 @@
+"""StatsService: counts and process facts for the stats tool and the memory://stats resource."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from mcp_memory.embed.loader import Embedder, models_loaded
+from mcp_memory.models import Scope, StatsResult
+from mcp_memory.storage.sqlite import SqliteStore
+
+
+class StatsService:
+    def __init__(self, store: SqliteStore, embedder: Embedder) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.started = time.monotonic()
+
+    async def stats(self, scope: Scope) -> StatsResult:
+        model_id, dim = await self.store.stored_model(scope)
+        return StatsResult(
+            principal_file=str(self.store.path_for(scope)),
+            memories=await self.store.tier_counts(scope),
+            tables=await self.store.principal_counts(scope),
+            vector_index_rows=self.store.index_size(scope),
+            embedding_model=model_id,
+            embedding_dimension=dim,
+            models_loaded_in_process=models_loaded(),
+            process_id=os.getpid(),
+            uptime_seconds=round(time.monotonic() - self.started, 3),
+        )
