@@ -17,22 +17,39 @@ from mcp_memory.config import Settings, config_path, environment_snapshot, load_
 from mcp_memory.errors import MemoryServerError
 
 
+def _global_options(suppress: bool) -> argparse.ArgumentParser:
+    """The options every command takes, before or after the command's name."""
+    options = argparse.ArgumentParser(add_help=False)
+    default: dict[str, Any] = {"default": argparse.SUPPRESS} if suppress else {}
+    options.add_argument(
+        "--config",
+        type=Path,
+        help="TOML settings file (default: $MCP_MEMORY_CONFIG, else ~/.config/mcp-memory/config.toml on Linux)",
+        **default,
+    )
+    options.add_argument("--data-dir", type=Path, help="where the SQLite files live", **default)
+    options.add_argument("--principal", help="the local principal (default: the OS user name)", **default)
+    options.add_argument("--namespace", help="the namespace writes go to (a project name)", **default)
+    return options
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="mcp-memory", description="Long-term memory for AI agents over MCP.")
+    parser = argparse.ArgumentParser(
+        prog="mcp-memory",
+        description="Long-term memory and task state for AI agents over MCP.",
+        parents=[_global_options(suppress=False)],
+    )
     parser.add_argument("--version", action="version", version=f"mcp-memory {__version__}")
-    parser.add_argument("--config", type=Path, help="TOML settings file (default: $MCP_MEMORY_CONFIG)")
-    parser.add_argument("--data-dir", type=Path, help="where the SQLite files live")
-    parser.add_argument("--principal", help="the local principal (default: the OS user name)")
-    parser.add_argument("--namespace", help="the namespace writes go to (a project name)")
+    common = [_global_options(suppress=True)]  # after the command name too, without resetting what came before
     sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve", help="run the MCP server")
+    serve = sub.add_parser("serve", help="run the MCP server", parents=common)
     serve.add_argument("--transport", choices=["stdio"], default="stdio")
-    sub.add_parser("doctor", help="check the setup; exit non-zero when it is broken")
-    export = sub.add_parser("export", help="write every memory of the principal as JSON lines")
+    sub.add_parser("doctor", help="check the setup; exit non-zero when it is broken", parents=common)
+    export = sub.add_parser("export", help="write every memory of the principal as JSON lines", parents=common)
     export.add_argument("file", nargs="?", type=Path, help="output file (default: stdout)")
-    imp = sub.add_parser("import", help="read JSON lines written by export; texts are re-embedded")
-    imp.add_argument("file", type=Path)
-    sub.add_parser("reindex", help="re-embed every memory with the configured embedding model")
+    imp = sub.add_parser("import", help="read JSON lines written by export; texts are re-embedded", parents=common)
+    imp.add_argument("file", type=Path, help="the export file, or - for standard input")
+    sub.add_parser("reindex", help="re-embed every memory with the configured embedding model", parents=common)
     return parser
 
 
@@ -147,6 +164,8 @@ def _write_export(lines: list[bytes], file: Path | None) -> int:
 def _read_import(file: Path) -> list[bytes]:
     from mcp_memory.errors import InvalidInputError
 
+    if str(file) == "-":
+        return sys.stdin.buffer.read().splitlines()
     if not file.is_file():
         raise InvalidInputError("file", f"{str(file)!r} does not exist")
     return file.read_bytes().splitlines()

@@ -205,7 +205,7 @@ class MemoryOut(BaseModel):
     client_name: str | None
     transport: str | None
     occurrence_ids: list[str]
-    tokens: int
+    tokens: int = Field(description="estimated tokens of this hit as JSON: what recall's budget counts")
     why: Signals | None = None
 
 
@@ -320,7 +320,14 @@ class Merge:
 
 NodeStatus = Literal["pending", "in_progress", "done", "blocked", "abandoned"]
 CheckpointReason = Literal[
-    "node_completed", "phase_change", "pause", "before_costly_action", "periodic", "manual", "rollback"
+    "node_completed",
+    "phase_change",
+    "pause",
+    "before_costly_action",
+    "periodic",
+    "manual",
+    "rollback",
+    "before_rollback",
 ]
 
 

@@ -32,7 +32,13 @@ from mcp_memory.services.stats import StatsService
 from mcp_memory.services.tasks import TaskService
 from mcp_memory.storage.sqlite import SqliteStore
 from mcp_memory.storage.tasks import TaskStore
-from mcp_memory.tools import register_erasure_tool, register_stats_tool, register_task_tools, register_tools
+from mcp_memory.tools import (
+    register_erasure_tool,
+    register_stats_tool,
+    register_task_tools,
+    register_tools,
+    unknown_argument_guard,
+)
 
 INSTRUCTIONS = """mcp-memory gives you long-term memory across sessions and clients.
 Call `recall` with the user's question before answering when earlier context may matter.
@@ -111,6 +117,7 @@ async def open_runtime(
             subscriptions=notifier.bus,
         )
         notifier.install(mcp)
+        mcp.middleware.append(unknown_argument_guard(mcp))
         tasks = TaskService(TaskStore(store), memory, settings.limits, clock=clock)
         register_tools(mcp, memory, scopes, notifier)
         register_task_tools(mcp, tasks, memory, scopes, notifier)

@@ -7,13 +7,14 @@ call); anything else is a crash the SDK reports without its text.
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 from typing import Annotated, Any, ParamSpec, TypeVar
 
+from mcp.server.context import ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ToolAnnotations
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
 from mcp_memory.errors import InvalidInputError, MemoryServerError
@@ -89,6 +90,37 @@ FORGET_DOC = """Delete memories by ids or by a filter (tags, kinds, time range, 
 
 A dry run by default: it lists what would go. Call again with dry_run=false to delete; the
 text is then removed from every table and index and cannot be recovered."""
+
+
+def unknown_argument_guard(mcp: MCPServer[Any]) -> ServerMiddleware[Any]:
+    """Server middleware: a tool call with an argument the tool does not take is an error, not ignored.
+
+    A model that writes `filter` for `filters` or `limit` for `k` must hear about it, or it will
+    trust results its argument never shaped.
+    """
+    known: dict[str, frozenset[str]] = {}
+
+    async def guard(
+        ctx: ServerRequestContext[Any, Any],
+        call_next: Callable[[ServerRequestContext[Any, Any]], Awaitable[BaseModel | dict[str, Any] | None]],
+    ) -> BaseModel | dict[str, Any] | None:
+        params = ctx.params if isinstance(ctx.params, Mapping) else None
+        if ctx.method == "tools/call" and params is not None:
+            if not known:
+                for tool in await mcp.list_tools():
+                    known[tool.name] = frozenset(tool.input_schema.get("properties", {}))
+            name, arguments = params.get("name"), params.get("arguments") or {}
+            allowed = known.get(str(name))
+            unknown = sorted(set(arguments) - allowed) if allowed is not None and isinstance(arguments, Mapping) else []
+            if unknown:
+                text = (
+                    f"Error executing tool {name}: unknown argument(s) {', '.join(map(repr, unknown))}; "
+                    f"{name} takes {', '.join(sorted(allowed or ()))}"
+                )
+                return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+        return await call_next(ctx)
+
+    return guard
 
 
 def register_tools(
@@ -177,16 +209,16 @@ def register_tools(
 
     @mcp.tool(
         description=FORGET_DOC,
-        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True),
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False),
     )
     @_as_tool_errors
     async def forget(
         ctx: Context,
         ids: list[str] | None = None,
-        filter: ForgetFilter | None = None,
+        filters: Annotated[ForgetFilter | None, Field(description="tags, kinds, time range, task")] = None,
         dry_run: bool = True,
     ) -> ForgetResult:
-        result = await memory.forget(scopes.scope(ctx), ids=ids, where=filter, dry_run=dry_run)
+        result = await memory.forget(scopes.scope(ctx), ids=ids, where=filters, dry_run=dry_run)
         if result.deleted:
             await notifier.changed(pin_uris())
         return result

@@ -73,8 +73,8 @@ BAD_INPUTS: list[tuple[str, dict[str, Any], list[str]]] = [
     ("forget", {}, ["ids", "filter"]),
     ("forget", {"ids": []}, ["ids", "empty"]),
     ("forget", {"ids": [UNKNOWN_ID], "dry_run": False}, [UNKNOWN_ID]),
-    ("forget", {"filter": {}, "dry_run": False}, ["filter", "empty"]),
-    ("forget", {"ids": ["a"], "filter": {"tags": ["x"]}}, ["ids", "filter"]),
+    ("forget", {"filters": {}, "dry_run": False}, ["filter", "empty"]),
+    ("forget", {"ids": ["a"], "filters": {"tags": ["x"]}}, ["ids", "filter"]),
 ]
 
 
@@ -103,3 +103,22 @@ async def test_a_bad_item_in_a_batch_writes_none_of_the_batch(client: Client, da
     assert row_counts(data_dir, "alice") == before
     result = await call(client, "recall", {"query": "llamas", "reinforce": False})
     assert all("llamas" not in h["text"] for h in result["hits"])
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "unknown"),
+    [
+        ("recall", {"query": "coffee", "filter": {"kinds": ["decision"]}}, "'filter'"),
+        ("recall", {"query": "coffee", "limit": 5}, "'limit'"),
+        ("forget", {"filter": {"tags": ["x"]}}, "'filter'"),
+        ("remember", {"content": "A note about llamas", "colour": "red"}, "'colour'"),
+    ],
+)
+async def test_an_argument_the_tool_does_not_take_is_an_error_not_ignored(
+    client: Client, data_dir: Path, tool: str, args: dict[str, Any], unknown: str
+) -> None:
+    await call(client, "remember", {"content": "A memory that must survive every bad call"})
+    before = row_counts(data_dir, "alice")
+    message = await call_error(client, tool, args)
+    assert f"unknown argument(s) {unknown}" in message
+    assert row_counts(data_dir, "alice") == before

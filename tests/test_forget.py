@@ -102,7 +102,7 @@ async def test_a_dry_run_by_filter_lists_the_matches_and_deletes_nothing(client:
         },
     )
     before = row_counts(data_dir, "alice")
-    result = await call(client, "forget", {"filter": {"tags": ["retro"]}})
+    result = await call(client, "forget", {"filters": {"tags": ["retro"]}})
     assert result["dry_run"] is True
     assert result["matched"] == 2
     assert result["deleted"] == 0
@@ -127,9 +127,9 @@ async def test_forget_by_filter_deletes_only_the_matching_memories(client: Clien
             ]
         },
     )
-    dry = await call(client, "forget", {"filter": {"tags": ["incident"], "kinds": ["event"]}})
+    dry = await call(client, "forget", {"filters": {"tags": ["incident"], "kinds": ["event"]}})
     assert dry["matched"] == 2
-    result = await call(client, "forget", {"filter": {"tags": ["incident"], "kinds": ["event"]}, "dry_run": False})
+    result = await call(client, "forget", {"filters": {"tags": ["incident"], "kinds": ["event"]}, "dry_run": False})
     assert result["deleted"] == 2
     assert sorted(item["id"] for item in result["items"]) == sorted(item["id"] for item in dry["items"])
     assert files_holding(data_dir, gone_a) == []
@@ -164,13 +164,13 @@ async def test_forget_by_task_and_time_range_deletes_only_inside_it(client: Clie
             ]
         },
     )
-    by_task = await call(client, "forget", {"filter": {"task_id": "mig", "occurred_before": "2026-02-01T00:00:00Z"}})
+    by_task = await call(client, "forget", {"filters": {"task_id": "mig", "occurred_before": "2026-02-01T00:00:00Z"}})
     assert [item["preview"] for item in by_task["items"]] == ["The migration copied the users table first"]
     await call(
-        client, "forget", {"filter": {"task_id": "mig", "occurred_before": "2026-02-01T00:00:00Z"}, "dry_run": False}
+        client, "forget", {"filters": {"task_id": "mig", "occurred_before": "2026-02-01T00:00:00Z"}, "dry_run": False}
     )
     assert row_counts(data_dir, "alice")["memories"] == 2
-    by_time = await call(client, "forget", {"filter": {"occurred_after": "2026-01-01T00:00:00Z"}})
+    by_time = await call(client, "forget", {"filters": {"occurred_after": "2026-01-01T00:00:00Z"}})
     assert sorted(item["preview"] for item in by_time["items"]) == [
         "Then the migration rebuilt the search index",
         "Unrelated: the cafe closes at 6 pm",
@@ -191,8 +191,8 @@ async def test_unknown_ids_are_an_error_naming_the_id_and_delete_nothing(client:
 @pytest.mark.parametrize(
     "args",
     [
-        pytest.param({"filter": {}, "dry_run": False}, id="empty-filter"),
-        pytest.param({"filter": {"tags": []}, "dry_run": False}, id="empty-tag-list"),
+        pytest.param({"filters": {}, "dry_run": False}, id="empty-filter"),
+        pytest.param({"filters": {"tags": []}, "dry_run": False}, id="empty-tag-list"),
         pytest.param({"dry_run": False}, id="neither-ids-nor-filter"),
         pytest.param({"ids": [], "dry_run": False}, id="empty-ids"),
     ],
@@ -209,7 +209,7 @@ async def test_forget_without_a_target_is_an_error_and_deletes_nothing(
 
 async def test_forget_with_both_ids_and_filter_is_an_error(client: Client, data_dir: Path) -> None:
     ident = await remember_one(client, "The coffee machine descales on Mondays", tags=["office"])
-    message = await call_error(client, "forget", {"ids": [ident], "filter": {"tags": ["office"]}, "dry_run": False})
+    message = await call_error(client, "forget", {"ids": [ident], "filters": {"tags": ["office"]}, "dry_run": False})
     assert "exactly one" in message
     assert row_counts(data_dir, "alice")["memories"] == 1
 

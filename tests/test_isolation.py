@@ -52,9 +52,9 @@ async def test_forget_by_filter_never_reaches_another_principal(data_dir: Path, 
     async with connect(data_dir, "alice", mode) as alice, connect(data_dir, "bob", mode) as bob:
         for client in (alice, bob):
             await call(client, "remember", {"content": SHARED_TEXT, "tags": ["secret-project"]})
-        dry = await call(alice, "forget", {"filter": {"tags": ["secret-project"]}})
+        dry = await call(alice, "forget", {"filters": {"tags": ["secret-project"]}})
         assert dry["matched"] == 1
-        done = await call(alice, "forget", {"filter": {"tags": ["secret-project"]}, "dry_run": False})
+        done = await call(alice, "forget", {"filters": {"tags": ["secret-project"]}, "dry_run": False})
         assert done["deleted"] == 1
         assert hit_texts(await call(alice, "recall", {"query": "launch code name"})) == []
         assert hit_texts(await call(bob, "recall", {"query": "launch code name"})) == [SHARED_TEXT]

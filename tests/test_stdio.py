@@ -171,7 +171,7 @@ async def test_stdout_carries_only_the_protocol_and_logs_go_to_stderr(tmp_path: 
         await client.list_tools()
         await call(client, "remember", {"content": "Logs of this call must reach stderr, never stdout"})
         await call(client, "recall", {"query": "where do logs go"})
-        await call_error(client, "forget", {"filter": {}, "dry_run": False})
+        await call_error(client, "forget", {"filters": {}, "dry_run": False})
     assert server.stdout_items, "the tap saw no protocol traffic"
     assert server.stray_stdout() == []
     errors = server.stderr()

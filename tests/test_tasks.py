@@ -306,3 +306,20 @@ async def test_an_error_that_quotes_a_secret_returns_it_redacted(client: Client)
     )
     assert secret not in message
     assert "[REDACTED:openai-key]" in message
+
+
+async def test_a_rollback_first_keeps_edits_made_since_the_last_checkpoint(client: Client) -> None:
+    first = await call(client, "checkpoint", first_checkpoint())
+    await call(
+        client,
+        "update_task",
+        {
+            "task_id": "billing-v2",
+            "edits": [{"op": "add", "parent_id": "root", "node": {"id": "audit", "title": "Audit the invoices"}}],
+        },
+    )
+    await call(client, "resume", {"task_id": "billing-v2", "checkpoint_id": first["checkpoint"]["id"]})
+    cps = (await call(client, "list_checkpoints", {"task_id": "billing-v2"}))["checkpoints"]
+    assert [(c["seq"], c["reason"]) for c in cps] == [(3, "rollback"), (2, "before_rollback"), (1, "phase_change")]
+    kept = await client.read_resource(f"memory://tasks/billing-v2/checkpoints/{cps[1]['id']}")
+    assert "Audit the invoices" in str(getattr(kept.contents[0], "text", ""))

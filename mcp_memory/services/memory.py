@@ -535,12 +535,12 @@ class MemoryService:
         for _, record, signals in scored:
             if len(hits) >= k:
                 break
-            tokens = estimate_tokens(record.content)
-            if used + tokens > budget:
+            hit = self.to_out(record, signals if explain else None)
+            if used + hit.tokens > budget:
                 omitted += 1
                 continue
-            used += tokens
-            hits.append(self.to_out(record, tokens, signals if explain else None))
+            used += hit.tokens
+            hits.append(hit)
         if reinforce and hits:
             await self.store.reinforce(scope, [h.id for h in hits], now)
         return RecallResult(
@@ -558,16 +558,16 @@ class MemoryService:
         records = await self.store.select_memories(
             scope, Criteria(pinned=True), self.clock(), order="m.importance DESC, m.n"
         )
-        return [self.to_out(r, estimate_tokens(r.content), None) for r in records]
+        return [self.to_out(r) for r in records]
 
     @staticmethod
-    def to_out(record: MemoryRecord, tokens: int, why: Signals | None) -> MemoryOut:
+    def to_out(record: MemoryRecord, why: Signals | None = None) -> MemoryOut:
         def dt(seconds: float) -> datetime:
             moment = to_datetime(seconds)
             assert moment is not None
             return moment
 
-        return MemoryOut(
+        out = MemoryOut(
             id=record.id,
             text=record.content,
             kind=record.kind,
@@ -593,9 +593,12 @@ class MemoryService:
             client_name=record.provenance.client_name,
             transport=record.provenance.transport,
             occurrence_ids=record.occurrence_ids,
-            tokens=tokens,
+            tokens=0,
             why=why,
         )
+        # What a budget counts: the hit as the caller receives it, every field included.
+        out.tokens = estimate_tokens(orjson.dumps(out.model_dump(mode="json")).decode())
+        return out
 
     # ----- forget --------------------------------------------------------------------------
 
@@ -608,7 +611,7 @@ class MemoryService:
         dry_run: bool = True,
     ) -> ForgetResult:
         if (ids is None) == (where is None):
-            raise InvalidInputError("ids", "give either ids or filter (exactly one of them)")
+            raise InvalidInputError("ids", "give either ids or filters (exactly one of them)")
         now = self.clock()
         everything = Criteria(include_superseded=True, include_archived=True, include_expired=True)
         if ids is not None:
@@ -628,7 +631,7 @@ class MemoryService:
             assert where is not None
             if not any((where.tags, where.kinds, where.occurred_after, where.occurred_before, where.task_id)):
                 raise InvalidInputError(
-                    "filter",
+                    "filters",
                     "is empty; give tags, kinds, occurred_after, occurred_before or task_id "
                     "(forgetting everything at once is not offered)",
                 )

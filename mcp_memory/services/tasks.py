@@ -274,7 +274,7 @@ class TaskService:
                 row, head=self._pack_head(head, packed), head_seq=seq, updated_at=now, latest_checkpoint_id=cp.id
             )
             try:
-                await self.tasks.save(scope, new_row, base_seq, cp)
+                await self.tasks.save(scope, new_row, base_seq, [cp])
             except StaleHeadError:
                 if expected_head is not None:
                     raise
@@ -299,7 +299,7 @@ class TaskService:
             now = self.clock()
             new_row = replace(row, head=self._pack_head(head), head_seq=row.head_seq + 1, updated_at=now)
             try:
-                await self.tasks.save(scope, new_row, row.head_seq, None)
+                await self.tasks.save(scope, new_row, row.head_seq)
             except StaleHeadError:
                 if expected_head is not None:
                     raise
@@ -328,14 +328,25 @@ class TaskService:
             target, envelope = found
             head = self._head_from(envelope)
             now = self.clock()
+            saved: list[CheckpointRow] = []
+            parent = row.latest_checkpoint_id
+            latest = await self.tasks.checkpoint(scope, task_id, parent) if parent else None
+            if latest is None or latest.seq < row.head_seq:
+                # Edits made since the last checkpoint would otherwise be lost: keep the head first.
+                current = await self._head(scope, row, warnings)
+                kept = self._new_checkpoint(
+                    row, current, row.head_seq, "before_rollback", parent, now, compress_snapshot(current.snapshot)
+                )
+                saved.append(kept)
             seq = row.head_seq + 1
             packed = compress_snapshot(head.snapshot)
             cp = self._new_checkpoint(row, head, seq, "rollback", target.id, now, packed)
+            saved.append(cp)
             new_row = replace(
                 row, head=self._pack_head(head, packed), head_seq=seq, updated_at=now, latest_checkpoint_id=cp.id
             )
             try:
-                await self.tasks.save(scope, new_row, row.head_seq, cp)
+                await self.tasks.save(scope, new_row, row.head_seq, saved)
             except StaleHeadError:
                 continue
             return new_row, head, target.id, warnings

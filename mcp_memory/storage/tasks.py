@@ -117,7 +117,9 @@ class TaskStore:
         )
         return _task(rows[0]) if rows else None
 
-    async def save(self, scope: Scope, task: TaskRow, base_seq: int | None, checkpoint: CheckpointRow | None) -> None:
+    async def save(
+        self, scope: Scope, task: TaskRow, base_seq: int | None, checkpoints: Sequence[CheckpointRow] = ()
+    ) -> None:
         """Write the task's new head (and a checkpoint) if the head is still at ``base_seq``.
 
         ``base_seq`` None means the task must not exist yet. Raises StaleHeadError otherwise.
@@ -162,7 +164,7 @@ class TaskStore:
                     task.latest_checkpoint_id,
                 ),
             )
-            if checkpoint is not None:
+            for checkpoint in checkpoints:
                 await conn.execute(
                     f"INSERT INTO checkpoints({_CHECKPOINT_COLUMNS}, envelope) VALUES (?,?,?,?,?,?,?,?,?)",
                     (
