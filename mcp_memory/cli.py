@@ -110,7 +110,7 @@ async def _doctor(settings: Settings, explicit: Path | None) -> int:
     _out(orjson.dumps(settings.model_dump(mode="json"), option=orjson.OPT_INDENT_2).decode())
     scope = Scope(settings.principal, settings.namespace)
     try:
-        async with open_runtime(settings) as runtime:
+        async with open_runtime(settings, warm=False) as runtime:
             _out(f"data file: {runtime.store.path_for(scope)}")
             started = time.perf_counter()
             try:
@@ -146,7 +146,7 @@ async def _export(settings: Settings) -> list[bytes]:
     from mcp_memory.server import open_runtime
     from mcp_memory.services.portability import export_lines
 
-    async with open_runtime(settings) as runtime:
+    async with open_runtime(settings, warm=False) as runtime:
         return [line async for line in export_lines(runtime.store, Scope(settings.principal, settings.namespace))]
 
 
@@ -176,7 +176,7 @@ async def _import(settings: Settings, lines: list[bytes]) -> int:
     from mcp_memory.server import open_runtime
     from mcp_memory.services.portability import import_lines
 
-    async with open_runtime(settings) as runtime:
+    async with open_runtime(settings, warm=False) as runtime:
         imported, skipped = await import_lines(
             runtime.store, runtime.embedder, Scope(settings.principal, settings.namespace), lines
         )
@@ -189,7 +189,7 @@ async def _reindex(settings: Settings) -> int:
     from mcp_memory.server import open_runtime
     from mcp_memory.services.portability import reindex
 
-    async with open_runtime(settings) as runtime:
+    async with open_runtime(settings, warm=False) as runtime:
         count = await reindex(runtime.store, runtime.embedder, Scope(settings.principal, settings.namespace))
     _err(f"re-embedded {count} memories")
     return 0

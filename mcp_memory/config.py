@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import tomllib
 from collections.abc import Mapping
 from contextvars import ContextVar
 from pathlib import Path
@@ -148,13 +149,16 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
     """Build the settings in effect, or raise InvalidInputError naming every bad key."""
     path = config_path(config_file)
     if path is not None and not path.is_file():
-        raise InvalidInputError("config", f"file {str(path)!r} does not exist; create it or unset {CONFIG_ENV}")
+        fix = "fix the --config path" if config_file is not None else f"create it or unset {CONFIG_ENV}"
+        raise InvalidInputError("config", f"file {str(path)!r} does not exist; {fix}")
     _reject_unknown_env()
     token = _toml_path.set(path)
     try:
         return Settings(**overrides)
     except ValidationError as exc:
         raise InvalidInputError("config", _describe(exc, path)) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InvalidInputError("config", f"file {str(path)!r} is not valid TOML: {exc}") from None
     finally:
         _toml_path.reset(token)
 
@@ -175,7 +179,10 @@ def _describe(exc: ValidationError, path: Path | None) -> str:
             problems.append(f"unknown key {where!r}")
         else:
             problems.append(f"{where}: {err['msg']}")
-    origin = f" (file {str(path)!r}, environment {ENV_PREFIX}*)" if path else f" (environment {ENV_PREFIX}*)"
+    sources = [f"file {str(path)!r}"] if path else []
+    if any(key.startswith(ENV_PREFIX) for key in os.environ):
+        sources.append(f"environment {ENV_PREFIX}*")
+    origin = f" ({', '.join(sources)})" if sources else ""
     return "invalid configuration" + origin + ": " + "; ".join(problems)
 
 

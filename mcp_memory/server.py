@@ -90,7 +90,11 @@ class Runtime:
 
 @asynccontextmanager
 async def open_runtime(
-    settings: Settings, *, transport: str = "stdio", clock: Callable[[], float] = time.time
+    settings: Settings,
+    *,
+    transport: str = "stdio",
+    clock: Callable[[], float] = time.time,
+    warm: bool = True,
 ) -> AsyncIterator[Runtime]:
     """Everything one process serves with, opened once and closed in reverse order."""
     pin_native_threads(settings.embedding.threads)
@@ -129,7 +133,8 @@ async def open_runtime(
         runtime = Runtime(settings, store, embedder, memory, tasks, mcp)
         failure: BaseException | None = None
         async with anyio.create_task_group() as background:
-            background.start_soon(memory.warm, Scope(settings.principal, settings.namespace))
+            if warm:  # a server loads its index ahead of the first call; one-shot commands need not
+                background.start_soon(memory.warm, Scope(settings.principal, settings.namespace))
             try:
                 yield runtime
             except BaseException as exc:  # re-raised below, outside the task group, unwrapped

@@ -71,6 +71,11 @@ def _validation_message(field: str, exc: ValidationError) -> InvalidInputError:
     return InvalidInputError(field, problems)
 
 
+def _doc(field: str) -> str:
+    """The description a MemoryInput field carries, for the same parameter of the flat form."""
+    return MemoryInput.model_fields[field].description or ""
+
+
 REMEMBER_DOC = """Store one memory (content, kind, ...) or several (memories=[...]) for later recall.
 
 Per item the result says stored, merged (an equivalent memory exists; this occurrence was
@@ -134,19 +139,19 @@ def register_tools(
     async def remember(
         ctx: Context,
         content: Annotated[str | None, Field(description="the text of one memory")] = None,
-        kind: str = "fact",
+        kind: Annotated[str, Field(description=_doc("kind"))] = "fact",
         importance: Annotated[float | None, Field(description="0..1; estimated when absent")] = None,
-        tags: list[str] | None = None,
-        metadata: dict[str, Any] | None = None,
+        tags: Annotated[list[str] | None, Field(description="labels to filter by later")] = None,
+        metadata: Annotated[dict[str, Any] | None, Field(description=_doc("metadata"))] = None,
         occurred_at: Annotated[datetime | None, Field(description="when it happened, ISO 8601")] = None,
-        task_id: str | None = None,
-        session_id: str | None = None,
-        ttl_seconds: int | None = None,
-        supersedes: list[str] | None = None,
-        key: str | None = None,
+        task_id: Annotated[str | None, Field(description="the task this memory belongs to")] = None,
+        session_id: Annotated[str | None, Field(description=_doc("session_id"))] = None,
+        ttl_seconds: Annotated[int | None, Field(description=_doc("ttl_seconds"))] = None,
+        supersedes: Annotated[list[str] | None, Field(description=_doc("supersedes"))] = None,
+        key: Annotated[str | None, Field(description=_doc("key"))] = None,
         pinned: Annotated[bool, Field(description="always return it with recall and resume")] = False,
         memories: Annotated[
-            list[dict[str, Any]] | None,
+            list[MemoryInput] | None,
             Field(description="several memories at once, each with the fields above (content required)"),
         ] = None,
     ) -> RememberResult:
@@ -156,7 +161,7 @@ def register_tools(
             raise InvalidInputError("content", "is missing; give the text to remember (or memories=[...])")
         try:
             if memories is not None:
-                items = [MemoryInput.model_validate(m) for m in memories]
+                items = list(memories)
             else:
                 items = [
                     MemoryInput(

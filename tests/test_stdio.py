@@ -6,6 +6,7 @@ the protocol for clients stricter than this SDK (which logs and skips a non-JSON
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -15,6 +16,7 @@ from types import TracebackType
 from typing import Self
 
 import anyio
+import orjson
 import pytest
 from mcp.client import Client
 from mcp.client._transport import ReadStream, TransportStreams
@@ -192,3 +194,45 @@ async def test_the_stdout_check_catches_a_stray_line(tmp_path: Path, mode: str) 
     stray = server.stray_stdout()
     assert len(stray) == 1
     assert "input_value='starting mcp-memory...'" in str(stray[0])
+
+
+def _readme_configs() -> list[list[str]]:
+    """The `args` of every client configuration in README.md."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```json\n(.*?)```", readme, flags=re.S)
+    found: list[list[str]] = []
+
+    def visit(node: object) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("command"), str) and node["command"].endswith("/.venv/bin/mcp-memory"):
+                found.append([str(a) for a in node.get("args", [])])
+            for value in node.values():
+                visit(value)
+        elif isinstance(node, list):
+            for value in node:
+                visit(value)
+
+    for block in blocks:
+        visit(orjson.loads(block))
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args", _readme_configs(), ids=lambda a: " ".join(a))
+async def test_every_readme_client_configuration_starts_a_working_server(
+    tmp_path: Path, mode: str, args: list[str]
+) -> None:
+    assert len(_readme_configs()) >= 3  # Claude Desktop, Cursor, Continue
+    config = tmp_path / "empty-config.toml"
+    config.touch()
+    # The README's arguments exactly, with the data directory added after them (flags go anywhere).
+    params = StdioServerParameters(
+        command=str(SERVER),
+        args=[*args, "--data-dir", str(tmp_path / "data"), "--principal", PRINCIPAL],
+        env={"MCP_MEMORY_CONFIG": str(config)},
+    )
+    with anyio.fail_after(60):
+        async with Client(params, mode=mode) as client:
+            tools = {t.name for t in (await client.list_tools()).tools}
+            assert {"remember", "recall", "checkpoint", "resume"} <= tools
+            await call(client, "remember", {"content": "The README configuration works"})

@@ -472,7 +472,7 @@ class MemoryService:
         if not 1 <= budget <= lim.max_recall_budget_tokens:
             raise LimitExceededError(
                 "budget_tokens",
-                f"is {budget}",
+                f"is {budget}; use 1 to {lim.max_recall_budget_tokens}",
                 limit_name="limits.max_recall_budget_tokens",
                 limit=lim.max_recall_budget_tokens,
             )

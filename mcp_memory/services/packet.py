@@ -167,7 +167,10 @@ def _fit(packet: ResumePacket, state: TaskState, budget: int) -> ResumePacket:
             lines = max(1, lines // 2)
             packet.tree = task_tree.outline(state.head.tree, state.head.current_node, max_lines=lines)
         else:
-            packet.warnings = [*packet.warnings, "the goal, constraints and pending actions alone exceed the budget"]
+            packet.warnings = [
+                *packet.warnings,
+                f"the goal, constraints, hints and current step alone take {total} tokens, over the budget of {budget}",
+            ]
             break
         total = _measure(packet)
     packet.used_tokens = total

@@ -448,7 +448,7 @@ class TaskService:
         if not 200 <= budget <= self.limits.max_recall_budget_tokens:
             raise LimitExceededError(
                 "budget_tokens",
-                f"is {budget}; use at least 200",
+                f"is {budget}; use 200 to {self.limits.max_recall_budget_tokens}",
                 limit_name="limits.max_recall_budget_tokens",
                 limit=self.limits.max_recall_budget_tokens,
             )

@@ -154,10 +154,10 @@ def file_schema(conn: sqlite3.Connection) -> tuple[int, int, str | None]:
 
 def migrate(path: Path, busy_timeout_ms: int) -> None:
     """Bring the file at ``path`` to SCHEMA_VERSION, or refuse a file from newer code."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         conn = connect_sync(path, busy_timeout_ms)
-    except sqlite3.Error as exc:
+    except (sqlite3.Error, OSError) as exc:
         raise StorageError(f"cannot open data file {str(path)!r}: {exc}") from exc
     try:
         version, min_code, written_by = file_schema(conn)

@@ -151,7 +151,13 @@ class SqliteStore:
         self._open_lock = anyio.Lock()
 
     async def __aenter__(self) -> SqliteStore:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            await anyio.Path(self.data_dir).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(
+                f"cannot create the data directory {str(self.data_dir)!r}: {exc.strerror or exc}; "
+                "set data_dir (or --data-dir) to a writable folder"
+            ) from None
         return self
 
     async def __aexit__(
