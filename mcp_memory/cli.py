@@ -50,6 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     imp = sub.add_parser("import", help="read JSON lines written by export; texts are re-embedded", parents=common)
     imp.add_argument("file", type=Path, help="the export file, or - for standard input")
     sub.add_parser("reindex", help="re-embed every memory with the configured embedding model", parents=common)
+    sub.add_parser("maintain", help="run one lifecycle pass (decay) now and print what it did", parents=common)
     return parser
 
 
@@ -80,6 +81,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return anyio.run(_import, settings, _read_import(args.file))
         if args.command == "reindex":
             return anyio.run(_reindex, settings)
+        if args.command == "maintain":
+            return anyio.run(_maintain, settings)
     except MemoryServerError as exc:
         _err(f"mcp-memory: {exc}")
         return 2
@@ -192,4 +195,13 @@ async def _reindex(settings: Settings) -> int:
     async with open_runtime(settings, warm=False) as runtime:
         count = await reindex(runtime.store, runtime.embedder, Scope(settings.principal, settings.namespace))
     _err(f"re-embedded {count} memories")
+    return 0
+
+
+async def _maintain(settings: Settings) -> int:
+    from mcp_memory.server import open_runtime
+
+    async with open_runtime(settings, warm=False) as runtime:
+        report = await runtime.scheduler.run_once()
+    _out(orjson.dumps(report).decode())
     return 0

@@ -90,6 +90,18 @@ class RecallSettings(_Section):
     default_k: int = Field(10, ge=1)
 
 
+class LifecycleSettings(_Section):
+    """Deliberate forgetting, off the request path (ADR 7)."""
+
+    enabled: bool = True
+    interval_minutes: float = Field(60.0, gt=0, description="how often the scheduler runs its passes")
+    decay_base_hours: float = Field(72.0, gt=0, description="S for importance 0 and no access: 3 days")
+    compress_threshold: float = Field(0.3, gt=0, lt=1)
+    evict_threshold: float = Field(0.05, gt=0, lt=1)
+    evict_action: Literal["archive", "delete"] = "archive"
+    lease_seconds: float = Field(300.0, gt=0, description="a pass holder that dies is replaced after this")
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX,
@@ -108,6 +120,7 @@ class Settings(BaseSettings):
     limits: Limits = Limits()
     embedding: EmbeddingSettings = EmbeddingSettings()
     recall: RecallSettings = RecallSettings()
+    lifecycle: LifecycleSettings = LifecycleSettings()
 
     @field_validator("data_dir")
     @classmethod

@@ -24,12 +24,15 @@ from mcp_memory.models import Scope
 from mcp_memory.prompts import register_prompts
 from mcp_memory.redact import RedactingFilter
 from mcp_memory.resources import ResourceNotifier, register_resources
+from mcp_memory.scheduler import Scheduler
 from mcp_memory.scope import ScopeResolver, record_request
 from mcp_memory.services.erasure import ErasureService
+from mcp_memory.services.lifecycle import LifecycleService
 from mcp_memory.services.memory import MemoryService
 from mcp_memory.services.sessions import SessionTracker
 from mcp_memory.services.stats import StatsService
 from mcp_memory.services.tasks import TaskService
+from mcp_memory.storage.control import ControlStore
 from mcp_memory.storage.sqlite import SqliteStore
 from mcp_memory.storage.tasks import TaskStore
 from mcp_memory.tools import (
@@ -85,6 +88,7 @@ class Runtime:
     embedder: Embedder
     memory: MemoryService
     tasks: TaskService
+    scheduler: Scheduler
     mcp: MCPServer[Any]
 
 
@@ -130,17 +134,29 @@ async def open_runtime(
         register_stats_tool(mcp, stats, scopes)
         register_resources(mcp, memory, tasks, stats, scopes)
         register_prompts(mcp, memory, tasks, scopes)
-        runtime = Runtime(settings, store, embedder, memory, tasks, mcp)
+        scheduler = Scheduler(
+            store,
+            ControlStore(settings.data_dir, settings.busy_timeout_ms),
+            LifecycleService(store, settings.lifecycle),
+            settings.lifecycle,
+            clock=clock,
+        )
+        runtime = Runtime(settings, store, embedder, memory, tasks, scheduler, mcp)
         failure: BaseException | None = None
+        stop = anyio.Event()
         async with anyio.create_task_group() as background:
             if warm:  # a server loads its index ahead of the first call; one-shot commands need not
                 background.start_soon(memory.warm, Scope(settings.principal, settings.namespace))
+                if settings.lifecycle.enabled:
+                    background.start_soon(scheduler.run, stop)
             try:
                 yield runtime
             except BaseException as exc:  # re-raised below, outside the task group, unwrapped
                 failure = exc
-            # The warm-up is bounded and is not cancelled midway: a cancelled SQLite call would be
-            # answered by its worker thread after the loop has gone. Closing waits for it instead.
+            finally:
+                stop.set()
+            # Background work is not cancelled midway: a cancelled SQLite call would be answered by
+            # its worker thread after the loop has gone. Closing waits for the warm-up and the pass.
         if failure is not None:
             raise failure
 

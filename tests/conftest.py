@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,16 @@ from mcp_memory.storage.sqlite import principal_file
 
 MODES = ["legacy", "2026-07-28"]
 TABLES = ("memories", "occurrences", "vectors", "memory_tags", "memories_fts", "changes", "meta")
+
+
+@pytest.fixture(autouse=True)
+def _keep_root_logging() -> Iterator[None]:
+    """cli.main installs its stderr handler on the root logger; give the next test back its own."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 @pytest.fixture

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import logging
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,17 +17,6 @@ from mcp_memory.models import MemoryInput, Scope
 from mcp_memory.server import open_runtime
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage.sqlite import principal_file
-
-
-@pytest.fixture(autouse=True)
-def _keep_root_logging() -> Iterator[None]:
-    """cli.main installs its stderr handler on the root logger; give the next test back its own."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
-
 
 TEXTS = ["Alice's cat is called Miso", "The VPN config lives in ~/vpn/work.ovpn", "我们周五发版"]
 

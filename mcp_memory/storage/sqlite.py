@@ -197,6 +197,10 @@ class SqliteStore:
                 except sqlite3.Error as exc:
                     raise StorageError(f"cannot open data file {str(path)!r}: {exc}") from exc
                 self._dbs[scope.principal] = db
+                # The file name is a hash: the scheduler reads the principal back from here.
+                await db.writer.execute(
+                    "INSERT OR IGNORE INTO meta(key, value) VALUES ('principal', ?)", (scope.principal,)
+                )
         return db
 
     @asynccontextmanager
@@ -630,6 +634,48 @@ class SqliteStore:
         async for backup in folder.glob(f"{db.path.stem}.v*.bak.db"):
             await backup.unlink(missing_ok=True)
         return counts
+
+    async def known_principals(self) -> list[str]:
+        """Every principal with a file in the data directory (for the scheduler)."""
+
+        def read() -> list[str]:
+            names = []
+            for path in sorted((self.data_dir / "principals").glob("*.db")):
+                conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=self.busy_timeout_ms / 1000)
+                try:
+                    row = conn.execute("SELECT value FROM meta WHERE key = 'principal'").fetchone()
+                except sqlite3.Error:
+                    row = None
+                finally:
+                    conn.close()
+                if row is not None:
+                    names.append(str(row[0]))
+            return names
+
+        return await anyio.to_thread.run_sync(read)
+
+    async def decay_rows(self, scope: Scope) -> list[tuple[int, float, int, float]]:
+        """(n, importance, access_count, last access or creation) of every active, unpinned memory."""
+        conn = await self.reader(scope)
+        rows = await conn.execute_fetchall(
+            "SELECT n, importance, access_count, COALESCE(last_accessed_at, created_at) FROM memories "
+            "WHERE tier = 'active' AND pinned = 0"
+        )
+        return [(int(r[0]), float(r[1]), int(r[2]), float(r[3])) for r in rows]
+
+    async def archive(self, scope: Scope, ns: Sequence[int]) -> int:
+        """Move memories to the archive tier (kept, out of default recall)."""
+        archived = 0
+        async with self.transaction(scope) as conn:
+            for start in range(0, len(ns), 500):
+                chunk = list(ns[start : start + 500])
+                marks = ",".join("?" * len(chunk))
+                cursor = await conn.execute(
+                    f"UPDATE memories SET tier = 'archived' WHERE n IN ({marks}) AND pinned = 0", chunk
+                )
+                archived += cursor.rowcount
+                await conn.executemany("INSERT INTO changes(memory_n, op) VALUES (?, 'put')", [(n,) for n in chunk])
+        return archived
 
     async def tier_counts(self, scope: Scope) -> dict[str, int]:
         """Memories visible in the scope by tier, level and state (superseded, expired, pinned)."""

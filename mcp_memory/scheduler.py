@@ -1,0 +1,80 @@
+"""The scheduler: runs the lifecycle passes in the background, one process at a time.
+
+It is owned by the process's resource stack (never by a connection), waits ``interval_minutes``
+between passes, and takes a lease in the control file before each pass, so with several
+processes on one data directory only one runs it; when a holder dies its lease expires and
+another process takes over. ``run_once(now)`` lets tests and ``mcp-memory maintain`` drive it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+
+from mcp_memory.config import LifecycleSettings
+from mcp_memory.errors import MemoryServerError
+from mcp_memory.models import Scope
+from mcp_memory.services.lifecycle import LifecycleService
+from mcp_memory.storage.control import ControlStore
+from mcp_memory.storage.sqlite import SqliteStore
+
+log = logging.getLogger(__name__)
+
+
+class Scheduler:
+    def __init__(
+        self,
+        store: SqliteStore,
+        control: ControlStore,
+        lifecycle: LifecycleService,
+        settings: LifecycleSettings,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.control = control
+        self.lifecycle = lifecycle
+        self.settings = settings
+        self.clock = clock
+        self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+    async def run_once(self, now: float | None = None) -> dict[str, Any]:
+        """One decay pass over every principal, under the lease; returns what it did."""
+        now = self.clock() if now is None else now
+        if not await self.control.acquire("decay", self.holder, now, self.settings.lease_seconds):
+            return {"name": "decay", "outcome": "skipped", "reason": "another process holds the lease"}
+        started = time.time()
+        totals = {"principals": 0, "examined": 0, "evicted": 0, "compress_candidates": 0}
+        outcome = "done"
+        try:
+            for principal in await self.store.known_principals():
+                result = await self.lifecycle.decay(Scope(principal), now)
+                totals["principals"] += 1
+                totals["examined"] += result.examined
+                totals["evicted"] += result.evicted
+                totals["compress_candidates"] += result.compress_candidates
+        except MemoryServerError as exc:
+            outcome = "failed"
+            log.warning("decay pass failed: %s", exc)
+        finally:
+            await self.control.release("decay", self.holder)
+        await self.control.record("decay", self.holder, started, time.time(), outcome, totals)
+        return {"name": "decay", "outcome": outcome, **totals}
+
+    async def run(self, stop: anyio.Event) -> None:
+        """Pass after pass until ``stop`` is set; a pass in progress finishes first."""
+        while not stop.is_set():
+            with anyio.move_on_after(self.settings.interval_minutes * 60):
+                await stop.wait()
+            if stop.is_set():
+                return
+            try:
+                await self.run_once()
+            except Exception:  # a failed pass is logged and retried at the next interval
+                log.exception("scheduler pass failed")

@@ -1,0 +1,124 @@
+"""ControlStore: the small control file beside the principals' files (scheduler leases and passes).
+
+A lease lets one process of several sharing a data directory run a given pass; it expires, so
+another process takes over when the holder dies. Every pass leaves a record of what it did.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import anyio
+import orjson
+
+from mcp_memory.errors import StorageError
+from mcp_memory.storage.schema import connect_sync
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS leases (
+    name TEXT PRIMARY KEY,
+    holder TEXT NOT NULL,
+    expires_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS passes (
+    n INTEGER PRIMARY KEY AUTOINCREMENT,
+    name TEXT NOT NULL,
+    holder TEXT NOT NULL,
+    started_at REAL NOT NULL,
+    finished_at REAL NOT NULL,
+    outcome TEXT NOT NULL,
+    details TEXT NOT NULL
+);
+"""
+
+
+class ControlStore:
+    """Synchronous SQLite on a worker thread: the control file is small and rarely written."""
+
+    def __init__(self, data_dir: Path, busy_timeout_ms: int = 10_000) -> None:
+        self.path = data_dir / "control.db"
+        self.busy_timeout_ms = busy_timeout_ms
+        self._lock = anyio.Lock()
+
+    def _run(self, fn: Any, *args: Any) -> Any:
+        try:
+            conn = connect_sync(self.path, self.busy_timeout_ms)
+        except sqlite3.Error as exc:
+            raise StorageError(f"cannot open the control file {str(self.path)!r}: {exc}") from exc
+        try:
+            conn.executescript(_SCHEMA)
+            return fn(conn, *args)
+        except sqlite3.Error as exc:
+            raise StorageError(f"control file {str(self.path)!r}: {exc}") from exc
+        finally:
+            conn.close()
+
+    async def _call(self, fn: Any, *args: Any) -> Any:
+        async with self._lock:
+            return await anyio.to_thread.run_sync(self._run, fn, *args)
+
+    @staticmethod
+    def _acquire(conn: sqlite3.Connection, name: str, holder: str, now: float, seconds: float) -> bool:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            row = conn.execute("SELECT holder, expires_at FROM leases WHERE name = ?", (name,)).fetchone()
+            if row is not None and row[0] != holder and row[1] > now:
+                conn.execute("ROLLBACK")
+                return False
+            conn.execute(
+                "INSERT INTO leases(name, holder, expires_at) VALUES (?, ?, ?) "
+                "ON CONFLICT(name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at",
+                (name, holder, now + seconds),
+            )
+            conn.execute("COMMIT")
+            return True
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    async def acquire(self, name: str, holder: str, now: float, seconds: float) -> bool:
+        """Take (or renew) the lease ``name`` unless another live holder has it."""
+        return bool(await self._call(self._acquire, name, holder, now, seconds))
+
+    @staticmethod
+    def _release(conn: sqlite3.Connection, name: str, holder: str) -> None:
+        conn.execute("DELETE FROM leases WHERE name = ? AND holder = ?", (name, holder))
+
+    async def release(self, name: str, holder: str) -> None:
+        await self._call(self._release, name, holder)
+
+    @staticmethod
+    def _record(conn: sqlite3.Connection, values: tuple[Any, ...]) -> None:
+        conn.execute(
+            "INSERT INTO passes(name, holder, started_at, finished_at, outcome, details) VALUES (?,?,?,?,?,?)", values
+        )
+        conn.execute("DELETE FROM passes WHERE n <= (SELECT MAX(n) - 1000 FROM passes)")  # keep the last 1000
+
+    async def record(
+        self, name: str, holder: str, started: float, finished: float, outcome: str, details: dict[str, Any]
+    ) -> None:
+        await self._call(self._record, (name, holder, started, finished, outcome, orjson.dumps(details).decode()))
+
+    @staticmethod
+    def _recent(conn: sqlite3.Connection, limit: int) -> list[dict[str, Any]]:
+        rows = conn.execute(
+            "SELECT name, holder, started_at, finished_at, outcome, details FROM passes ORDER BY n DESC LIMIT ?",
+            (limit,),
+        ).fetchall()
+        return [
+            {
+                "name": r[0],
+                "holder": r[1],
+                "started_at": r[2],
+                "finished_at": r[3],
+                "outcome": r[4],
+                "details": orjson.loads(r[5]),
+            }
+            for r in rows
+        ]
+
+    async def recent(self, limit: int = 10) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = await self._call(self._recent, limit)
+        return result
