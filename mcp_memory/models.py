@@ -247,6 +247,9 @@ class StatsResult(BaseModel):
     models_loaded_in_process: int
     process_id: int
     uptime_seconds: float
+    recent_passes: list[dict[str, Any]] = Field(
+        default_factory=list, description="the last lifecycle passes on this data directory, newest first"
+    )
 
 
 class ForgetItem(BaseModel):

@@ -97,6 +97,8 @@ async def test_only_one_process_runs_a_pass_and_another_takes_over_when_the_leas
 ) -> None:
     settings = load_settings(data_dir=data_dir, principal="alice")
     async with open_runtime(settings, clock=clock) as first, open_runtime(settings, clock=clock) as second:
+        async with Client(first.mcp, mode="legacy") as client:
+            await call(client, "remember", {"content": "A memory so the principal has a file"})
         now = clock()
         assert await first.scheduler.control.acquire("decay", first.scheduler.holder, now, 300)
         skipped = await second.scheduler.run_once(now)
@@ -107,6 +109,10 @@ async def test_only_one_process_runs_a_pass_and_another_takes_over_when_the_leas
         recent = await second.scheduler.control.recent()
         assert recent[0]["holder"] == second.scheduler.holder
         assert recent[0]["outcome"] == "done"
+        async with Client(second.mcp, mode="legacy") as client:
+            stats = await call(client, "stats", {})
+        assert stats["recent_passes"][0]["outcome"] == "done"
+        assert stats["recent_passes"][0]["details"]["principals"] == 1
 
 
 def test_maintain_runs_one_pass_from_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -7,13 +7,15 @@ import time
 
 from mcp_memory.embed.loader import Embedder, models_loaded
 from mcp_memory.models import Scope, StatsResult
+from mcp_memory.storage.control import ControlStore
 from mcp_memory.storage.sqlite import SqliteStore
 
 
 class StatsService:
-    def __init__(self, store: SqliteStore, embedder: Embedder) -> None:
+    def __init__(self, store: SqliteStore, embedder: Embedder, control: ControlStore) -> None:
         self.store = store
         self.embedder = embedder
+        self.control = control
         self.started = time.monotonic()
 
     async def stats(self, scope: Scope) -> StatsResult:
@@ -28,4 +30,5 @@ class StatsService:
             models_loaded_in_process=models_loaded(),
             process_id=os.getpid(),
             uptime_seconds=round(time.monotonic() - self.started, 3),
+            recent_passes=await self.control.recent(5),
         )
