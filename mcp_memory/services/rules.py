@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 from mcp_memory.text import EN_STOPWORDS, identifiers, normalize
 
@@ -163,3 +164,48 @@ def same_facts(a: str, b: str) -> bool:
     changed = len(differing) + len(chars_a ^ chars_b)
     size = max(len(words_a) + len(chars_a), len(words_b) + len(chars_b), 1)
     return changed <= max(1, int(0.25 * size))
+
+
+Relation = Literal["same", "negation", "changed", "conflict", "different"]
+
+# A new statement that says it replaces an old one ("no longer", "switched to", "不再", "改为").
+_CHANGE = re.compile(
+    r"(?i)\b(no longer|not any ?more|anymore|now (?:prefers?|likes?|uses?|wants?|drinks?|eats?)|switched to|"
+    r"changed (?:to|my mind)|instead(?: of)?|from now on|these days)\b|不再|改成|改为|换成|现在|以后都|已经改"
+)
+_CHANGE_CHARS = frozenset("不再改成为换现在以后都已经")
+_CHANGE_WORDS = frozenset(_stem(w) for w in "longer anymore switched changed instead mind days actually".split())
+
+
+def relation(old: str, new: str, kind: str) -> Relation:
+    """How a new memory bears on a similar older one (deterministic rules; the LLM may judge better).
+
+    - same: they state one thing (merge);
+    - negation: one denies the other, word for word ("likes tea" / "does not like tea");
+    - changed: the new one says it replaces the old ("no longer", "switched to", "不再", "改为");
+    - conflict: a preference or decision with one value swapped and no word of change: kept both,
+      flagged for the user to confirm (either may be true: "likes cats" and "likes dogs");
+    - different: anything else.
+    """
+    if same_facts(old, new):
+        return "same"
+    if identifiers(old) != identifiers(new) or sorted(_NUMBER.findall(old)) != sorted(_NUMBER.findall(new)):
+        return "different"
+    words_old, chars_old = _units(old)
+    words_new, chars_new = _units(new)
+    if set(words_old) == set(words_new) and chars_old == chars_new:
+        return "negation" if bool(_NEGATION.search(old)) != bool(_NEGATION.search(new)) else "different"
+    gone, came = set(words_old) - set(words_new), set(words_new) - set(words_old)
+    gone_chars, came_chars = chars_old - chars_new, (chars_new - chars_old) - _CHANGE_CHARS
+    marked = _CHANGE.search(new) is not None
+    came -= _CHANGE_WORDS
+    if any(words_new[w][0].isupper() for w in came) or any(words_old[w][0].isupper() for w in gone):
+        return "different"  # another name: another subject
+    swapped = (0 < len(gone) <= 2 and 0 < len(came) <= 2 and not gone_chars and not came_chars) or (
+        not gone and not came and 0 < len(gone_chars) <= 4 and 0 < len(came_chars) <= 3
+    )
+    if marked and (swapped or (len(gone) + len(gone_chars) <= 4 and len(came) + len(came_chars) <= 3)):
+        return "changed"
+    if swapped and kind in ("preference", "decision"):
+        return "conflict"
+    return "different"

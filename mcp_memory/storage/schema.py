@@ -15,7 +15,7 @@ from pathlib import Path
 from mcp_memory import __version__
 from mcp_memory.errors import SchemaVersionError, StorageError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 _V1 = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -118,9 +118,19 @@ CREATE TABLE erasures (
 );
 """
 
-# (version, script, the oldest code schema that may write a file at this version). Versions 2 and
-# 3 only add tables, so code that knows version 1 may still write memories into such a file.
-MIGRATIONS: list[tuple[int, str, int]] = [(1, _V1, 1), (2, _V2, 1), (3, _V3, 1)]
+_V4 = """
+CREATE TABLE conflicts (
+    memory_id TEXT NOT NULL,
+    other_id TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (memory_id, other_id)
+) WITHOUT ROWID;
+CREATE INDEX conflicts_other ON conflicts(other_id);
+"""
+
+# (version, script, the oldest code schema that may write a file at this version). Versions 2 to 4
+# only add tables, so code that knows version 1 may still write memories into such a file.
+MIGRATIONS: list[tuple[int, str, int]] = [(1, _V1, 1), (2, _V2, 1), (3, _V3, 1), (4, _V4, 1)]
 
 
 def connect_sync(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:

@@ -410,6 +410,17 @@ class SqliteStore:
             )
             for memory_n, occ_id in rows:
                 by_n[int(memory_n)].occurrence_ids.append(str(occ_id))
+        by_id = {r.id: r for r in records}
+        ids = list(by_id)
+        for start in range(0, len(ids), 500):
+            id_chunk = ids[start : start + 500]
+            rows = await db.reader.execute_fetchall(
+                f"SELECT memory_id, other_id FROM conflicts WHERE memory_id IN ({','.join('?' * len(id_chunk))}) "
+                "ORDER BY other_id",
+                id_chunk,
+            )
+            for memory_id, other_id in rows:
+                by_id[str(memory_id)].conflicts_with.append(str(other_id))
 
     async def find_by_hash(self, scope: Scope, hashes: Sequence[str], now: float) -> dict[str, str]:
         """content hash -> id of a live memory in exactly the scope's namespace."""
@@ -490,6 +501,10 @@ class SqliteStore:
                 await conn.execute("INSERT INTO memories_fts(rowid, body) VALUES (?, ?)", (n, item.segmented))
                 await self._insert_occurrence(conn, n, item.occurrence)
                 await conn.execute("INSERT INTO changes(memory_n, op) VALUES (?, 'put')", (n,))
+                await conn.executemany(
+                    "INSERT OR IGNORE INTO conflicts(memory_id, other_id, created_at) VALUES (?, ?, ?)",
+                    [(a, b, rec.created_at) for other in item.conflicts for a, b in ((rec.id, other), (other, rec.id))],
+                )
                 old: list[tuple[int, str]] = []
                 if item.supersedes:
                     marks = ",".join("?" * len(item.supersedes))
@@ -566,6 +581,10 @@ class SqliteStore:
                 chunk = list(ns[start : start + 500])
                 marks = ",".join("?" * len(chunk))
                 await conn.execute(f"DELETE FROM memories_fts WHERE rowid IN ({marks})", chunk)
+                for column in ("memory_id", "other_id"):
+                    await conn.execute(
+                        f"DELETE FROM conflicts WHERE {column} IN (SELECT id FROM memories WHERE n IN ({marks}))", chunk
+                    )
                 cursor = await conn.execute(f"DELETE FROM memories WHERE n IN ({marks})", chunk)
                 deleted += cursor.rowcount
                 await conn.executemany("INSERT INTO changes(memory_n, op) VALUES (?, 'del')", [(n,) for n in chunk])
@@ -621,6 +640,7 @@ class SqliteStore:
             await conn.execute("DELETE FROM memories")
             await conn.execute("DELETE FROM checkpoints")
             await conn.execute("DELETE FROM tasks")
+            await conn.execute("DELETE FROM conflicts")
             await conn.execute(
                 "INSERT INTO erasures(erased_at, receipt) VALUES (?, ?)", (now, orjson.dumps(counts).decode())
             )
