@@ -80,12 +80,14 @@ def build(
         tree_text = task_tree.outline(head.tree, head.current_node, max_lines=lines)
     used += _tokens(tree_text)
 
-    kept_memories: list[MemoryOut] = []
+    kept_memories: list[MemoryBrief] = []
     for memory in memories:
-        if used + memory.tokens > budget:
+        brief = _brief(memory)
+        cost = _tokens(brief.model_dump(mode="json"))
+        if used + cost > budget:
             break
-        kept_memories.append(memory)
-        used += memory.tokens
+        kept_memories.append(brief)
+        used += cost
 
     variables: dict[str, Any] = head.variables
     if used + _tokens(variables) > budget:
@@ -126,7 +128,7 @@ def build(
         token_usage=head.token_usage,
         elapsed_seconds=round(elapsed, 3),
         hints=packet_hints,
-        memories=[_brief(m) for m in kept_memories],
+        memories=kept_memories,
         pinned=[_brief(m) for m in pinned],
         snapshot_excerpt=excerpt,
         snapshot_chars=len(head.snapshot),
@@ -154,8 +156,11 @@ def _fit(packet: ResumePacket, state: TaskState, budget: int) -> ResumePacket:
     lines = packet.tree.count("\n") + 1
     while total > budget:
         if packet.snapshot_excerpt:
+            # Cut by the overshoot, at this text's own characters-per-token rate, plus a little slack.
             excerpt = packet.snapshot_excerpt
-            packet.snapshot_excerpt = excerpt[: len(excerpt) // 2] if len(excerpt) > 80 else ""
+            per_char = _tokens(excerpt) / max(len(excerpt), 1)
+            keep = len(excerpt) - int((total - budget) / max(per_char, 0.05)) - 8
+            packet.snapshot_excerpt = excerpt[:keep] if keep > 80 else ""
         elif packet.memories:
             packet.memories = packet.memories[:-1]
         elif packet.last_tool_calls:
