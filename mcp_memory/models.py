@@ -68,6 +68,7 @@ class MemoryRecord:
     content_hash: str
     occurrence_ids: list[str] = field(default_factory=list)
     conflicts_with: list[str] = field(default_factory=list)
+    source_ids: list[str] = field(default_factory=list)
     rowid: int = 0
 
 
@@ -212,6 +213,9 @@ class MemoryOut(BaseModel):
     conflicts_with: list[str] = Field(
         default_factory=list, description="memories this one may contradict (unconfirmed): ask the user"
     )
+    source_ids: list[str] = Field(
+        default_factory=list, description="for a summary (level 1+): the memories it summarizes (archived)"
+    )
     tokens: int = Field(description="estimated tokens of this hit as JSON: what recall's budget counts")
     why: Signals | None = None
 
@@ -240,6 +244,11 @@ class ForgetUserResult(BaseModel):
     code_expires_at: datetime | None = None
     erased_at: datetime | None = None
     note: str
+
+
+class UndoSummaryResult(BaseModel):
+    summary_id: str
+    restored: list[str] = Field(description="the source memories back in the active tier")
 
 
 class StatsResult(BaseModel):
@@ -317,6 +326,7 @@ class NewMemory:
     occurrence: NewOccurrence
     supersedes: tuple[str, ...] = ()
     conflicts: tuple[str, ...] = ()
+    summarizes: tuple[str, ...] = ()  # a summary's sources: linked, and moved to the archive tier
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,7 +50,15 @@ class Scheduler:
         if not await self.control.acquire("decay", self.holder, now, self.settings.lease_seconds):
             return {"name": "decay", "outcome": "skipped", "reason": "another process holds the lease"}
         started = time.time()
-        totals = {"principals": 0, "examined": 0, "evicted": 0, "compress_candidates": 0}
+        totals = {
+            "principals": 0,
+            "examined": 0,
+            "evicted": 0,
+            "compress_candidates": 0,
+            "summaries": 0,
+            "summarized": 0,
+            "compression_failures": 0,
+        }
         outcome = "done"
         try:
             for principal in await self.store.known_principals():
@@ -59,6 +67,10 @@ class Scheduler:
                 totals["examined"] += result.examined
                 totals["evicted"] += result.evicted
                 totals["compress_candidates"] += result.compress_candidates
+                compressed = await self.lifecycle.compress(Scope(principal), now)
+                totals["summaries"] += compressed.summaries
+                totals["summarized"] += compressed.summarized
+                totals["compression_failures"] += compressed.failed
         except MemoryServerError as exc:
             outcome = "failed"
             log.warning("decay pass failed: %s", exc)

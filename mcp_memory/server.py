@@ -38,6 +38,7 @@ from mcp_memory.storage.tasks import TaskStore
 from mcp_memory.tools import (
     register_erasure_tool,
     register_stats_tool,
+    register_summary_tool,
     register_task_tools,
     register_tools,
     unknown_argument_guard,
@@ -133,12 +134,13 @@ async def open_runtime(
         control = ControlStore(settings.data_dir, settings.busy_timeout_ms)
         stats = StatsService(store, embedder, control)
         register_stats_tool(mcp, stats, scopes)
+        register_summary_tool(mcp, memory, scopes)
         register_resources(mcp, memory, tasks, stats, scopes)
         register_prompts(mcp, memory, tasks, scopes)
         scheduler = Scheduler(
             store,
             ControlStore(settings.data_dir, settings.busy_timeout_ms),
-            LifecycleService(store, settings.lifecycle),
+            LifecycleService(store, embedder, settings.lifecycle),
             settings.lifecycle,
             clock=clock,
         )

@@ -39,6 +39,7 @@ from mcp_memory.models import (
     TaskUpdateResult,
     TokenUsage,
     ToolCallRecord,
+    UndoSummaryResult,
 )
 from mcp_memory.redact import redact
 from mcp_memory.resources import ResourceNotifier, pin_uris, task_uris
@@ -266,6 +267,18 @@ def register_erasure_tool(
         if not result.dry_run:
             await notifier.changed([*pin_uris(), "memory://tasks"])
         return result
+
+
+def register_summary_tool(mcp: MCPServer[Any], memory: MemoryService, scopes: ScopeResolver) -> None:
+    @mcp.tool(
+        description="Undo a summary the lifecycle made (a hit with level >= 1 and source_ids): its sources come "
+        "back to normal recall and the summary is deleted.",
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False),
+    )
+    @_as_tool_errors
+    async def undo_summary(ctx: Context, id: str) -> UndoSummaryResult:
+        restored = await memory.undo_summary(scopes.scope(ctx), id)
+        return UndoSummaryResult(summary_id=id, restored=restored)
 
 
 def register_stats_tool(mcp: MCPServer[Any], stats_service: StatsService, scopes: ScopeResolver) -> None:

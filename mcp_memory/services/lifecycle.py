@@ -13,10 +13,21 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from mcp_memory.config import LifecycleSettings
-from mcp_memory.models import Scope
-from mcp_memory.services import scoring
+from mcp_memory.embed.loader import Embedder
+from mcp_memory.ids import new_id
+from mcp_memory.models import MemoryRecord, NewMemory, NewOccurrence, Provenance, Scope
+from mcp_memory.services import scoring, summarize
+from mcp_memory.services.memory import content_hash
 from mcp_memory.storage.sqlite import SqliteStore
+from mcp_memory.text import language, segment_for_index
+
+MAX_FAILURES = 3  # a memory whose summaries fail the fact check this often is compression-resistant
+MIN_GROUP = 3
+MAX_GROUPS_PER_PASS = 50
+_SCHEDULER = Provenance(client_name="mcp-memory", transport="scheduler")
 
 
 def strength_hours(base_hours: float, importance: float, access_count: int) -> float:
@@ -35,9 +46,17 @@ class DecayOutcome:
     compress_candidates: int
 
 
+@dataclass(frozen=True)
+class CompressOutcome:
+    summaries: int
+    summarized: int
+    failed: int
+
+
 class LifecycleService:
-    def __init__(self, store: SqliteStore, settings: LifecycleSettings) -> None:
+    def __init__(self, store: SqliteStore, embedder: Embedder, settings: LifecycleSettings) -> None:
         self.store = store
+        self.embedder = embedder
         self.settings = settings
 
     async def decay(self, scope: Scope, now: float) -> DecayOutcome:
@@ -60,3 +79,84 @@ class LifecycleService:
             else:
                 evicted = await self.store.archive(scope, evict)
         return DecayOutcome(examined=len(rows), evicted=evicted, compress_candidates=compress)
+
+    def _compressible(self, record: MemoryRecord, now: float) -> bool:
+        idle = max(now - (record.last_accessed_at or record.created_at), 0.0) / 3600
+        r = retention(idle, self.settings.decay_base_hours, record.importance, record.access_count)
+        return idle >= 24 and r < self.settings.compress_threshold
+
+    async def compress(self, scope: Scope, now: float) -> CompressOutcome:
+        """Faded raw memories of one session (or task) become one L1 summary; the sources are archived.
+
+        The summary is extractive, at most 30% of its sources' tokens, and must keep 85% of their
+        identifiers; one that fails is not written, and its sources are marked, so after
+        MAX_FAILURES tries they are left alone (compression-resistant).
+        """
+        groups: dict[tuple[str | None, str], list[MemoryRecord]] = {}
+        for record in await self.store.compression_candidates(scope, MAX_FAILURES):
+            group = (
+                f"task:{record.task_id}"
+                if record.task_id
+                else (f"session:{record.session_key}" if record.session_key else None)
+            )
+            if group is not None and self._compressible(record, now):
+                groups.setdefault((record.namespace, group), []).append(record)
+        summaries = summarized = failed = 0
+        eligible = [(key, members) for key, members in groups.items() if len(members) >= MIN_GROUP]
+        for (namespace, _), members in eligible[:MAX_GROUPS_PER_PASS]:
+            texts = [m.content for m in members]
+            summary = summarize.extractive(texts)
+            if summarize.check(texts, summary) is not None:
+                await self.store.record_compression_failure(scope, [m.id for m in members])
+                failed += 1
+                continue
+            model = await self.embedder.ready()
+            await self.store.check_model(scope, model.model_id, model.dim)
+            vector = (await self.embedder.passages([summary.text]))[0]
+            await self.store.apply(scope, [self._summary_memory(namespace, members, summary.text, vector, now)], [])
+            summaries += 1
+            summarized += len(members)
+        return CompressOutcome(summaries=summaries, summarized=summarized, failed=failed)
+
+    @staticmethod
+    def _summary_memory(
+        namespace: str | None, members: list[MemoryRecord], text: str, vector: np.ndarray, now: float
+    ) -> NewMemory:
+        tasks = {m.task_id for m in members}
+        first = min(m.occurred_at for m in members)
+        record = MemoryRecord(
+            id=new_id(),
+            namespace=namespace,
+            kind="summary",
+            content=text,
+            key=None,
+            tags=sorted({t for m in members for t in m.tags}),
+            metadata={"summary_of": len(members)},
+            importance=max(m.importance for m in members),
+            pinned=False,
+            occurred_at=first,
+            created_at=now,
+            last_accessed_at=None,
+            access_count=0,
+            valid_from=first,
+            valid_to=None,
+            superseded_by=None,
+            expires_at=None,
+            tier="active",
+            level=1,
+            language=language(text),
+            session_key=members[0].session_key,
+            task_id=tasks.pop() if len(tasks) == 1 else None,
+            provenance=_SCHEDULER,
+            content_hash=content_hash(namespace, text),
+        )
+        occurrence = NewOccurrence(
+            id=new_id(), session_key=record.session_key, occurred_at=now, metadata={}, provenance=_SCHEDULER
+        )
+        return NewMemory(
+            record=record,
+            vector=np.asarray(vector, np.float32).tobytes(),
+            segmented=segment_for_index(text),
+            occurrence=occurrence,
+            summarizes=tuple(m.id for m in members),
+        )

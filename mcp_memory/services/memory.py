@@ -575,6 +575,16 @@ class MemoryService:
             omitted_for_budget=omitted,
         )
 
+    async def undo_summary(self, scope: Scope, summary_id: str) -> list[str]:
+        """Undo a compression: the sources return to the active tier and the summary is deleted."""
+        text_field("id", summary_id)
+        found = await self.store.select_memories(
+            scope, Criteria(ids=(summary_id,), include_archived=True, include_superseded=True), self.clock()
+        )
+        if not found or found[0].level == 0:
+            raise NotFoundError("summary", summary_id)
+        return await self.store.undo_summary(scope, summary_id)
+
     async def pinned(self, scope: Scope) -> list[MemoryOut]:
         """Every pinned memory visible in the scope, most important first."""
         records = await self.store.select_memories(
@@ -616,6 +626,7 @@ class MemoryService:
             transport=record.provenance.transport,
             occurrence_ids=record.occurrence_ids,
             conflicts_with=record.conflicts_with,
+            source_ids=record.source_ids,
             tokens=0,
             why=why,
         )
@@ -684,6 +695,10 @@ class MemoryService:
                 items=items,
                 note="dry run: nothing was deleted; call again with dry_run=false to delete these",
             )
+        going = {r.id for r in records}
+        for summary_id in await self.store.summaries_of(scope, list(going)):
+            if summary_id not in going:  # a summary of something forgotten goes too; its other sources return
+                await self.store.undo_summary(scope, summary_id)
         deleted, scrubbed = await self.store.delete(scope, [r.rowid for r in records])
         note = "deleted from every table and index; freed pages zeroed and the write-ahead log emptied"
         if not scrubbed:

@@ -15,7 +15,7 @@ from pathlib import Path
 from mcp_memory import __version__
 from mcp_memory.errors import SchemaVersionError, StorageError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 _V1 = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -128,9 +128,22 @@ CREATE TABLE conflicts (
 CREATE INDEX conflicts_other ON conflicts(other_id);
 """
 
-# (version, script, the oldest code schema that may write a file at this version). Versions 2 to 4
+_V5 = """
+CREATE TABLE summary_sources (
+    summary_id TEXT NOT NULL,
+    source_id TEXT NOT NULL,
+    PRIMARY KEY (summary_id, source_id)
+) WITHOUT ROWID;
+CREATE INDEX summary_sources_source ON summary_sources(source_id);
+CREATE TABLE compression_failures (
+    memory_id TEXT PRIMARY KEY,
+    failures INTEGER NOT NULL
+) WITHOUT ROWID;
+"""
+
+# (version, script, the oldest code schema that may write a file at this version). Versions 2 to 5
 # only add tables, so code that knows version 1 may still write memories into such a file.
-MIGRATIONS: list[tuple[int, str, int]] = [(1, _V1, 1), (2, _V2, 1), (3, _V3, 1), (4, _V4, 1)]
+MIGRATIONS: list[tuple[int, str, int]] = [(1, _V1, 1), (2, _V2, 1), (3, _V3, 1), (4, _V4, 1), (5, _V5, 1)]
 
 
 def connect_sync(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:

@@ -421,6 +421,13 @@ class SqliteStore:
             )
             for memory_id, other_id in rows:
                 by_id[str(memory_id)].conflicts_with.append(str(other_id))
+            rows = await db.reader.execute_fetchall(
+                f"SELECT summary_id, source_id FROM summary_sources WHERE summary_id IN "
+                f"({','.join('?' * len(id_chunk))}) ORDER BY source_id",
+                id_chunk,
+            )
+            for summary_id, source_id in rows:
+                by_id[str(summary_id)].source_ids.append(str(source_id))
 
     async def find_by_hash(self, scope: Scope, hashes: Sequence[str], now: float) -> dict[str, str]:
         """content hash -> id of a live memory in exactly the scope's namespace."""
@@ -505,6 +512,17 @@ class SqliteStore:
                     "INSERT OR IGNORE INTO conflicts(memory_id, other_id, created_at) VALUES (?, ?, ?)",
                     [(a, b, rec.created_at) for other in item.conflicts for a, b in ((rec.id, other), (other, rec.id))],
                 )
+                if item.summarizes:
+                    marks = ",".join("?" * len(item.summarizes))
+                    await conn.executemany(
+                        "INSERT OR IGNORE INTO summary_sources(summary_id, source_id) VALUES (?, ?)",
+                        [(rec.id, source) for source in item.summarizes],
+                    )
+                    await conn.execute(
+                        f"INSERT INTO changes(memory_n, op) SELECT n, 'put' FROM memories WHERE id IN ({marks})",
+                        item.summarizes,
+                    )
+                    await conn.execute(f"UPDATE memories SET tier = 'archived' WHERE id IN ({marks})", item.summarizes)
                 old: list[tuple[int, str]] = []
                 if item.supersedes:
                     marks = ",".join("?" * len(item.supersedes))
@@ -641,6 +659,8 @@ class SqliteStore:
             await conn.execute("DELETE FROM checkpoints")
             await conn.execute("DELETE FROM tasks")
             await conn.execute("DELETE FROM conflicts")
+            await conn.execute("DELETE FROM summary_sources")
+            await conn.execute("DELETE FROM compression_failures")
             await conn.execute(
                 "INSERT INTO erasures(erased_at, receipt) VALUES (?, ?)", (now, orjson.dumps(counts).decode())
             )
@@ -682,6 +702,59 @@ class SqliteStore:
             "WHERE tier = 'active' AND pinned = 0"
         )
         return [(int(r[0]), float(r[1]), int(r[2]), float(r[3])) for r in rows]
+
+    async def compression_candidates(self, scope: Scope, max_failures: int) -> list[MemoryRecord]:
+        """Active, unpinned raw (L0) memories of every namespace, but those that resisted compression."""
+        conn = await self.reader(scope)
+        rows = await conn.execute_fetchall(
+            f"SELECT {_COLUMNS} FROM memories m WHERE m.tier = 'active' AND m.pinned = 0 AND m.level = 0 "
+            "AND m.superseded_by IS NULL AND m.id NOT IN "
+            "(SELECT memory_id FROM compression_failures WHERE failures >= ?) ORDER BY m.occurred_at, m.n",
+            (max_failures,),
+        )
+        return [_row_to_record(r) for r in rows]
+
+    async def record_compression_failure(self, scope: Scope, ids: Sequence[str]) -> None:
+        async with self.transaction(scope) as conn:
+            await conn.executemany(
+                "INSERT INTO compression_failures(memory_id, failures) VALUES (?, 1) "
+                "ON CONFLICT(memory_id) DO UPDATE SET failures = failures + 1",
+                [(i,) for i in ids],
+            )
+
+    async def summaries_of(self, scope: Scope, source_ids: Sequence[str]) -> list[str]:
+        """The summaries built from any of ``source_ids``."""
+        if not source_ids:
+            return []
+        conn = await self.reader(scope)
+        rows = await conn.execute_fetchall(
+            f"SELECT DISTINCT summary_id FROM summary_sources WHERE source_id IN ({','.join('?' * len(source_ids))})",
+            list(source_ids),
+        )
+        return [str(r[0]) for r in rows]
+
+    async def undo_summary(self, scope: Scope, summary_id: str) -> list[str]:
+        """Put a summary's sources back in the active tier and delete the summary; returns the sources."""
+        async with self.transaction(scope) as conn:
+            sources = [
+                str(r[0])
+                for r in await conn.execute_fetchall(
+                    "SELECT source_id FROM summary_sources WHERE summary_id = ?", (summary_id,)
+                )
+            ]
+            if sources:
+                marks = ",".join("?" * len(sources))
+                await conn.execute(f"UPDATE memories SET tier = 'active' WHERE id IN ({marks})", sources)
+                await conn.execute(
+                    f"INSERT INTO changes(memory_n, op) SELECT n, 'put' FROM memories WHERE id IN ({marks})", sources
+                )
+            await conn.execute("DELETE FROM summary_sources WHERE summary_id = ?", (summary_id,))
+            rows = list(await conn.execute_fetchall("SELECT n FROM memories WHERE id = ?", (summary_id,)))
+            for (n,) in rows:
+                await conn.execute("DELETE FROM memories_fts WHERE rowid = ?", (n,))
+                await conn.execute("DELETE FROM memories WHERE n = ?", (n,))
+                await conn.execute("INSERT INTO changes(memory_n, op) VALUES (?, 'del')", (n,))
+        return sources
 
     async def archive(self, scope: Scope, ns: Sequence[int]) -> int:
         """Move memories to the archive tier (kept, out of default recall)."""

@@ -1,0 +1,122 @@
+"""Hierarchical compression (extractive path): lineage, source ids on hits, fact check, undo."""
+
+from __future__ import annotations
+
+import pytest
+from mcp.client import Client
+
+from mcp_memory.server import Runtime
+from mcp_memory.services import summarize
+from tests.conftest import Clock, call, call_error
+
+pytestmark = pytest.mark.anyio
+HOUR = 3600.0
+
+SESSION = [
+    "We decided to move the billing database to PostgreSQL 16 next Wednesday.",
+    "The weather was lovely and we chatted for a long while about where to get lunch near the office today.",
+    "Someone said the new espresso machine in the kitchen makes the coffee taste a little burnt these days.",
+    "We talked at length about the film from the weekend and how the ending could have been much shorter.",
+    "The migration script lives in tools/migrate_billing.py and must run before the deploy.",
+    "A long discussion about whether the team offsite should be in the mountains or by the sea went nowhere.",
+]
+
+
+async def _store_session(client: Client, texts: list[str], importance: float = 0.5) -> list[str]:
+    result = await call(
+        client,
+        "remember",
+        {"memories": [{"content": t, "session_id": "s-offsite", "importance": importance} for t in texts]},
+    )
+    return [item["id"] for item in result["items"]]
+
+
+def test_an_extractive_summary_keeps_identifiers_within_thirty_percent() -> None:
+    summary = summarize.extractive(SESSION)
+    assert summary.tokens <= 0.30 * summary.source_tokens
+    assert "PostgreSQL 16" in summary.text
+    assert "tools/migrate_billing.py" in summary.text
+    assert "espresso" not in summary.text
+    assert summarize.check(SESSION, summary) is None
+
+
+def test_the_fact_check_rejects_a_summary_that_drops_identifiers_or_runs_long() -> None:
+    dropped = summarize.Summary(
+        text="We decided to move the billing database.",
+        tokens=8,
+        source_tokens=120,
+        coverage=summarize.coverage(SESSION, "We decided to move the billing database."),
+    )
+    assert "identifiers" in str(summarize.check(SESSION, dropped))
+    long = summarize.Summary(text=" ".join(SESSION), tokens=120, source_tokens=120, coverage=1.0)
+    assert "over 30%" in str(summarize.check(SESSION, long))
+
+
+async def test_a_faded_session_becomes_a_summary_with_its_sources_linked(
+    runtime: Runtime, client: Client, clock: Clock
+) -> None:
+    ids = await _store_session(client, SESSION)
+    clock.advance(300 * HOUR)  # importance 0.5: S = 216 h, R = 0.25 < 0.3, idle > a day; never evicted
+    report = await runtime.scheduler.run_once()
+    assert report["summaries"] == 1
+    assert report["summarized"] == len(SESSION)
+    hits = (await call(client, "recall", {"query": "which database is billing moving to", "reinforce": False}))["hits"]
+    summary = hits[0]
+    assert summary["level"] == 1
+    assert summary["kind"] == "summary"
+    assert sorted(summary["source_ids"]) == sorted(ids)
+    assert "PostgreSQL 16" in summary["text"]
+    assert all(h["level"] == 1 for h in hits)  # the sources left default recall...
+    archived = await call(
+        client, "recall", {"query": "espresso machine", "reinforce": False, "filters": {"include_archived": True}}
+    )
+    assert any(h["tier"] == "archived" and h["id"] in ids for h in archived["hits"])  # ...but are kept
+
+
+async def test_a_summary_can_be_undone(runtime: Runtime, client: Client, clock: Clock) -> None:
+    ids = await _store_session(client, SESSION)
+    clock.advance(300 * HOUR)
+    await runtime.scheduler.run_once()
+    summary_id = (await call(client, "recall", {"query": "billing database", "reinforce": False}))["hits"][0]["id"]
+    undone = await call(client, "undo_summary", {"id": summary_id})
+    assert sorted(undone["restored"]) == sorted(ids)
+    texts = [
+        h["text"]
+        for h in (await call(client, "recall", {"query": "billing database", "k": 10, "reinforce": False}))["hits"]
+    ]
+    assert SESSION[0] in texts
+    assert all("summary" not in t for t in texts)
+    assert "was found" in await call_error(client, "undo_summary", {"id": summary_id})
+
+
+async def test_forgetting_a_source_drops_its_summary_and_returns_the_others(
+    runtime: Runtime, client: Client, clock: Clock
+) -> None:
+    ids = await _store_session(client, SESSION)
+    clock.advance(300 * HOUR)
+    await runtime.scheduler.run_once()
+    await call(client, "forget", {"ids": [ids[0]], "dry_run": False})
+    hits = (await call(client, "recall", {"query": "migration script", "k": 10, "reinforce": False}))["hits"]
+    assert all(h["level"] == 0 for h in hits)
+    assert SESSION[4] in [h["text"] for h in hits]
+
+
+async def test_a_session_that_cannot_be_summarized_faithfully_is_left_alone_after_three_tries(
+    runtime: Runtime, client: Client, clock: Clock
+) -> None:
+    dense = [f"Ticket INC-{4000 + i} affects host db-{i:02d}.internal and build v3.{i}.1" for i in range(6)]
+    await _store_session(client, dense)
+    clock.advance(300 * HOUR)
+    for attempt in range(4):
+        report = await runtime.scheduler.run_once()
+        assert report["summaries"] == 0
+        assert report["compression_failures"] == (1 if attempt < 3 else 0)  # resistant after three failures
+        clock.advance(HOUR)
+    hits = (await call(client, "recall", {"query": "INC-4003", "reinforce": False}))["hits"]
+    assert hits[0]["level"] == 0
+
+
+async def test_pinned_and_recent_memories_are_not_compressed(runtime: Runtime, client: Client, clock: Clock) -> None:
+    await _store_session(client, SESSION)
+    clock.advance(10 * HOUR)  # recent: not a day idle
+    assert (await runtime.scheduler.run_once())["summaries"] == 0
