@@ -100,6 +100,8 @@ class LifecycleSettings(_Section):
     evict_threshold: float = Field(0.05, gt=0, lt=1)
     evict_action: Literal["archive", "delete"] = "archive"
     lease_seconds: float = Field(300.0, gt=0, description="a pass holder that dies is replaced after this")
+    capacity: int = Field(100_000, ge=1, description="active memories per principal the passes aim to stay under")
+    watermark: float = Field(0.8, gt=0, le=1, description="above capacity x watermark, passes get aggressive")
 
 
 class Settings(BaseSettings):

@@ -56,6 +56,7 @@ class Scheduler:
             "evicted": 0,
             "compress_candidates": 0,
             "summaries": 0,
+            "aggressive": 0,
             "summarized": 0,
             "compression_failures": 0,
         }
@@ -67,6 +68,7 @@ class Scheduler:
                 totals["examined"] += result.examined
                 totals["evicted"] += result.evicted
                 totals["compress_candidates"] += result.compress_candidates
+                totals["aggressive"] += int(result.aggressive)
                 compressed = await self.lifecycle.compress(Scope(principal), now)
                 totals["summaries"] += compressed.summaries
                 totals["summarized"] += compressed.summarized

@@ -124,3 +124,27 @@ def test_maintain_runs_one_pass_from_the_command_line(tmp_path: Path, capsys: py
 
 def test_the_default_base_is_three_days() -> None:
     assert LifecycleSettings().decay_base_hours == 72
+
+
+async def test_above_the_watermark_passes_evict_more(data_dir: Path, clock: Clock) -> None:
+    notes = [
+        f"Casual note number {i} about the {w} in the garden"
+        for i, w in enumerate(
+            ["roses", "tulips", "daisies", "ferns", "hedges", "pond", "shed", "bench", "path", "lawn"]
+        )
+    ]
+
+    async def evicted_with(capacity: int, folder: str) -> tuple[int, int]:
+        settings = load_settings(
+            data_dir=data_dir / folder, principal="alice", lifecycle={"capacity": capacity, "watermark": 0.8}
+        )
+        async with open_runtime(settings, clock=clock) as runtime, Client(runtime.mcp, mode="legacy") as client:
+            start = clock()
+            await call(client, "remember", {"memories": [{"content": t, "importance": 0.6} for t in notes]})
+            # importance 0.6: S = 72 x 3.4 = 244.8 h; at 600 h R = 0.086: kept normally (0.05, and 0.6 >= 0.5),
+            # evicted when aggressive (0.2, importance < 0.7).
+            report = await runtime.scheduler.run_once(start + 600 * HOUR)
+            return int(report["evicted"]), int(report["aggressive"])
+
+    assert await evicted_with(1_000, "roomy") == (0, 0)
+    assert await evicted_with(10, "full") == (10, 1)

@@ -44,6 +44,7 @@ class DecayOutcome:
     examined: int
     evicted: int
     compress_candidates: int
+    aggressive: bool = False
 
 
 @dataclass(frozen=True)
@@ -63,12 +64,16 @@ class LifecycleService:
         """One decay pass over the principal's active, unpinned memories (every namespace)."""
         cfg = self.settings
         rows = await self.store.decay_rows(scope)
+        # Over the watermark a pass evicts more: four times the threshold, importance up to 0.7.
+        aggressive = len(rows) > cfg.capacity * cfg.watermark
+        threshold = min(cfg.evict_threshold * 4, cfg.compress_threshold) if aggressive else cfg.evict_threshold
+        importance_bar = 0.7 if aggressive else 0.5
         evict: list[int] = []
         compress = 0
         for n, importance, access_count, last_touch in rows:
             idle = max(now - last_touch, 0.0) / 3600
             r = retention(idle, cfg.decay_base_hours, importance, access_count)
-            if r < cfg.evict_threshold and importance < 0.5:
+            if r < threshold and importance < importance_bar:
                 evict.append(n)
             elif r < cfg.compress_threshold and idle >= 24:
                 compress += 1
@@ -78,7 +83,7 @@ class LifecycleService:
                 evicted, _ = await self.store.delete(scope, evict)
             else:
                 evicted = await self.store.archive(scope, evict)
-        return DecayOutcome(examined=len(rows), evicted=evicted, compress_candidates=compress)
+        return DecayOutcome(examined=len(rows), evicted=evicted, compress_candidates=compress, aggressive=aggressive)
 
     def _compressible(self, record: MemoryRecord, now: float) -> bool:
         idle = max(now - (record.last_accessed_at or record.created_at), 0.0) / 3600
