@@ -1,0 +1,144 @@
+"""Two OS processes contend for a lifecycle pass: one runs it; if it dies, the other takes over."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp.client import Client
+
+from mcp_memory.config import load_settings
+from mcp_memory.server import open_runtime
+from mcp_memory.storage.sqlite import principal_file
+from tests.conftest import Clock, call
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+HOUR = 3600.0
+SESSIONS = 60
+
+# The child runs one pass at a fixed "now" 400 hours ahead, when every session is compressible.
+CHILD = """
+import sys, anyio
+from pathlib import Path
+from mcp_memory.config import load_settings
+from mcp_memory.server import open_runtime
+
+async def main() -> None:
+    settings = load_settings(data_dir=Path(sys.argv[1]), principal="alice")
+    async with open_runtime(settings, warm=False) as runtime:
+        await runtime.scheduler.run_once(float(sys.argv[2]))
+
+anyio.run(main)
+"""
+
+
+def _lease_holder(data_dir: Path) -> str | None:
+    path = data_dir / "control.db"
+    if not path.exists():
+        return None
+    conn = sqlite3.connect(path, timeout=5)
+    try:
+        row = conn.execute("SELECT holder FROM leases WHERE name = 'decay'").fetchone()
+    except sqlite3.OperationalError:
+        return None
+    finally:
+        conn.close()
+    return None if row is None else str(row[0])
+
+
+def _summaries(data_dir: Path) -> int:
+    conn = sqlite3.connect(principal_file(data_dir, "alice"), timeout=5)
+    try:
+        return int(conn.execute("SELECT COUNT(*) FROM memories WHERE level = 1").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def _invariants(data_dir: Path) -> tuple[int, int]:
+    """Every summary has its sources archived and every archived memory belongs to a summary."""
+    conn = sqlite3.connect(principal_file(data_dir, "alice"))
+    try:
+        summaries = conn.execute("SELECT id FROM memories WHERE level = 1").fetchall()
+        for (summary_id,) in summaries:
+            sources = conn.execute(
+                "SELECT m.tier FROM summary_sources s JOIN memories m ON m.id = s.source_id WHERE s.summary_id = ?",
+                (summary_id,),
+            ).fetchall()
+            assert len(sources) == 3, summary_id
+            assert {t for (t,) in sources} == {"archived"}
+        orphans = conn.execute(
+            "SELECT COUNT(*) FROM memories WHERE tier = 'archived' AND id NOT IN (SELECT source_id FROM summary_sources)"
+        ).fetchone()[0]
+        assert orphans == 0
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        archived = conn.execute("SELECT COUNT(*) FROM memories WHERE tier = 'archived'").fetchone()[0]
+        return len(summaries), int(archived)
+    finally:
+        conn.close()
+
+
+async def test_a_pass_killed_midway_leaves_whole_groups_and_another_process_takes_over(
+    data_dir: Path, clock: Clock
+) -> None:
+    settings = load_settings(data_dir=data_dir, principal="alice", lifecycle={"lease_seconds": 60})
+    async with open_runtime(settings, clock=clock) as runtime, Client(runtime.mcp, mode="legacy") as client:
+        for s in range(SESSIONS):
+            await call(
+                client,
+                "remember",
+                {
+                    "memories": [
+                        {
+                            "content": f"Session {s} decided to rename build target target-{s:03d}.",
+                            "session_id": f"s{s}",
+                        },
+                        {
+                            "content": f"In session {s} we chatted about lunch and the weather for quite a while.",
+                            "session_id": f"s{s}",
+                        },
+                        {
+                            "content": f"People in session {s} talked about a long film and the salty popcorn again.",
+                            "session_id": f"s{s}",
+                        },
+                    ]
+                },
+            )
+        now = clock() + 400 * HOUR
+        child = subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(data_dir), str(now)],
+            env={**os.environ, "MCP_MEMORY_LIFECYCLE__LEASE_SECONDS": "60"},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            with anyio.fail_after(60):
+                while _lease_holder(data_dir) is None:
+                    assert child.poll() is None, "the child finished before it was seen holding the lease"
+                    await anyio.sleep(0.005)
+            holder = _lease_holder(data_dir)
+            with anyio.fail_after(60):  # kill it as soon as it has written a first group, mid-pass
+                while _summaries(data_dir) == 0:
+                    assert child.poll() is None, "the child finished before it wrote a group"
+                    await anyio.sleep(0.002)
+            child.send_signal(signal.SIGKILL)
+            child.wait(10)
+        finally:
+            if child.poll() is None:
+                child.kill()
+        assert _lease_holder(data_dir) == holder  # the dead holder never released
+        summaries_before, _ = _invariants(data_dir)
+        assert 0 < summaries_before < 50  # killed mid-pass: some groups written, whole, and not all
+
+        skipped = await runtime.scheduler.run_once(now)
+        assert skipped["outcome"] == "skipped"
+        taken = await runtime.scheduler.run_once(now + 61)
+        assert taken["outcome"] == "done"
+        summaries_after, archived = _invariants(data_dir)
+        assert summaries_after >= summaries_before
+        assert archived == 3 * summaries_after
