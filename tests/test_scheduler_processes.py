@@ -73,7 +73,8 @@ def _invariants(data_dir: Path) -> tuple[int, int]:
             assert len(sources) == 3, summary_id
             assert {t for (t,) in sources} == {"archived"}
         orphans = conn.execute(
-            "SELECT COUNT(*) FROM memories WHERE tier = 'archived' AND id NOT IN (SELECT source_id FROM summary_sources)"
+            "SELECT COUNT(*) FROM memories WHERE tier = 'archived' "
+            "AND id NOT IN (SELECT source_id FROM summary_sources)"
         ).fetchone()[0]
         assert orphans == 0
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
@@ -110,7 +111,7 @@ async def test_a_pass_killed_midway_leaves_whole_groups_and_another_process_take
                 },
             )
         now = clock() + 400 * HOUR
-        child = subprocess.Popen(
+        child = await anyio.open_process(
             [sys.executable, "-c", CHILD, str(data_dir), str(now)],
             env={**os.environ, "MCP_MEMORY_LIFECYCLE__LEASE_SECONDS": "60"},
             stdout=subprocess.DEVNULL,
@@ -119,18 +120,20 @@ async def test_a_pass_killed_midway_leaves_whole_groups_and_another_process_take
         try:
             with anyio.fail_after(60):
                 while _lease_holder(data_dir) is None:
-                    assert child.poll() is None, "the child finished before it was seen holding the lease"
+                    assert child.returncode is None, "the child finished before it was seen holding the lease"
                     await anyio.sleep(0.005)
             holder = _lease_holder(data_dir)
             with anyio.fail_after(60):  # kill it as soon as it has written a first group, mid-pass
                 while _summaries(data_dir) == 0:
-                    assert child.poll() is None, "the child finished before it wrote a group"
+                    assert child.returncode is None, "the child finished before it wrote a group"
                     await anyio.sleep(0.002)
             child.send_signal(signal.SIGKILL)
-            child.wait(10)
+            with anyio.fail_after(10):
+                await child.wait()
         finally:
-            if child.poll() is None:
+            if child.returncode is None:
                 child.kill()
+                await child.wait()
         assert _lease_holder(data_dir) == holder  # the dead holder never released
         summaries_before, _ = _invariants(data_dir)
         assert 0 < summaries_before < 50  # killed mid-pass: some groups written, whole, and not all
