@@ -327,6 +327,7 @@ class NewMemory:
     supersedes: tuple[str, ...] = ()
     conflicts: tuple[str, ...] = ()
     summarizes: tuple[str, ...] = ()  # a summary's sources: linked, and moved to the archive tier
+    inferred_supersedes: tuple[str, ...] = ()  # replaced by the rules: skipped if already gone
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,6 @@ from typing import Any
 import anyio
 
 from mcp_memory.config import LifecycleSettings
-from mcp_memory.errors import MemoryServerError
 from mcp_memory.models import Scope
 from mcp_memory.services.lifecycle import LifecycleService
 from mcp_memory.storage.control import ControlStore
@@ -63,6 +62,8 @@ class Scheduler:
         outcome = "done"
         try:
             for principal in await self.store.known_principals():
+                # Renew the lease as the pass goes: a long pass must not be taken over while alive.
+                await self.control.acquire("decay", self.holder, now, self.settings.lease_seconds)
                 result = await self.lifecycle.decay(Scope(principal), now)
                 totals["principals"] += 1
                 totals["examined"] += result.examined
@@ -73,7 +74,7 @@ class Scheduler:
                 totals["summaries"] += compressed.summaries
                 totals["summarized"] += compressed.summarized
                 totals["compression_failures"] += compressed.failed
-        except MemoryServerError as exc:
+        except Exception as exc:  # recorded, and retried at the next interval
             outcome = "failed"
             log.warning("decay pass failed: %s", exc)
         finally:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from mcp.client import Client
 
+from mcp_memory.errors import ConflictError
+from mcp_memory.models import Scope
 from mcp_memory.server import Runtime
 from mcp_memory.services import summarize
 from tests.conftest import Clock, call, call_error
@@ -80,13 +82,12 @@ async def test_a_summary_can_be_undone(runtime: Runtime, client: Client, clock: 
     summary_id = (await call(client, "recall", {"query": "billing database", "reinforce": False}))["hits"][0]["id"]
     undone = await call(client, "undo_summary", {"id": summary_id})
     assert sorted(undone["restored"]) == sorted(ids)
-    texts = [
-        h["text"]
-        for h in (await call(client, "recall", {"query": "billing database", "k": 10, "reinforce": False}))["hits"]
-    ]
-    assert SESSION[0] in texts
-    assert all("summary" not in t for t in texts)
+    hits = (await call(client, "recall", {"query": "billing database", "k": 10, "reinforce": False}))["hits"]
+    assert SESSION[0] in [h["text"] for h in hits]
+    assert all(h["level"] == 0 for h in hits)
     assert "was found" in await call_error(client, "undo_summary", {"id": summary_id})
+    clock.advance(HOUR)
+    assert (await runtime.scheduler.run_once())["summaries"] == 0  # an undone summary is not made again
 
 
 async def test_forgetting_a_source_drops_its_summary_and_returns_the_others(
@@ -120,3 +121,42 @@ async def test_pinned_and_recent_memories_are_not_compressed(runtime: Runtime, c
     await _store_session(client, SESSION)
     clock.advance(10 * HOUR)  # recent: not a day idle
     assert (await runtime.scheduler.run_once())["summaries"] == 0
+
+
+async def test_a_source_forgotten_during_a_pass_is_not_brought_back(runtime: Runtime, client: Client) -> None:
+    ids = await _store_session(client, SESSION)
+    scope = Scope("alice")
+    members = [r for r in await runtime.store.compression_candidates(scope, 3) if r.id in ids]
+    await call(client, "forget", {"ids": [ids[0]], "dry_run": False})  # lands after the pass read its rows
+    lifecycle = runtime.scheduler.lifecycle
+    vector = (await runtime.embedder.passages(["summary text"]))[0]
+    summary = lifecycle._summary_memory(None, members, "A summary that quotes the forgotten text.", vector, 0.0)
+    with pytest.raises(ConflictError):
+        await runtime.store.apply(scope, [summary], [])
+    hits = (await call(client, "recall", {"query": "forgotten text summary", "k": 10, "reinforce": False}))["hits"]
+    assert all(h["level"] == 0 for h in hits)
+
+
+async def test_memories_with_a_time_to_live_are_not_compressed(runtime: Runtime, client: Client, clock: Clock) -> None:
+    await call(
+        client,
+        "remember",
+        {
+            "memories": [
+                {"content": t, "session_id": "s-ttl", "importance": 0.5, "ttl_seconds": 400 * 3600} for t in SESSION
+            ]
+        },
+    )
+    clock.advance(300 * HOUR)
+    assert (await runtime.scheduler.run_once())["summaries"] == 0
+
+
+async def test_forgetting_a_summary_returns_its_sources(runtime: Runtime, client: Client, clock: Clock) -> None:
+    ids = await _store_session(client, SESSION)
+    clock.advance(300 * HOUR)
+    await runtime.scheduler.run_once()
+    summary_id = (await call(client, "recall", {"query": "billing database", "reinforce": False}))["hits"][0]["id"]
+    await call(client, "forget", {"ids": [summary_id], "dry_run": False})
+    hits = (await call(client, "recall", {"query": "billing database", "k": 10, "reinforce": False}))["hits"]
+    assert {h["id"] for h in hits} <= set(ids)
+    assert SESSION[0] in [h["text"] for h in hits]

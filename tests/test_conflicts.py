@@ -70,3 +70,20 @@ async def test_unrelated_facts_are_neither_superseded_nor_flagged(client: Client
     new = await call(client, "remember", {"content": "Actually the team now eats lunch at noon"})
     assert new["items"][0]["superseded"] == []
     assert new["items"][0]["conflicts_with"] == []
+
+
+async def test_two_items_of_one_batch_that_replace_the_same_memory_are_both_stored(client: Client) -> None:
+    old = await call(client, "remember", {"content": "I like green tea in the morning", "kind": "preference"})
+    batch = await call(
+        client,
+        "remember",
+        {
+            "memories": [
+                {"content": "I now drink coffee instead of green tea in the morning", "kind": "preference"},
+                {"content": "I do not like green tea in the morning", "kind": "preference"},
+            ]
+        },
+    )
+    assert batch["stored"] == 2
+    replaced = [item["superseded"] for item in batch["items"]]
+    assert replaced.count([old["items"][0]["id"]]) == 1

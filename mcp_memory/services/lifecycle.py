@@ -17,6 +17,7 @@ import numpy as np
 
 from mcp_memory.config import LifecycleSettings
 from mcp_memory.embed.loader import Embedder
+from mcp_memory.errors import ConflictError
 from mcp_memory.ids import new_id
 from mcp_memory.models import MemoryRecord, NewMemory, NewOccurrence, Provenance, Scope
 from mcp_memory.services import scoring, summarize
@@ -24,7 +25,6 @@ from mcp_memory.services.memory import content_hash
 from mcp_memory.storage.sqlite import SqliteStore
 from mcp_memory.text import language, segment_for_index
 
-MAX_FAILURES = 3  # a memory whose summaries fail the fact check this often is compression-resistant
 MIN_GROUP = 3
 MAX_GROUPS_PER_PASS = 50
 _SCHEDULER = Provenance(client_name="mcp-memory", transport="scheduler")
@@ -80,7 +80,7 @@ class LifecycleService:
         evicted = 0
         if evict:
             if cfg.evict_action == "delete":
-                evicted, _ = await self.store.delete(scope, evict)
+                evicted, _ = await self.store.delete(scope, evict, unpinned_only=True)
             else:
                 evicted = await self.store.archive(scope, evict)
         return DecayOutcome(examined=len(rows), evicted=evicted, compress_candidates=compress, aggressive=aggressive)
@@ -95,10 +95,10 @@ class LifecycleService:
 
         The summary is extractive, at most 30% of its sources' tokens, and must keep 85% of their
         identifiers; one that fails is not written, and its sources are marked, so after
-        MAX_FAILURES tries they are left alone (compression-resistant).
+        summarize.MAX_FAILURES tries they are left alone (compression-resistant).
         """
         groups: dict[tuple[str | None, str], list[MemoryRecord]] = {}
-        for record in await self.store.compression_candidates(scope, MAX_FAILURES):
+        for record in await self.store.compression_candidates(scope, summarize.MAX_FAILURES):
             group = (
                 f"task:{record.task_id}"
                 if record.task_id
@@ -118,7 +118,10 @@ class LifecycleService:
             model = await self.embedder.ready()
             await self.store.check_model(scope, model.model_id, model.dim)
             vector = (await self.embedder.passages([summary.text]))[0]
-            await self.store.apply(scope, [self._summary_memory(namespace, members, summary.text, vector, now)], [])
+            try:
+                await self.store.apply(scope, [self._summary_memory(namespace, members, summary.text, vector, now)], [])
+            except ConflictError:
+                continue  # a source was forgotten, pinned or replaced meanwhile: the next pass looks again
             summaries += 1
             summarized += len(members)
         return CompressOutcome(summaries=summaries, summarized=summarized, failed=failed)

@@ -47,7 +47,7 @@ from mcp_memory.models import (
     to_seconds,
 )
 from mcp_memory.redact import redact, redact_value
-from mcp_memory.services import rules, scoring
+from mcp_memory.services import rules, scoring, summarize
 from mcp_memory.services.checks import json_strings, text_field
 from mcp_memory.services.sessions import SessionTracker
 from mcp_memory.storage.sqlite import SqliteStore
@@ -246,6 +246,7 @@ class MemoryService:
         embedded = {i: vectors[j] for j, (i, *_) in enumerate(to_embed)} if vectors is not None else {}
         batch_hash.clear()
         batch_vecs: list[tuple[np.ndarray[Any, Any], str, str, str]] = []  # vector, id, content, kind
+        replaced_in_batch: set[str] = set()
 
         for i, item, content, h in prepared:
             occurred = to_seconds(item.occurred_at) if item.occurred_at else now
@@ -282,10 +283,12 @@ class MemoryService:
                     vector=vector.astype(np.float32).tobytes(),
                     segmented=segment_for_index(content),
                     occurrence=occurrence,
-                    supersedes=tuple(item.supersedes) or tuple(replaces),
+                    supersedes=tuple(item.supersedes),
+                    inferred_supersedes=tuple(r for r in replaces if r not in replaced_in_batch),
                     conflicts=tuple(conflicts),
                 )
             )
+            replaced_in_batch.update(replaces)
             batch_hash[h] = record.id
             batch_vecs.append((vector, record.id, content, item.kind))
             results[i] = RememberItem(index=i, outcome="stored", id=record.id, conflicts_with=conflicts)
@@ -583,7 +586,8 @@ class MemoryService:
         )
         if not found or found[0].level == 0:
             raise NotFoundError("summary", summary_id)
-        return await self.store.undo_summary(scope, summary_id)
+        # The sources stay faded: marked compression-resistant, so the next pass does not redo it.
+        return await self.store.undo_summary(scope, summary_id, resist=summarize.MAX_FAILURES)
 
     async def pinned(self, scope: Scope) -> list[MemoryOut]:
         """Every pinned memory visible in the scope, most important first."""

@@ -18,6 +18,7 @@ from mcp_memory.text import estimate_tokens, identifiers
 
 MAX_RATIO = 0.30
 MIN_COVERAGE = 0.85
+MAX_FAILURES = 3  # a memory whose summaries fail (or are undone) this often is compression-resistant
 # A sentence ends at . ! ? followed by a space (not inside tools/deploy.sh or v2.4.1), or at 。！？.
 _BOUNDARY = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])|\n+")
 

@@ -141,9 +141,11 @@ CREATE TABLE compression_failures (
 ) WITHOUT ROWID;
 """
 
-# (version, script, the oldest code schema that may write a file at this version). Versions 2 to 5
-# only add tables, so code that knows version 1 may still write memories into such a file.
-MIGRATIONS: list[tuple[int, str, int]] = [(1, _V1, 1), (2, _V2, 1), (3, _V3, 1), (4, _V4, 1), (5, _V5, 1)]
+# (version, script, the oldest code schema that may write a file at this version). Versions 2 and 3
+# only add tables, so code that knows version 1 may still write memories into such files.
+# Versions 4 and 5 change what a delete must clean (conflicts, summary lineage): older code may not
+# write such a file.
+MIGRATIONS: list[tuple[int, str, int]] = [(1, _V1, 1), (2, _V2, 1), (3, _V3, 1), (4, _V4, 4), (5, _V5, 5)]
 
 
 def connect_sync(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:

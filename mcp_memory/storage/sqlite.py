@@ -25,7 +25,7 @@ import anyio
 import numpy as np
 import orjson
 
-from mcp_memory.errors import ModelMismatchError, NotFoundError, StorageError
+from mcp_memory.errors import ConflictError, ModelMismatchError, NotFoundError, StorageError
 from mcp_memory.models import Criteria, MemoryRecord, Merge, NewMemory, NewOccurrence, Provenance, Scope
 from mcp_memory.storage.schema import migrate
 from mcp_memory.storage.vectors import IndexRow, Vector, VectorIndex
@@ -209,19 +209,27 @@ class SqliteStore:
         db = await self._db(scope)
         async with db.write_lock:
             conn = db.writer
+            # BEGIN, COMMIT and ROLLBACK are shielded: a cancelled caller (a client's cancel) must never
+            # leave the writer inside an open transaction holding the file's write lock.
             try:
-                await conn.execute("BEGIN IMMEDIATE")
+                with anyio.CancelScope(shield=True):
+                    await conn.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as exc:
                 raise StorageError(f"the data file is busy (another process holds the write lock): {exc}") from exc
             try:
                 yield conn
             except BaseException:
-                await conn.execute("ROLLBACK")
+                with anyio.CancelScope(shield=True):
+                    if conn.in_transaction:
+                        await conn.execute("ROLLBACK")
                 raise
             try:
-                await conn.execute("COMMIT")
+                with anyio.CancelScope(shield=True):
+                    await conn.execute("COMMIT")
             except sqlite3.Error as exc:
-                await conn.execute("ROLLBACK")
+                with anyio.CancelScope(shield=True):
+                    if conn.in_transaction:
+                        await conn.execute("ROLLBACK")
                 raise StorageError(f"write failed: {exc}") from exc
             if db.scrub_pending:
                 db.scrub_pending = not await self._truncate_wal(db, attempts=1)
@@ -514,6 +522,15 @@ class SqliteStore:
                 )
                 if item.summarizes:
                     marks = ",".join("?" * len(item.summarizes))
+                    # The pass read its candidates earlier: a source forgotten, pinned, superseded or
+                    # expired since then must not be summarized (nor its text brought back).
+                    live = await conn.execute_fetchall(
+                        f"SELECT COUNT(*) FROM memories WHERE id IN ({marks}) AND tier = 'active' AND pinned = 0 "
+                        "AND level = 0 AND superseded_by IS NULL AND (expires_at IS NULL OR expires_at > ?)",
+                        [*item.summarizes, rec.created_at],
+                    )
+                    if int(next(iter(live))[0]) != len(item.summarizes):
+                        raise ConflictError("the memories to summarize changed since the pass read them")
                     await conn.executemany(
                         "INSERT OR IGNORE INTO summary_sources(summary_id, source_id) VALUES (?, ?)",
                         [(rec.id, source) for source in item.summarizes],
@@ -534,6 +551,15 @@ class SqliteStore:
                     missing = set(item.supersedes) - {i for _, i in old}
                     if missing:
                         raise NotFoundError("memory", sorted(missing)[0])
+                if item.inferred_supersedes:
+                    # Replaced by the rules, not named by the caller: one already gone or replaced is skipped.
+                    marks = ",".join("?" * len(item.inferred_supersedes))
+                    found = await conn.execute_fetchall(
+                        f"SELECT m.n, m.id FROM memories m WHERE m.id IN ({marks}) AND m.superseded_by IS NULL "
+                        f"AND {where}",
+                        [*item.inferred_supersedes, *params],
+                    )
+                    old.extend((int(r[0]), str(r[1])) for r in found)
                 if rec.key is not None:
                     found = await conn.execute_fetchall(
                         "SELECT n, id FROM memories WHERE key = ? AND namespace IS ? AND superseded_by IS NULL "
@@ -586,7 +612,7 @@ class SqliteStore:
                 [now, *ids],
             )
 
-    async def delete(self, scope: Scope, ns: Sequence[int]) -> tuple[int, bool]:
+    async def delete(self, scope: Scope, ns: Sequence[int], *, unpinned_only: bool = False) -> tuple[int, bool]:
         """Delete memories everywhere and leave no recoverable text (FTS rewrite, WAL truncate).
 
         Returns the count and whether the WAL was emptied now (else at a later commit).
@@ -598,6 +624,28 @@ class SqliteStore:
             for start in range(0, len(ns), 500):
                 chunk = list(ns[start : start + 500])
                 marks = ",".join("?" * len(chunk))
+                if unpinned_only:  # a pass read its rows earlier: a memory pinned since then stays
+                    kept = await conn.execute_fetchall(
+                        f"SELECT n FROM memories WHERE n IN ({marks}) AND pinned = 0", chunk
+                    )
+                    chunk = [int(r[0]) for r in kept]
+                    if not chunk:
+                        continue
+                    marks = ",".join("?" * len(chunk))
+                ids = f"(SELECT id FROM memories WHERE n IN ({marks}))"
+                # The sources of a summary that goes return to the active tier; its lineage goes.
+                await conn.execute(
+                    "INSERT INTO changes(memory_n, op) SELECT n, 'put' FROM memories WHERE id IN "
+                    f"(SELECT source_id FROM summary_sources WHERE summary_id IN {ids})",
+                    chunk,
+                )
+                await conn.execute(
+                    "UPDATE memories SET tier = 'active' WHERE id IN "
+                    f"(SELECT source_id FROM summary_sources WHERE summary_id IN {ids})",
+                    chunk,
+                )
+                for column in ("summary_id", "source_id"):
+                    await conn.execute(f"DELETE FROM summary_sources WHERE {column} IN {ids}", chunk)
                 await conn.execute(f"DELETE FROM memories_fts WHERE rowid IN ({marks})", chunk)
                 for column in ("memory_id", "other_id"):
                     await conn.execute(
@@ -621,6 +669,9 @@ class SqliteStore:
         async with db.write_lock:
             done = await self._truncate_wal(db, attempts=5)
             db.scrub_pending = not done
+        # A migration backup holds the text as it was: forgetting means it goes too.
+        async for backup in anyio.Path(db.path.parent).glob(f"{db.path.stem}.v*.bak.db"):
+            await backup.unlink(missing_ok=True)
         return done
 
     async def _truncate_wal(self, db: _PrincipalDb, attempts: int) -> bool:
@@ -708,7 +759,7 @@ class SqliteStore:
         conn = await self.reader(scope)
         rows = await conn.execute_fetchall(
             f"SELECT {_COLUMNS} FROM memories m WHERE m.tier = 'active' AND m.pinned = 0 AND m.level = 0 "
-            "AND m.superseded_by IS NULL AND m.id NOT IN "
+            "AND m.superseded_by IS NULL AND m.expires_at IS NULL AND m.key IS NULL AND m.id NOT IN "
             "(SELECT memory_id FROM compression_failures WHERE failures >= ?) ORDER BY m.occurred_at, m.n",
             (max_failures,),
         )
@@ -733,8 +784,12 @@ class SqliteStore:
         )
         return [str(r[0]) for r in rows]
 
-    async def undo_summary(self, scope: Scope, summary_id: str) -> list[str]:
-        """Put a summary's sources back in the active tier and delete the summary; returns the sources."""
+    async def undo_summary(self, scope: Scope, summary_id: str, resist: int = 0) -> list[str]:
+        """Put a summary's sources back in the active tier and delete the summary; returns the sources.
+
+        With ``resist`` the sources are marked as having failed compression that often, so an
+        undone summary is not simply made again by the next pass.
+        """
         async with self.transaction(scope) as conn:
             sources = [
                 str(r[0])
@@ -748,6 +803,12 @@ class SqliteStore:
                 await conn.execute(
                     f"INSERT INTO changes(memory_n, op) SELECT n, 'put' FROM memories WHERE id IN ({marks})", sources
                 )
+                if resist:
+                    await conn.executemany(
+                        "INSERT INTO compression_failures(memory_id, failures) VALUES (?, ?) "
+                        "ON CONFLICT(memory_id) DO UPDATE SET failures = MAX(failures, excluded.failures)",
+                        [(source, resist) for source in sources],
+                    )
             await conn.execute("DELETE FROM summary_sources WHERE summary_id = ?", (summary_id,))
             rows = list(await conn.execute_fetchall("SELECT n FROM memories WHERE id = ?", (summary_id,)))
             for (n,) in rows:
