@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import secrets
+import sqlite3
 import time
 import traceback
 from dataclasses import dataclass
@@ -24,7 +25,10 @@ import pytest
 from mcp.client import Client
 
 from mcp_memory.config import load_settings
+from mcp_memory.models import MemoryInput, Scope
 from mcp_memory.server import open_runtime
+from mcp_memory.services.memory import CallContext
+from mcp_memory.storage.sqlite import principal_file
 from tests.conftest import call, row_counts
 
 pytestmark = pytest.mark.slow
@@ -164,3 +168,32 @@ def test_two_processes_share_one_data_directory_without_losing_writes(tmp_path: 
                 child.kill()
                 child.join(timeout=5)
     assert [child.exitcode for child in procs] == [0, 0]
+
+
+@pytest.mark.anyio
+async def test_a_write_cancelled_while_waiting_for_the_lock_leaves_no_open_transaction(tmp_path: Path) -> None:
+    settings = load_settings(data_dir=tmp_path / "data", principal="alice", busy_timeout_ms=5_000)
+    async with open_runtime(settings) as runtime:
+        scope = Scope("alice")
+        stored = await runtime.memory.remember(scope, [MemoryInput(content="A memory to touch")], CallContext())
+        other = sqlite3.connect(principal_file(tmp_path / "data", "alice"), isolation_level=None, timeout=5)
+        other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+        released = anyio.Event()
+
+        async def release_later() -> None:
+            await anyio.sleep(0.5)
+            other.execute("ROLLBACK")
+            released.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(release_later)
+            with anyio.move_on_after(0.1):  # the client cancels while the write waits for the lock
+                await runtime.store.reinforce(scope, [str(stored.items[0].id)], 0.0)
+        other.close()
+        assert released.is_set()
+        writer = (await runtime.store._db(scope)).writer
+        assert not writer.in_transaction
+        again = await runtime.memory.remember(
+            scope, [MemoryInput(content="Writes still work afterwards")], CallContext()
+        )
+        assert again.stored == 1
