@@ -22,6 +22,7 @@ from mcp_memory.config import LifecycleSettings
 from mcp_memory.models import Scope
 from mcp_memory.services.lifecycle import LifecycleService
 from mcp_memory.storage.control import ControlStore
+from mcp_memory.storage.lifecycle import LifecycleStore
 from mcp_memory.storage.sqlite import SqliteStore
 
 log = logging.getLogger(__name__)
@@ -61,7 +62,7 @@ class Scheduler:
         }
         outcome = "done"
         try:
-            for principal in await self.store.known_principals():
+            for principal in await LifecycleStore(self.store).known_principals():
                 # Renew the lease as the pass goes: a long pass must not be taken over while alive.
                 await self.control.acquire("decay", self.holder, now, self.settings.lease_seconds)
                 result = await self.lifecycle.decay(Scope(principal), now)

@@ -9,6 +9,7 @@ from mcp_memory.errors import ConflictError
 from mcp_memory.models import Scope
 from mcp_memory.server import Runtime
 from mcp_memory.services import summarize
+from mcp_memory.storage.lifecycle import LifecycleStore
 from tests.conftest import Clock, call, call_error
 
 pytestmark = pytest.mark.anyio
@@ -126,7 +127,7 @@ async def test_pinned_and_recent_memories_are_not_compressed(runtime: Runtime, c
 async def test_a_source_forgotten_during_a_pass_is_not_brought_back(runtime: Runtime, client: Client) -> None:
     ids = await _store_session(client, SESSION)
     scope = Scope("alice")
-    members = [r for r in await runtime.store.compression_candidates(scope, 3) if r.id in ids]
+    members = [r for r in await LifecycleStore(runtime.store).compression_candidates(scope, 3) if r.id in ids]
     await call(client, "forget", {"ids": [ids[0]], "dry_run": False})  # lands after the pass read its rows
     lifecycle = runtime.scheduler.lifecycle
     vector = (await runtime.embedder.passages(["summary text"]))[0]

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from mcp_memory.errors import InvalidInputError
 from mcp_memory.models import ForgetUserResult, Scope, to_datetime
 from mcp_memory.services.checks import text_field
+from mcp_memory.storage.lifecycle import LifecycleStore
 from mcp_memory.storage.sqlite import SqliteStore
 
 CODE_SECONDS = 300
@@ -24,6 +25,7 @@ CODE_SECONDS = 300
 class ErasureService:
     def __init__(self, store: SqliteStore, clock: Callable[[], float] = time.time) -> None:
         self.store = store
+        self.rows = LifecycleStore(store)
         self.clock = clock
         self._codes: dict[str, tuple[str, float]] = {}
         self._lock = threading.Lock()
@@ -31,7 +33,7 @@ class ErasureService:
     async def forget_user(self, scope: Scope, confirmation_code: str | None = None) -> ForgetUserResult:
         now = self.clock()
         if confirmation_code is None:
-            counts = await self.store.principal_counts(scope)
+            counts = await self.rows.principal_counts(scope)
             code = f"{secrets.token_hex(3)}-{secrets.token_hex(3)}"
             with self._lock:
                 self._codes[scope.principal] = (code, now + CODE_SECONDS)

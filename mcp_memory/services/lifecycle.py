@@ -22,6 +22,7 @@ from mcp_memory.ids import new_id
 from mcp_memory.models import MemoryRecord, NewMemory, NewOccurrence, Provenance, Scope
 from mcp_memory.services import scoring, summarize
 from mcp_memory.services.memory import content_hash
+from mcp_memory.storage.lifecycle import LifecycleStore
 from mcp_memory.storage.sqlite import SqliteStore
 from mcp_memory.text import language, segment_for_index
 
@@ -57,13 +58,14 @@ class CompressOutcome:
 class LifecycleService:
     def __init__(self, store: SqliteStore, embedder: Embedder, settings: LifecycleSettings) -> None:
         self.store = store
+        self.rows = LifecycleStore(store)
         self.embedder = embedder
         self.settings = settings
 
     async def decay(self, scope: Scope, now: float) -> DecayOutcome:
         """One decay pass over the principal's active, unpinned memories (every namespace)."""
         cfg = self.settings
-        rows = await self.store.decay_rows(scope)
+        rows = await self.rows.decay_rows(scope)
         # Over the watermark a pass evicts more: four times the threshold, importance up to 0.7.
         aggressive = len(rows) > cfg.capacity * cfg.watermark
         threshold = min(cfg.evict_threshold * 4, cfg.compress_threshold) if aggressive else cfg.evict_threshold
@@ -82,7 +84,7 @@ class LifecycleService:
             if cfg.evict_action == "delete":
                 evicted, _ = await self.store.delete(scope, evict, unpinned_only=True)
             else:
-                evicted = await self.store.archive(scope, evict)
+                evicted = await self.rows.archive(scope, evict)
         return DecayOutcome(examined=len(rows), evicted=evicted, compress_candidates=compress, aggressive=aggressive)
 
     def _compressible(self, record: MemoryRecord, now: float) -> bool:
@@ -98,7 +100,7 @@ class LifecycleService:
         summarize.MAX_FAILURES tries they are left alone (compression-resistant).
         """
         groups: dict[tuple[str | None, str], list[MemoryRecord]] = {}
-        for record in await self.store.compression_candidates(scope, summarize.MAX_FAILURES):
+        for record in await self.rows.compression_candidates(scope, summarize.MAX_FAILURES):
             group = (
                 f"task:{record.task_id}"
                 if record.task_id
@@ -112,7 +114,7 @@ class LifecycleService:
             texts = [m.content for m in members]
             summary = summarize.extractive(texts)
             if summarize.check(texts, summary) is not None:
-                await self.store.record_compression_failure(scope, [m.id for m in members])
+                await self.rows.record_compression_failure(scope, [m.id for m in members])
                 failed += 1
                 continue
             model = await self.embedder.ready()

@@ -50,6 +50,7 @@ from mcp_memory.redact import redact, redact_value
 from mcp_memory.services import rules, scoring, summarize
 from mcp_memory.services.checks import json_strings, text_field
 from mcp_memory.services.sessions import SessionTracker
+from mcp_memory.storage.lifecycle import LifecycleStore
 from mcp_memory.storage.sqlite import SqliteStore
 from mcp_memory.text import (
     estimate_tokens,
@@ -109,6 +110,7 @@ class MemoryService:
     ) -> None:
         self.clock = clock
         self.store = store
+        self.rows = LifecycleStore(store)
         self.embedder = embedder
         self.limits = limits
         self.config = recall_config
@@ -587,7 +589,7 @@ class MemoryService:
         if not found or found[0].level == 0:
             raise NotFoundError("summary", summary_id)
         # The sources stay faded: marked compression-resistant, so the next pass does not redo it.
-        return await self.store.undo_summary(scope, summary_id, resist=summarize.MAX_FAILURES)
+        return await self.rows.undo_summary(scope, summary_id, resist=summarize.MAX_FAILURES)
 
     async def pinned(self, scope: Scope) -> list[MemoryOut]:
         """Every pinned memory visible in the scope, most important first."""
@@ -700,9 +702,9 @@ class MemoryService:
                 note="dry run: nothing was deleted; call again with dry_run=false to delete these",
             )
         going = {r.id for r in records}
-        for summary_id in await self.store.summaries_of(scope, list(going)):
+        for summary_id in await self.rows.summaries_of(scope, list(going)):
             if summary_id not in going:  # a summary of something forgotten goes too; its other sources return
-                await self.store.undo_summary(scope, summary_id)
+                await self.rows.undo_summary(scope, summary_id)
         deleted, scrubbed = await self.store.delete(scope, [r.rowid for r in records])
         note = "deleted from every table and index; freed pages zeroed and the write-ahead log emptied"
         if not scrubbed:

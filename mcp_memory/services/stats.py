@@ -8,12 +8,14 @@ import time
 from mcp_memory.embed.loader import Embedder, models_loaded
 from mcp_memory.models import Scope, StatsResult
 from mcp_memory.storage.control import ControlStore
+from mcp_memory.storage.lifecycle import LifecycleStore
 from mcp_memory.storage.sqlite import SqliteStore
 
 
 class StatsService:
     def __init__(self, store: SqliteStore, embedder: Embedder, control: ControlStore) -> None:
         self.store = store
+        self.rows = LifecycleStore(store)
         self.embedder = embedder
         self.control = control
         self.started = time.monotonic()
@@ -22,8 +24,8 @@ class StatsService:
         model_id, dim = await self.store.stored_model(scope)
         return StatsResult(
             principal_file=str(self.store.path_for(scope)),
-            memories=await self.store.tier_counts(scope),
-            tables=await self.store.principal_counts(scope),
+            memories=await self.rows.tier_counts(scope),
+            tables=await self.rows.principal_counts(scope),
             vector_index_rows=self.store.index_size(scope),
             embedding_model=model_id,
             embedding_dimension=dim,

@@ -30,7 +30,7 @@ from mcp_memory.models import Criteria, MemoryRecord, Merge, NewMemory, NewOccur
 from mcp_memory.storage.schema import migrate
 from mcp_memory.storage.vectors import IndexRow, Vector, VectorIndex
 
-_COLUMNS = (
+MEMORY_COLUMNS = (
     "n, id, namespace, kind, content, key, tags, metadata, importance, pinned, occurred_at, created_at, "
     "last_accessed_at, access_count, valid_from, valid_to, superseded_by, expires_at, tier, level, language, "
     "session_key, task_id, client_name, client_version, transport, content_hash"
@@ -44,7 +44,7 @@ def principal_file(data_dir: Path, principal: str) -> Path:
     return data_dir / "principals" / f"{slug}-{digest}.db"
 
 
-def _row_to_record(row: Sequence[Any]) -> MemoryRecord:
+def row_to_record(row: Sequence[Any]) -> MemoryRecord:
     return MemoryRecord(
         rowid=row[0],
         id=row[1],
@@ -74,7 +74,7 @@ def _row_to_record(row: Sequence[Any]) -> MemoryRecord:
     )
 
 
-def _visible(scope: Scope, criteria: Criteria, now: float, alias: str = "m") -> tuple[str, list[Any]]:
+def visible_clause(scope: Scope, criteria: Criteria, now: float, alias: str = "m") -> tuple[str, list[Any]]:
     """The WHERE clause that keeps a query inside the scope and the criteria."""
     clauses: list[str] = []
     params: list[Any] = []
@@ -357,7 +357,7 @@ class SqliteStore:
 
     async def eligible(self, scope: Scope, criteria: Criteria, now: float) -> list[int]:
         db = await self._db(scope)
-        where, params = _visible(scope, criteria, now)
+        where, params = visible_clause(scope, criteria, now)
         rows = await db.reader.execute_fetchall(f"SELECT m.n FROM memories m WHERE {where}", params)
         return [int(r[0]) for r in rows]
 
@@ -368,7 +368,7 @@ class SqliteStore:
         if not terms:
             return []
         db = await self._db(scope)
-        where, params = _visible(scope, criteria, now)
+        where, params = visible_clause(scope, criteria, now)
         sql = (
             "SELECT memories_fts.rowid, bm25(memories_fts) AS score FROM memories_fts "
             "JOIN memories m ON m.n = memories_fts.rowid "
@@ -391,16 +391,16 @@ class SqliteStore:
         order: str = "m.n",
     ) -> list[MemoryRecord]:
         db = await self._db(scope)
-        where, params = _visible(scope, criteria, now)
+        where, params = visible_clause(scope, criteria, now)
         if ns is not None:
             if not ns:
                 return []
             where += f" AND m.n IN ({','.join('?' * len(ns))})"
             params.extend(ns)
-        sql = f"SELECT {_COLUMNS} FROM memories m WHERE {where} ORDER BY {order}"
+        sql = f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE {where} ORDER BY {order}"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
-        records = [_row_to_record(r) for r in await db.reader.execute_fetchall(sql, params)]
+        records = [row_to_record(r) for r in await db.reader.execute_fetchall(sql, params)]
         await self._attach_occurrences(db, records)
         return records
 
@@ -468,7 +468,7 @@ class SqliteStore:
         """
         now = time.time()
         superseded: dict[str, list[str]] = {}
-        where, params = _visible(scope, Criteria(include_expired=True, include_archived=True), now)
+        where, params = visible_clause(scope, Criteria(include_expired=True, include_archived=True), now)
         async with self.transaction(scope) as conn:
             for item in inserts:
                 rec = item.record
@@ -726,147 +726,9 @@ class SqliteStore:
             await backup.unlink(missing_ok=True)
         return counts
 
-    async def known_principals(self) -> list[str]:
-        """Every principal with a file in the data directory (for the scheduler)."""
-
-        def read() -> list[str]:
-            names = []
-            for path in sorted((self.data_dir / "principals").glob("*.db")):
-                conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=self.busy_timeout_ms / 1000)
-                try:
-                    row = conn.execute("SELECT value FROM meta WHERE key = 'principal'").fetchone()
-                except sqlite3.Error:
-                    row = None
-                finally:
-                    conn.close()
-                if row is not None:
-                    names.append(str(row[0]))
-            return names
-
-        return await anyio.to_thread.run_sync(read)
-
-    async def decay_rows(self, scope: Scope) -> list[tuple[int, float, int, float]]:
-        """(n, importance, access_count, last access or creation) of every active, unpinned memory."""
-        conn = await self.reader(scope)
-        rows = await conn.execute_fetchall(
-            "SELECT n, importance, access_count, COALESCE(last_accessed_at, created_at) FROM memories "
-            "WHERE tier = 'active' AND pinned = 0"
-        )
-        return [(int(r[0]), float(r[1]), int(r[2]), float(r[3])) for r in rows]
-
-    async def compression_candidates(self, scope: Scope, max_failures: int) -> list[MemoryRecord]:
-        """Active, unpinned raw (L0) memories of every namespace, but those that resisted compression."""
-        conn = await self.reader(scope)
-        rows = await conn.execute_fetchall(
-            f"SELECT {_COLUMNS} FROM memories m WHERE m.tier = 'active' AND m.pinned = 0 AND m.level = 0 "
-            "AND m.superseded_by IS NULL AND m.expires_at IS NULL AND m.key IS NULL AND m.id NOT IN "
-            "(SELECT memory_id FROM compression_failures WHERE failures >= ?) ORDER BY m.occurred_at, m.n",
-            (max_failures,),
-        )
-        return [_row_to_record(r) for r in rows]
-
-    async def record_compression_failure(self, scope: Scope, ids: Sequence[str]) -> None:
-        async with self.transaction(scope) as conn:
-            await conn.executemany(
-                "INSERT INTO compression_failures(memory_id, failures) VALUES (?, 1) "
-                "ON CONFLICT(memory_id) DO UPDATE SET failures = failures + 1",
-                [(i,) for i in ids],
-            )
-
-    async def summaries_of(self, scope: Scope, source_ids: Sequence[str]) -> list[str]:
-        """The summaries built from any of ``source_ids``."""
-        if not source_ids:
-            return []
-        conn = await self.reader(scope)
-        rows = await conn.execute_fetchall(
-            f"SELECT DISTINCT summary_id FROM summary_sources WHERE source_id IN ({','.join('?' * len(source_ids))})",
-            list(source_ids),
-        )
-        return [str(r[0]) for r in rows]
-
-    async def undo_summary(self, scope: Scope, summary_id: str, resist: int = 0) -> list[str]:
-        """Put a summary's sources back in the active tier and delete the summary; returns the sources.
-
-        With ``resist`` the sources are marked as having failed compression that often, so an
-        undone summary is not simply made again by the next pass.
-        """
-        async with self.transaction(scope) as conn:
-            sources = [
-                str(r[0])
-                for r in await conn.execute_fetchall(
-                    "SELECT source_id FROM summary_sources WHERE summary_id = ?", (summary_id,)
-                )
-            ]
-            if sources:
-                marks = ",".join("?" * len(sources))
-                await conn.execute(f"UPDATE memories SET tier = 'active' WHERE id IN ({marks})", sources)
-                await conn.execute(
-                    f"INSERT INTO changes(memory_n, op) SELECT n, 'put' FROM memories WHERE id IN ({marks})", sources
-                )
-                if resist:
-                    await conn.executemany(
-                        "INSERT INTO compression_failures(memory_id, failures) VALUES (?, ?) "
-                        "ON CONFLICT(memory_id) DO UPDATE SET failures = MAX(failures, excluded.failures)",
-                        [(source, resist) for source in sources],
-                    )
-            await conn.execute("DELETE FROM summary_sources WHERE summary_id = ?", (summary_id,))
-            rows = list(await conn.execute_fetchall("SELECT n FROM memories WHERE id = ?", (summary_id,)))
-            for (n,) in rows:
-                await conn.execute("DELETE FROM memories_fts WHERE rowid = ?", (n,))
-                await conn.execute("DELETE FROM memories WHERE n = ?", (n,))
-                await conn.execute("INSERT INTO changes(memory_n, op) VALUES (?, 'del')", (n,))
-        return sources
-
-    async def archive(self, scope: Scope, ns: Sequence[int]) -> int:
-        """Move memories to the archive tier (kept, out of default recall)."""
-        archived = 0
-        async with self.transaction(scope) as conn:
-            for start in range(0, len(ns), 500):
-                chunk = list(ns[start : start + 500])
-                marks = ",".join("?" * len(chunk))
-                cursor = await conn.execute(
-                    f"UPDATE memories SET tier = 'archived' WHERE n IN ({marks}) AND pinned = 0", chunk
-                )
-                archived += cursor.rowcount
-                await conn.executemany("INSERT INTO changes(memory_n, op) VALUES (?, 'put')", [(n,) for n in chunk])
-        return archived
-
-    async def tier_counts(self, scope: Scope) -> dict[str, int]:
-        """Memories visible in the scope by tier, level and state (superseded, expired, pinned)."""
-        conn = await self.reader(scope)
-        where, params = _visible(
-            scope, Criteria(include_superseded=True, include_archived=True, include_expired=True), time.time()
-        )
-        rows = await conn.execute_fetchall(
-            f"SELECT m.tier, m.level, m.superseded_by IS NOT NULL, m.pinned, COUNT(*) FROM memories m WHERE {where} "
-            "GROUP BY 1, 2, 3, 4",
-            params,
-        )
-        counts: dict[str, int] = {}
-        for tier, level, superseded, pinned, count in rows:
-            for key in (
-                f"tier:{tier}",
-                f"level:L{level}",
-                "superseded" if superseded else "current",
-                "pinned" if pinned else "unpinned",
-            ):
-                counts[key] = counts.get(key, 0) + int(count)
-        return counts
-
     def index_size(self, scope: Scope) -> int | None:
         db = self._dbs.get(scope.principal)
         return len(db.index) if db is not None and db.index is not None else None
-
-    async def principal_counts(self, scope: Scope) -> dict[str, int]:
-        """What the principal has, table by table (every namespace)."""
-        conn = await self.reader(scope)
-        counts: dict[str, int] = {}
-        for table in ("memories", "occurrences", "vectors", "memory_tags", "tasks", "checkpoints"):
-            counts[table] = int(next(iter(await conn.execute_fetchall(f"SELECT COUNT(*) FROM {table}")))[0])
-        counts["pinned"] = int(
-            next(iter(await conn.execute_fetchall("SELECT COUNT(*) FROM memories WHERE pinned = 1")))[0]
-        )
-        return counts
 
     async def replace_vectors(self, scope: Scope, vectors: Sequence[tuple[int, bytes]]) -> None:
         async with self.transaction(scope) as conn:
@@ -889,7 +751,9 @@ class SqliteStore:
 
     async def export_rows(self, scope: Scope) -> list[MemoryRecord]:
         db = await self._db(scope)
-        records = [_row_to_record(r) for r in await db.reader.execute_fetchall(f"SELECT {_COLUMNS} FROM memories m")]
+        records = [
+            row_to_record(r) for r in await db.reader.execute_fetchall(f"SELECT {MEMORY_COLUMNS} FROM memories m")
+        ]
         await self._attach_occurrences(db, records)
         return records
 
