@@ -104,6 +104,27 @@ class LifecycleSettings(_Section):
     watermark: float = Field(0.8, gt=0, le=1, description="above capacity x watermark, passes get aggressive")
 
 
+class LlmSettings(_Section):
+    """An OpenAI-compatible chat API for summaries (off by default; never on the recall path)."""
+
+    enabled: bool = False
+    base_url: str = "https://api.deepseek.com"
+    model: str = "deepseek-chat"
+    api_key_env: str = "DEEPSEEK_API_KEY"
+    timeout_seconds: float = Field(30.0, gt=0)
+    max_retries: int = Field(3, ge=0, le=10)
+    temperature: float = Field(0.1, ge=0, le=2)
+    calls_per_scope_per_day: int = Field(200, ge=0)
+    tokens_per_scope_per_day: int = Field(200_000, ge=0)
+    breaker_failures: int = Field(5, ge=1, description="consecutive failures that open the circuit")
+    breaker_cooldown_seconds: float = Field(300.0, gt=0)
+
+    @property
+    def api_key(self) -> SecretStr | None:
+        value = os.environ.get(self.api_key_env)
+        return SecretStr(value) if value else None
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX,
@@ -123,6 +144,7 @@ class Settings(BaseSettings):
     embedding: EmbeddingSettings = EmbeddingSettings()
     recall: RecallSettings = RecallSettings()
     lifecycle: LifecycleSettings = LifecycleSettings()
+    llm: LlmSettings = LlmSettings()
 
     @field_validator("data_dir")
     @classmethod
@@ -181,6 +203,7 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
 def _reject_unknown_env() -> None:
     known = {ENV_PREFIX + name.upper() for name in Settings.model_fields} | {CONFIG_ENV}
     known.add(EmbeddingSettings().api_key_env)
+    known.add(LlmSettings().api_key_env)
     for key in os.environ:
         if key.startswith(ENV_PREFIX) and key.split("__")[0] not in known:
             raise InvalidInputError("config", f"unknown environment variable {key!r}; unset it or fix its name")

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
@@ -17,20 +15,7 @@ from mcp_memory.models import MemoryBrief, MemoryOut
 from mcp_memory.scope import ScopeResolver
 from mcp_memory.services.memory import MemoryService
 from mcp_memory.services.tasks import TaskService
-
-_HERE = Path(__file__).parent
-# In a wheel the folder is packaged as mcp_memory/prompts_text; in a checkout it is ../prompts.
-_FOLDERS = (_HERE / "prompts_text", _HERE.parent / "prompts")
-
-
-@functools.cache
-def template(name: str) -> str:
-    """The prompt text called ``name`` (prompts/<name>.md)."""
-    for folder in _FOLDERS:
-        path = folder / f"{name}.md"
-        if path.is_file():
-            return path.read_text(encoding="utf-8")
-    raise FileNotFoundError(f"prompt template {name!r} is missing from {', '.join(str(f) for f in _FOLDERS)}")
+from mcp_memory.templates import template
 
 
 def _bullets(items: list[str]) -> str:

@@ -20,6 +20,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp_memory import __version__
 from mcp_memory.config import Settings, pin_native_threads
 from mcp_memory.embed.loader import Embedder, EmbedderConfig
+from mcp_memory.llm.client import LlmClient, LlmConfig
 from mcp_memory.models import Scope
 from mcp_memory.prompts import register_prompts
 from mcp_memory.redact import RedactingFilter
@@ -82,6 +83,34 @@ def embedder_config(settings: Settings) -> EmbedderConfig:
     )
 
 
+def llm_client(settings: Settings, clock: Callable[[], float]) -> LlmClient | None:
+    """The LLM when it is enabled and its key is in the environment; otherwise the fallbacks run."""
+    cfg = settings.llm
+    if not cfg.enabled:
+        return None
+    key = cfg.api_key
+    if key is None:
+        logging.getLogger(__name__).warning(
+            "llm.enabled is true but %s is not set: summaries use the deterministic fallback", cfg.api_key_env
+        )
+        return None
+    return LlmClient(
+        LlmConfig(
+            base_url=cfg.base_url,
+            model=cfg.model,
+            api_key=key.get_secret_value(),
+            timeout_seconds=cfg.timeout_seconds,
+            max_retries=cfg.max_retries,
+            temperature=cfg.temperature,
+            calls_per_scope_per_day=cfg.calls_per_scope_per_day,
+            tokens_per_scope_per_day=cfg.tokens_per_scope_per_day,
+            breaker_failures=cfg.breaker_failures,
+            breaker_cooldown_seconds=cfg.breaker_cooldown_seconds,
+        ),
+        clock=clock,
+    )
+
+
 @dataclass
 class Runtime:
     settings: Settings
@@ -140,7 +169,7 @@ async def open_runtime(
         scheduler = Scheduler(
             store,
             ControlStore(settings.data_dir, settings.busy_timeout_ms),
-            LifecycleService(store, embedder, settings.lifecycle),
+            LifecycleService(store, embedder, settings.lifecycle, llm=llm_client(settings, clock)),
             settings.lifecycle,
             clock=clock,
         )

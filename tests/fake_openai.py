@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import math
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -32,9 +33,15 @@ def fake_vector(text: str) -> list[float]:
 
 @dataclass
 class FakeOpenAI:
+    """``chat_script`` is consumed one step per chat request: ("json", obj), ("text", str),
+    ("status", code) or ("sleep", seconds); when it is empty the reply is ``chat_default``."""
+
     base_url: str
     authorizations: list[str] = field(default_factory=list)
     fail_with: int | None = None
+    chat_script: list[tuple[str, Any]] = field(default_factory=list)
+    chat_default: tuple[str, Any] = ("json", {"summary": ""})
+    chat_prompts: list[str] = field(default_factory=list)
 
 
 @contextmanager
@@ -51,6 +58,9 @@ def fake_openai_server() -> Iterator[FakeOpenAI]:
             if state.fail_with is not None:
                 self._send(state.fail_with, {"error": {"message": "upstream is down", "type": "server_error"}})
                 return
+            if self.path == "/v1/chat/completions":
+                self._chat(body)
+                return
             if self.path != "/v1/embeddings":
                 self._send(404, {"error": {"message": f"no route {self.path}"}})
                 return
@@ -63,6 +73,30 @@ def fake_openai_server() -> Iterator[FakeOpenAI]:
                     "data": data,
                     "model": body["model"],
                     "usage": {"prompt_tokens": 1, "total_tokens": 1},
+                },
+            )
+
+        def _chat(self, body: dict[str, Any]) -> None:
+            state.chat_prompts.append(str(body["messages"][-1]["content"]))
+            step, value = state.chat_script.pop(0) if state.chat_script else state.chat_default
+            if step == "sleep":
+                time.sleep(float(value))
+                step, value = state.chat_default
+            if step == "status":
+                self._send(int(value), {"error": {"message": "scripted failure", "type": "server_error"}})
+                return
+            content = orjson.dumps(value).decode() if step == "json" else str(value)
+            self._send(
+                200,
+                {
+                    "id": "chatcmpl-fake",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": body["model"],
+                    "choices": [
+                        {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}
+                    ],
+                    "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
                 },
             )
 

@@ -10,6 +10,7 @@ Pinned memories never decay. The curve is ``scoring.retention``, the one recall'
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 
@@ -17,15 +18,18 @@ import numpy as np
 
 from mcp_memory.config import LifecycleSettings
 from mcp_memory.embed.loader import Embedder
-from mcp_memory.errors import ConflictError
+from mcp_memory.errors import ConflictError, UpstreamError
 from mcp_memory.ids import new_id
+from mcp_memory.llm.client import LlmClient
 from mcp_memory.models import MemoryRecord, NewMemory, NewOccurrence, Provenance, Scope
 from mcp_memory.services import scoring, summarize
 from mcp_memory.services.memory import content_hash
 from mcp_memory.storage.lifecycle import LifecycleStore
 from mcp_memory.storage.sqlite import SqliteStore
-from mcp_memory.text import language, segment_for_index
+from mcp_memory.templates import template
+from mcp_memory.text import estimate_tokens, language, normalize, segment_for_index
 
+log = logging.getLogger(__name__)
 MIN_GROUP = 3
 MAX_GROUPS_PER_PASS = 50
 _SCHEDULER = Provenance(client_name="mcp-memory", transport="scheduler")
@@ -56,7 +60,10 @@ class CompressOutcome:
 
 
 class LifecycleService:
-    def __init__(self, store: SqliteStore, embedder: Embedder, settings: LifecycleSettings) -> None:
+    def __init__(
+        self, store: SqliteStore, embedder: Embedder, settings: LifecycleSettings, llm: LlmClient | None = None
+    ) -> None:
+        self.llm = llm
         self.store = store
         self.rows = LifecycleStore(store)
         self.embedder = embedder
@@ -112,7 +119,7 @@ class LifecycleService:
         eligible = [(key, members) for key, members in groups.items() if len(members) >= MIN_GROUP]
         for (namespace, _), members in eligible[:MAX_GROUPS_PER_PASS]:
             texts = [m.content for m in members]
-            summary = summarize.extractive(texts)
+            summary = await self._summarize(scope, texts)
             if summarize.check(texts, summary) is not None:
                 await self.rows.record_compression_failure(scope, [m.id for m in members])
                 failed += 1
@@ -127,6 +134,32 @@ class LifecycleService:
             summaries += 1
             summarized += len(members)
         return CompressOutcome(summaries=summaries, summarized=summarized, failed=failed)
+
+    async def _summarize(self, scope: Scope, texts: list[str]) -> summarize.Summary:
+        """The LLM's summary when it is configured, answers and passes the check; else the extractive one."""
+        if self.llm is not None:
+            source_tokens = sum(estimate_tokens(t) for t in texts)
+            prompt = template("summarize").format(
+                max_tokens=int(source_tokens * summarize.MAX_RATIO),
+                memories="\n".join(f"- {t}" for t in texts),
+            )
+            try:
+                answer = await self.llm.complete_json(scope.principal, prompt)
+            except UpstreamError as exc:
+                log.info("LLM summary unavailable, using the extractive one: %s", exc)
+            else:
+                text = normalize(str(answer.get("summary", "")))
+                candidate = summarize.Summary(
+                    text=text,
+                    tokens=estimate_tokens(text) if text else 0,
+                    source_tokens=source_tokens,
+                    coverage=summarize.coverage(texts, text),
+                )
+                problem = summarize.check(texts, candidate)
+                if problem is None:
+                    return candidate
+                log.info("LLM summary rejected (%s); using the extractive one", problem)
+        return summarize.extractive(texts)
 
     @staticmethod
     def _summary_memory(

@@ -1,0 +1,1 @@
+"""The optional LLM: an OpenAI-compatible chat API used off the request path."""

@@ -1,0 +1,141 @@
+"""LlmClient: JSON completions from an OpenAI-compatible chat API, bounded and fail-safe.
+
+Every prompt passes through the redactor. Calls time out, are retried with exponential backoff on
+timeouts, 429 and 5xx, count against a per-principal daily budget of calls and tokens, and stop
+for a cool-down after repeated failures (a circuit breaker). Every failure is an UpstreamError,
+so the caller keeps its data and falls back or retries later.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import orjson
+
+from mcp_memory.errors import UpstreamError
+from mcp_memory.redact import redact
+
+if TYPE_CHECKING:  # the openai package is imported only when an LLM is configured
+    from openai.types.chat import ChatCompletionMessageParam
+
+
+@dataclass(frozen=True)
+class LlmConfig:
+    base_url: str
+    model: str
+    api_key: str | None
+    timeout_seconds: float = 30.0
+    max_retries: int = 3
+    temperature: float = 0.1
+    calls_per_scope_per_day: int = 200
+    tokens_per_scope_per_day: int = 200_000
+    breaker_failures: int = 5
+    breaker_cooldown_seconds: float = 300.0
+    backoff_seconds: float = 0.5
+
+
+@dataclass
+class _Usage:
+    day: int = -1
+    calls: int = 0
+    tokens: int = 0
+
+
+@dataclass
+class LlmStats:
+    calls: int = 0
+    failures: int = 0
+    tokens: int = 0
+    refused_by_budget: int = 0
+    refused_by_breaker: int = 0
+    usage: dict[str, _Usage] = field(default_factory=dict)
+
+
+class LlmClient:
+    def __init__(self, config: LlmConfig, clock: Callable[[], float] = time.time) -> None:
+        import openai
+
+        self.config = config
+        self.clock = clock
+        self._openai = openai
+        self._client = openai.AsyncOpenAI(
+            base_url=config.base_url,
+            api_key=config.api_key or "unused",
+            timeout=config.timeout_seconds,
+            max_retries=0,  # retries are ours: counted, backed off and bounded
+        )
+        self.stats = LlmStats()
+        self._consecutive_failures = 0
+        self._open_until = 0.0
+
+    def _budget(self, principal: str) -> _Usage:
+        day = int(self.clock() // 86400)
+        usage = self.stats.usage.setdefault(principal, _Usage())
+        if usage.day != day:
+            usage.day, usage.calls, usage.tokens = day, 0, 0
+        return usage
+
+    async def complete_json(self, principal: str, prompt: str) -> dict[str, Any]:
+        """One JSON object from the model for ``prompt`` (redacted first), or UpstreamError."""
+        cfg = self.config
+        now = self.clock()
+        if now < self._open_until:
+            self.stats.refused_by_breaker += 1
+            raise UpstreamError(
+                f"the LLM is paused after repeated failures; it is tried again after {self._open_until - now:.0f} s"
+            )
+        usage = self._budget(principal)
+        if usage.calls >= cfg.calls_per_scope_per_day or usage.tokens >= cfg.tokens_per_scope_per_day:
+            self.stats.refused_by_budget += 1
+            raise UpstreamError(
+                "the LLM budget of this principal is used up for today (llm.calls_per_scope_per_day, "
+                "llm.tokens_per_scope_per_day)"
+            )
+        messages: list[ChatCompletionMessageParam] = [{"role": "user", "content": redact(prompt)}]
+        last: Exception | None = None
+        for attempt in range(cfg.max_retries + 1):
+            if attempt:
+                await anyio.sleep(cfg.backoff_seconds * 2 ** (attempt - 1))
+            usage.calls += 1
+            self.stats.calls += 1
+            try:
+                response = await self._client.chat.completions.create(
+                    model=cfg.model,
+                    messages=messages,
+                    temperature=cfg.temperature,
+                    response_format={"type": "json_object"},
+                )
+            except (
+                self._openai.APITimeoutError,
+                self._openai.APIConnectionError,
+                self._openai.RateLimitError,
+                self._openai.InternalServerError,
+            ) as exc:
+                last = exc
+                continue  # worth another try
+            except self._openai.OpenAIError as exc:
+                last = exc
+                break  # a 4xx other than 429: trying again will not help
+            spent = response.usage.total_tokens if response.usage else 0
+            usage.tokens += spent
+            self.stats.tokens += spent
+            text = response.choices[0].message.content if response.choices else None
+            try:
+                parsed = orjson.loads(text or "")
+            except orjson.JSONDecodeError:
+                last = UpstreamError("the LLM answered with something that is not JSON")
+                continue
+            if not isinstance(parsed, dict):
+                last = UpstreamError("the LLM answered JSON that is not an object")
+                continue
+            self._consecutive_failures = 0
+            return parsed
+        self.stats.failures += 1
+        self._consecutive_failures += 1
+        if self._consecutive_failures >= cfg.breaker_failures:
+            self._open_until = self.clock() + cfg.breaker_cooldown_seconds
+        raise UpstreamError(f"the LLM call failed: {type(last).__name__}: {last}") from None

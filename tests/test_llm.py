@@ -1,0 +1,158 @@
+"""The optional LLM through the real openai client against a local fake OpenAI-compatible server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp.client import Client
+
+from mcp_memory.config import load_settings
+from mcp_memory.errors import UpstreamError
+from mcp_memory.llm.client import LlmClient, LlmConfig
+from mcp_memory.server import open_runtime
+from tests.conftest import Clock, call
+from tests.fake_openai import FakeOpenAI, fake_openai_server
+
+pytestmark = pytest.mark.anyio
+HOUR = 3600.0
+KEY = "sk-test-llm-key-0123456789abcdefghij"
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
+    monkeypatch.setenv("TEST_MCP_MEMORY_LLM_KEY", KEY)
+    with fake_openai_server() as server:
+        yield server
+
+
+def _client(fake: FakeOpenAI, clock: Clock, **overrides: Any) -> LlmClient:
+    config = LlmConfig(
+        base_url=fake.base_url, model="fake-chat", api_key=KEY, timeout_seconds=1.0, backoff_seconds=0.01
+    )
+    return LlmClient(replace(config, **overrides), clock=clock)
+
+
+async def test_a_good_answer_is_parsed_and_the_prompt_is_redacted(fake: FakeOpenAI, clock: Clock) -> None:
+    fake.chat_script = [("json", {"summary": "ok"})]
+    llm = _client(fake, clock)
+    assert await llm.complete_json("alice", "Summarize this. The key is sk-proj-" + "S" * 40) == {"summary": "ok"}
+    assert "sk-proj-SSSS" not in fake.chat_prompts[-1]
+    assert "[REDACTED:openai-key]" in fake.chat_prompts[-1]
+    assert fake.authorizations[-1] == f"Bearer {KEY}"
+
+
+async def test_429_500_timeouts_and_malformed_json_are_retried(fake: FakeOpenAI, clock: Clock) -> None:
+    fake.chat_script = [
+        ("status", 429),
+        ("status", 500),
+        ("sleep", 1.5),
+        ("text", "not json {"),
+        ("json", {"summary": "finally"}),
+    ]
+    llm = _client(fake, clock, max_retries=4)
+    assert await llm.complete_json("alice", "p") == {"summary": "finally"}
+    assert llm.stats.calls == 5
+
+
+async def test_a_call_that_keeps_failing_is_an_upstream_error(fake: FakeOpenAI, clock: Clock) -> None:
+    fake.chat_default = ("status", 500)
+    llm = _client(fake, clock, max_retries=2)
+    with pytest.raises(UpstreamError, match="LLM call failed"):
+        await llm.complete_json("alice", "p")
+    assert llm.stats.calls == 3
+
+
+async def test_the_budget_per_principal_is_enforced(fake: FakeOpenAI, clock: Clock) -> None:
+    fake.chat_default = ("json", {"summary": "x"})
+    llm = _client(fake, clock, calls_per_scope_per_day=2)
+    await llm.complete_json("alice", "p")
+    await llm.complete_json("alice", "p")
+    with pytest.raises(UpstreamError, match="budget"):
+        await llm.complete_json("alice", "p")
+    await llm.complete_json("bob", "p")  # another principal has its own budget
+    clock.advance(86_400)
+    await llm.complete_json("alice", "p")  # a new day
+    assert llm.stats.refused_by_budget == 1
+
+
+async def test_the_circuit_opens_after_repeated_failures_and_closes_after_the_cool_down(
+    fake: FakeOpenAI, clock: Clock
+) -> None:
+    fake.chat_default = ("status", 500)
+    llm = _client(fake, clock, max_retries=0, breaker_failures=2, breaker_cooldown_seconds=60)
+    for _ in range(2):
+        with pytest.raises(UpstreamError):
+            await llm.complete_json("alice", "p")
+    calls = llm.stats.calls
+    with pytest.raises(UpstreamError, match="paused"):
+        await llm.complete_json("alice", "p")
+    assert llm.stats.calls == calls  # not even tried
+    clock.advance(61)
+    fake.chat_default = ("json", {"summary": "back"})
+    assert await llm.complete_json("alice", "p") == {"summary": "back"}
+
+
+SESSION_ZH = [
+    "我们决定下周三把计费数据库迁移到PostgreSQL 16，因为需要JSONB。",
+    "今天中午大家聊了很久去哪里吃饭，最后也没有决定，又说了很多天气的事情。",
+    "部署脚本在tools/migrate_billing.py，必须在发布之前运行。",
+    "有人说厨房新的咖啡机煮出来的咖啡有点苦，大家又讨论了很久换哪种豆子。",
+    "周末看的那部电影太长了，结尾拖沓，爆米花也太咸，大家一直聊到很晚才散。",
+    "下午茶的时候又聊起了团建应该去山里还是海边，讨论了一个小时还是没有结论，最后说下次再说吧。",
+    "有人抱怨办公室空调太冷，大家又开始讨论要不要换一个座位，以及冬天要不要带毯子来上班。",
+    "午休时几个人聊起各自家里的猫狗，谁家的猫最挑食，谁家的狗最怕打雷，说了很久很久。",
+]
+
+
+async def _compress_with(data_dir: Path, fake: FakeOpenAI, clock: Clock) -> dict[str, object]:
+    settings = load_settings(
+        data_dir=data_dir,
+        principal="alice",
+        llm={
+            "enabled": True,
+            "base_url": fake.base_url,
+            "model": "fake-chat",
+            "api_key_env": "TEST_MCP_MEMORY_LLM_KEY",
+            "timeout_seconds": 1.0,
+            "max_retries": 1,
+        },
+    )
+    async with open_runtime(settings, clock=clock) as runtime, Client(runtime.mcp, mode="legacy") as client:
+        await call(
+            client,
+            "remember",
+            {"memories": [{"content": t, "session_id": "s-zh", "importance": 0.5} for t in SESSION_ZH]},
+        )
+        clock.advance(300 * HOUR)
+        await runtime.scheduler.run_once()
+        hits = (await call(client, "recall", {"query": "计费数据库迁移", "reinforce": False}))["hits"]
+        return dict(hits[0])
+
+
+async def test_a_chinese_session_gets_the_llms_chinese_summary_with_identifiers(
+    data_dir: Path, fake: FakeOpenAI, clock: Clock
+) -> None:
+    summary = "下周三将计费数据库迁移到PostgreSQL 16；发布前运行tools/migrate_billing.py。"
+    fake.chat_default = ("json", {"summary": summary})
+    hit = await _compress_with(data_dir, fake, clock)
+    assert hit["level"] == 1
+    assert hit["text"] == summary
+    assert hit["language"] == "zh"
+    assert "PostgreSQL 16" in fake.chat_prompts[-1]  # the sources went to the LLM
+
+
+async def test_a_failing_or_unfaithful_llm_falls_back_and_loses_nothing(
+    data_dir: Path, fake: FakeOpenAI, clock: Clock
+) -> None:
+    fake.chat_default = ("json", {"summary": "迁移数据库。"})  # drops the identifiers: rejected
+    hit = await _compress_with(data_dir / "a", fake, clock)
+    assert hit["level"] == 1
+    assert "PostgreSQL 16" in str(hit["text"])  # the extractive fallback kept them
+    fake.chat_default = ("status", 500)
+    hit = await _compress_with(data_dir / "b", fake, clock)
+    assert hit["level"] == 1
+    assert "tools/migrate_billing.py" in str(hit["text"])
