@@ -404,38 +404,35 @@ class SqliteStore:
         await self._attach_occurrences(db, records)
         return records
 
+    @staticmethod
+    async def _rows_in(db: _PrincipalDb, sql: str, keys: Sequence[Any]) -> list[Any]:
+        """Run ``sql`` (with a ``{marks}`` placeholder for an IN list) over ``keys`` in chunks."""
+        rows: list[Any] = []
+        for start in range(0, len(keys), 500):
+            chunk = list(keys[start : start + 500])
+            rows.extend(await db.reader.execute_fetchall(sql.format(marks=",".join("?" * len(chunk))), chunk))
+        return rows
+
     async def _attach_occurrences(self, db: _PrincipalDb, records: list[MemoryRecord]) -> None:
+        """Occurrence ids, conflicts and summary sources: what a record carries besides its row."""
         if not records:
             return
         by_n = {r.rowid: r for r in records}
-        keys = list(by_n)
-        for start in range(0, len(keys), 500):
-            chunk = keys[start : start + 500]
-            rows = await db.reader.execute_fetchall(
-                f"SELECT memory_n, id FROM occurrences WHERE memory_n IN ({','.join('?' * len(chunk))}) "
-                "ORDER BY occurred_at, id",
-                chunk,
-            )
-            for memory_n, occ_id in rows:
-                by_n[int(memory_n)].occurrence_ids.append(str(occ_id))
         by_id = {r.id: r for r in records}
-        ids = list(by_id)
-        for start in range(0, len(ids), 500):
-            id_chunk = ids[start : start + 500]
-            rows = await db.reader.execute_fetchall(
-                f"SELECT memory_id, other_id FROM conflicts WHERE memory_id IN ({','.join('?' * len(id_chunk))}) "
-                "ORDER BY other_id",
-                id_chunk,
-            )
-            for memory_id, other_id in rows:
-                by_id[str(memory_id)].conflicts_with.append(str(other_id))
-            rows = await db.reader.execute_fetchall(
-                f"SELECT summary_id, source_id FROM summary_sources WHERE summary_id IN "
-                f"({','.join('?' * len(id_chunk))}) ORDER BY source_id",
-                id_chunk,
-            )
-            for summary_id, source_id in rows:
-                by_id[str(summary_id)].source_ids.append(str(source_id))
+        for memory_n, occ_id in await self._rows_in(
+            db, "SELECT memory_n, id FROM occurrences WHERE memory_n IN ({marks}) ORDER BY occurred_at, id", list(by_n)
+        ):
+            by_n[int(memory_n)].occurrence_ids.append(str(occ_id))
+        for memory_id, other_id in await self._rows_in(
+            db, "SELECT memory_id, other_id FROM conflicts WHERE memory_id IN ({marks}) ORDER BY other_id", list(by_id)
+        ):
+            by_id[str(memory_id)].conflicts_with.append(str(other_id))
+        for summary_id, source_id in await self._rows_in(
+            db,
+            "SELECT summary_id, source_id FROM summary_sources WHERE summary_id IN ({marks}) ORDER BY source_id",
+            list(by_id),
+        ):
+            by_id[str(summary_id)].source_ids.append(str(source_id))
 
     async def find_by_hash(self, scope: Scope, hashes: Sequence[str], now: float) -> dict[str, str]:
         """content hash -> id of a live memory in exactly the scope's namespace."""
