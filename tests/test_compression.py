@@ -161,3 +161,18 @@ async def test_forgetting_a_summary_returns_its_sources(runtime: Runtime, client
     hits = (await call(client, "recall", {"query": "billing database", "k": 10, "reinforce": False}))["hits"]
     assert {h["id"] for h in hits} <= set(ids)
     assert SESSION[0] in [h["text"] for h in hits]
+
+
+async def test_keyed_memories_are_not_compressed(runtime: Runtime, client: Client, clock: Clock) -> None:
+    await call(
+        client,
+        "remember",
+        {
+            "memories": [
+                {"content": t, "session_id": "s-keyed", "importance": 0.5, "key": f"fact-{i}"}
+                for i, t in enumerate(SESSION)
+            ]
+        },
+    )
+    clock.advance(300 * HOUR)
+    assert (await runtime.scheduler.run_once())["summaries"] == 0

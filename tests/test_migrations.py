@@ -72,3 +72,39 @@ def test_a_newer_file_that_older_code_may_still_write_is_opened(tmp_path: Path) 
     conn.commit()
     conn.close()
     migrate(path, 1_000)  # no error: the newer schema says this code may still write it
+
+
+def test_a_migration_backup_goes_when_text_is_forgotten(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import anyio
+
+    from mcp_memory.config import load_settings
+    from mcp_memory.models import Scope
+    from mcp_memory.server import open_runtime
+    from mcp_memory.storage.sqlite import principal_file
+
+    path = principal_file(tmp_path, "alice")
+    path.parent.mkdir(parents=True)
+    _v1_file(path, monkeypatch)  # holds "kept across the upgrade"
+
+    async def forget_it() -> None:
+        async with open_runtime(load_settings(data_dir=tmp_path, principal="alice"), warm=False) as runtime:
+            await runtime.store.count(Scope("alice"))  # opening the file upgrades it
+            assert list(path.parent.glob("*.bak.db"))  # the upgrade made a backup with the old text
+            result = await runtime.memory.forget(Scope("alice"), ids=["01JOLDMEMORY0000000000000"], dry_run=False)
+            assert result.deleted == 1
+
+    anyio.run(forget_it)
+    assert list(path.parent.glob("*.bak.db")) == []
+    for file in path.parent.iterdir():
+        assert b"kept across the upgrade" not in file.read_bytes()
+
+
+def test_a_file_at_schema_5_refuses_code_that_knows_only_schema_4(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "alice.db"
+    migrate(path, 1_000)
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", 4)
+    monkeypatch.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:4])
+    with pytest.raises(SchemaVersionError, match="schema version 5"):
+        migrate(path, 1_000)
