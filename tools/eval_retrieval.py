@@ -15,13 +15,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import anyio
+import dialog_set
 import eval_bilingual
-import eval_locomo
-import locomo
+import eval_dialogs
 from mcpclient import SHARED_DATA
 from stats import RESAMPLES, SEED, Estimate, bootstrap, markdown_table, paired_bootstrap, verdict
 
-Score = eval_locomo.QuestionScore
+Score = eval_dialogs.QuestionScore
 
 
 def _column(scores: Sequence[Score], system: str, k: int) -> list[float]:
@@ -34,7 +34,7 @@ def _est(scores: Sequence[Score], system: str, k: int, resamples: int) -> Estima
 
 
 def locomo_report(
-    scores: list[Score], log: eval_locomo.StoreLog, evidence: locomo.EvidenceLog, resamples: int
+    scores: list[Score], log: eval_dialogs.StoreLog, evidence: dialog_set.EvidenceLog, resamples: int
 ) -> tuple[str, list[tuple[str, str, bool]]]:
     main = [s for s in scores if s.question.category in (1, 2, 3, 4)]
     out: list[str] = ["## LoCoMo dev split, turn level, categories 1-4", ""]
@@ -66,7 +66,7 @@ def locomo_report(
         group = [s for s in scores if s.question.category == cat]
         rows.append(
             [
-                f"{cat} {locomo.CATEGORIES.get(cat, '?')}",
+                f"{cat} {dialog_set.CATEGORIES.get(cat, '?')}",
                 len(group),
                 *(_est(group, "ours", k, resamples).percent() for k in (5, 10)),
                 *(_est(group, "bm25", k, resamples).percent() for k in (5, 10)),
@@ -179,9 +179,9 @@ async def run(data_dir: Path, only: str | None, budget_tokens: int, resamples: i
     with tempfile.TemporaryDirectory(prefix="mcp-memory-eval-") as tmp:
         work = Path(tmp)
         if only in (None, "locomo"):
-            evidence = locomo.EvidenceLog()
-            conversations = locomo.load(data_dir, evidence)
-            scores, log = await eval_locomo.evaluate(conversations, work, budget_tokens, server_env)
+            evidence = dialog_set.EvidenceLog()
+            conversations = dialog_set.load(data_dir, evidence)
+            scores, log = await eval_dialogs.evaluate(conversations, work, budget_tokens, server_env)
             text, more = locomo_report(scores, log, evidence, resamples)
             sections += [text, ""]
             checks += more

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import bm25s
-from locomo import Conversation, Question, recall_at
+from dialog_set import Conversation, Question, recall_at
 from mcpclient import MemoryClient, ServerSpec, Stopwatch, open_server
 
 BATCH = 100
