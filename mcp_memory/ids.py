@@ -27,7 +27,3 @@ def new_id(now_ms: int | None = None) -> str:
         chars.append(_ALPHABET[value & 31])
         value >>= 5
     return "".join(reversed(chars))
-
-
-def looks_like_id(text: str) -> bool:
-    return len(text) == 26 and all(c in _ALPHABET for c in text.upper())

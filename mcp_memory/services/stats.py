@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 
-from mcp_memory.embed.loader import Embedder, models_loaded
+from mcp_memory.embed.loader import models_loaded
 from mcp_memory.models import Scope, StatsResult
 from mcp_memory.storage.control import ControlStore
 from mcp_memory.storage.lifecycle import LifecycleStore
@@ -13,10 +13,9 @@ from mcp_memory.storage.sqlite import SqliteStore
 
 
 class StatsService:
-    def __init__(self, store: SqliteStore, embedder: Embedder, control: ControlStore) -> None:
+    def __init__(self, store: SqliteStore, control: ControlStore) -> None:
         self.store = store
         self.rows = LifecycleStore(store)
-        self.embedder = embedder
         self.control = control
         self.started = time.monotonic()
 
