@@ -17,7 +17,7 @@ from mcp_memory.config import Settings, config_path, environment_snapshot, load_
 from mcp_memory.errors import MemoryServerError
 
 
-def _global_options(suppress: bool) -> argparse.ArgumentParser:
+def _global_options(suppress: bool, identity: bool = True) -> argparse.ArgumentParser:
     """The options every command takes, before or after the command's name."""
     options = argparse.ArgumentParser(add_help=False)
     default: dict[str, Any] = {"default": argparse.SUPPRESS} if suppress else {}
@@ -28,8 +28,9 @@ def _global_options(suppress: bool) -> argparse.ArgumentParser:
         **default,
     )
     options.add_argument("--data-dir", type=Path, help="where the SQLite files live", **default)
-    options.add_argument("--principal", help="the local principal (default: the OS user name)", **default)
-    options.add_argument("--namespace", help="the namespace writes go to (a project name)", **default)
+    if identity:
+        options.add_argument("--principal", help="the local principal (default: the OS user name)", **default)
+        options.add_argument("--namespace", help="the namespace writes go to (a project name)", **default)
     return options
 
 
@@ -43,7 +44,38 @@ def _parser() -> argparse.ArgumentParser:
     common = [_global_options(suppress=True)]  # after the command name too, without resetting what came before
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the MCP server", parents=common)
-    serve.add_argument("--transport", choices=["stdio"], default="stdio")
+    serve.add_argument(
+        "--transport",
+        choices=["stdio", "sse", "http"],
+        default="stdio",
+        help="stdio (default), sse, or http (streamable HTTP); network transports need a token (see `token`)",
+    )
+    serve.add_argument("--host", help="interface for sse/http (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port for sse/http (default 8765; 0 picks a free one)")
+    serve.add_argument("--stateless", action="store_true", default=None, help="streamable HTTP without sessions")
+    serve.add_argument(
+        "--no-auth",
+        action="store_true",
+        help="serve sse/http without tokens, every client acting as the one local principal",
+    )
+    files = [_global_options(suppress=True, identity=False)]
+    token = sub.add_parser("token", help="create, list or revoke bearer tokens for sse/http", parents=files)
+    token_sub = token.add_subparsers(dest="token_command", required=True)
+    create = token_sub.add_parser("create", help="print a new token (shown once; only its hash is kept)", parents=files)
+    create.add_argument("--principal", dest="for_principal", required=True, help="whose data the token opens")
+    create.add_argument("--namespace", dest="for_namespace", help="the namespace its writes go to")
+    create.add_argument("--expires", help="a duration (90d, 12h, 30m) or a date (2027-01-31); default: never")
+    create.add_argument("--label", help="a note to tell tokens apart in `token list`")
+    token_sub.add_parser("list", help="every token: id, principal, namespace, state (never the token)", parents=files)
+    revoke = token_sub.add_parser("revoke", help="refuse a token from its next request on", parents=files)
+    revoke.add_argument("id", help="the token id shown by `token create` and `token list` (tok_...)")
+    connect = sub.add_parser(
+        "connect", help="a stdio server that forwards to a remote mcp-memory over HTTP", parents=common
+    )
+    connect.add_argument("url", help="the remote endpoint, e.g. https://memory.example.com/mcp")
+    connect.add_argument(
+        "--token-env", default="MCP_MEMORY_TOKEN", help="environment variable holding the bearer token"
+    )
     sub.add_parser("doctor", help="check the setup; exit non-zero when it is broken", parents=common)
     export = sub.add_parser("export", help="write every memory of the principal as JSON lines", parents=common)
     export.add_argument("file", nargs="?", type=Path, help="output file (default: stdout)")
@@ -57,9 +89,15 @@ def _parser() -> argparse.ArgumentParser:
 def _settings(args: argparse.Namespace) -> Settings:
     overrides: dict[str, Any] = {}
     for name in ("data_dir", "principal", "namespace"):
-        value = getattr(args, name)
+        value = getattr(args, name, None)
         if value is not None:
             overrides[name] = value
+    http = {name: getattr(args, name, None) for name in ("host", "port", "stateless")}
+    http = {name: value for name, value in http.items() if value is not None}
+    if getattr(args, "no_auth", False):
+        http["auth"] = "none"
+    if http:
+        overrides["http"] = http
     return load_settings(args.config, **overrides)
 
 
@@ -71,8 +109,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         server.configure_logging(settings)
         if args.command == "serve":
-            anyio.run(server.serve_stdio, settings)
+            if args.transport == "stdio":
+                anyio.run(server.serve_stdio, settings)
+            else:
+                anyio.run(server.serve_network, settings, args.transport)
             return 0
+        if args.command == "token":
+            return anyio.run(_token, settings, args)
+        if args.command == "connect":
+            from mcp_memory.bridge import run_bridge
+
+            return anyio.run(run_bridge, args.url, args.token_env)
         if args.command == "doctor":
             return anyio.run(_doctor, settings, args.config)
         if args.command == "export":
@@ -196,6 +243,53 @@ async def _reindex(settings: Settings) -> int:
         count = await reindex(runtime.store, runtime.embedder, Scope(settings.principal, settings.namespace))
     _err(f"re-embedded {count} memories")
     return 0
+
+
+async def _token(settings: Settings, args: argparse.Namespace) -> int:
+    from mcp_memory.storage.tokens import TokenStore
+
+    store = TokenStore(settings.data_dir, settings.busy_timeout_ms)
+    now = time.time()
+    if args.token_command == "create":
+        expires = None if args.expires in (None, "never") else parse_expiry(args.expires, now)
+        token, record = await store.create(args.for_principal, args.for_namespace, args.label, now, expires)
+        _out(token)
+        until = _when(record.expires_at) if record.expires_at else "never"
+        _err(f"token {record.id} for principal {record.principal!r}, expires {until}; shown once, keep it secret")
+        return 0
+    if args.token_command == "list":
+        _out("id\tprincipal\tnamespace\tstate\tcreated\texpires\tlabel")
+        for r in await store.list():
+            state = "revoked" if r.revoked_at else ("expired" if not r.live(now) else "live")
+            until = _when(r.expires_at) if r.expires_at else "never"
+            fields = [r.id, r.principal, r.namespace or "-", state, _when(r.created_at), until, r.label or ""]
+            _out("\t".join(fields))
+        return 0
+    await store.revoke(args.id, now)
+    _err(f"token {args.id} revoked; its next request is refused")
+    return 0
+
+
+def _when(ts: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
+def parse_expiry(text: str, now: float) -> float:
+    """`90d`, `12h`, `30m` from now, or an ISO date/time (UTC when no zone is given)."""
+    from datetime import UTC, datetime
+
+    from mcp_memory.errors import InvalidInputError
+
+    units = {"d": 86_400, "h": 3_600, "m": 60}
+    if text[:-1].isdigit() and text[-1:] in units:
+        return now + int(text[:-1]) * units[text[-1]]
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidInputError("expires", f"{text!r} is neither a duration (90d, 12h, 30m) nor a date") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
 
 
 async def _maintain(settings: Settings) -> int:

@@ -31,6 +31,7 @@ from mcp_memory.errors import InvalidInputError
 
 ENV_PREFIX = "MCP_MEMORY_"
 CONFIG_ENV = "MCP_MEMORY_CONFIG"
+TOKEN_ENV = "MCP_MEMORY_TOKEN"  # the bearer token `mcp-memory connect` sends
 _toml_path: ContextVar[Path | None] = ContextVar("_toml_path", default=None)
 
 
@@ -125,6 +126,28 @@ class LlmSettings(_Section):
         return SecretStr(value) if value else None
 
 
+class HttpSettings(_Section):
+    """The network transports (`serve --transport sse|http`) and their bearer-token gate."""
+
+    host: str = Field("127.0.0.1", description="interface to listen on; loopback unless you mean it")
+    port: int = Field(8765, ge=0, le=65_535, description="0 picks a free port (printed on stderr)")
+    path: str = Field("/mcp", pattern=r"^/[A-Za-z0-9._~/-]*$", description="the streamable HTTP endpoint")
+    sse_path: str = Field("/sse", pattern=r"^/[A-Za-z0-9._~/-]*$")
+    message_path: str = Field("/messages/", pattern=r"^/[A-Za-z0-9._~/-]*/$")
+    stateless: bool = Field(False, description="streamable HTTP without sessions (no subscriptions)")
+    json_response: bool = Field(False, description="answer POSTs with JSON instead of an SSE stream")
+    auth: Literal["tokens", "none"] = Field(
+        "tokens", description="tokens: every request carries a bearer token; none: one local principal"
+    )
+    public_url: str | None = Field(
+        None, description="the URL clients use (behind a proxy); names the resource in 401 metadata"
+    )
+    allowed_hosts: list[str] = Field(default_factory=list, description="Host headers accepted besides loopback")
+    allowed_origins: list[str] = Field(default_factory=list, description="Origin headers accepted")
+    shutdown_grace_seconds: int = Field(10, ge=0, description="in-flight requests get this long to finish")
+    session_idle_seconds: float = Field(1_800.0, gt=0, description="a stateful HTTP session idle this long ends")
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX,
@@ -145,6 +168,7 @@ class Settings(BaseSettings):
     recall: RecallSettings = RecallSettings()
     lifecycle: LifecycleSettings = LifecycleSettings()
     llm: LlmSettings = LlmSettings()
+    http: HttpSettings = HttpSettings()
 
     @field_validator("data_dir")
     @classmethod
@@ -201,7 +225,7 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
 
 
 def _reject_unknown_env() -> None:
-    known = {ENV_PREFIX + name.upper() for name in Settings.model_fields} | {CONFIG_ENV}
+    known = {ENV_PREFIX + name.upper() for name in Settings.model_fields} | {CONFIG_ENV, TOKEN_ENV}
     known.add(EmbeddingSettings().api_key_env)
     known.add(LlmSettings().api_key_env)
     for key in os.environ:
@@ -232,6 +256,12 @@ def environment_snapshot(names: Mapping[str, str] | None = None) -> dict[str, st
         for key, value in env.items()
         if key.startswith(ENV_PREFIX)
     }
+
+
+def secret_from_environment(name: str) -> SecretStr | None:
+    """A secret that is only ever read from the environment (a bearer token for `connect`)."""
+    value = os.environ.get(name, "").strip()
+    return SecretStr(value) if value else None
 
 
 def pin_native_threads(threads: int) -> None:

@@ -5,6 +5,7 @@
      |    +-- LimitExceededError    a configured limit (size, batch, budget) was exceeded
      +-- NotFoundError          no such id in the caller's scope (another principal's id looks the same)
      +-- ConflictError          the state moved under the caller (a stale expected head)
+ +-- AccessDeniedError      the request carries no identity that may do this
      +-- UpstreamError          an external service (embedding endpoint, LLM) failed
      +-- StorageError           the data directory cannot be used as asked
           +-- SchemaVersionError    the file was written by a newer mcp-memory
@@ -50,6 +51,10 @@ class NotFoundError(MemoryServerError):
 
 class ConflictError(MemoryServerError):
     """The stored state changed since the caller last saw it."""
+
+
+class AccessDeniedError(MemoryServerError):
+    """The request has no identity (no verified token) or may not act as asked."""
 
 
 class UpstreamError(MemoryServerError):

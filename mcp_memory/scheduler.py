@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 
 from mcp_memory.config import LifecycleSettings
+from mcp_memory.metrics import PASSES, Process
 from mcp_memory.models import Scope
 from mcp_memory.services.lifecycle import LifecycleService
 from mcp_memory.storage.control import ControlStore
@@ -48,6 +49,7 @@ class Scheduler:
         """One decay pass over every principal, under the lease; returns what it did."""
         now = self.clock() if now is None else now
         if not await self.control.acquire("decay", self.holder, now, self.settings.lease_seconds):
+            PASSES.inc(outcome="skipped")
             return {"name": "decay", "outcome": "skipped", "reason": "another process holds the lease"}
         started = time.time()
         totals = {
@@ -81,10 +83,18 @@ class Scheduler:
         finally:
             await self.control.release("decay", self.holder)
         await self.control.record("decay", self.holder, started, time.time(), outcome, totals)
+        PASSES.inc(outcome=outcome)
         return {"name": "decay", "outcome": outcome, **totals}
 
     async def run(self, stop: anyio.Event) -> None:
         """Pass after pass until ``stop`` is set; a pass in progress finishes first."""
+        Process.schedulers_running += 1
+        try:
+            await self._loop(stop)
+        finally:
+            Process.schedulers_running -= 1
+
+    async def _loop(self, stop: anyio.Event) -> None:
         while not stop.is_set():
             with anyio.move_on_after(self.settings.interval_minutes * 60):
                 await stop.wait()

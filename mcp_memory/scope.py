@@ -1,8 +1,11 @@
 """The only code that turns a transport identity into a Scope.
 
-On stdio the principal is the configured local principal (default: the OS user name) and the
-namespace comes from config. Neither ever comes from a tool argument or from the client's
-declared name, which is recorded as provenance only.
+On stdio (and on a network transport told to serve one local principal) the principal is the
+configured local principal (default: the OS user name) and the namespace comes from config. On
+SSE and HTTP with tokens, the HTTP gateway verifies the request's bearer token and attaches
+its identity to the request; the principal and namespace are read from there, per request.
+Neither ever comes from a tool argument or from the client's declared name, which is recorded
+as provenance only.
 
 Every MCP entry point (tools, resources, resource templates, prompts) asks this module for the
 Scope. A middleware records each request's context in a context variable, so handlers that the
@@ -16,8 +19,10 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.context import ServerRequestContext
 
+from mcp_memory.errors import AccessDeniedError
 from mcp_memory.models import Provenance, Scope
 
 _request: ContextVar[ServerRequestContext[Any, Any] | None] = ContextVar("mcp_memory_request", default=None)
@@ -32,14 +37,34 @@ async def record_request(ctx: ServerRequestContext[Any, Any], call_next: Callabl
         _request.reset(token)
 
 
+def request_identity() -> Scope | None:
+    """The Scope the HTTP gateway attached to the current request, if any."""
+    request = _request.get()
+    http = getattr(request, "request", None) if request is not None else None
+    user = getattr(http, "scope", {}).get("user") if http is not None else None
+    if not isinstance(user, AuthenticatedUser):
+        return None
+    claims = user.access_token.claims or {}
+    principal, namespace = claims.get("principal"), claims.get("namespace")
+    if not isinstance(principal, str):
+        return None
+    return Scope(principal=principal, namespace=namespace if isinstance(namespace, str) else None)
+
+
 @dataclass(frozen=True)
 class ScopeResolver:
     principal: str
     namespace: str | None
     transport: str = "stdio"
+    tokens: bool = False  # identity comes from each request's verified token, never from config
 
     def scope(self, ctx: Any = None) -> Scope:
-        return Scope(principal=self.principal, namespace=self.namespace)
+        if not self.tokens:
+            return Scope(principal=self.principal, namespace=self.namespace)
+        identity = request_identity()
+        if identity is None:  # the gateway admits no request without one; this is the second lock
+            raise AccessDeniedError("this request carries no verified token; send Authorization: Bearer <token>")
+        return identity
 
     def provenance(self, ctx: Any = None) -> Provenance:
         request = _request.get()

@@ -18,8 +18,9 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 
 from mcp_memory import __version__
-from mcp_memory.config import Settings, pin_native_threads
+from mcp_memory.config import HttpSettings, Settings, pin_native_threads
 from mcp_memory.embed.loader import Embedder, EmbedderConfig
+from mcp_memory.errors import InvalidInputError
 from mcp_memory.llm.client import LlmClient, LlmConfig
 from mcp_memory.models import Scope
 from mcp_memory.prompts import register_prompts
@@ -36,6 +37,7 @@ from mcp_memory.services.tasks import TaskService
 from mcp_memory.storage.control import ControlStore
 from mcp_memory.storage.sqlite import SqliteStore
 from mcp_memory.storage.tasks import TaskStore
+from mcp_memory.storage.tokens import TokenStore
 from mcp_memory.tools import (
     register_erasure_tool,
     register_stats_tool,
@@ -44,6 +46,9 @@ from mcp_memory.tools import (
     register_tools,
     unknown_argument_guard,
 )
+from mcp_memory.web import Gateway, mcp_app
+
+log = logging.getLogger(__name__)
 
 INSTRUCTIONS = """mcp-memory gives you long-term memory across sessions and clients.
 Call `recall` with the user's question before answering when earlier context may matter.
@@ -66,6 +71,8 @@ def configure_logging(settings: Settings) -> None:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(settings.log_level)
+    # The HTTP client logs a line per request (the bridge); the gateway logs ours with an id.
+    logging.getLogger("httpx2").setLevel(max(logging.WARNING, root.level))
 
 
 def embedder_config(settings: Settings) -> EmbedderConfig:
@@ -144,7 +151,8 @@ async def open_runtime(
             SessionTracker(settings.session_idle_minutes * 60),
             clock=clock,
         )
-        scopes = ScopeResolver(principal=settings.principal, namespace=settings.namespace, transport=transport)
+        tokens = transport != "stdio" and settings.http.auth == "tokens"
+        scopes = ScopeResolver(settings.principal, settings.namespace, transport=transport, tokens=tokens)
         notifier = ResourceNotifier(scopes)
         mcp: MCPServer[Any] = MCPServer(
             "mcp-memory",
@@ -177,7 +185,9 @@ async def open_runtime(
         failure: BaseException | None = None
         stop = anyio.Event()
         async with anyio.create_task_group() as background:
-            if warm:  # a server loads its index ahead of the first call; one-shot commands need not
+            # A server loads the local principal's index ahead of the first call; one-shot commands
+            # need not, and with tokens each principal's index loads on its first call.
+            if warm and not tokens:
                 background.start_soon(memory.warm, Scope(settings.principal, settings.namespace))
                 if settings.lifecycle.enabled:
                     background.start_soon(scheduler.run, stop)
@@ -196,3 +206,60 @@ async def open_runtime(
 async def serve_stdio(settings: Settings) -> None:
     async with open_runtime(settings, transport="stdio") as runtime:
         await runtime.mcp.run_stdio_async()
+
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+async def serve_network(settings: Settings, transport: str) -> None:
+    """SSE or streamable HTTP behind the gateway; one runtime serves every connection."""
+    import uvicorn
+
+    http = settings.http
+    tokens: TokenStore | None = None
+    if http.auth == "tokens":
+        tokens = TokenStore(settings.data_dir, settings.busy_timeout_ms)
+        if await tokens.count_live(time.time()) == 0:
+            raise InvalidInputError(
+                "http.auth",
+                f"no live token in {str(tokens.path)!r}, so no client could connect; create one with "
+                "`mcp-memory token create --principal NAME`, or serve one local principal with --no-auth",
+            )
+    elif http.host not in LOOPBACK:
+        log.warning(
+            "serving %s on %s without tokens: every client acts as %r", transport, http.host, settings.principal
+        )
+    async with open_runtime(settings, transport=transport) as runtime:
+        app = Gateway(
+            mcp_app(runtime.mcp, transport, http, settings.limits),
+            transport=transport,
+            http=http,
+            tokens=tokens,
+            local=None if tokens else Scope(settings.principal, settings.namespace),
+            model_ready=lambda: runtime.embedder.loaded,
+        )
+        config = uvicorn.Config(
+            app,
+            host=http.host,
+            port=http.port,
+            log_config=None,  # our handler (stderr or file, through the redactor) stays in place
+            access_log=False,  # the gateway logs each request once, with its request id
+            timeout_graceful_shutdown=http.shutdown_grace_seconds,
+            lifespan="on",
+        )
+        server = uvicorn.Server(config)
+        async with anyio.create_task_group() as group:
+            group.start_soon(_announce, server, transport, http)
+            await server.serve()
+            group.cancel_scope.cancel()
+
+
+async def _announce(server: Any, transport: str, http: HttpSettings) -> None:
+    """One line on stderr with the bound address (port 0 picks one), for people and tests."""
+    while not server.started:  # noqa: ASYNC110 -- uvicorn exposes a flag, not an event
+        await anyio.sleep(0.02)
+    host, port = server.servers[0].sockets[0].getsockname()[:2]
+    path = http.sse_path if transport == "sse" else http.path
+    shown = f"[{host}]" if ":" in host else host
+    sys.stderr.write(f"mcp-memory: serving {transport} on http://{shown}:{port}{path}\n")
+    sys.stderr.flush()

@@ -7,6 +7,7 @@ call); anything else is a crash the SDK reports without its text.
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 from typing import Annotated, Any, ParamSpec, TypeVar
@@ -18,6 +19,7 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
 from mcp_memory.errors import InvalidInputError, MemoryServerError
+from mcp_memory.metrics import REMEMBERED, TOOL_CALLS, TOOL_SECONDS
 from mcp_memory.models import (
     CheckpointPage,
     CheckpointReason,
@@ -54,13 +56,24 @@ R = TypeVar("R")
 
 
 def _as_tool_errors(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+    """Our errors become is_error results; every call is counted and timed for /metrics."""
+    name = fn.__name__
+
     @functools.wraps(fn)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        started = time.perf_counter()
+        outcome = "crash"
         try:
-            return await fn(*args, **kwargs)
+            result = await fn(*args, **kwargs)
+            outcome = "ok"
+            return result
         except MemoryServerError as exc:
+            outcome = "error"
             # A message may quote the caller's own value; agent hosts keep transcripts, so redact it too.
             raise ToolError(redact(str(exc))) from None
+        finally:
+            TOOL_CALLS.inc(tool=name, outcome=outcome)
+            TOOL_SECONDS.observe(time.perf_counter() - started, tool=name)
 
     return wrapper
 
@@ -183,6 +196,8 @@ def register_tools(
         except ValidationError as exc:
             raise _validation_message("memories", exc) from None
         result = await memory.remember(scopes.scope(ctx), items, CallContext(scopes.provenance(ctx)))
+        for outcome in ("stored", "merged", "rejected"):
+            REMEMBERED.inc(getattr(result, outcome), result=outcome)
         if any(item.pinned for item in items):
             await notifier.changed(pin_uris())
         return result

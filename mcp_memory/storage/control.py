@@ -34,8 +34,10 @@ CREATE TABLE IF NOT EXISTS passes (
 """
 
 
-class ControlStore:
+class ControlFile:
     """Synchronous SQLite on a worker thread: the control file is small and rarely written."""
+
+    schema = _SCHEMA
 
     def __init__(self, data_dir: Path, busy_timeout_ms: int = 10_000) -> None:
         self.path = data_dir / "control.db"
@@ -44,11 +46,12 @@ class ControlStore:
 
     def _run(self, fn: Any, *args: Any) -> Any:
         try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
             conn = connect_sync(self.path, self.busy_timeout_ms)
-        except sqlite3.Error as exc:
+        except (OSError, sqlite3.Error) as exc:
             raise StorageError(f"cannot open the control file {str(self.path)!r}: {exc}") from exc
         try:
-            conn.executescript(_SCHEMA)
+            conn.executescript(self.schema)
             return fn(conn, *args)
         except sqlite3.Error as exc:
             raise StorageError(f"control file {str(self.path)!r}: {exc}") from exc
@@ -58,6 +61,10 @@ class ControlStore:
     async def _call(self, fn: Any, *args: Any) -> Any:
         async with self._lock:
             return await anyio.to_thread.run_sync(self._run, fn, *args)
+
+
+class ControlStore(ControlFile):
+    """Scheduler leases and the record of passes."""
 
     @staticmethod
     def _acquire(conn: sqlite3.Connection, name: str, holder: str, now: float, seconds: float) -> bool:

@@ -1,0 +1,132 @@
+"""`mcp-memory connect URL`: a stdio server that relays every message to a remote mcp-memory.
+
+Claude Desktop (and any stdio-only client) starts this command; it forwards each JSON-RPC
+message unchanged over streamable HTTP with the bearer token from an environment variable, and
+relays the answers and notifications back. It holds no data and no model: the remote does
+the work, so results are the remote's own.
+
+The relay stamps the per-message HTTP headers that the SDK's client session would: the
+protocol version (taken from a 2026-07-28 request's envelope, or from the `initialize` answer
+of a handshake-era session), the method and the name a call is about.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+import anyio
+from mcp.client.streamable_http import streamable_http_client
+from mcp.server.stdio import stdio_server
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared._stream_protocols import ReadStream, WriteStream
+from mcp.shared.inbound import (
+    MCP_METHOD_HEADER,
+    MCP_NAME_HEADER,
+    MCP_PROTOCOL_VERSION_HEADER,
+    NAME_BEARING_METHODS,
+    encode_header_value,
+)
+from mcp.shared.message import ClientMessageMetadata, SessionMessage
+from mcp_types import PROTOCOL_VERSION_META_KEY, JSONRPCRequest, JSONRPCResponse
+
+from mcp_memory.config import secret_from_environment
+from mcp_memory.errors import InvalidInputError
+from mcp_memory.redact import redact
+
+log = logging.getLogger(__name__)
+
+
+class _Stamper:
+    """The headers one outbound message needs; remembers a handshake's negotiated version."""
+
+    def __init__(self) -> None:
+        self.negotiated: str | None = None
+        self.initialize_ids: set[Any] = set()
+
+    def outbound(self, message: SessionMessage) -> SessionMessage:
+        inner = message.message
+        headers: dict[str, str] = {}
+        if isinstance(inner, JSONRPCRequest):
+            params = inner.params or {}
+            meta = params.get("_meta") or {}
+            version = meta.get(PROTOCOL_VERSION_META_KEY) if isinstance(meta, dict) else None
+            if inner.method == "initialize":
+                self.initialize_ids.add(inner.id)
+                self.negotiated = None
+            if isinstance(version, str):
+                headers[MCP_PROTOCOL_VERSION_HEADER] = version
+                headers[MCP_METHOD_HEADER] = inner.method
+                key = NAME_BEARING_METHODS.get(inner.method)
+                name = params.get(key) if key else None
+                if isinstance(name, str):
+                    headers[MCP_NAME_HEADER] = encode_header_value(name)
+            elif self.negotiated is not None:
+                headers[MCP_PROTOCOL_VERSION_HEADER] = self.negotiated
+        elif self.negotiated is not None:
+            headers[MCP_PROTOCOL_VERSION_HEADER] = self.negotiated
+        return SessionMessage(inner, ClientMessageMetadata(headers=headers or None))
+
+    def inbound(self, message: SessionMessage) -> None:
+        inner = message.message
+        if isinstance(inner, JSONRPCResponse) and inner.id in self.initialize_ids:
+            self.initialize_ids.discard(inner.id)
+            version = (inner.result or {}).get("protocolVersion")
+            if isinstance(version, str):
+                self.negotiated = version
+
+
+def _check_url(url: str) -> None:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise InvalidInputError("url", f"{url!r} is not an http(s) URL; give e.g. https://memory.example.com/mcp")
+    if parts.username or parts.password:
+        raise InvalidInputError("url", "carries credentials; put the token in the environment variable instead")
+
+
+async def run_bridge(url: str, token_env: str) -> int:
+    _check_url(url)
+    secret = secret_from_environment(token_env)
+    if secret is None:
+        raise InvalidInputError(
+            "token", f"environment variable {token_env} is empty; set it to a token from `mcp-memory token create`"
+        )
+    token = secret.get_secret_value()
+    stamper = _Stamper()
+    log.info("relaying stdio to %s", redact(url))
+    async with (
+        create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http,
+        streamable_http_client(url, http_client=http) as (remote_read, remote_write),
+        stdio_server() as (local_read, local_write),
+        anyio.create_task_group() as group,
+    ):
+
+        async def upstream() -> None:
+            await _pump(local_read, remote_write, stamper.outbound)
+            group.cancel_scope.cancel()  # the client closed stdin: we are done
+
+        async def downstream() -> None:
+            def observe(message: SessionMessage) -> SessionMessage:
+                stamper.inbound(message)
+                return SessionMessage(message.message)
+
+            await _pump(remote_read, local_write, observe)
+            group.cancel_scope.cancel()
+
+        group.start_soon(upstream)
+        group.start_soon(downstream)
+    return 0
+
+
+async def _pump(
+    source: ReadStream[SessionMessage | Exception],
+    sink: WriteStream[SessionMessage],
+    convert: Callable[[SessionMessage], SessionMessage],
+) -> None:
+    async for item in source:
+        if isinstance(item, Exception):  # a frame that could not be parsed: say so, keep going
+            log.warning("dropped a message that could not be relayed: %s", redact(str(item)))
+            continue
+        await sink.send(convert(item))

@@ -1,0 +1,261 @@
+"""The HTTP face of the server: one gateway in front of the SDK's SSE or streamable HTTP app.
+
+The gateway, in order, for every HTTP request:
+
+1. serves `GET /health` (no token, no data), `GET /metrics` (Prometheus text, no principal
+   names) and the protected-resource metadata (RFC 9728, ADR 8);
+2. checks the Host and Origin headers (DNS rebinding) with the SDK's own validator;
+3. verifies the bearer token against the token store (hashes only) and answers 401 with
+   `WWW-Authenticate` naming the metadata when it is missing, unknown, revoked or expired;
+4. attaches the token's identity to the request, where `scope.py` reads the principal and the
+   namespace for every tool, resource, prompt and subscription;
+5. counts and times the request and logs one line with a request id, through the redactor.
+
+The SDK's apps behind it bring the transports, both protocol generations, the body limit and
+the binding of a session to the identity that opened it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.server.mcpserver import MCPServer
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+from starlette.authentication import AuthCredentials
+from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from mcp_memory import __version__, metrics
+from mcp_memory.config import HttpSettings, Limits
+from mcp_memory.models import Scope as MemoryScope
+from mcp_memory.storage.tokens import TokenStore
+
+log = logging.getLogger("mcp_memory.http")
+
+METADATA_PATH = "/.well-known/oauth-protected-resource"
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+LOOPBACK_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost", "[::1]"]
+LOOPBACK_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
+
+
+def transport_security(http: HttpSettings) -> TransportSecuritySettings:
+    """Loopback names always; the bound host and the configured names besides."""
+    hosts = list(LOOPBACK_HOSTS)
+    if http.host not in ("0.0.0.0", "::", "127.0.0.1", "localhost", "::1"):
+        hosts += [http.host, f"{http.host}:*"]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=hosts + list(http.allowed_hosts),
+        allowed_origins=LOOPBACK_ORIGINS + list(http.allowed_origins),
+    )
+
+
+def mcp_app(mcp: MCPServer[Any], transport: str, http: HttpSettings, limits: Limits) -> ASGIApp:
+    """The SDK's app for the transport, with our body limit and Host/Origin rules."""
+    security = transport_security(http)
+    if transport == "sse":
+        return mcp.sse_app(
+            sse_path=http.sse_path,
+            message_path=http.message_path,
+            max_request_body_size=limits.max_http_body_bytes,
+            transport_security=security,
+            host=http.host,
+        )
+    return mcp.streamable_http_app(
+        streamable_http_path=http.path,
+        json_response=http.json_response,
+        stateless_http=http.stateless,
+        max_request_body_size=limits.max_http_body_bytes,
+        session_idle_timeout=None if http.stateless else http.session_idle_seconds,
+        transport_security=security,
+        host=http.host,
+    )
+
+
+def identity_user(scope: MemoryScope, client_id: str, expires_at: float | None) -> AuthenticatedUser:
+    """The request's user as the SDK expects it: it binds each session to `client_id`."""
+    token = AccessToken(
+        token=client_id,  # the id, never the secret: nothing after the gateway holds a token
+        client_id=client_id,
+        scopes=[],
+        expires_at=None if expires_at is None else int(expires_at),
+        subject=scope.principal,
+        claims={"principal": scope.principal, "namespace": scope.namespace},
+    )
+    return AuthenticatedUser(token)
+
+
+class Gateway:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        transport: str,
+        http: HttpSettings,
+        tokens: TokenStore | None,
+        local: MemoryScope | None,
+        model_ready: Callable[[], bool],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if (tokens is None) == (local is None):
+            raise ValueError("give either a token store or one local principal")
+        self.app = app
+        self.transport = transport
+        self.http = http
+        self.tokens = tokens
+        self.local = local
+        self.model_ready = model_ready
+        self.clock = clock
+        self.security = TransportSecurityMiddleware(transport_security(http))
+        self.resource_path = http.sse_path if transport == "sse" else http.path
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":  # lifespan: the SDK's session manager starts and stops there
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        headers = dict(scope.get("headers") or [])
+        given = headers.get(b"x-request-id", b"").decode("latin-1")
+        request_id = given if _REQUEST_ID.match(given) else uuid.uuid4().hex[:16]
+        status = [0]
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+                message = {**message, "headers": [*message.get("headers", []), (b"x-request-id", request_id.encode())]}
+            await send(message)
+
+        route = self._route(scope["path"])
+        principal = "-"
+        try:
+            principal = await self._handle(route, scope, receive, send_with_id)
+        finally:
+            elapsed = time.perf_counter() - started
+            metrics.HTTP_REQUESTS.inc(route=route, status=str(status[0]))
+            metrics.HTTP_SECONDS.observe(elapsed, route=route)
+            log.info(
+                "%s",
+                orjson.dumps(
+                    {
+                        "request_id": request_id,
+                        "method": scope.get("method"),
+                        "route": route,
+                        "status": status[0],
+                        "ms": round(elapsed * 1000, 1),
+                        "principal": principal,
+                    }
+                ).decode(),
+            )
+
+    def _route(self, path: str) -> str:
+        if path == "/health":
+            return "health"
+        if path == "/metrics":
+            return "metrics"
+        if path == METADATA_PATH or path.startswith(METADATA_PATH + "/"):
+            return "metadata"
+        if path in (self.http.path, self.http.sse_path) or path.startswith(self.http.message_path):
+            return "mcp"
+        return "other"
+
+    async def _handle(self, route: str, scope: Scope, receive: Receive, send: Send) -> str:
+        method = scope.get("method", "GET")
+        if route == "health" and method in ("GET", "HEAD"):
+            await _json(send, 200, {"status": "ok", "version": __version__, "model_ready": self.model_ready()})
+            return "-"
+        if route == "metrics" and method in ("GET", "HEAD"):
+            await _respond(send, 200, metrics.render().encode(), b"text/plain; version=0.0.4; charset=utf-8")
+            return "-"
+        if route == "metadata" and method in ("GET", "HEAD"):
+            await _json(send, 200, self._metadata(scope))
+            return "-"
+        if route != "mcp":
+            await _json(send, 404, {"error": "not_found", "error_description": "no such path"})
+            return "-"
+        refusal = await self.security.validate_request(Request(scope), is_post=False)
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return "-"
+        identity = await self._authenticate(scope)
+        if identity is None:
+            await self._unauthorized(scope, send)
+            return "-"
+        user, credentials = identity
+        scope["user"], scope["auth"] = user, credentials
+        await self.app(scope, receive, send)
+        return str(user.access_token.subject)
+
+    async def _authenticate(self, scope: Scope) -> tuple[AuthenticatedUser, AuthCredentials] | None:
+        if self.local is not None:
+            return identity_user(self.local, "local", None), AuthCredentials([])
+        assert self.tokens is not None
+        token = _bearer(scope)
+        if token is None:
+            return None
+        record = await self.tokens.verify(token, self.clock())
+        if record is None:
+            return None
+        user = identity_user(MemoryScope(record.principal, record.namespace), record.id, record.expires_at)
+        return user, AuthCredentials([])
+
+    def _base_url(self, scope: Scope) -> str:
+        if self.http.public_url:
+            return self.http.public_url.rstrip("/")
+        host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1") or f"{self.http.host}"
+        return f"{scope.get('scheme', 'http')}://{host}"
+
+    def _metadata(self, scope: Scope) -> dict[str, Any]:
+        # Tokens come from `mcp-memory token create`, not from an OAuth flow: no authorization
+        # server is named, so a client asks its user for a token instead of starting OAuth (ADR 8).
+        return {
+            "resource": self._base_url(scope) + self.resource_path,
+            "bearer_methods_supported": ["header"],
+            "resource_name": "mcp-memory",
+        }
+
+    async def _unauthorized(self, scope: Scope, send: Send) -> None:
+        given = _bearer(scope) is not None
+        description = (
+            "the bearer token is unknown, revoked or expired; create one with `mcp-memory token create`"
+            if given
+            else "send Authorization: Bearer <token> (create one with `mcp-memory token create`)"
+        )
+        metadata = self._base_url(scope) + METADATA_PATH + self.resource_path
+        challenge = f'Bearer realm="mcp-memory", resource_metadata="{metadata}"'
+        if given:
+            challenge += f', error="invalid_token", error_description="{description}"'
+        await _json(
+            send,
+            401,
+            {"error": "invalid_token" if given else "unauthorized", "error_description": description},
+            [(b"www-authenticate", challenge.encode())],
+        )
+
+
+def _bearer(scope: Scope) -> str | None:
+    raw: bytes = dict(scope.get("headers") or []).get(b"authorization", b"")
+    value = raw.decode("latin-1").strip()
+    scheme, _, token = value.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
+
+
+async def _json(send: Send, status: int, body: Any, extra: list[tuple[bytes, bytes]] | None = None) -> None:
+    await _respond(send, status, orjson.dumps(body), b"application/json", extra)
+
+
+async def _respond(
+    send: Send, status: int, body: bytes, content_type: bytes, extra: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode()), *(extra or [])]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
