@@ -261,6 +261,9 @@ class StatsResult(BaseModel):
     embedding_model: str | None
     embedding_dimension: int | None
     models_loaded_in_process: int
+    schedulers_running_in_process: int = Field(
+        description="lifecycle schedulers this process runs: 1 however many clients are connected"
+    )
     process_id: int
     uptime_seconds: float
     recent_passes: list[dict[str, Any]] = Field(

@@ -189,8 +189,8 @@ async def open_runtime(
             # need not, and with tokens each principal's index loads on its first call.
             if warm and not tokens:
                 background.start_soon(memory.warm, Scope(settings.principal, settings.namespace))
-                if settings.lifecycle.enabled:
-                    background.start_soon(scheduler.run, stop)
+            if warm and settings.lifecycle.enabled:
+                background.start_soon(scheduler.run, stop)
             try:
                 yield runtime
             except BaseException as exc:  # re-raised below, outside the task group, unwrapped

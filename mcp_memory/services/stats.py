@@ -6,6 +6,7 @@ import os
 import time
 
 from mcp_memory.embed.loader import models_loaded
+from mcp_memory.metrics import Process
 from mcp_memory.models import Scope, StatsResult
 from mcp_memory.storage.control import ControlStore
 from mcp_memory.storage.lifecycle import LifecycleStore
@@ -29,6 +30,7 @@ class StatsService:
             embedding_model=model_id,
             embedding_dimension=dim,
             models_loaded_in_process=models_loaded(),
+            schedulers_running_in_process=Process.schedulers_running,
             process_id=os.getpid(),
             uptime_seconds=round(time.monotonic() - self.started, 3),
             recent_passes=await self.control.recent(5),

@@ -1,0 +1,154 @@
+"""Real network servers for tests: `mcp-memory serve --transport sse|http` as a subprocess.
+
+The server binds port 0 and announces its address on stderr; clients are the SDK's own, over
+real sockets, in either protocol generation.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx2
+from mcp.client import Client
+from mcp.client.sse import sse_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+REPO = Path(__file__).resolve().parent.parent
+SERVER_BIN = REPO / ".venv" / "bin" / "mcp-memory"
+_ANNOUNCE = re.compile(r"mcp-memory: serving (\w+) on (http://\S+)")
+
+
+@dataclass
+class NetServer:
+    transport: str  # sse or http
+    url: str  # the MCP endpoint (…/sse or …/mcp)
+    process: subprocess.Popen[bytes]
+    stderr_path: Path
+
+    @property
+    def base(self) -> str:
+        return self.url.rsplit("/", 1)[0]
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
+
+    def stop(self, timeout: float = 20.0) -> int:
+        """SIGTERM, as a service manager would; the exit code."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return self.process.returncode
+
+
+def server_env(data_dir: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_MEMORY_")}
+    env.update(
+        {
+            "OMP_NUM_THREADS": "1",
+            "MCP_MEMORY_DATA_DIR": str(data_dir),
+            "MCP_MEMORY_PRINCIPAL": "local-owner",
+            "MCP_MEMORY_LOG_LEVEL": "INFO",
+        }
+    )
+    if "MCP_MEMORY_EMBEDDING__PROVIDER" in os.environ:  # CI's second run forces the fallback model
+        env["MCP_MEMORY_EMBEDDING__PROVIDER"] = os.environ["MCP_MEMORY_EMBEDDING__PROVIDER"]
+    env.update(extra or {})
+    return env
+
+
+def cli(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run one `mcp-memory` command to completion (token create, list, revoke, ...)."""
+    return subprocess.run(
+        [str(SERVER_BIN), *args], env=server_env(data_dir), capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def create_token(data_dir: Path, principal: str, *extra: str) -> str:
+    done = cli(data_dir, "token", "create", "--principal", principal, *extra)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+@contextmanager
+def running(
+    data_dir: Path,
+    transport: str,
+    *flags: str,
+    env: dict[str, str] | None = None,
+    startup_timeout: float = 60.0,
+) -> Iterator[NetServer]:
+    """A server on a free port; stopped with SIGTERM on exit."""
+    stderr_path = data_dir.parent / f"server-{transport}-{time.monotonic_ns()}.log"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    with stderr_path.open("wb") as sink:
+        process = subprocess.Popen(
+            [str(SERVER_BIN), "serve", "--transport", transport, "--port", "0", *flags],
+            env=server_env(data_dir, env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=sink,
+        )
+    server = None
+    try:
+        deadline = time.monotonic() + startup_timeout
+        while server is None:
+            text = stderr_path.read_text(errors="replace")
+            if (found := _ANNOUNCE.search(text)) is not None:
+                server = NetServer(found.group(1), found.group(2), process, stderr_path)
+            elif process.poll() is not None:
+                raise AssertionError(f"server exited with {process.returncode}:\n{text}")
+            elif time.monotonic() > deadline:
+                raise AssertionError(f"server did not start in {startup_timeout} s:\n{text}")
+            else:
+                time.sleep(0.05)
+        yield server
+    finally:
+        if server is not None:
+            server.stop()
+        elif process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+@asynccontextmanager
+async def connect(
+    server: NetServer, token: str | None, mode: str, headers: dict[str, str] | None = None
+) -> AsyncIterator[Client]:
+    """The SDK client on the server's transport, in the given protocol generation."""
+    sent = dict(headers or {})
+    if token is not None:
+        sent["Authorization"] = f"Bearer {token}"
+    if server.transport == "sse":
+        async with Client(sse_client(server.url, headers=sent), mode=mode) as client:
+            yield client
+        return
+    async with (
+        create_mcp_http_client(headers=sent) as http,
+        Client(streamable_http_client(server.url, http_client=http), mode=mode) as client,
+    ):
+        yield client
+
+
+def post(server: NetServer, body: bytes, headers: dict[str, str], path: str | None = None) -> httpx2.Response:
+    """One raw HTTP POST, for what no well-behaved client would send."""
+    url = server.base + path if path else server.url
+    with httpx2.Client(timeout=30) as http:
+        return http.post(url, content=body, headers=headers)
+
+
+def get(server: NetServer, path: str, headers: dict[str, str] | None = None) -> httpx2.Response:
+    with httpx2.Client(timeout=30) as http:
+        return http.get(server.base + path, headers=headers or {})

@@ -1,0 +1,163 @@
+"""The network transports for real: a server subprocess on SSE and on streamable HTTP (stateful and
+stateless), the SDK client in both protocol generations, bearer tokens, and the gateway's routes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+from mcp.shared.exceptions import MCPError
+
+from tests.conftest import call, hit_texts, row_counts
+from tests.netserver import NetServer, cli, connect, create_token, get, post, running
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+TARGETS = {
+    "sse": ("sse",),
+    "http": ("http",),
+    "http-stateless": ("http", "--stateless"),
+}
+
+
+@pytest.fixture(scope="module")
+def shared_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("net") / "data"
+
+
+@pytest.fixture(scope="module")
+def alice_token(shared_dir: Path) -> str:
+    return create_token(shared_dir, "alice", "--label", "tests")
+
+
+@pytest.fixture(scope="module", params=list(TARGETS))
+def server(request: pytest.FixtureRequest, shared_dir: Path, alice_token: str) -> Iterator[NetServer]:
+    transport, *flags = TARGETS[request.param]
+    with running(shared_dir, transport, *flags) as srv:
+        yield srv
+
+
+async def test_tools_resources_and_prompts_work_on_every_transport(
+    server: NetServer, alice_token: str, mode: str
+) -> None:
+    text = f"The staging database moved to db-7.internal over {server.url} ({mode})"
+    rule = f"Always answer alice in British English when she writes over {server.url} ({mode})"
+    async with connect(server, alice_token, mode) as client:
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        assert {"remember", "recall", "forget", "checkpoint", "resume", "stats"} <= names
+        stored = await call(client, "remember", {"memories": [{"content": text}, {"content": rule, "pinned": True}]})
+        assert stored["stored"] == 2
+        recalled = await call(client, "recall", {"query": "where is the staging database now"})
+        assert text in hit_texts(recalled)
+        assert rule in [p["text"] for p in recalled["pinned"]]
+        pinned = await client.read_resource("memory://pinned")
+        assert rule in pinned.contents[0].text  # type: ignore[union-attr]
+        prompt = await client.get_prompt("recall_context", {"query": "staging database"})
+        assert "db-7.internal" in prompt.messages[0].content.text  # type: ignore[union-attr]
+        stats = await call(client, "stats", {})
+        assert stats["models_loaded_in_process"] == 1
+        assert stats["schedulers_running_in_process"] == 1
+
+
+async def test_a_request_without_a_token_gets_401_with_the_metadata_to_find_out_why(server: NetServer) -> None:
+    initialize = orjson.dumps(
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25"}}
+    )
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    answer = post(server, initialize, headers)
+    assert answer.status_code == 401
+    challenge = answer.headers["www-authenticate"]
+    assert challenge.startswith("Bearer ")
+    assert "error=" not in challenge
+    metadata_url = challenge.split('resource_metadata="', 1)[1].split('"', 1)[0]
+    assert metadata_url.endswith("/.well-known/oauth-protected-resource" + server.url[len(server.base) :])
+    metadata = get(server, metadata_url[len(server.base) :]).json()
+    assert metadata["resource"] == server.url
+    assert metadata["bearer_methods_supported"] == ["header"]
+    assert "authorization_servers" not in metadata  # tokens come from `token create` (ADR 8)
+
+    wrong = post(server, initialize, {**headers, "authorization": "Bearer mcpm_not-a-real-token-at-all"})
+    assert wrong.status_code == 401
+    assert 'error="invalid_token"' in wrong.headers["www-authenticate"]
+    assert "token create" in wrong.json()["error_description"]
+
+
+async def test_health_needs_no_token_and_metrics_count_tool_calls(
+    server: NetServer, alice_token: str, mode: str
+) -> None:
+    health = get(server, "/health")
+    assert health.status_code == 200
+    assert set(health.json()) == {"status", "version", "model_ready"}
+    assert health.headers["x-request-id"]
+
+    async with connect(server, alice_token, mode) as client:
+        await call(client, "recall", {"query": "anything at all"})
+    text = get(server, "/metrics").text
+    line = next(x for x in text.splitlines() if x.startswith('mcp_memory_tool_calls_total{outcome="ok",tool="recall"}'))
+    assert float(line.split()[-1]) >= 1
+    assert 'mcp_memory_tool_duration_seconds_bucket{tool="recall",le="+Inf"}' in text
+    assert "mcp_memory_schedulers_running 1" in text
+    assert "alice" not in text  # no principal names in metrics
+
+
+async def test_a_revoked_token_is_refused_on_its_next_request_even_inside_an_open_session(
+    tmp_path: Path, mode: str
+) -> None:
+    data = tmp_path / "data"
+    token = create_token(data, "carol")
+    token_id = next(line.split("\t")[0] for line in cli(data, "token", "list").stdout.splitlines()[1:])
+    with running(data, "http") as srv:
+        async with connect(srv, token, mode) as client:
+            await call(client, "remember", {"content": "Carol's build runs on runner-42"})
+            revoked = cli(data, "token", "revoke", token_id)
+            assert revoked.returncode == 0, revoked.stderr
+            with pytest.raises(MCPError, match="error response"):  # the 401 as the SDK client reports it
+                await client.call_tool("recall", {"query": "which runner"})
+        body = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+        assert post(srv, body, {**headers, "authorization": f"Bearer {token}"}).status_code == 401
+        listing = cli(data, "token", "list").stdout
+        assert "\trevoked\t" in listing
+        assert token not in listing
+
+
+async def test_an_expired_token_is_refused(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    live = create_token(data, "dave")
+    expired_at = "2020-01-01"
+    done = cli(data, "token", "create", "--principal", "dave", "--expires", expired_at)
+    assert done.returncode == 2
+    assert "in the past" in done.stderr
+    with running(data, "http") as srv:
+        headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+        body = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        assert post(srv, body, {**headers, "authorization": f"Bearer {live}x"}).status_code == 401
+
+
+def test_a_network_transport_without_tokens_refuses_to_start(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    done = cli(data, "serve", "--transport", "http", "--port", "0")
+    assert done.returncode == 2
+    assert "token create" in done.stderr
+    assert "--no-auth" in done.stderr
+
+
+async def test_no_auth_serves_the_one_local_principal(tmp_path: Path, mode: str) -> None:
+    data = tmp_path / "data"
+    with running(data, "http", "--no-auth") as srv:
+        async with connect(srv, None, mode) as client:
+            await call(client, "remember", {"content": "The local owner prefers tabs over spaces"})
+    assert row_counts(data, "local-owner")["memories"] == 1
+
+
+def test_tokens_are_stored_as_hashes_only(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    token = create_token(data, "erin", "--namespace", "proj-x", "--label", "laptop")
+    raw = b"".join(p.read_bytes() for p in data.glob("control.db*"))
+    assert token.encode() not in raw
+    assert token[len("mcpm_") :].encode() not in raw
+    listing = cli(data, "token", "list").stdout
+    assert "erin\tproj-x\tlive" in listing
+    assert token not in listing
