@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp.client import Client
 
@@ -112,3 +113,21 @@ def row_counts(data_dir: Path, principal: str) -> dict[str, int]:
         return {t: conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in TABLES}
     finally:
         conn.close()
+
+
+class Heard:
+    """The resource updates a client received, with a way to wait for one."""
+
+    def __init__(self) -> None:
+        self.uris: list[str] = []
+        self._arrived = anyio.Event()
+
+    def append(self, uri: str) -> None:
+        self.uris.append(uri)
+        self._arrived.set()
+        self._arrived = anyio.Event()
+
+    async def wait_for(self, uri: str) -> None:
+        with anyio.fail_after(10):
+            while uri not in self.uris:
+                await self._arrived.wait()

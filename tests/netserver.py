@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx2
 from mcp.client import Client
@@ -125,21 +126,22 @@ def running(
 
 @asynccontextmanager
 async def connect(
-    server: NetServer, token: str | None, mode: str, headers: dict[str, str] | None = None
+    server: NetServer, token: str | None, mode: str, headers: dict[str, str] | None = None, **client: Any
 ) -> AsyncIterator[Client]:
-    """The SDK client on the server's transport, in the given protocol generation."""
+    """The SDK client on the server's transport, in the given protocol generation (``client``: more
+    Client arguments, such as a message handler)."""
     sent = dict(headers or {})
     if token is not None:
         sent["Authorization"] = f"Bearer {token}"
     if server.transport == "sse":
-        async with Client(sse_client(server.url, headers=sent), mode=mode) as client:
-            yield client
+        async with Client(sse_client(server.url, headers=sent), mode=mode, **client) as connected:
+            yield connected
         return
     async with (
         create_mcp_http_client(headers=sent) as http,
-        Client(streamable_http_client(server.url, http_client=http), mode=mode) as client,
+        Client(streamable_http_client(server.url, http_client=http), mode=mode, **client) as connected,
     ):
-        yield client
+        yield connected
 
 
 def post(server: NetServer, body: bytes, headers: dict[str, str], path: str | None = None) -> httpx2.Response:

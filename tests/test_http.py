@@ -3,14 +3,20 @@ stateless), the SDK client in both protocol generations, bearer tokens, and the 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import warnings
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
+import anyio
 import orjson
 import pytest
-from mcp.shared.exceptions import MCPError
+from mcp.client import Client
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp_types import ResourceUpdatedNotification
 
-from tests.conftest import call, hit_texts, row_counts
+from tests.conftest import Heard, call, hit_texts, row_counts
 from tests.netserver import NetServer, cli, connect, create_token, get, post, running
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -161,3 +167,51 @@ def test_tokens_are_stored_as_hashes_only(tmp_path: Path) -> None:
     listing = cli(data, "token", "list").stdout
     assert "erin\tproj-x\tlive" in listing
     assert token not in listing
+
+
+@asynccontextmanager
+async def _heard(server: NetServer, token: str, mode: str, uris: list[str]) -> AsyncIterator[tuple[Client, Heard]]:
+    """A client subscribed to ``uris`` as its protocol generation does it; the URIs it hears of."""
+    heard = Heard()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, ResourceUpdatedNotification):
+            heard.append(message.params.uri)
+
+    async with connect(server, token, mode, message_handler=on_message) as client:
+        if mode == "legacy":
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                for uri in uris:
+                    await client.subscribe_resource(uri)
+            yield client, heard
+            return
+        async with anyio.create_task_group() as group, client.listen(resource_subscriptions=uris) as events:
+
+            async def drain() -> None:
+                async for event in events:
+                    heard.append(str(getattr(event, "uri", event)))
+
+            group.start_soon(drain)
+            yield client, heard
+            group.cancel_scope.cancel()
+
+
+async def test_subscriptions_over_the_network_stay_inside_their_principal(tmp_path: Path, mode: str) -> None:
+    data = tmp_path / "data"
+    tokens = {name: create_token(data, name) for name in ("alice", "bob")}
+    uris = ["memory://pinned", "memory://tasks/shared-name"]
+    for transport in ("sse", "http"):
+        with running(data, transport) as srv:
+            async with (
+                _heard(srv, tokens["alice"], mode, uris) as (alice, alice_heard),
+                _heard(srv, tokens["bob"], mode, uris) as (bob, bob_heard),
+            ):
+                await call(bob, "checkpoint", {"task_id": "shared-name", "goal": f"bob's task over {transport}"})
+                await call(bob, "remember", {"content": f"Bob pins this over {transport}", "pinned": True})
+                for uri in uris:
+                    await bob_heard.wait_for(uri)
+                await call(alice, "remember", {"content": f"Alice pins this over {transport}", "pinned": True})
+                await alice_heard.wait_for("memory://pinned")
+                await anyio.sleep(0.3)  # time for a stray event to arrive, if one were sent
+                assert set(alice_heard.uris) == {"memory://pinned"}  # nothing of bob's task or bob's pin

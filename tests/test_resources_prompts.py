@@ -18,7 +18,7 @@ from mcp_memory.models import Scope
 from mcp_memory.resources import ResourceNotifier
 from mcp_memory.scope import ScopeResolver
 from mcp_memory.server import Runtime
-from tests.conftest import call
+from tests.conftest import Heard, call
 
 pytestmark = pytest.mark.anyio
 
@@ -133,24 +133,6 @@ async def test_the_recall_prompt_builds_a_context_block(client: Client) -> None:
 async def test_a_prompt_for_a_missing_task_is_a_clear_error(client: Client) -> None:
     with pytest.raises(MCPError, match="No task by the id of 'ghost' was found"):
         await client.get_prompt("resume_task", {"task_id": "ghost"})
-
-
-class Heard:
-    """The resource updates a client received, with a way to wait for one."""
-
-    def __init__(self) -> None:
-        self.uris: list[str] = []
-        self._arrived = anyio.Event()
-
-    def append(self, uri: str) -> None:
-        self.uris.append(uri)
-        self._arrived.set()
-        self._arrived = anyio.Event()
-
-    async def wait_for(self, uri: str) -> None:
-        with anyio.fail_after(5):
-            while uri not in self.uris:
-                await self._arrived.wait()
 
 
 @asynccontextmanager
