@@ -34,7 +34,8 @@ def fake_vector(text: str) -> list[float]:
 @dataclass
 class FakeOpenAI:
     """``chat_script`` is consumed one step per chat request: ("json", obj), ("text", str),
-    ("status", code) or ("sleep", seconds); when it is empty the reply is ``chat_default``."""
+    ("status", code), ("sleep", seconds) or ("tool_call", (name, arguments)); when it is empty the
+    reply is ``chat_default``. ``chat_requests`` keeps every chat request body."""
 
     base_url: str
     authorizations: list[str] = field(default_factory=list)
@@ -42,6 +43,7 @@ class FakeOpenAI:
     chat_script: list[tuple[str, Any]] = field(default_factory=list)
     chat_default: tuple[str, Any] = ("json", {"summary": ""})
     chat_prompts: list[str] = field(default_factory=list)
+    chat_requests: list[dict[str, Any]] = field(default_factory=list)
 
 
 @contextmanager
@@ -77,7 +79,8 @@ def fake_openai_server() -> Iterator[FakeOpenAI]:
             )
 
         def _chat(self, body: dict[str, Any]) -> None:
-            state.chat_prompts.append(str(body["messages"][-1]["content"]))
+            state.chat_prompts.append(str(body["messages"][-1].get("content")))
+            state.chat_requests.append(body)
             step, value = state.chat_script.pop(0) if state.chat_script else state.chat_default
             if step == "sleep":
                 time.sleep(float(value))
@@ -85,7 +88,21 @@ def fake_openai_server() -> Iterator[FakeOpenAI]:
             if step == "status":
                 self._send(int(value), {"error": {"message": "scripted failure", "type": "server_error"}})
                 return
-            content = orjson.dumps(value).decode() if step == "json" else str(value)
+            message: dict[str, Any] = {"role": "assistant", "content": None}
+            finish = "tool_calls"
+            if step == "tool_call":
+                name, arguments = value
+                n = len(state.chat_requests)
+                message["tool_calls"] = [
+                    {
+                        "id": f"call_{n}",
+                        "type": "function",
+                        "function": {"name": name, "arguments": orjson.dumps(arguments).decode()},
+                    }
+                ]
+            else:
+                message["content"] = orjson.dumps(value).decode() if step == "json" else str(value)
+                finish = "stop"
             self._send(
                 200,
                 {
@@ -93,9 +110,7 @@ def fake_openai_server() -> Iterator[FakeOpenAI]:
                     "object": "chat.completion",
                     "created": 0,
                     "model": body["model"],
-                    "choices": [
-                        {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}
-                    ],
+                    "choices": [{"index": 0, "finish_reason": finish, "message": message}],
                     "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
                 },
             )

@@ -16,7 +16,9 @@ from mcp.client import Client
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types import ResourceUpdatedNotification
 
+from examples.deepseek_agent import run_agent
 from tests.conftest import Heard, call, hit_texts, row_counts
+from tests.fake_openai import fake_openai_server
 from tests.netserver import NetServer, cli, connect, create_token, get, post, running
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -215,3 +217,30 @@ async def test_subscriptions_over_the_network_stay_inside_their_principal(tmp_pa
                 await alice_heard.wait_for("memory://pinned")
                 await anyio.sleep(0.3)  # time for a stray event to arrive, if one were sent
                 assert set(alice_heard.uris) == {"memory://pinned"}  # nothing of bob's task or bob's pin
+
+
+async def test_the_readme_deepseek_agent_remembers_and_recalls_through_http(tmp_path: Path) -> None:
+    """examples/deepseek_agent.py, with a local fake of DeepSeek's API scripted to call two tools."""
+    data = tmp_path / "data"
+    token = create_token(data, "frank")
+    with running(data, "http") as srv, fake_openai_server() as llm:
+        llm.chat_script = [
+            ("tool_call", ("remember", {"content": "Frank's editor theme is solarized dark", "kind": "preference"})),
+            ("text", "Noted."),
+            ("tool_call", ("recall", {"query": "which editor theme does Frank use"})),
+            ("text", "You use solarized dark."),
+        ]
+
+        async def ask(question: str) -> str:
+            key = "sk-test-key-123456789012345"
+            return await run_agent(question, mcp_url=srv.url, token=token, llm_api_key=key, llm_base_url=llm.base_url)
+
+        first = await ask("Remember that my editor theme is solarized dark")
+        second = await ask("Which editor theme do I use?")
+    assert (first, second) == ("Noted.", "You use solarized dark.")
+    offered = {f["function"]["name"] for f in llm.chat_requests[0]["tools"]}
+    assert {"remember", "recall", "checkpoint", "resume"} <= offered
+    recall_result = orjson.loads(llm.chat_requests[3]["messages"][-1]["content"])
+    assert recall_result["is_error"] is False
+    assert "Frank's editor theme is solarized dark" in hit_texts(recall_result["result"])
+    assert all(token not in orjson.dumps(request).decode() for request in llm.chat_requests)
