@@ -107,7 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = _settings(args)
         from mcp_memory import server
 
-        server.configure_logging(settings)
+        server.configure_logging(settings, getattr(args, "transport", "stdio"))
         if args.command == "serve":
             if args.transport == "stdio":
                 anyio.run(server.serve_stdio, settings)

@@ -161,6 +161,9 @@ class Settings(BaseSettings):
     namespace: str | None = Field(None, min_length=1, max_length=200)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_file: Path | None = None
+    log_format: Literal["auto", "text", "json"] = Field(
+        "auto", description="auto: JSON lines on sse/http (with request ids), text on stdio and commands"
+    )
     session_idle_minutes: float = Field(30.0, gt=0)
     busy_timeout_ms: int = Field(10_000, ge=100)
     limits: Limits = Limits()

@@ -37,6 +37,17 @@ async def record_request(ctx: ServerRequestContext[Any, Any], call_next: Callabl
         _request.reset(token)
 
 
+REQUEST_ID_KEY = "mcp_memory.request_id"  # where the HTTP gateway leaves each request's id
+
+
+def current_request_id() -> str | None:
+    """The id the HTTP gateway gave the request being handled (None on stdio)."""
+    request = _request.get()
+    http = getattr(request, "request", None) if request is not None else None
+    value = getattr(http, "scope", {}).get(REQUEST_ID_KEY) if http is not None else None
+    return value if isinstance(value, str) else None
+
+
 def request_identity() -> Scope | None:
     """The Scope the HTTP gateway attached to the current request, if any."""
     request = _request.get()

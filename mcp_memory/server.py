@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
+import orjson
 from mcp.server.mcpserver import MCPServer
 
 from mcp_memory import __version__
@@ -27,7 +28,7 @@ from mcp_memory.prompts import register_prompts
 from mcp_memory.redact import RedactingFilter
 from mcp_memory.resources import ResourceNotifier, register_resources
 from mcp_memory.scheduler import Scheduler
-from mcp_memory.scope import ScopeResolver, record_request
+from mcp_memory.scope import ScopeResolver, current_request_id, record_request
 from mcp_memory.services.erasure import ErasureService
 from mcp_memory.services.lifecycle import LifecycleService
 from mcp_memory.services.memory import MemoryService
@@ -46,7 +47,7 @@ from mcp_memory.tools import (
     register_tools,
     unknown_argument_guard,
 )
-from mcp_memory.web import Gateway, mcp_app
+from mcp_memory.web import GATEWAY_REQUEST_ID, Gateway, mcp_app
 
 log = logging.getLogger(__name__)
 
@@ -56,16 +57,48 @@ Call `remember` for facts, preferences, decisions and events worth keeping (not 
 Use `forget` when the user asks you to delete something (dry run first)."""
 
 
-def configure_logging(settings: Settings) -> None:
-    """Logs go to stderr (stdout is the stdio wire) or a file, always through the redactor."""
+class RequestIdFilter(logging.Filter):
+    """Stamps each record with the id of the HTTP request it belongs to ("-" outside one)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.request_id = GATEWAY_REQUEST_ID.get() or current_request_id() or "-"
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object a line: time, level, logger, request id, message (already redacted)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}",
+            "level": record.levelname,
+            "logger": record.name,
+            "request_id": getattr(record, "request_id", "-"),
+            "message": record.getMessage(),
+        }
+        if isinstance(http := getattr(record, "http", None), dict):
+            entry.update(http)
+        return orjson.dumps(entry).decode()
+
+
+def configure_logging(settings: Settings, transport: str = "stdio") -> None:
+    """Logs go to stderr (stdout is the stdio wire) or a file, always through the redactor.
+
+    JSON lines with the request id on the network transports (`log_format = "auto"`), text otherwise.
+    """
     handler: logging.Handler
     if settings.log_file is not None:
         settings.log_file.parent.mkdir(parents=True, exist_ok=True)
         handler = logging.FileHandler(settings.log_file, encoding="utf-8")
     else:
         handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    structured = settings.log_format == "json" or (settings.log_format == "auto" and transport != "stdio")
+    if structured:
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"))
     handler.addFilter(RedactingFilter())
+    handler.addFilter(RequestIdFilter())
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)

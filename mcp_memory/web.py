@@ -22,6 +22,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any
 
 import orjson
@@ -36,9 +37,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from mcp_memory import __version__, metrics
 from mcp_memory.config import HttpSettings, Limits
 from mcp_memory.models import Scope as MemoryScope
+from mcp_memory.scope import REQUEST_ID_KEY
 from mcp_memory.storage.tokens import TokenStore
 
 log = logging.getLogger("mcp_memory.http")
+# The id of the request the gateway is handling, for log lines written in the gateway's own task
+# (handlers of a stateful session run in the session's task and read it from the request instead).
+GATEWAY_REQUEST_ID: ContextVar[str | None] = ContextVar("mcp_memory_gateway_request_id", default=None)
 
 METADATA_PATH = "/.well-known/oauth-protected-resource"
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
@@ -125,6 +130,8 @@ class Gateway:
         headers = dict(scope.get("headers") or [])
         given = headers.get(b"x-request-id", b"").decode("latin-1")
         request_id = given if _REQUEST_ID.match(given) else uuid.uuid4().hex[:16]
+        scope[REQUEST_ID_KEY] = request_id  # the tool handlers' log lines carry it (server.py)
+        token = GATEWAY_REQUEST_ID.set(request_id)
         status = [0]
 
         async def send_with_id(message: Message) -> None:
@@ -142,18 +149,15 @@ class Gateway:
             metrics.HTTP_REQUESTS.inc(route=route, status=str(status[0]))
             metrics.HTTP_SECONDS.observe(elapsed, route=route)
             log.info(
-                "%s",
-                orjson.dumps(
-                    {
-                        "request_id": request_id,
-                        "method": scope.get("method"),
-                        "route": route,
-                        "status": status[0],
-                        "ms": round(elapsed * 1000, 1),
-                        "principal": principal,
-                    }
-                ).decode(),
+                "%s %s -> %s in %.1f ms (principal %s)",
+                scope.get("method"),
+                route,
+                status[0],
+                elapsed * 1000,
+                principal,
+                extra={"http": {"method": scope.get("method"), "route": route, "status": status[0]}},
             )
+            GATEWAY_REQUEST_ID.reset(token)
 
     def _route(self, path: str) -> str:
         if path == "/health":

@@ -244,3 +244,17 @@ async def test_the_readme_deepseek_agent_remembers_and_recalls_through_http(tmp_
     assert recall_result["is_error"] is False
     assert "Frank's editor theme is solarized dark" in hit_texts(recall_result["result"])
     assert all(token not in orjson.dumps(request).decode() for request in llm.chat_requests)
+
+
+async def test_logs_are_json_lines_with_the_request_id_and_never_the_token(
+    server: NetServer, alice_token: str, mode: str
+) -> None:
+    request_id = f"req-{server.transport}-{mode}-{server.url.rsplit(':', 1)[1].split('/')[0]}"
+    async with connect(server, alice_token, mode, headers={"X-Request-Id": request_id}) as client:
+        await call(client, "remember", {"content": f"Log check {request_id}: the cache lives in /var/cache/app"})
+    lines = [orjson.loads(line) for line in server.stderr().splitlines() if line.startswith("{")]
+    mine = [entry for entry in lines if entry["request_id"] == request_id]
+    assert {"mcp_memory.http", "mcp_memory.services.memory"} <= {entry["logger"] for entry in mine}
+    assert any(entry.get("status") in (200, 202) and entry.get("route") == "mcp" for entry in mine)  # SSE posts: 202
+    assert alice_token not in server.stderr()
+    assert alice_token[len("mcpm_") :] not in server.stderr()
