@@ -258,3 +258,33 @@ async def test_logs_are_json_lines_with_the_request_id_and_never_the_token(
     assert any(entry.get("status") in (200, 202) and entry.get("route") == "mcp" for entry in mine)  # SSE posts: 202
     assert alice_token not in server.stderr()
     assert alice_token[len("mcpm_") :] not in server.stderr()
+
+
+def test_a_configured_hostname_is_accepted_and_any_other_is_refused(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    token = create_token(data, "grace")
+    initialize = orjson.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        }
+    )
+    headers = {
+        "content-type": "application/json",
+        "accept": "application/json, text/event-stream",
+        "authorization": f"Bearer {token}",
+    }
+    env = {"MCP_MEMORY_HTTP__ALLOWED_HOSTS": '["memory.example.com"]'}
+    with running(data, "http", env=env) as srv:
+        assert post(srv, initialize, {**headers, "host": "memory.example.com"}).status_code == 200
+        assert post(srv, initialize, {**headers, "host": "evil.example.net"}).status_code == 421
+        anonymous = {k: v for k, v in headers.items() if k != "authorization"}
+        assert post(srv, initialize, {**anonymous, "host": "evil.example.net"}).status_code == 421  # before auth
+        origin = {**headers, "host": "memory.example.com", "origin": "https://evil.example.net"}
+        assert post(srv, initialize, origin).status_code == 403
