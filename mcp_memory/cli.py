@@ -184,6 +184,14 @@ async def _doctor(settings: Settings, explicit: Path | None) -> int:
                 ok = False
                 _out("store/model mismatch: run `mcp-memory reindex`")
             _out(f"store stats: {await runtime.store.count(scope)}")
+            from mcp_memory.storage.tokens import TokenStore
+
+            live = await TokenStore(settings.data_dir, settings.busy_timeout_ms).count_live(time.time())
+            http = settings.http
+            _out(
+                f"network: http://{http.host}:{http.port}{http.path} (sse {http.sse_path}), auth {http.auth}, "
+                f"{live} live token(s)" + ("" if live or http.auth == "none" else " (create one to serve sse/http)")
+            )
     except MemoryServerError as exc:
         ok = False
         _out(f"store: FAILED: {exc}")
