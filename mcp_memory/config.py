@@ -126,6 +126,18 @@ class LlmSettings(_Section):
         return SecretStr(value) if value else None
 
 
+class JwtSettings(_Section):
+    """Bearer JWTs from an external issuer, accepted beside `token create` tokens (off unless jwks_url is set)."""
+
+    jwks_url: str | None = Field(None, description="the issuer's JWKS document, e.g. https://idp/.well-known/jwks.json")
+    issuer: str | None = Field(None, description="required `iss`; also named in the 401 metadata")
+    audience: str | None = Field(None, description="required `aud` (this server's URL or id)")
+    principal_claim: str = Field("sub", min_length=1, description="the claim that names the principal")
+    namespace_claim: str | None = Field(None, description="a claim that names the namespace, if any")
+    algorithms: list[str] = Field(default_factory=lambda: ["RS256", "ES256"])
+    leeway_seconds: int = Field(30, ge=0, le=600, description="clock skew allowed on exp and nbf")
+
+
 class HttpSettings(_Section):
     """The network transports (`serve --transport sse|http`) and their bearer-token gate."""
 
@@ -146,6 +158,7 @@ class HttpSettings(_Section):
     allowed_origins: list[str] = Field(default_factory=list, description="Origin headers accepted")
     shutdown_grace_seconds: int = Field(10, ge=0, description="in-flight requests get this long to finish")
     session_idle_seconds: float = Field(1_800.0, gt=0, description="a stateful HTTP session idle this long ends")
+    jwt: JwtSettings = JwtSettings()
 
 
 class Settings(BaseSettings):

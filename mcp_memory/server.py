@@ -22,6 +22,7 @@ from mcp_memory import __version__
 from mcp_memory.config import HttpSettings, Settings, pin_native_threads
 from mcp_memory.embed.loader import Embedder, EmbedderConfig
 from mcp_memory.errors import InvalidInputError
+from mcp_memory.jwt_auth import JwtVerifier
 from mcp_memory.llm.client import LlmClient, LlmConfig
 from mcp_memory.models import Scope
 from mcp_memory.prompts import register_prompts
@@ -250,13 +251,15 @@ async def serve_network(settings: Settings, transport: str) -> None:
 
     http = settings.http
     tokens: TokenStore | None = None
+    jwt = JwtVerifier(http.jwt) if http.auth == "tokens" and http.jwt.jwks_url else None
     if http.auth == "tokens":
         tokens = TokenStore(settings.data_dir, settings.busy_timeout_ms)
-        if await tokens.count_live(time.time()) == 0:
+        if jwt is None and await tokens.count_live(time.time()) == 0:
             raise InvalidInputError(
                 "http.auth",
-                f"no live token in {str(tokens.path)!r}, so no client could connect; create one with "
-                "`mcp-memory token create --principal NAME`, or serve one local principal with --no-auth",
+                f"no live token in {str(tokens.path)!r} and no JWT issuer, so no client could connect; create "
+                "one with `mcp-memory token create --principal NAME`, set http.jwt.jwks_url, or serve one "
+                "local principal with --no-auth",
             )
     elif http.host not in LOOPBACK:
         log.warning(
@@ -270,6 +273,7 @@ async def serve_network(settings: Settings, transport: str) -> None:
             tokens=tokens,
             local=None if tokens else Scope(settings.principal, settings.namespace),
             model_ready=lambda: runtime.embedder.loaded,
+            jwt=jwt,
         )
         config = uvicorn.Config(
             app,

@@ -36,6 +36,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_memory import __version__, metrics
 from mcp_memory.config import HttpSettings, Limits
+from mcp_memory.jwt_auth import JwtVerifier, looks_like_jwt
 from mcp_memory.models import Scope as MemoryScope
 from mcp_memory.scope import REQUEST_ID_KEY
 from mcp_memory.storage.tokens import TokenStore
@@ -108,14 +109,16 @@ class Gateway:
         tokens: TokenStore | None,
         local: MemoryScope | None,
         model_ready: Callable[[], bool],
+        jwt: JwtVerifier | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        if (tokens is None) == (local is None):
-            raise ValueError("give either a token store or one local principal")
+        if (tokens is None and jwt is None) == (local is None):
+            raise ValueError("give token verification (store, JWT or both) or one local principal, not both")
         self.app = app
         self.transport = transport
         self.http = http
         self.tokens = tokens
+        self.jwt = jwt
         self.local = local
         self.model_ready = model_ready
         self.clock = clock
@@ -200,9 +203,15 @@ class Gateway:
     async def _authenticate(self, scope: Scope) -> tuple[AuthenticatedUser, AuthCredentials] | None:
         if self.local is not None:
             return identity_user(self.local, "local", None), AuthCredentials([])
-        assert self.tokens is not None
         token = _bearer(scope)
         if token is None:
+            return None
+        if self.jwt is not None and looks_like_jwt(token):
+            found = await self.jwt.verify(token)
+            if found is None:
+                return None
+            return identity_user(found.scope, found.subject_id, found.expires_at), AuthCredentials([])
+        if self.tokens is None:
             return None
         record = await self.tokens.verify(token, self.clock())
         if record is None:
@@ -217,13 +226,17 @@ class Gateway:
         return f"{scope.get('scheme', 'http')}://{host}"
 
     def _metadata(self, scope: Scope) -> dict[str, Any]:
-        # Tokens come from `mcp-memory token create`, not from an OAuth flow: no authorization
-        # server is named, so a client asks its user for a token instead of starting OAuth (ADR 8).
-        return {
+        # Tokens from `mcp-memory token create` come from no OAuth flow: unless an external JWT
+        # issuer is configured, no authorization server is named, so a client asks its user for a
+        # token instead of starting OAuth (ADR 8).
+        metadata: dict[str, Any] = {
             "resource": self._base_url(scope) + self.resource_path,
             "bearer_methods_supported": ["header"],
             "resource_name": "mcp-memory",
         }
+        if self.jwt is not None and self.http.jwt.issuer:
+            metadata["authorization_servers"] = [self.http.jwt.issuer]
+        return metadata
 
     async def _unauthorized(self, scope: Scope, send: Send) -> None:
         given = _bearer(scope) is not None
