@@ -96,8 +96,10 @@ def configure_logging(settings: Settings, transport: str = "stdio") -> None:
     structured = settings.log_format == "json" or (settings.log_format == "auto" and transport != "stdio")
     if structured:
         handler.setFormatter(JsonFormatter())
+    elif transport == "stdio":  # one client, no requests to tell apart
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"))
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s [%(request_id)s]: %(message)s"))
     handler.addFilter(RedactingFilter())
     handler.addFilter(RequestIdFilter())
     root = logging.getLogger()
