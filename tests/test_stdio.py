@@ -6,7 +6,6 @@ the protocol for clients stricter than this SDK (which logs and skips a non-JSON
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -16,7 +15,6 @@ from types import TracebackType
 from typing import Self
 
 import anyio
-import orjson
 import pytest
 from mcp.client import Client
 from mcp.client._transport import ReadStream, TransportStreams
@@ -25,6 +23,7 @@ from mcp.shared.message import SessionMessage
 
 from mcp_memory.storage.sqlite import principal_file
 from tests.conftest import call, call_error, hit_texts
+from tests.readme_configs import readme_client_configs
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -197,24 +196,13 @@ async def test_the_stdout_check_catches_a_stray_line(tmp_path: Path, mode: str) 
 
 
 def _readme_configs() -> list[list[str]]:
-    """The `args` of every client configuration in README.md."""
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"```json\n(.*?)```", readme, flags=re.S)
-    found: list[list[str]] = []
-
-    def visit(node: object) -> None:
-        if isinstance(node, dict):
-            if isinstance(node.get("command"), str) and node["command"].endswith("/.venv/bin/mcp-memory"):
-                found.append([str(a) for a in node.get("args", [])])
-            for value in node.values():
-                visit(value)
-        elif isinstance(node, list):
-            for value in node:
-                visit(value)
-
-    for block in blocks:
-        visit(orjson.loads(block))
-    return found
+    """The `args` of every client configuration in README.md that starts our server over stdio."""
+    return [
+        [str(a) for a in server.get("args", [])]
+        for config in readme_client_configs()
+        for server in config.servers().values()
+        if str(server.get("command", "")).endswith("/.venv/bin/mcp-memory")
+    ]
 
 
 @pytest.mark.slow

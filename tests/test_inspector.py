@@ -1,0 +1,150 @@
+"""The MCP Inspector CLI, a client we did not write, drives the server as a user's client would.
+
+Each Inspector call is its own process (node, and for stdio a fresh `mcp-memory serve`), one and a
+half to two seconds here, so a test is a scenario: state carries through the data directory, calls
+that depend on an earlier one wait for it and the rest run two at a time. Every test runs in both
+protocol generations (the Inspector's --protocol-era legacy and modern) and on every transport in
+TRANSPORTS.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+
+import orjson
+import pytest
+
+from mcp_memory.storage.sqlite import principal_file
+from tests.inspector_cli import ERA_OF_MODE, ConfigTarget, InspectorCli, InspectorError, StdioTarget, Target
+from tests.readme_configs import REPO, readme_client_configs
+
+pytestmark = [pytest.mark.slow]
+
+SERVER = Path(sys.executable).parent / "mcp-memory"
+PRINCIPAL = "inspector-user"
+OUR_TOOLS = {"remember", "recall", "forget", "forget_user", "checkpoint", "resume", "pin", "list_tasks", "stats"}
+
+
+def server_env(tmp_path: Path) -> dict[str, str]:
+    """The server's environment: its own data directory, and an empty config file so that a
+    config.toml in the developer's home cannot change the test."""
+    config = tmp_path / "empty-config.toml"
+    config.touch()
+    return {
+        "MCP_MEMORY_DATA_DIR": str(tmp_path / "data"),
+        "MCP_MEMORY_PRINCIPAL": PRINCIPAL,
+        "MCP_MEMORY_CONFIG": str(config),
+        "OMP_NUM_THREADS": "1",
+    }
+
+
+@contextmanager
+def stdio(tmp_path: Path) -> Iterator[Target]:
+    yield StdioTarget([str(SERVER), "serve"], server_env(tmp_path))
+
+
+# How each transport is served to the Inspector. SSE and HTTP join when `mcp-memory serve
+# --transport sse|http --port N` exists: start it as a subprocess on the same server_env, with a
+# token from `mcp-memory token create`, yield UrlTarget(url, "sse" or "http", {"Authorization":
+# f"Bearer {token}"}) and stop it on exit.
+TRANSPORTS: dict[str, Callable[[Path], AbstractContextManager[Target]]] = {"stdio": stdio}
+
+
+@pytest.fixture(params=sorted(TRANSPORTS))
+def inspector(request: pytest.FixtureRequest, tmp_path: Path, mode: str) -> Iterator[InspectorCli]:
+    with TRANSPORTS[request.param](tmp_path) as target:
+        yield InspectorCli(target, home=tmp_path / "inspector-home", era=ERA_OF_MODE[mode])
+
+
+def two_at_a_time() -> ThreadPoolExecutor:
+    """Calls that do not depend on each other run in parallel: each is a node and a Python process
+    starting up, and a 2-core machine runs two of those at once."""
+    return ThreadPoolExecutor(max_workers=2)
+
+
+def test_the_inspector_lists_our_tools_resources_and_prompts(inspector: InspectorCli, mode: str) -> None:
+    with two_at_a_time() as pool:
+        hello = pool.submit(inspector.initialize)
+        tools = pool.submit(inspector.list_tools)
+        resources = pool.submit(inspector.list_resources)
+        templates = pool.submit(inspector.list_resource_templates)
+        prompts = pool.submit(inspector.list_prompts)
+
+    assert hello.result()["serverInfo"]["name"] == "mcp-memory"
+    assert hello.result()["protocolVersion"] == ("2025-11-25" if mode == "legacy" else mode)
+
+    by_name = {tool["name"]: tool for tool in tools.result()}
+    assert set(by_name) >= OUR_TOOLS
+    assert by_name["recall"]["annotations"]["readOnlyHint"] is True
+    assert by_name["forget"]["annotations"]["destructiveHint"] is True
+
+    uris = {resource["uri"] for resource in resources.result()}
+    assert {"memory://stats", "memory://pinned", "memory://pinned.json", "memory://tasks"} <= uris
+    assert "memory://tasks/{task_id}" in {template["uriTemplate"] for template in templates.result()}
+
+    arguments = {prompt["name"]: [arg["name"] for arg in prompt["arguments"]] for prompt in prompts.result()}
+    assert arguments == {"resume_task": ["task_id"], "recall_context": ["query"]}
+
+
+def test_what_the_inspector_remembers_it_recalls_reads_and_gets_back(inspector: InspectorCli) -> None:
+    rule = "Always run the Inspector tests before tagging a release"
+    fact = "The staging database is restored from backup every Sunday night"
+    goal = "Move the staging database to the new cluster"
+    memories = [{"content": rule, "pinned": True, "kind": "instruction"}, {"content": fact, "tags": ["ops", "db"]}]
+    with two_at_a_time() as pool:
+        stored = pool.submit(inspector.call_tool, "remember", {"memories": memories})
+        task = pool.submit(inspector.call_tool, "checkpoint", {"goal": goal})
+    assert (stored.result()["stored"], stored.result()["rejected"]) == (2, 0)
+    task_id = task.result()["checkpoint"]["task_id"]
+
+    with two_at_a_time() as pool:
+        recalled = pool.submit(inspector.call_tool, "recall", {"query": "when is staging restored?", "k": 1})
+        pinned = pool.submit(inspector.read_resource, "memory://pinned")
+        stats = pool.submit(inspector.read_resource, "memory://stats")
+        resume = pool.submit(inspector.get_prompt, "resume_task", {"task_id": task_id})
+        context = pool.submit(inspector.get_prompt, "recall_context", {"query": "staging database backups"})
+
+    (hit,) = recalled.result()["hits"]
+    assert (hit["text"], set(hit["tags"])) == (fact, {"db", "ops"})
+    assert rule in pinned.result()
+    assert orjson.loads(stats.result())["memories"]["current"] == 2
+    (resume_text,) = resume.result()
+    assert goal in resume_text
+    assert rule in resume_text
+    (context_text,) = context.result()
+    assert fact in context_text
+
+
+def test_a_tool_error_reaches_the_inspector_as_is_error_and_a_bad_prompt_as_an_error(inspector: InspectorCli) -> None:
+    missing = "01M8KXZZZZZZZZZZZZZZZZZZZZ"
+    with two_at_a_time() as pool:
+        forget = pool.submit(inspector.call_tool, "forget", {"ids": [missing], "dry_run": False})
+        resume = pool.submit(inspector.get_prompt, "resume_task", {"task_id": "no-such-task"})
+
+    refused = forget.exception()
+    assert isinstance(refused, InspectorError)
+    assert (refused.returncode, refused.code) == (5, "tool_is_error")
+    assert refused.result is not None
+    assert refused.result["isError"] is True
+    assert missing in refused.result["content"][0]["text"]
+
+    unknown = resume.exception()
+    assert isinstance(unknown, InspectorError)
+    assert "no-such-task" in unknown.message
+
+
+@pytest.mark.parametrize("client", [config.client for config in readme_client_configs()])
+def test_every_readme_client_configuration_runs_through_the_inspectors_config(tmp_path: Path, client: str) -> None:
+    assert {"Claude Desktop", "Cursor", "Continue"} <= {config.client for config in readme_client_configs()}
+    (config,) = [config.in_clone(REPO) for config in readme_client_configs() if config.client == client]
+    path = tmp_path / "client-config.json"
+    path.write_bytes(orjson.dumps(config.inspector_config()))
+    for name in config.servers():
+        cli = InspectorCli(ConfigTarget(path, name, server_env(tmp_path)), home=tmp_path / "inspector-home")
+        assert {tool["name"] for tool in cli.list_tools()} >= OUR_TOOLS
+    # The Inspector's -e reached the server the configuration started: it opened the test's store.
+    assert principal_file(tmp_path / "data", PRINCIPAL).exists()
