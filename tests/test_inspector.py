@@ -12,14 +12,24 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
+from typing import Literal
 
 import orjson
 import pytest
 
 from mcp_memory.storage.sqlite import principal_file
-from tests.inspector_cli import ERA_OF_MODE, ConfigTarget, InspectorCli, InspectorError, StdioTarget, Target
+from tests.inspector_cli import (
+    ERA_OF_MODE,
+    ConfigTarget,
+    InspectorCli,
+    InspectorError,
+    StdioTarget,
+    Target,
+    UrlTarget,
+)
+from tests.netserver import NetServer, create_token, running
 from tests.readme_configs import REPO, readme_client_configs
 
 pytestmark = [pytest.mark.slow]
@@ -47,11 +57,31 @@ def stdio(tmp_path: Path) -> Iterator[Target]:
     yield StdioTarget([str(SERVER), "serve"], server_env(tmp_path))
 
 
-# How each transport is served to the Inspector. SSE and HTTP join when `mcp-memory serve
-# --transport sse|http --port N` exists: start it as a subprocess on the same server_env, with a
-# token from `mcp-memory token create`, yield UrlTarget(url, "sse" or "http", {"Authorization":
-# f"Bearer {token}"}) and stop it on exit.
-TRANSPORTS: dict[str, Callable[[Path], AbstractContextManager[Target]]] = {"stdio": stdio}
+@contextmanager
+def network_server(tmp_path: Path, transport: str) -> Iterator[tuple[NetServer, str]]:
+    """`mcp-memory serve --transport sse|http` on the test's store, and a token for PRINCIPAL."""
+    data = tmp_path / "data"
+    token = create_token(data, PRINCIPAL)
+    with running(data, transport, env={"MCP_MEMORY_CONFIG": server_env(tmp_path)["MCP_MEMORY_CONFIG"]}) as server:
+        yield server, token
+
+
+def _url_target(transport: Literal["sse", "http"]) -> Callable[[Path], AbstractContextManager[Target]]:
+    @contextmanager
+    def serve(tmp_path: Path) -> Iterator[Target]:
+        with network_server(tmp_path, transport) as (server, token):
+            yield UrlTarget(server.url, transport, {"Authorization": f"Bearer {token}"})
+
+    return serve
+
+
+# How each transport is served to the Inspector: stdio it starts itself; SSE and streamable HTTP
+# are a server subprocess it reaches with a bearer token.
+TRANSPORTS: dict[str, Callable[[Path], AbstractContextManager[Target]]] = {
+    "stdio": stdio,
+    "sse": _url_target("sse"),
+    "http": _url_target("http"),
+}
 
 
 @pytest.fixture(params=sorted(TRANSPORTS))
@@ -137,14 +167,25 @@ def test_a_tool_error_reaches_the_inspector_as_is_error_and_a_bad_prompt_as_an_e
     assert "no-such-task" in unknown.message
 
 
-@pytest.mark.parametrize("client", [config.client for config in readme_client_configs()])
-def test_every_readme_client_configuration_runs_through_the_inspectors_config(tmp_path: Path, client: str) -> None:
-    assert {"Claude Desktop", "Cursor", "Continue"} <= {config.client for config in readme_client_configs()}
-    (config,) = [config.in_clone(REPO) for config in readme_client_configs() if config.client == client]
+@pytest.mark.parametrize("name", [config.name for config in readme_client_configs()])
+def test_every_readme_client_configuration_runs_through_the_inspectors_config(tmp_path: Path, name: str) -> None:
+    every = {config.name for config in readme_client_configs()}
+    assert {
+        f"{client} ({where})" for client in ("Claude Desktop", "Cursor", "Continue") for where in ("stdio", "network")
+    } <= every
+    (config,) = [config.in_clone(REPO) for config in readme_client_configs() if config.name == name]
     path = tmp_path / "client-config.json"
-    path.write_bytes(orjson.dumps(config.inspector_config()))
-    for name in config.servers():
-        cli = InspectorCli(ConfigTarget(path, name, server_env(tmp_path)), home=tmp_path / "inspector-home")
-        assert {tool["name"] for tool in cli.list_tools()} >= OUR_TOOLS
-    # The Inspector's -e reached the server the configuration started: it opened the test's store.
+    with ExitStack() as stack:
+        env = server_env(tmp_path)
+        if config.remote:  # a real token-protected HTTP server; the README says to put in its URL and a token
+            server, token = stack.enter_context(network_server(tmp_path, "http"))
+            config = config.for_server(server.url, token)
+            env = {"MCP_MEMORY_CONFIG": env["MCP_MEMORY_CONFIG"]}  # the bridge's own store settings: none
+        path.write_bytes(orjson.dumps(config.inspector_config()))
+        for server_name in config.servers():
+            cli = InspectorCli(ConfigTarget(path, server_name, env), home=tmp_path / "inspector-home")
+            assert {tool["name"] for tool in cli.list_tools()} >= OUR_TOOLS
+            stored = cli.call_tool("remember", {"content": f"Configured through the README for {name}"})
+            assert stored["stored"] == 1
+    # The configuration reached the test's store: directly (-e) or through the network server's token.
     assert principal_file(tmp_path / "data", PRINCIPAL).exists()

@@ -200,6 +200,7 @@ def _readme_configs() -> list[list[str]]:
     return [
         [str(a) for a in server.get("args", [])]
         for config in readme_client_configs()
+        if not config.remote  # the network ones run in test_inspector.py, against a real HTTP server
         for server in config.servers().values()
         if str(server.get("command", "")).endswith("/.venv/bin/mcp-memory")
     ]
