@@ -200,7 +200,9 @@ class Gateway:
         token = _bearer(scope)
         if token is None:
             return None
+        started = time.perf_counter()
         record = await self.tokens.verify(token, self.clock())
+        metrics.AUTH_SECONDS.observe(time.perf_counter() - started)
         if record is None:
             return None
         user = identity_user(MemoryScope(record.principal, record.namespace), record.id, record.expires_at)
