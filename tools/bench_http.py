@@ -94,21 +94,28 @@ def _env(data_dir: Path) -> dict[str, str]:
 
 
 def create_tokens(data_dir: Path, principals: list[str], per_principal: int) -> list[tuple[str, str]]:
-    """(principal, token) per client, each from `mcp-memory token create`, as an operator would."""
+    """(principal, token) per client, each from `mcp-memory token create` as an operator would (8 at a time)."""
+    wanted = [(p, i) for p in principals for i in range(per_principal)]
     out: list[tuple[str, str]] = []
-    for principal in principals:
-        for i in range(per_principal):
-            done = subprocess.run(
-                [str(SERVER_BIN), "token", "create", "--principal", principal, "--label", f"bench-{i}"],
-                env=_env(data_dir),
-                capture_output=True,
-                text=True,
-                timeout=120,
-                check=False,
+    for start in range(0, len(wanted), 8):
+        running = [
+            (
+                principal,
+                subprocess.Popen(
+                    [str(SERVER_BIN), "token", "create", "--principal", principal, "--label", f"bench-{i}"],
+                    env=_env(data_dir),
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                ),
             )
-            if done.returncode != 0:
-                raise RuntimeError(f"token create failed: {done.stderr}")
-            out.append((principal, done.stdout.strip()))
+            for principal, i in wanted[start : start + 8]
+        ]
+        for principal, process in running:
+            stdout, stderr = process.communicate(timeout=300)
+            if process.returncode != 0:
+                raise RuntimeError(f"token create failed: {stderr}")
+            out.append((principal, stdout.strip()))
     return out
 
 
@@ -442,11 +449,8 @@ def report(args: argparse.Namespace, command: str, tally: Tally, f: Figures) -> 
     rows.append(["all", done, f"{done / f.elapsed:.1f}", _ms(every, 50), _ms(every, 95), _ms(every, 99)])
     auth_n = _delta(f, "mcp_memory_auth_duration_seconds_count")
     auth_s = _delta(f, "mcp_memory_auth_duration_seconds_sum")
-    http_n = _delta(f, 'mcp_memory_http_request_duration_seconds_count{route="mcp"}')
-    http_s = _delta(f, 'mcp_memory_http_request_duration_seconds_sum{route="mcp"}')
     auth_line = (
-        f"{auth_n:.0f} verifications, mean {1000 * auth_s / auth_n:.2f} ms "
-        f"(mean MCP HTTP request {1000 * http_s / max(http_n, 1):.1f} ms over {http_n:.0f} requests)"
+        f"{auth_n:.0f} verifications (every HTTP request to the endpoint), mean {1000 * auth_s / auth_n:.2f} ms"
         if auth_n
         else "not reported by this server"
     )
