@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
+import httpx2
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.stdio import stdio_server
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -30,7 +31,7 @@ from mcp.shared.inbound import (
     encode_header_value,
 )
 from mcp.shared.message import ClientMessageMetadata, SessionMessage
-from mcp_types import PROTOCOL_VERSION_META_KEY, JSONRPCRequest, JSONRPCResponse
+from mcp_types import PROTOCOL_VERSION_META_KEY, ErrorData, JSONRPCError, JSONRPCRequest, JSONRPCResponse
 
 from mcp_memory.config import secret_from_environment
 from mcp_memory.errors import InvalidInputError
@@ -78,6 +79,41 @@ class _Stamper:
                 self.negotiated = version
 
 
+class _Refusals:
+    """Turns the SDK's bare "Server returned an error response" for a 401 or 403 into what happened.
+
+    The remote's refusal is an HTTP status with a `WWW-Authenticate` header, not a JSON-RPC
+    error, so the client would otherwise learn nothing about the token; the user needs to hear
+    that the token in their environment variable was refused, and why.
+    """
+
+    def __init__(self, token_env: str) -> None:
+        self.token_env = token_env
+        self.last: str | None = None
+
+    async def observe(self, response: httpx2.Response) -> None:
+        if response.status_code in (401, 403):
+            challenge = response.headers.get("www-authenticate", "")
+            why = (
+                challenge.split('error_description="', 1)[1].split('"', 1)[0]
+                if "error_description=" in challenge
+                else ""
+            )
+            self.last = f"the remote refused the token in {self.token_env} (HTTP {response.status_code})" + (
+                f": {why}" if why else "; set it to a token from `mcp-memory token create`"
+            )
+            log.error("%s", self.last)
+
+    def explain(self, message: SessionMessage) -> SessionMessage:
+        inner = message.message
+        if self.last is None or not isinstance(inner, JSONRPCError):
+            return message
+        if inner.error.message != "Server returned an error response":
+            return message
+        error = ErrorData(code=inner.error.code, message=self.last, data=inner.error.data)
+        return SessionMessage(JSONRPCError(jsonrpc="2.0", id=inner.id, error=error))
+
+
 def _check_url(url: str) -> None:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
@@ -95,9 +131,12 @@ async def run_bridge(url: str, token_env: str) -> int:
         )
     token = secret.get_secret_value()
     stamper = _Stamper()
+    refusals = _Refusals(token_env)
     log.info("relaying stdio to %s", redact(url))
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    http.event_hooks["response"].append(refusals.observe)
     async with (
-        create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http,
+        http,
         streamable_http_client(url, http_client=http) as (remote_read, remote_write),
         stdio_server() as (local_read, local_write),
         anyio.create_task_group() as group,
@@ -110,7 +149,7 @@ async def run_bridge(url: str, token_env: str) -> int:
         async def downstream() -> None:
             def observe(message: SessionMessage) -> SessionMessage:
                 stamper.inbound(message)
-                return SessionMessage(message.message)
+                return refusals.explain(SessionMessage(message.message))
 
             await _pump(remote_read, local_write, observe)
             group.cancel_scope.cancel()

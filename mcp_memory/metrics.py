@@ -98,6 +98,11 @@ TOOL_CALLS = Counter("mcp_memory_tool_calls_total", "Tool calls by tool and outc
 TOOL_SECONDS = Histogram("mcp_memory_tool_duration_seconds", "Tool call latency by tool.")
 HTTP_REQUESTS = Counter("mcp_memory_http_requests_total", "HTTP requests by route and status code.")
 HTTP_SECONDS = Histogram("mcp_memory_http_request_duration_seconds", "HTTP request latency by route.")
+AUTH_SECONDS = Histogram(
+    "mcp_memory_auth_duration_seconds",
+    "Bearer token verification latency, waiting for the control file included.",
+    (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0),
+)
 PASSES = Counter("mcp_memory_scheduler_passes_total", "Lifecycle passes by outcome (ran, skipped, failed).")
 REMEMBERED = Counter("mcp_memory_remembered_total", "Memories offered to remember, by result.")
 
@@ -125,7 +130,7 @@ def add_gauge(name: str, help_text: str, read: Callable[[], float]) -> None:
 
 def render() -> str:
     lines: list[str] = []
-    for metric in (TOOL_CALLS, TOOL_SECONDS, HTTP_REQUESTS, HTTP_SECONDS, PASSES, REMEMBERED):
+    for metric in (TOOL_CALLS, TOOL_SECONDS, HTTP_REQUESTS, HTTP_SECONDS, AUTH_SECONDS, PASSES, REMEMBERED):
         lines += metric.render()
     for gauge in _gauges:
         lines += gauge.render()

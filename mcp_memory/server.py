@@ -7,10 +7,12 @@ lifespan is not used to own anything (on SSE it runs once per connection).
 from __future__ import annotations
 
 import logging
+import signal
 import sys
+import threading
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -249,8 +251,6 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 async def serve_network(settings: Settings, transport: str) -> None:
     """SSE or streamable HTTP behind the gateway; one runtime serves every connection."""
-    import uvicorn
-
     http = settings.http
     tokens: TokenStore | None = None
     jwt = JwtVerifier(http.jwt) if http.auth == "tokens" and http.jwt.jwks_url else None
@@ -267,6 +267,19 @@ async def serve_network(settings: Settings, transport: str) -> None:
         log.warning(
             "serving %s on %s without tokens: every client acts as %r", transport, http.host, settings.principal
         )
+    try:
+        await _serve_gateway(settings, transport, tokens, jwt)
+    finally:
+        if tokens is not None:
+            tokens.close()
+
+
+async def _serve_gateway(
+    settings: Settings, transport: str, tokens: TokenStore | None, jwt: JwtVerifier | None
+) -> None:
+    import uvicorn
+
+    http = settings.http
     async with open_runtime(settings, transport=transport) as runtime:
         app = Gateway(
             mcp_app(runtime.mcp, transport, http, settings.limits),
@@ -287,10 +300,29 @@ async def serve_network(settings: Settings, transport: str) -> None:
             lifespan="on",
         )
         server = uvicorn.Server(config)
-        async with anyio.create_task_group() as group:
-            group.start_soon(_announce, server, transport, http)
-            await server.serve()
-            group.cancel_scope.cancel()
+        with _sigterm_stops(server):
+            async with anyio.create_task_group() as group:
+                group.start_soon(_announce, server, transport, http)
+                await server.serve()
+                group.cancel_scope.cancel()
+
+
+@contextmanager
+def _sigterm_stops(server: Any) -> Iterator[None]:
+    """SIGTERM is a service manager's ordinary stop, and a clean stop exits 0.
+
+    uvicorn shuts down gracefully on SIGTERM and then raises the signal again into the handler
+    that was there before its own, which by default ends the process with -15. The handler put
+    here instead asks uvicorn to stop (which also covers a SIGTERM before uvicorn's is in place).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, lambda _sig, _frame: setattr(server, "should_exit", True))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 async def _announce(server: Any, transport: str, http: HttpSettings) -> None:

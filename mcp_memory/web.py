@@ -213,7 +213,9 @@ class Gateway:
             return identity_user(found.scope, found.subject_id, found.expires_at), AuthCredentials([])
         if self.tokens is None:
             return None
+        started = time.perf_counter()
         record = await self.tokens.verify(token, self.clock())
+        metrics.AUTH_SECONDS.observe(time.perf_counter() - started)
         if record is None:
             return None
         user = identity_user(MemoryScope(record.principal, record.namespace), record.id, record.expires_at)
