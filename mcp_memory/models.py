@@ -69,6 +69,7 @@ class MemoryRecord:
     occurrence_ids: list[str] = field(default_factory=list)
     conflicts_with: list[str] = field(default_factory=list)
     source_ids: list[str] = field(default_factory=list)
+    last_seen_at: float | None = None  # when it was last stated: its newest occurrence
     rowid: int = 0
 
 
@@ -331,6 +332,7 @@ class NewMemory:
     conflicts: tuple[str, ...] = ()
     summarizes: tuple[str, ...] = ()  # a summary's sources: linked, and moved to the archive tier
     inferred_supersedes: tuple[str, ...] = ()  # replaced by the rules: skipped if already gone
+    more_occurrences: tuple[NewOccurrence, ...] = ()  # a consolidated fact carries its sources' occurrences
 
 
 @dataclass(frozen=True, slots=True)
@@ -339,6 +341,8 @@ class Merge:
 
     target_id: str
     occurrence: NewOccurrence
+    seen_at: float | None = None  # a restatement is a use: the memory's last access moves here
+    supersedes: tuple[str, ...] = ()  # what the restatement replaces (rules; skipped if already gone)
 
 
 # ----- tasks (ADR 6) -------------------------------------------------------------------------

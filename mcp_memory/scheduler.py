@@ -61,6 +61,8 @@ class Scheduler:
             "aggressive": 0,
             "summarized": 0,
             "compression_failures": 0,
+            "facts": 0,
+            "consolidated": 0,
         }
         outcome = "done"
         try:
@@ -73,6 +75,9 @@ class Scheduler:
                 totals["evicted"] += result.evicted
                 totals["compress_candidates"] += result.compress_candidates
                 totals["aggressive"] += int(result.aggressive)
+                merged = await self.lifecycle.consolidate(Scope(principal), now)
+                totals["facts"] += merged.facts
+                totals["consolidated"] += merged.consolidated
                 compressed = await self.lifecycle.compress(Scope(principal), now)
                 totals["summaries"] += compressed.summaries
                 totals["summarized"] += compressed.summarized

@@ -6,7 +6,7 @@ import pytest
 from mcp.client import Client
 
 from mcp_memory.services.rules import relation
-from tests.conftest import call, hit_texts
+from tests.conftest import Clock, call, hit_texts
 
 pytestmark = pytest.mark.anyio
 
@@ -15,7 +15,15 @@ pytestmark = pytest.mark.anyio
     ("old", "new", "kind", "expected"),
     [
         ("User likes tea", "User does not like tea", "fact", "negation"),
-        ("I prefer dark mode in the editor", "I prefer light mode in the editor", "preference", "conflict"),
+        ("I prefer dark mode in the editor", "I prefer light mode in the editor", "preference", "changed"),
+        ("I prefer dark mode in the editor", "I prefer light mode in the editor", "fact", "different"),
+        ("The user prefers Obsidian for notes", "The user prefers plain text files for notes", "preference", "changed"),
+        ("The user prefers tea", "The user prefers coffee", "preference", "conflict"),
+        ("Alice prefers tea for breakfast", "Bob prefers coffee for breakfast", "preference", "different"),
+        ("I prefer coffee in the morning at work", "I prefer tea in the evening at work", "preference", "conflict"),
+        ("I prefer 3 servers for staging", "I prefer 4 servers for staging", "preference", "different"),
+        ("我更喜欢喝咖啡", "我更喜欢喝茶", "preference", "changed"),
+        ("The user prefers Dvorak", "The user switched from Dvorak to Colemak", "preference", "changed"),
         ("Alice likes cats", "Alice likes dogs", "preference", "conflict"),
         ("Sam drinks coffee every morning", "Sam switched to tea every morning", "preference", "changed"),
         ("我喜欢喝咖啡", "我不再喝咖啡了", "preference", "changed"),
@@ -51,18 +59,63 @@ async def test_a_stated_change_of_mind_supersedes_the_old_preference(client: Cli
     assert hit_texts(answer) == ["Sam switched to tea every morning"]
 
 
-async def test_a_swapped_preference_without_a_word_of_change_is_kept_and_flagged(client: Client) -> None:
+async def test_an_unmarked_change_of_a_preference_supersedes_the_old_one_and_history_stays(client: Client) -> None:
     old = await call(client, "remember", {"content": "I prefer dark mode in the editor", "kind": "preference"})
     new = await call(client, "remember", {"content": "I prefer light mode in the editor", "kind": "preference"})
     old_id, new_id = old["items"][0]["id"], new["items"][0]["id"]
+    assert new["items"][0]["superseded"] == [old_id]
+    assert new["items"][0]["conflicts_with"] == []
+    answer = await call(client, "recall", {"query": "which editor mode does the user prefer"})
+    assert hit_texts(answer) == ["I prefer light mode in the editor"]
+    history = await call(
+        client, "recall", {"query": "which editor mode does the user prefer", "filters": {"include_superseded": True}}
+    )
+    by_id = {h["id"]: h for h in history["hits"]}
+    assert by_id[old_id]["superseded_by"] == new_id
+    assert by_id[old_id]["valid_to"] is not None
+    assert by_id[new_id]["superseded_by"] is None
+
+
+async def test_an_unjudgeable_conflict_is_kept_and_flagged_and_the_newer_side_ranks_first(
+    client: Client, clock: Clock
+) -> None:
+    old = await call(client, "remember", {"content": "Alice likes cats", "kind": "preference"})
+    clock.advance(3600)
+    new = await call(client, "remember", {"content": "Alice likes dogs", "kind": "preference"})
+    old_id, new_id = old["items"][0]["id"], new["items"][0]["id"]
     assert new["items"][0]["superseded"] == []
     assert new["items"][0]["conflicts_with"] == [old_id]
-    hits = {h["id"]: h for h in (await call(client, "recall", {"query": "editor colour mode"}))["hits"]}
-    assert hits[old_id]["conflicts_with"] == [new_id]
-    assert hits[new_id]["conflicts_with"] == [old_id]
+    query = {"query": "which pets does Alice like", "reinforce": False}
+    hits = (await call(client, "recall", query))["hits"]
+    assert [h["id"] for h in hits] == [new_id, old_id]  # both sides kept, the last said first
+    assert hits[0]["conflicts_with"] == [old_id]
+    assert hits[1]["conflicts_with"] == [new_id]
+    clock.advance(3600)
+    again = await call(client, "remember", {"content": "Alice likes cats", "kind": "preference"})
+    assert again["items"][0]["outcome"] == "merged"
+    hits = (await call(client, "recall", query))["hits"]
+    assert [h["id"] for h in hits] == [old_id, new_id]  # said again: now the latest word
     await call(client, "forget", {"ids": [old_id], "dry_run": False})
-    hits = {h["id"]: h for h in (await call(client, "recall", {"query": "editor colour mode"}))["hits"]}
+    hits = {h["id"]: h for h in (await call(client, "recall", query))["hits"]}
     assert hits[new_id]["conflicts_with"] == []  # resolved by forgetting one side
+
+
+async def test_a_restated_change_supersedes_what_was_said_in_between(client: Client, clock: Clock) -> None:
+    change = "The user switched from walking to cycling for the commute"
+    first = await call(client, "remember", {"content": change, "kind": "preference"})
+    clock.advance(3600)
+    between = await call(
+        client, "remember", {"content": "The user prefers walking for the commute", "kind": "preference"}
+    )
+    between_id = between["items"][0]["id"]
+    assert between["items"][0]["superseded"] == []  # the rules cannot tell: flagged, kept
+    clock.advance(3600)
+    again = await call(client, "remember", {"content": change, "kind": "preference"})
+    assert again["items"][0]["outcome"] == "merged"
+    assert again["items"][0]["id"] == first["items"][0]["id"]
+    assert again["items"][0]["superseded"] == [between_id]
+    answer = await call(client, "recall", {"query": "how does the user commute", "reinforce": False})
+    assert hit_texts(answer) == [change]
 
 
 async def test_unrelated_facts_are_neither_superseded_nor_flagged(client: Client) -> None:

@@ -6,13 +6,18 @@
 Below ``evict_threshold`` with importance < 0.5 a memory is evicted (archived by default, or
 deleted); below ``compress_threshold`` and idle for a day it is a candidate for compression.
 Pinned memories never decay. The curve is ``scoring.retention``, the one recall's recency uses.
+
+Consolidation: what the user holds (preferences, constraints) is not summarized with the session
+it was said in; the same statement made in two or more sessions and stored twice (a wording the
+write-time merge could not prove equal) becomes one semantic fact carrying every occurrence, with
+its sources linked and archived, undoable like a summary.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -22,7 +27,7 @@ from mcp_memory.errors import ConflictError, UpstreamError
 from mcp_memory.ids import new_id
 from mcp_memory.llm.client import LlmClient
 from mcp_memory.models import MemoryRecord, NewMemory, NewOccurrence, Provenance, Scope
-from mcp_memory.services import scoring, summarize
+from mcp_memory.services import rules, scoring, summarize
 from mcp_memory.services.memory import content_hash
 from mcp_memory.storage.lifecycle import LifecycleStore
 from mcp_memory.storage.sqlite import SqliteStore
@@ -32,6 +37,8 @@ from mcp_memory.text import estimate_tokens, language, normalize, segment_for_in
 log = logging.getLogger(__name__)
 MIN_GROUP = 3
 MAX_GROUPS_PER_PASS = 50
+SEMANTIC_KINDS = ("preference", "constraint")  # held by the user: consolidated, never summarized away
+MAX_CONSOLIDATION_CANDIDATES = 2_000  # a pass compares them pairwise: 2,000 x 2,000 floats
 _SCHEDULER = Provenance(client_name="mcp-memory", transport="scheduler")
 
 
@@ -50,6 +57,12 @@ class DecayOutcome:
     evicted: int
     compress_candidates: int
     aggressive: bool = False
+
+
+@dataclass(frozen=True)
+class ConsolidateOutcome:
+    facts: int
+    consolidated: int
 
 
 @dataclass(frozen=True)
@@ -107,7 +120,7 @@ class LifecycleService:
         summarize.MAX_FAILURES tries they are left alone (compression-resistant).
         """
         groups: dict[tuple[str | None, str], list[MemoryRecord]] = {}
-        for record in await self.rows.compression_candidates(scope, summarize.MAX_FAILURES):
+        for record in await self.rows.compression_candidates(scope, summarize.MAX_FAILURES, SEMANTIC_KINDS):
             group = (
                 f"task:{record.task_id}"
                 if record.task_id
@@ -134,6 +147,113 @@ class LifecycleService:
             summaries += 1
             summarized += len(members)
         return CompressOutcome(summaries=summaries, summarized=summarized, failed=failed)
+
+    async def consolidate(self, scope: Scope, now: float) -> ConsolidateOutcome:
+        """Statements of one preference or constraint from two or more sessions become one fact.
+
+        Two memories are one statement when they are close (cosine at the model's "related"
+        level) and ``rules.same_facts`` holds (ADR 5: identifiers, numbers, dates, names and
+        negation agree, no value swapped). The fact takes the wording said last, every occurrence
+        of its sources, their conflicts and their use; the sources are linked and archived in the
+        same transaction, and ``undo_summary`` takes it apart.
+        """
+        records = await self.rows.consolidation_candidates(scope, SEMANTIC_KINDS, MAX_CONSOLIDATION_CANDIDATES)
+        if len(records) < 2:
+            return ConsolidateOutcome(facts=0, consolidated=0)
+        model = await self.embedder.ready()
+        related = min(model.related_similarity, model.duplicate_similarity)
+        vectors = await self.rows.vectors(scope, [r.rowid for r in records])
+        records = [r for r in records if r.rowid in vectors]
+        group = list(range(len(records)))
+
+        def root(i: int) -> int:
+            while group[i] != i:
+                group[i] = group[group[i]]
+                i = group[i]
+            return i
+
+        by_bucket: dict[tuple[str | None, str], list[int]] = {}
+        for i, record in enumerate(records):
+            by_bucket.setdefault((record.namespace, record.kind), []).append(i)
+        for bucket in by_bucket.values():
+            if len(bucket) < 2:
+                continue
+            matrix = np.stack([vectors[records[i].rowid] for i in bucket])
+            close = np.argwhere(np.triu(matrix @ matrix.T, k=1) >= related)
+            for a, b in close:
+                first, second = records[bucket[a]], records[bucket[b]]
+                if rules.same_facts(first.content, second.content):
+                    group[root(bucket[b])] = root(bucket[a])
+        groups: dict[int, list[MemoryRecord]] = {}
+        for i, record in enumerate(records):
+            groups.setdefault(root(i), []).append(record)
+        facts = consolidated = 0
+        for members in groups.values():
+            if len(members) < 2 or facts >= MAX_GROUPS_PER_PASS:
+                continue
+            occurrences = await self.rows.occurrences(scope, [m.rowid for m in members])
+            if len({o.session_key for found in occurrences.values() for o in found}) < 2:
+                continue  # said twice in one session is not yet a fact the user holds
+            fact = self._fact(members, occurrences, vectors, now)
+            try:
+                await self.store.apply(scope, [fact], [])
+            except ConflictError:
+                continue  # a source changed since it was read: the next pass looks again
+            facts += 1
+            consolidated += len(members)
+        return ConsolidateOutcome(facts=facts, consolidated=consolidated)
+
+    @staticmethod
+    def _fact(
+        members: list[MemoryRecord],
+        occurrences: dict[int, list[NewOccurrence]],
+        vectors: dict[int, np.ndarray],
+        now: float,
+    ) -> NewMemory:
+        copies = sorted(
+            (replace(o, id=new_id()) for m in members for o in occurrences.get(m.rowid, [])),
+            key=lambda o: o.occurred_at,
+        )
+        last = max(
+            members, key=lambda m: (max((o.occurred_at for o in occurrences.get(m.rowid, [])), default=0), m.rowid)
+        )
+        ids = {m.id for m in members}
+        record = MemoryRecord(
+            id=new_id(),
+            namespace=last.namespace,
+            kind=last.kind,
+            content=last.content,
+            key=None,
+            tags=sorted({t for m in members for t in m.tags}),
+            metadata={**last.metadata, "consolidated_from": len(members)},
+            importance=max(m.importance for m in members),
+            pinned=False,
+            occurred_at=min(m.occurred_at for m in members),
+            created_at=now,
+            # the fact is as fresh and as used as its sources were, not new
+            last_accessed_at=max(m.last_accessed_at or m.created_at for m in members),
+            access_count=sum(m.access_count for m in members),
+            valid_from=min(m.valid_from for m in members),
+            valid_to=None,
+            superseded_by=None,
+            expires_at=None,
+            tier="active",
+            level=1,
+            language=last.language,
+            session_key=last.session_key,
+            task_id=last.task_id,
+            provenance=_SCHEDULER,
+            content_hash=last.content_hash,
+        )
+        return NewMemory(
+            record=record,
+            vector=np.asarray(vectors[last.rowid], np.float32).tobytes(),
+            segmented=segment_for_index(last.content),
+            occurrence=copies[0],
+            more_occurrences=tuple(copies[1:]),
+            summarizes=tuple(m.id for m in members),
+            conflicts=tuple(sorted({c for m in members for c in m.conflicts_with} - ids)),
+        )
 
     async def _summarize(self, scope: Scope, texts: list[str]) -> summarize.Summary:
         """The LLM's summary when it is configured, answers and passes the check; else the extractive one."""

@@ -242,7 +242,8 @@ class MemoryService:
         to_embed = [
             (i, item, content, h)
             for i, item, content, h in prepared
-            if not self._plain(item) or (h not in existing and h not in batch_hash and not batch_hash.setdefault(h, ""))
+            # a restatement of a stored memory is embedded too: it may replace what was said since
+            if not self._plain(item) or h in existing or (h not in batch_hash and not batch_hash.setdefault(h, ""))
         ]
         vectors = await self.embedder.passages([c for _, _, c, _ in to_embed]) if to_embed else None
         embedded = {i: vectors[j] for j, (i, *_) in enumerate(to_embed)} if vectors is not None else {}
@@ -264,12 +265,15 @@ class MemoryService:
             conflicts: list[str] = []
             if self._plain(item):
                 target = existing.get(h) or batch_hash.get(h)
-                if target is None and i in embedded:
-                    target, replaces, conflicts = await self._relate(
-                        scope, embedded[i], content, item.kind, batch_vecs, now
+                if i in embedded:
+                    close, replaces, conflicts = await self._relate(
+                        scope, embedded[i], content, item.kind, batch_vecs, now, target
                     )
+                    target = target or close
             if target is not None:
-                merges.append(Merge(target_id=target, occurrence=occurrence))
+                fresh = tuple(r for r in replaces if r != target and r not in replaced_in_batch)
+                replaced_in_batch.update(fresh)
+                merges.append(Merge(target_id=target, occurrence=occurrence, seen_at=now, supersedes=fresh))
                 results[i] = RememberItem(
                     index=i,
                     outcome="merged",
@@ -302,7 +306,7 @@ class MemoryService:
         final: list[RememberItem] = []
         for result in results:
             assert result is not None
-            if result.outcome == "stored" and result.id in superseded:
+            if result.outcome in ("stored", "merged") and result.id in superseded:
                 result = result.model_copy(update={"superseded": superseded[result.id]})
             final.append(result)
         log.info(
@@ -364,11 +368,14 @@ class MemoryService:
         kind: str,
         batch: list[tuple[np.ndarray[Any, Any], str, str, str]],
         now: float,
+        merge_into: str | None = None,
     ) -> tuple[str | None, list[str], list[str]]:
         """What a new memory is to the close ones already stored: (merge into, supersedes, conflicts with).
 
         Rules in ``rules.relation``: the same statement merges; a word-for-word denial or a stated
         change supersedes (history kept); a swapped preference or decision is kept and flagged.
+        A restatement (``merge_into``, or a close equal found here) is the user's latest word
+        too: what it replaces is superseded although the memory itself is not stored again.
         """
         model = await self.embedder.ready()
         duplicate = self.config.duplicate_similarity or model.duplicate_similarity
@@ -387,13 +394,18 @@ class MemoryService:
         for score, other_id, other_content, other_kind in sorted(candidates, key=lambda c: -c[0]):
             if other_kind != kind or score < related:
                 continue
+            if other_id == merge_into:
+                continue
             relation = rules.relation(other_content, content, kind)
             if relation == "same" and score >= duplicate:
-                return other_id, [], []
+                merge_into = merge_into or other_id
+                continue
             if relation in ("negation", "changed"):
                 supersede.append(other_id)
             elif relation == "conflict":
                 conflicts.append(other_id)
+        if merge_into is not None:
+            return merge_into, [i for i in supersede if i != merge_into], []
         return None, supersede, conflicts
 
     def _record(
@@ -555,6 +567,7 @@ class MemoryService:
             )
             scored.append((v, record, signals))
         scored.sort(key=lambda item: -item[0])
+        scored = scoring.newer_side_first(scored)
 
         hits: list[MemoryOut] = []
         used = 0

@@ -170,11 +170,65 @@ Relation = Literal["same", "negation", "changed", "conflict", "different"]
 
 # A new statement that says it replaces an old one ("no longer", "switched to", "不再", "改为").
 _CHANGE = re.compile(
-    r"(?i)\b(no longer|not any ?more|anymore|now (?:prefers?|likes?|uses?|wants?|drinks?|eats?)|switched to|"
-    r"changed (?:to|my mind)|instead(?: of)?|from now on|these days)\b|不再|改成|改为|换成|现在|以后都|已经改"
+    r"(?i)\b(no longer|not any ?more|anymore|now (?:prefers?|likes?|uses?|wants?|drinks?|eats?)|"
+    r"switched (?:to|from|over|back)|moved (?:to|from|over)|changed (?:to|from|my mind)|instead(?: of)?|"
+    r"from now on|these days)\b|不再|改成|改为|换成|现在|以后都|已经改"
 )
 _CHANGE_CHARS = frozenset("不再改成为换现在以后都已经")
-_CHANGE_WORDS = frozenset(_stem(w) for w in "longer anymore switched changed instead mind days actually".split())
+_CHANGE_WORDS = frozenset(_stem(w) for w in "longer anymore switched moved changed instead mind days actually".split())
+# "Prefer" names a choice among alternatives: a newer preference for the same thing replaces the older.
+_PREFER = re.compile(r"(?i)^prefer(?:s|red|ring|ence|ences)?$|^(?:偏好|更喜欢|更愿意|宁愿|更爱)$")
+_TOKEN = re.compile(
+    r"[A-Za-z][A-Za-z'-]*|\d+(?:[.,:/]\d+)*|偏好|更喜欢|更愿意|宁愿|更爱|[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]"
+)
+
+
+def _tokens(text: str) -> list[str]:
+    return [t if _CJK_CHAR.match(t) or _PREFER.match(t) else _stem(t.lower()) for t in _TOKEN.findall(text)]
+
+
+def _content_tokens(text: str) -> set[str]:
+    """The stems of the words that carry meaning (judged before stemming: "notes" is not "not")."""
+    return {
+        t if _CJK_CHAR.match(t) else _stem(t.lower())
+        for t in _TOKEN.findall(text)
+        if t.lower() not in EN_STOPWORDS and t not in _ZH_FILLER and not _PREFER.match(t)
+    }
+
+
+def _one_run(tokens: list[str], part: set[str], after: int) -> bool:
+    """The tokens of ``part`` sit together, as one value, after the verb at ``after``."""
+    places = [i for i, t in enumerate(tokens) if t in part]
+    return bool(places) and places[0] > after and places[-1] - places[0] + 1 == len(places)
+
+
+def same_preference_replaced(old: str, new: str) -> bool:
+    """True when ``new`` states a preference for the same thing as ``old`` with another value.
+
+    Both must say "prefer" (偏好, 更喜欢...); the texts differ in one run of at most four words
+    after the verb on each side (the value: "dark theme" / "light theme"), and they share a word
+    that says what the preference is for ("editor", "commute"). Who prefers must not change
+    ("Alice prefers" / "Bob prefers" differ before the verb), and neither may the time it is for
+    ("coffee in the morning" / "tea in the evening" differ in two places: both may be true).
+    """
+    tokens_old, tokens_new = _tokens(old), _tokens(new)
+    verb_old = next((i for i, t in enumerate(tokens_old) if _PREFER.match(t)), None)
+    verb_new = next((i for i, t in enumerate(tokens_new) if _PREFER.match(t)), None)
+    if verb_old is None or verb_new is None:
+        return False
+    gone, came = set(tokens_old) - set(tokens_new), set(tokens_new) - set(tokens_old)
+    if not 0 < len(gone) <= 4 or not 0 < len(came) <= 4:
+        return False
+    if not _one_run(tokens_old, gone, verb_old) or not _one_run(tokens_new, came, verb_new):
+        return False
+    timed = [bool(part & _TIME_WORDS) and bool(part - _TIME_WORDS) for part in (gone, came)]
+    if all(timed):
+        return False  # the value and its time both changed: two preferences, not one replaced
+    words = _content_tokens(old) | _content_tokens(new)
+    context = {t for i, t in enumerate(tokens_old) if i > verb_old and t in words} | {
+        t for i, t in enumerate(tokens_new) if i > verb_new and t in words
+    }
+    return bool(context - gone - came)
 
 
 def relation(old: str, new: str, kind: str) -> Relation:
@@ -182,15 +236,20 @@ def relation(old: str, new: str, kind: str) -> Relation:
 
     - same: they state one thing (merge);
     - negation: one denies the other, word for word ("likes tea" / "does not like tea");
-    - changed: the new one says it replaces the old ("no longer", "switched to", "不再", "改为");
-    - conflict: a preference or decision with one value swapped and no word of change: kept both,
-      flagged for the user to confirm (either may be true: "likes cats" and "likes dogs");
+    - changed: the new one says it replaces the old ("no longer", "switched to", "不再", "改为"), or
+      it is a preference stated with "prefer" for the same thing with another value
+      (``same_preference_replaced``: "prefers dark theme for the editor" / "... light theme ...");
+    - conflict: a preference or decision with one value swapped and no word of change that the
+      rules cannot judge: kept both, flagged for the user to confirm (either may be true: "likes
+      cats" and "likes dogs"); recall ranks the newer side first;
     - different: anything else.
     """
     if same_facts(old, new):
         return "same"
     if identifiers(old) != identifiers(new) or sorted(_NUMBER.findall(old)) != sorted(_NUMBER.findall(new)):
         return "different"
+    if kind == "preference" and same_preference_replaced(old, new):
+        return "changed"
     words_old, chars_old = _units(old)
     words_new, chars_new = _units(new)
     if set(words_old) == set(words_new) and chars_old == chars_new:
@@ -199,6 +258,8 @@ def relation(old: str, new: str, kind: str) -> Relation:
     gone_chars, came_chars = chars_old - chars_new, (chars_new - chars_old) - _CHANGE_CHARS
     marked = _CHANGE.search(new) is not None
     came -= _CHANGE_WORDS
+    if marked and len(gone) + len(gone_chars) <= 1 and 0 < len(came) + len(came_chars) <= 4:
+        return "changed"  # it names the old statement and says it changed: "switched from Dvorak to Colemak"
     if any(words_new[w][0].isupper() for w in came) or any(words_old[w][0].isupper() for w in gone):
         return "different"  # another name: another subject
     swapped = (0 < len(gone) <= 2 and 0 < len(came) <= 2 and not gone_chars and not came_chars) or (

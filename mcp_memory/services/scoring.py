@@ -8,6 +8,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TypeVar
+
+from mcp_memory.models import MemoryRecord
+
+_Hit = TypeVar("_Hit", bound=tuple[float, MemoryRecord, object])
 
 PRESETS: dict[str, tuple[float, float, float, float]] = {
     "assistant": (0.4, 0.2, 0.1, 0.3),
@@ -52,3 +57,41 @@ class Fusion:
 def value(preset: str, relevance: float, recency_: float, frequency_: float, importance: float) -> float:
     a, b, c, d = PRESETS[preset]
     return a * relevance + b * recency_ + c * frequency_ + d * importance
+
+
+def stated_at(record: MemoryRecord) -> float:
+    """When the user last said it: its newest occurrence, and never before it was stored."""
+    return max(record.last_seen_at or record.created_at, record.created_at)
+
+
+def newer_side_first(scored: list[_Hit]) -> list[_Hit]:
+    """Of memories flagged as conflicting, the one stated last ranks above the others.
+
+    A conflict the rules could not judge keeps both sides; the user's latest word is the better
+    guess until someone confirms, so an older side may not outrank it on score alone. The group
+    keeps the places its members earned; inside them, the last stated comes first.
+    """
+    if not any(hit[1].conflicts_with for hit in scored):
+        return scored
+    present = {hit[1].id: i for i, hit in enumerate(scored)}
+    group = list(range(len(scored)))  # union-find over the hits, joined by conflict flags
+
+    def root(i: int) -> int:
+        while group[i] != i:
+            group[i] = group[group[i]]
+            i = group[i]
+        return i
+
+    for i, hit in enumerate(scored):
+        for other in hit[1].conflicts_with:
+            if other in present:
+                group[root(present[other])] = root(i)
+    places: dict[int, list[int]] = {}
+    for i in range(len(scored)):
+        places.setdefault(root(i), []).append(i)
+    order = list(scored)
+    for slots in places.values():
+        members = sorted((scored[i] for i in slots), key=lambda hit: -stated_at(hit[1]))
+        for slot, member in zip(slots, members, strict=True):
+            order[slot] = member
+    return order

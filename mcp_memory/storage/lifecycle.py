@@ -12,8 +12,10 @@ import time
 from collections.abc import Sequence
 
 import anyio
+import numpy as np
+import orjson
 
-from mcp_memory.models import Criteria, MemoryRecord, Scope
+from mcp_memory.models import Criteria, MemoryRecord, NewOccurrence, Provenance, Scope
 from mcp_memory.storage.sqlite import MEMORY_COLUMNS, SqliteStore, row_to_record, visible_clause
 
 
@@ -49,16 +51,75 @@ class LifecycleStore:
         )
         return [(int(r[0]), float(r[1]), int(r[2]), float(r[3])) for r in rows]
 
-    async def compression_candidates(self, scope: Scope, max_failures: int) -> list[MemoryRecord]:
-        """Active, unpinned raw (L0) memories of every namespace, but those that resisted compression."""
+    async def compression_candidates(
+        self, scope: Scope, max_failures: int, keep_kinds: Sequence[str] = ()
+    ) -> list[MemoryRecord]:
+        """Active, unpinned raw (L0) memories of every namespace, but those that resisted compression
+        and those of ``keep_kinds`` (facts the user holds, consolidated rather than summarized)."""
         conn = await self.store.reader(scope)
+        kept = ",".join("?" * len(keep_kinds)) or "''"
         rows = await conn.execute_fetchall(
             f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.tier = 'active' AND m.pinned = 0 AND m.level = 0 "
             "AND m.superseded_by IS NULL AND m.expires_at IS NULL AND m.key IS NULL AND m.id NOT IN "
-            "(SELECT memory_id FROM compression_failures WHERE failures >= ?) ORDER BY m.occurred_at, m.n",
-            (max_failures,),
+            "(SELECT memory_id FROM compression_failures WHERE failures >= ?) "
+            f"AND m.kind NOT IN ({kept}) ORDER BY m.occurred_at, m.n",
+            (max_failures, *keep_kinds),
         )
         return [row_to_record(r) for r in rows]
+
+    async def consolidation_candidates(self, scope: Scope, kinds: Sequence[str], limit: int) -> list[MemoryRecord]:
+        """Active, unpinned, current raw memories of ``kinds`` in every namespace, with their conflicts."""
+        conn = await self.store.reader(scope)
+        rows = await conn.execute_fetchall(
+            f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.tier = 'active' AND m.pinned = 0 AND m.level = 0 "
+            "AND m.superseded_by IS NULL AND m.expires_at IS NULL AND m.key IS NULL "
+            f"AND m.kind IN ({','.join('?' * len(kinds))}) ORDER BY m.n DESC LIMIT ?",
+            (*kinds, limit),
+        )
+        records = {r.id: r for r in map(row_to_record, rows)}
+        ids = list(records)
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            for memory_id, other_id in await conn.execute_fetchall(
+                f"SELECT memory_id, other_id FROM conflicts WHERE memory_id IN ({','.join('?' * len(chunk))})", chunk
+            ):
+                records[str(memory_id)].conflicts_with.append(str(other_id))
+        return list(records.values())
+
+    async def vectors(self, scope: Scope, ns: Sequence[int]) -> dict[int, np.ndarray]:
+        """The stored vectors of memories ``ns``."""
+        conn = await self.store.reader(scope)
+        found: dict[int, np.ndarray] = {}
+        for start in range(0, len(ns), 500):
+            chunk = list(ns[start : start + 500])
+            rows = await conn.execute_fetchall(
+                f"SELECT memory_n, vec FROM vectors WHERE memory_n IN ({','.join('?' * len(chunk))})", chunk
+            )
+            found.update((int(n), np.frombuffer(vec, dtype=np.float32)) for n, vec in rows)
+        return found
+
+    async def occurrences(self, scope: Scope, ns: Sequence[int]) -> dict[int, list[NewOccurrence]]:
+        """Every occurrence of memories ``ns``, oldest first, as they would be written again."""
+        conn = await self.store.reader(scope)
+        found: dict[int, list[NewOccurrence]] = {}
+        for start in range(0, len(ns), 500):
+            chunk = list(ns[start : start + 500])
+            rows = await conn.execute_fetchall(
+                "SELECT memory_n, id, session_key, occurred_at, metadata, client_name, transport FROM occurrences "
+                f"WHERE memory_n IN ({','.join('?' * len(chunk))}) ORDER BY occurred_at, id",
+                chunk,
+            )
+            for n, occ_id, session, occurred, metadata, client, transport in rows:
+                found.setdefault(int(n), []).append(
+                    NewOccurrence(
+                        id=str(occ_id),
+                        session_key=session,
+                        occurred_at=float(occurred),
+                        metadata=orjson.loads(metadata),
+                        provenance=Provenance(client_name=client, transport=transport),
+                    )
+                )
+        return found
 
     async def record_compression_failure(self, scope: Scope, ids: Sequence[str]) -> None:
         async with self.store.transaction(scope) as conn:

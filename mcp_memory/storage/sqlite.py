@@ -419,10 +419,14 @@ class SqliteStore:
             return
         by_n = {r.rowid: r for r in records}
         by_id = {r.id: r for r in records}
-        for memory_n, occ_id in await self._rows_in(
-            db, "SELECT memory_n, id FROM occurrences WHERE memory_n IN ({marks}) ORDER BY occurred_at, id", list(by_n)
+        for memory_n, occ_id, occurred_at in await self._rows_in(
+            db,
+            "SELECT memory_n, id, occurred_at FROM occurrences WHERE memory_n IN ({marks}) ORDER BY occurred_at, id",
+            list(by_n),
         ):
-            by_n[int(memory_n)].occurrence_ids.append(str(occ_id))
+            record = by_n[int(memory_n)]
+            record.occurrence_ids.append(str(occ_id))
+            record.last_seen_at = float(occurred_at)
         for memory_id, other_id in await self._rows_in(
             db, "SELECT memory_id, other_id FROM conflicts WHERE memory_id IN ({marks}) ORDER BY other_id", list(by_id)
         ):
@@ -511,7 +515,8 @@ class SqliteStore:
                 )
                 await conn.execute("INSERT INTO vectors(memory_n, vec) VALUES (?, ?)", (n, item.vector))
                 await conn.execute("INSERT INTO memories_fts(rowid, body) VALUES (?, ?)", (n, item.segmented))
-                await self._insert_occurrence(conn, n, item.occurrence)
+                for occurrence in (item.occurrence, *item.more_occurrences):
+                    await self._insert_occurrence(conn, n, occurrence)
                 await conn.execute("INSERT INTO changes(memory_n, op) VALUES (?, 'put')", (n,))
                 await conn.executemany(
                     "INSERT OR IGNORE INTO conflicts(memory_id, other_id, created_at) VALUES (?, ?, ?)",
@@ -574,7 +579,30 @@ class SqliteStore:
             for merge in merges:
                 rows = await conn.execute_fetchall("SELECT n FROM memories WHERE id = ?", (merge.target_id,))
                 if rows:
-                    await self._insert_occurrence(conn, int(next(iter(rows))[0]), merge.occurrence)
+                    target_n = int(next(iter(rows))[0])
+                    await self._insert_occurrence(conn, target_n, merge.occurrence)
+                    if merge.seen_at is not None:
+                        await conn.execute(
+                            "UPDATE memories SET last_accessed_at = MAX(COALESCE(last_accessed_at, created_at), ?) "
+                            "WHERE n = ?",
+                            (merge.seen_at, target_n),
+                        )
+                    if merge.supersedes:
+                        marks = ",".join("?" * len(merge.supersedes))
+                        found = await conn.execute_fetchall(
+                            f"SELECT m.n, m.id FROM memories m WHERE m.id IN ({marks}) AND m.superseded_by IS NULL "
+                            f"AND m.n != ? AND {where}",
+                            [*merge.supersedes, target_n, *params],
+                        )
+                        for old_n, _ in found:
+                            await conn.execute(
+                                "UPDATE memories SET valid_to = ?, superseded_by = ? WHERE n = ?",
+                                (merge.seen_at or now, merge.target_id, old_n),
+                            )
+                            await conn.execute("INSERT INTO changes(memory_n, op) VALUES (?, 'put')", (old_n,))
+                        superseded[merge.target_id] = sorted(
+                            {*superseded.get(merge.target_id, []), *(str(i) for _, i in found)}
+                        )
         return superseded
 
     @staticmethod
