@@ -15,8 +15,10 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx2
+import orjson
 from mcp.client import Client
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
@@ -80,6 +82,18 @@ def create_token(data_dir: Path, principal: str, *extra: str) -> str:
     done = cli(data_dir, "token", "create", "--principal", principal, *extra)
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
+
+
+def token_id(data_dir: Path, principal: str) -> str:
+    """The id (for `token revoke`) of the principal's one live token."""
+    rows = [line.split("\t") for line in cli(data_dir, "token", "list").stdout.splitlines()[1:]]
+    (found,) = [row[0] for row in rows if row[1] == principal and row[3] == "live"]
+    return found
+
+
+def revoke(data_dir: Path, principal: str) -> None:
+    done = cli(data_dir, "token", "revoke", token_id(data_dir, principal))
+    assert done.returncode == 0, done.stderr
 
 
 @contextmanager
@@ -147,6 +161,42 @@ def post(server: NetServer, body: bytes, headers: dict[str, str], path: str | No
     url = server.base + path if path else server.url
     with httpx2.Client(timeout=30) as http:
         return http.post(url, content=body, headers=headers)
+
+
+JSON_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+
+
+def rpc(method: str, params: dict[str, Any] | None = None, ident: int | None = 1) -> bytes:
+    """One JSON-RPC message; a notification when `ident` is None."""
+    message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+    if params is not None:
+        message["params"] = params
+    if ident is not None:
+        message["id"] = ident
+    return orjson.dumps(message)
+
+
+def initialize(server: NetServer, token: str) -> dict[str, str]:
+    """A raw streamable HTTP session: initialize and initialized; the headers that continue it."""
+    params = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+    headers = {**JSON_HEADERS, "authorization": f"Bearer {token}"}
+    opened = post(server, rpc("initialize", params), headers)
+    assert opened.status_code == 200, opened.text
+    if session := opened.headers.get("mcp-session-id"):
+        headers["mcp-session-id"] = session
+    assert post(server, rpc("notifications/initialized", ident=None), headers).status_code == 202
+    return headers
+
+
+def answer(response: httpx2.Response) -> dict[str, Any]:
+    """The JSON-RPC message of a response sent as JSON or as one server-sent event."""
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        data = [line[5:] for line in response.text.splitlines() if line.startswith("data:")]
+        assert len(data) == 1, response.text
+        found: dict[str, Any] = orjson.loads(data[0])
+        return found
+    parsed: dict[str, Any] = response.json()
+    return parsed
 
 
 def get(server: NetServer, path: str, headers: dict[str, str] | None = None) -> httpx2.Response:
