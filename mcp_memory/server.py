@@ -234,6 +234,7 @@ async def serve_network(settings: Settings, transport: str) -> None:
             mcp_app(runtime.mcp, transport, http, settings.limits),
             transport=transport,
             http=http,
+            limits=settings.limits,
             tokens=tokens,
             local=None if tokens else Scope(settings.principal, settings.namespace),
             model_ready=lambda: runtime.embedder.loaded,

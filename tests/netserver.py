@@ -156,8 +156,10 @@ async def connect(
         yield client
 
 
-def post(server: NetServer, body: bytes, headers: dict[str, str], path: str | None = None) -> httpx2.Response:
-    """One raw HTTP POST, for what no well-behaved client would send."""
+def post(
+    server: NetServer, body: bytes | Iterator[bytes], headers: dict[str, str], path: str | None = None
+) -> httpx2.Response:
+    """One raw HTTP POST, for what no well-behaved client would send (an iterator is sent chunked)."""
     url = server.base + path if path else server.url
     with httpx2.Client(timeout=30) as http:
         return http.post(url, content=body, headers=headers)
@@ -176,9 +178,12 @@ def rpc(method: str, params: dict[str, Any] | None = None, ident: int | None = 1
     return orjson.dumps(message)
 
 
+INITIALIZE = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+
+
 def initialize(server: NetServer, token: str) -> dict[str, str]:
     """A raw streamable HTTP session: initialize and initialized; the headers that continue it."""
-    params = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+    params = INITIALIZE
     headers = {**JSON_HEADERS, "authorization": f"Bearer {token}"}
     opened = post(server, rpc("initialize", params), headers)
     assert opened.status_code == 200, opened.text
@@ -197,6 +202,40 @@ def answer(response: httpx2.Response) -> dict[str, Any]:
         return found
     parsed: dict[str, Any] = response.json()
     return parsed
+
+
+@dataclass
+class SseSession:
+    """A raw SSE session: POST to `path` with `headers`; the answers arrive on the open stream."""
+
+    path: str  # /messages/?session_id=...
+    headers: dict[str, str]
+    lines: AsyncIterator[str]
+
+    async def next_message(self) -> dict[str, Any]:
+        async for line in self.lines:
+            if line.startswith("data:"):
+                message: dict[str, Any] = orjson.loads(line[5:])
+                return message
+        raise AssertionError("the event stream ended")
+
+
+@asynccontextmanager
+async def sse_session(server: NetServer, token: str) -> AsyncIterator[SseSession]:
+    """Open the event stream, learn the message endpoint, initialize."""
+    auth = {"authorization": f"Bearer {token}"}
+    async with httpx2.AsyncClient(timeout=30) as http, http.stream("GET", server.url, headers=auth) as stream:
+        lines = stream.aiter_lines()
+        endpoint = ""
+        async for line in lines:
+            if line.startswith("data:"):
+                endpoint = line[5:].strip()
+                break
+        session = SseSession(endpoint, {**JSON_HEADERS, **auth}, lines)
+        assert post(server, rpc("initialize", INITIALIZE), session.headers, endpoint).status_code == 202
+        assert "result" in await session.next_message()
+        assert post(server, rpc("notifications/initialized", ident=None), session.headers, endpoint).status_code == 202
+        yield session
 
 
 def get(server: NetServer, path: str, headers: dict[str, str] | None = None) -> httpx2.Response:
