@@ -21,8 +21,9 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
         re.compile(r"(?i)(?<=authorization)(\s*[:=]\s*)(?:\"|')?(?:(?:bearer|basic|token)\s+)?[^\s\"',;]{6,}"),
     ),
     ("bearer-token", re.compile(r"(?i)(?<=bearer\s)\s*[A-Za-z0-9._~+/=-]{12,}")),
-    ("anthropic-key", re.compile(r"sk-ant-[A-Za-z0-9_-]{16,}")),
-    ("openai-key", re.compile(r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}")),
+    # A key starts a word: "task-01J..." (our own task ids) ends in "sk-" but is no key.
+    ("anthropic-key", re.compile(r"(?<![A-Za-z0-9])sk-ant-[A-Za-z0-9_-]{16,}")),
+    ("openai-key", re.compile(r"(?<![A-Za-z0-9])sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}")),
     ("github-token", re.compile(r"(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})")),
     ("aws-access-key", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
     ("slack-token", re.compile(r"xox[abposr]-[A-Za-z0-9-]{10,}")),

@@ -285,6 +285,7 @@ async def _serve_gateway(
             mcp_app(runtime.mcp, transport, http, settings.limits),
             transport=transport,
             http=http,
+            limits=settings.limits,
             tokens=tokens,
             local=None if tokens else Scope(settings.principal, settings.namespace),
             model_ready=lambda: runtime.embedder.loaded,

@@ -9,10 +9,12 @@ The gateway, in order, for every HTTP request:
    `WWW-Authenticate` naming the metadata when it is missing, unknown, revoked or expired;
 4. attaches the token's identity to the request, where `scope.py` reads the principal and the
    namespace for every tool, resource, prompt and subscription;
-5. counts and times the request and logs one line with a request id, through the redactor.
+5. checks a POST's body (application/json, within the body limit, one JSON-RPC message) and
+   answers a bad one with a JSON-RPC error, alike on SSE and HTTP;
+6. counts and times the request and logs one line with a request id, through the redactor.
 
-The SDK's apps behind it bring the transports, both protocol generations, the body limit and
-the binding of a session to the identity that opened it.
+The SDK's apps behind it bring the transports, both protocol generations and the binding of a
+session to the identity that opened it.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+from mcp_types import INVALID_REQUEST, PARSE_ERROR
 from starlette.authentication import AuthCredentials
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -106,6 +109,7 @@ class Gateway:
         *,
         transport: str,
         http: HttpSettings,
+        limits: Limits,
         tokens: TokenStore | None,
         local: MemoryScope | None,
         model_ready: Callable[[], bool],
@@ -117,6 +121,7 @@ class Gateway:
         self.app = app
         self.transport = transport
         self.http = http
+        self.limits = limits
         self.tokens = tokens
         self.jwt = jwt
         self.local = local
@@ -197,8 +202,67 @@ class Gateway:
             return "-"
         user, credentials = identity
         scope["user"], scope["auth"] = user, credentials
+        if method == "POST":
+            checked = await self._checked_body(scope, receive, send)
+            if checked is None:
+                return str(user.access_token.subject)
+            receive = checked
         await self.app(scope, receive, send)
         return str(user.access_token.subject)
+
+    async def _checked_body(self, scope: Scope, receive: Receive, send: Send) -> Receive | None:
+        """The body replayed to the SDK, or None once a bad one has been answered.
+
+        The SDK answers these cases unevenly: over HTTP an object that is no JSON-RPC message gets
+        -32602 and a pydantic dump, over SSE every case gets a line of plain text. One JSON-RPC
+        error for both, naming what to fix.
+        """
+        headers = dict(scope.get("headers") or [])
+        kind = headers.get(b"content-type", b"").decode("latin-1").split(";")[0].strip().lower()
+        if kind != "application/json":
+            await _rpc_error(send, 415, INVALID_REQUEST, f"Content-Type must be application/json, not {kind!r}")
+            return None
+        limit = self.limits.max_http_body_bytes
+        declared = headers.get(b"content-length", b"")
+        chunks: list[bytes] = []
+        size = int(declared) if declared.isdigit() else 0  # a declared excess is refused unread
+        received = 0
+        more = size <= limit
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            chunks.append(message.get("body", b""))
+            received += len(chunks[-1])
+            size = max(size, received)
+            more = message.get("more_body", False) and size <= limit
+        if size > limit:
+            problem = f"the body exceeds limits.max_http_body_bytes = {limit} bytes; send less per request"
+            await _rpc_error(send, 413, INVALID_REQUEST, problem)
+            return None
+        body = b"".join(chunks)
+        try:
+            parsed = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            await _rpc_error(send, 400, PARSE_ERROR, f"Parse error: the body is not JSON ({exc})")
+            return None
+        if not _is_jsonrpc(parsed):
+            problem = (
+                'Invalid Request: send one JSON-RPC 2.0 message, an object with "jsonrpc": "2.0" and a "method" '
+                '(or the "result" or "error" for an "id"); batches are not accepted'
+            )
+            await _rpc_error(send, 400, INVALID_REQUEST, problem)
+            return None
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        return replay
 
     async def _authenticate(self, scope: Scope) -> tuple[AuthenticatedUser, AuthCredentials] | None:
         if self.local is not None:
@@ -257,6 +321,16 @@ class Gateway:
             {"error": "invalid_token" if given else "unauthorized", "error_description": description},
             [(b"www-authenticate", challenge.encode())],
         )
+
+
+def _is_jsonrpc(message: Any) -> bool:
+    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+        return False
+    return isinstance(message.get("method"), str) or ("id" in message and ("result" in message or "error" in message))
+
+
+async def _rpc_error(send: Send, status: int, code: int, message: str) -> None:
+    await _json(send, status, {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}})
 
 
 def _bearer(scope: Scope) -> str | None:

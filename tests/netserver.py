@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+import orjson
 from mcp.client import Client
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
@@ -83,6 +84,18 @@ def create_token(data_dir: Path, principal: str, *extra: str) -> str:
     return done.stdout.strip()
 
 
+def token_id(data_dir: Path, principal: str) -> str:
+    """The id (for `token revoke`) of the principal's one live token."""
+    rows = [line.split("\t") for line in cli(data_dir, "token", "list").stdout.splitlines()[1:]]
+    (found,) = [row[0] for row in rows if row[1] == principal and row[3] == "live"]
+    return found
+
+
+def revoke(data_dir: Path, principal: str) -> None:
+    done = cli(data_dir, "token", "revoke", token_id(data_dir, principal))
+    assert done.returncode == 0, done.stderr
+
+
 @contextmanager
 def running(
     data_dir: Path,
@@ -144,11 +157,86 @@ async def connect(
         yield connected
 
 
-def post(server: NetServer, body: bytes, headers: dict[str, str], path: str | None = None) -> httpx2.Response:
-    """One raw HTTP POST, for what no well-behaved client would send."""
+def post(
+    server: NetServer, body: bytes | Iterator[bytes], headers: dict[str, str], path: str | None = None
+) -> httpx2.Response:
+    """One raw HTTP POST, for what no well-behaved client would send (an iterator is sent chunked)."""
     url = server.base + path if path else server.url
     with httpx2.Client(timeout=30) as http:
         return http.post(url, content=body, headers=headers)
+
+
+JSON_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+
+
+def rpc(method: str, params: dict[str, Any] | None = None, ident: int | None = 1) -> bytes:
+    """One JSON-RPC message; a notification when `ident` is None."""
+    message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+    if params is not None:
+        message["params"] = params
+    if ident is not None:
+        message["id"] = ident
+    return orjson.dumps(message)
+
+
+INITIALIZE = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+
+
+def initialize(server: NetServer, token: str) -> dict[str, str]:
+    """A raw streamable HTTP session: initialize and initialized; the headers that continue it."""
+    params = INITIALIZE
+    headers = {**JSON_HEADERS, "authorization": f"Bearer {token}"}
+    opened = post(server, rpc("initialize", params), headers)
+    assert opened.status_code == 200, opened.text
+    if session := opened.headers.get("mcp-session-id"):
+        headers["mcp-session-id"] = session
+    assert post(server, rpc("notifications/initialized", ident=None), headers).status_code == 202
+    return headers
+
+
+def answer(response: httpx2.Response) -> dict[str, Any]:
+    """The JSON-RPC message of a response sent as JSON or as one server-sent event."""
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        data = [line[5:] for line in response.text.splitlines() if line.startswith("data:")]
+        assert len(data) == 1, response.text
+        found: dict[str, Any] = orjson.loads(data[0])
+        return found
+    parsed: dict[str, Any] = response.json()
+    return parsed
+
+
+@dataclass
+class SseSession:
+    """A raw SSE session: POST to `path` with `headers`; the answers arrive on the open stream."""
+
+    path: str  # /messages/?session_id=...
+    headers: dict[str, str]
+    lines: AsyncIterator[str]
+
+    async def next_message(self) -> dict[str, Any]:
+        async for line in self.lines:
+            if line.startswith("data:"):
+                message: dict[str, Any] = orjson.loads(line[5:])
+                return message
+        raise AssertionError("the event stream ended")
+
+
+@asynccontextmanager
+async def sse_session(server: NetServer, token: str) -> AsyncIterator[SseSession]:
+    """Open the event stream, learn the message endpoint, initialize."""
+    auth = {"authorization": f"Bearer {token}"}
+    async with httpx2.AsyncClient(timeout=30) as http, http.stream("GET", server.url, headers=auth) as stream:
+        lines = stream.aiter_lines()
+        endpoint = ""
+        async for line in lines:
+            if line.startswith("data:"):
+                endpoint = line[5:].strip()
+                break
+        session = SseSession(endpoint, {**JSON_HEADERS, **auth}, lines)
+        assert post(server, rpc("initialize", INITIALIZE), session.headers, endpoint).status_code == 202
+        assert "result" in await session.next_message()
+        assert post(server, rpc("notifications/initialized", ident=None), session.headers, endpoint).status_code == 202
+        yield session
 
 
 def get(server: NetServer, path: str, headers: dict[str, str] | None = None) -> httpx2.Response:

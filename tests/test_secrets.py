@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 from mcp.client import Client
 
+from mcp_memory.ids import new_id
+from mcp_memory.redact import redact
 from tests.conftest import call, call_error
 from tests.test_stdio import spawn_server
 
@@ -136,3 +138,9 @@ async def test_a_secret_named_by_its_metadata_key_is_redacted(
     assert files_holding(data_dir, {"ticket": ticket}) != {}  # positive control
     assert stored[metadata_key] != secret
     assert files_holding(data_dir, {"secret": secret}) == {}
+
+
+def test_a_task_id_is_not_mistaken_for_a_key() -> None:
+    task_id = f"task-{new_id()}"
+    assert redact(f"No task by the id of {task_id!r} was found") == f"No task by the id of {task_id!r} was found"
+    assert redact(f"the key is sk-{'a1' * 12} and OPENAI_API_KEY=sk-proj-{'b2' * 12}").count("[REDACTED:") == 2
