@@ -82,7 +82,15 @@ def _parser() -> argparse.ArgumentParser:
     imp = sub.add_parser("import", help="read JSON lines written by export; texts are re-embedded", parents=common)
     imp.add_argument("file", type=Path, help="the export file, or - for standard input")
     sub.add_parser("reindex", help="re-embed every memory with the configured embedding model", parents=common)
-    sub.add_parser("maintain", help="run one lifecycle pass (decay) now and print what it did", parents=common)
+    maintain = sub.add_parser(
+        "maintain", help="run one lifecycle pass (decay, compression) now and print what it did", parents=common
+    )
+    maintain.add_argument(
+        "--as-of",
+        metavar="WHEN",
+        help="run the pass as if it were then: a duration ahead (+30d, 12h, 90m) or a date (2027-01-31); "
+        "it really archives and summarizes, as the scheduler would by then",
+    )
     return parser
 
 
@@ -129,7 +137,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "reindex":
             return anyio.run(_reindex, settings)
         if args.command == "maintain":
-            return anyio.run(_maintain, settings)
+            as_of = parse_as_of(args.as_of, time.time()) if args.as_of is not None else None
+            return anyio.run(_maintain, settings, as_of)
     except MemoryServerError as exc:
         _err(f"mcp-memory: {exc}")
         return 2
@@ -284,6 +293,20 @@ def _when(ts: float) -> str:
 
 def parse_expiry(text: str, now: float) -> float:
     """`90d`, `12h`, `30m` from now, or an ISO date/time (UTC when no zone is given)."""
+    return _moment(text, now, "expires", "a duration (90d, 12h, 30m) nor a date")
+
+
+def parse_as_of(text: str, now: float) -> float:
+    """`+30d`, `12h`, `90m` from now, or an ISO date/time (UTC when no zone is given); never the past."""
+    from mcp_memory.errors import InvalidInputError
+
+    moment = _moment(text.removeprefix("+"), now, "--as-of", "a duration ahead (+30d, 12h, 90m) nor a date")
+    if moment < now:
+        raise InvalidInputError("--as-of", f"{text!r} is in the past; give a later date or a duration ahead (+30d)")
+    return moment
+
+
+def _moment(text: str, now: float, field: str, wanted: str) -> float:
     from datetime import UTC, datetime
 
     from mcp_memory.errors import InvalidInputError
@@ -294,16 +317,18 @@ def parse_expiry(text: str, now: float) -> float:
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
-        raise InvalidInputError("expires", f"{text!r} is neither a duration (90d, 12h, 30m) nor a date") from None
+        raise InvalidInputError(field, f"{text!r} is neither {wanted}") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return moment.timestamp()
 
 
-async def _maintain(settings: Settings) -> int:
+async def _maintain(settings: Settings, as_of: float | None) -> int:
     from mcp_memory.server import open_runtime
 
     async with open_runtime(settings, warm=False) as runtime:
-        report = await runtime.scheduler.run_once()
+        report = await runtime.scheduler.run_once(as_of=as_of)
+    if as_of is not None:
+        report["as_of"] = _when(as_of)
     _out(orjson.dumps(report).decode())
     return 0

@@ -45,9 +45,15 @@ class Scheduler:
         self.clock = clock
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
-    async def run_once(self, now: float | None = None) -> dict[str, Any]:
-        """One decay pass over every principal, under the lease; returns what it did."""
+    async def run_once(self, now: float | None = None, *, as_of: float | None = None) -> dict[str, Any]:
+        """One decay pass over every principal, under the lease; returns what it did.
+
+        ``as_of`` runs the passes as if it were that moment (`mcp-memory maintain --as-of +30d`)
+        while the lease keeps ``now``: a holder killed mid-pass must not block the real passes
+        until a date in the future.
+        """
         now = self.clock() if now is None else now
+        moment = now if as_of is None else as_of
         if not await self.control.acquire("decay", self.holder, now, self.settings.lease_seconds):
             PASSES.inc(outcome="skipped")
             return {"name": "decay", "outcome": "skipped", "reason": "another process holds the lease"}
@@ -69,16 +75,16 @@ class Scheduler:
             for principal in await LifecycleStore(self.store).known_principals():
                 # Renew the lease as the pass goes: a long pass must not be taken over while alive.
                 await self.control.acquire("decay", self.holder, now, self.settings.lease_seconds)
-                result = await self.lifecycle.decay(Scope(principal), now)
+                result = await self.lifecycle.decay(Scope(principal), moment)
                 totals["principals"] += 1
                 totals["examined"] += result.examined
                 totals["evicted"] += result.evicted
                 totals["compress_candidates"] += result.compress_candidates
                 totals["aggressive"] += int(result.aggressive)
-                merged = await self.lifecycle.consolidate(Scope(principal), now)
+                merged = await self.lifecycle.consolidate(Scope(principal), moment)
                 totals["facts"] += merged.facts
                 totals["consolidated"] += merged.consolidated
-                compressed = await self.lifecycle.compress(Scope(principal), now)
+                compressed = await self.lifecycle.compress(Scope(principal), moment)
                 totals["summaries"] += compressed.summaries
                 totals["summarized"] += compressed.summarized
                 totals["compression_failures"] += compressed.failed

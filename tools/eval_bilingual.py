@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import sys
 import tempfile
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import after_maintain
 import orjson
 from mcpclient import ServerSpec, open_server
 
@@ -33,6 +35,7 @@ class QueryScore:
     set: str
     gold: str
     rank: int | None  # 1-based rank of the gold memory in the top 10, None when absent
+    after: dict[str, dict[str, int | None]] = field(default_factory=dict)  # horizon -> credit mode -> rank
 
 
 @dataclass
@@ -40,10 +43,15 @@ class BilingualLog:
     outcomes: Counter[str] = field(default_factory=Counter)
     merged_into_other: list[tuple[str, str]] = field(default_factory=list)
     misses: list[QueryScore] = field(default_factory=list)
+    horizons: list[after_maintain.Horizon] = field(default_factory=list)
+
+
+def _rank(ranked: list[set[str]], gold: str) -> int | None:
+    return next((i for i, keys in enumerate(ranked, start=1) if gold in keys), None)
 
 
 async def evaluate(
-    data_dir: Path, work: Path, budget_tokens: int, server_env: dict[str, str]
+    data_dir: Path, work: Path, budget_tokens: int, server_env: dict[str, str], after: bool = False
 ) -> tuple[list[QueryScore], BilingualLog]:
     data = orjson.loads((data_dir / "bilingual-dev.json").read_bytes())
     memories = data["memories"]
@@ -66,6 +74,7 @@ async def evaluate(
                 if result["outcome"] == "merged":
                     log.merged_into_other.append((memory["id"], ",".join(sorted(file_ids_of.get(memory_id, set())))))
                 file_ids_of.setdefault(str(memory_id), set()).add(str(memory["id"]))
+        loaded_at = time.time()
         for query in data["queries"]:
             served = await client.recall(query["q"], k=10, budget_tokens=budget_tokens)
             rank = next(
@@ -76,6 +85,18 @@ async def evaluate(
             scores.append(score)
             if rank is None or rank > 1:
                 log.misses.append(score)
+        if after:
+            text_of = {str(m["id"]): str(m["text"]) for m in memories}
+            credit = after_maintain.Credit(file_ids_of, text_of)
+            queries = [str(q["q"]) for q in data["queries"]]
+            log.horizons = await after_maintain.run(
+                client, spec, queries, credit, budget_tokens, loaded_at, "bilingual"
+            )
+            for i, (score, query) in enumerate(zip(scores, data["queries"], strict=True)):
+                for h in log.horizons:
+                    score.after[h.name] = {
+                        mode: _rank(h.ranked[mode][i], str(query["gold"])) for mode in after_maintain.MODES
+                    }
     return scores, log
 
 

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import sys
 import tempfile
+import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import after_maintain
 import bm25s
 from dialog_set import Conversation, Question, recall_at
 from mcpclient import MemoryClient, ServerSpec, Stopwatch, open_server
@@ -31,6 +33,8 @@ class QuestionScore:
     ours: dict[int, float]  # k -> R@k through MCP, as served
     bm25: dict[int, float]
     fused_only: dict[int, float]  # the top 33 re-sorted by the fused relevance R alone (diagnostic)
+    # --after-maintain: horizon -> credit mode -> k -> R@k, asked again after `maintain --as-of`
+    after: dict[str, dict[str, dict[int, float]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -41,22 +45,31 @@ class StoreLog:
     seconds_remember: float = 0.0
     seconds_recall: float = 0.0
     merged_examples: list[tuple[str, str]] = field(default_factory=list)
+    horizons: dict[str, list[after_maintain.Horizon]] = field(default_factory=dict)  # conversation -> passes
 
 
 def _progress(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-async def _store(client: MemoryClient, conv: Conversation, log: StoreLog) -> dict[str, set[str]]:
-    """Remember every turn; returns memory id -> the dia_ids it stands for."""
+async def _store(
+    client: MemoryClient, conv: Conversation, log: StoreLog, session_ids: bool = False
+) -> dict[str, set[str]]:
+    """Remember every turn; returns memory id -> the dia_ids it stands for.
+
+    With ``session_ids`` each turn carries its LoCoMo session as ``session_id`` (``conv-26:D8``),
+    so the lifecycle groups (and summarizes) per session instead of per client connection."""
     by_memory: dict[str, set[str]] = {}
     first_text: dict[str, str] = {}
     for start in range(0, len(conv.turns), BATCH):
         batch = conv.turns[start : start + BATCH]
-        items = [
+        items: list[dict[str, Any]] = [
             {"content": t.content, "occurred_at": t.occurred_at.isoformat(), "metadata": {"dia_id": t.dia_id}}
             for t in batch
         ]
+        if session_ids:
+            for item, t in zip(items, batch, strict=True):
+                item["session_id"] = f"{conv.sample_id}:{t.dia_id.split(':')[0]}"
         with Stopwatch() as sw:
             results = await client.remember(items)
         log.seconds_remember += sw.seconds
@@ -77,18 +90,29 @@ def _ranked(hits: Sequence[dict[str, Any]], by_memory: dict[str, set[str]]) -> l
     return [by_memory.get(str(hit["id"]), set()) for hit in hits]
 
 
+Ours = tuple[dict[int, float], dict[int, float], dict[str, dict[str, dict[int, float]]]]
+
+
 async def run_ours(
-    conv: Conversation, work: Path, budget_tokens: int, log: StoreLog, server_env: dict[str, str]
-) -> list[tuple[dict[int, float], dict[int, float]]]:
-    """Per question, in order: (R@k as served, R@k of the top 33 re-sorted by relevance alone)."""
+    conv: Conversation,
+    work: Path,
+    budget_tokens: int,
+    log: StoreLog,
+    server_env: dict[str, str],
+    after: bool = False,
+    session_ids: bool = False,
+) -> list[Ours]:
+    """Per question, in order: R@k as served, R@k of the top 33 re-sorted by relevance alone, and
+    with ``after`` R@k after each `maintain --as-of` horizon (after_maintain.py)."""
     spec = ServerSpec(
         data_dir=Path(tempfile.mkdtemp(prefix=f"{conv.sample_id}-", dir=work)),
         principal=conv.sample_id,
         extra_env=server_env,
     )
-    out: list[tuple[dict[int, float], dict[int, float]]] = []
+    out: list[Ours] = []
     async with open_server(spec) as client:
-        by_memory = await _store(client, conv, log)
+        by_memory = await _store(client, conv, log, session_ids)
+        loaded_at = time.time()
         for question in conv.questions:
             with Stopwatch() as sw:
                 served = await client.recall(question.text, k=10, budget_tokens=budget_tokens)
@@ -105,8 +129,22 @@ async def run_ours(
                 (
                     {k: recall_at(ranked, question.evidence, k) for k in (5, 10)},
                     {k: recall_at(fused, question.evidence, k) for k in (5, 10)},
+                    {},
                 )
             )
+        if after:
+            credit = after_maintain.Credit(by_memory, {t.dia_id: t.content for t in conv.turns})
+            queries = [q.text for q in conv.questions]
+            horizons = await after_maintain.run(
+                client, spec, queries, credit, budget_tokens, loaded_at, f"locomo {conv.sample_id}"
+            )
+            log.horizons[conv.sample_id] = horizons
+            for i, question in enumerate(conv.questions):
+                for h in horizons:
+                    out[i][2][h.name] = {
+                        mode: {k: recall_at(h.ranked[mode][i], question.evidence, k) for k in (5, 10)}
+                        for mode in after_maintain.MODES
+                    }
     return out
 
 
@@ -126,14 +164,19 @@ def run_bm25(conv: Conversation) -> list[dict[int, float]]:
 
 
 async def evaluate(
-    conversations: Sequence[Conversation], work: Path, budget_tokens: int, server_env: dict[str, str]
+    conversations: Sequence[Conversation],
+    work: Path,
+    budget_tokens: int,
+    server_env: dict[str, str],
+    after: bool = False,
+    session_ids: bool = False,
 ) -> tuple[list[QuestionScore], StoreLog]:
     log = StoreLog()
     scores: list[QuestionScore] = []
     for conv in conversations:
         _progress(f"locomo {conv.sample_id}: {len(conv.turns)} turns, {len(conv.questions)} questions")
-        ours = await run_ours(conv, work, budget_tokens, log, server_env)
+        ours = await run_ours(conv, work, budget_tokens, log, server_env, after, session_ids)
         bm25 = run_bm25(conv)
-        for question, (served, fused), baseline in zip(conv.questions, ours, bm25, strict=True):
-            scores.append(QuestionScore(question, served, baseline, fused))
+        for question, (served, fused, later), baseline in zip(conv.questions, ours, bm25, strict=True):
+            scores.append(QuestionScore(question, served, baseline, fused, later))
     return scores, log

@@ -1,6 +1,6 @@
 """Retrieval evaluation through MCP stdio: LoCoMo (with the bm25s baseline) and the bilingual dev set.
 
-    .venv/bin/python tools/eval_retrieval.py [--data-dir ../shared/data] [--only locomo|bilingual]
+    .venv/bin/python tools/eval_retrieval.py [--data-dir ../shared/data] [--only locomo|bilingual] [--after-maintain]
 
 Prints Markdown tables to stdout (progress to stderr). Every figure carries n and a 95%
 percentile-bootstrap interval; LoCoMo's comparison with BM25 is a paired bootstrap per question.
@@ -12,8 +12,10 @@ import argparse
 import sys
 import tempfile
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
+import after_maintain
 import anyio
 import dialog_set
 import eval_bilingual
@@ -171,25 +173,76 @@ def targets_table(checks: list[tuple[str, str, bool]]) -> str:
     )
 
 
-async def run(data_dir: Path, only: str | None, budget_tokens: int, resamples: int, server_env: dict[str, str]) -> str:
+def locomo_after(
+    scores: list[Score], log: eval_dialogs.StoreLog, resamples: int
+) -> tuple[str, list[tuple[str, str, bool]]]:
+    main = [s for s in scores if s.question.category in (1, 2, 3, 4)]
+    baseline = {k: _column(main, "ours", k) for k in (5, 10)}
+    after = {
+        (name, mode): {k: [s.after[name][mode][k] for s in main] for k in (5, 10)}
+        for name in after_maintain.HORIZONS
+        for mode in after_maintain.MODES
+    }
+    table, checks = after_maintain.locomo_table(baseline, after, resamples)
+    title = "LoCoMo after `mcp-memory maintain --as-of`, categories 1-4"
+    return after_maintain.section(title, table, log.horizons), checks
+
+
+def bilingual_after(
+    scores: list[eval_bilingual.QueryScore], log: eval_bilingual.BilingualLog, resamples: int
+) -> tuple[str, list[tuple[str, str, bool]]]:
+    baseline = {k: [eval_bilingual.hit_at(s, k) for s in scores] for k in (1, 5)}
+    after = {
+        (name, mode): {
+            k: [eval_bilingual.hit_at(replace(s, rank=s.after[name][mode]), k) for s in scores] for k in (1, 5)
+        }
+        for name in after_maintain.HORIZONS
+        for mode in after_maintain.MODES
+    }
+    table, checks = after_maintain.bilingual_table(baseline, after, resamples)
+    title = "Bilingual after `mcp-memory maintain --as-of`, all 80 queries"
+    return after_maintain.section(title, table, {"bilingual": log.horizons}), checks
+
+
+async def run(
+    data_dir: Path,
+    only: str | None,
+    budget_tokens: int,
+    resamples: int,
+    server_env: dict[str, str],
+    after: bool = False,
+    session_ids: bool = False,
+) -> str:
     sections: list[str] = ["# Retrieval evaluation (through MCP stdio)", ""]
     if server_env:
         sections += [f"Server environment overrides: {server_env}", ""]
+    if session_ids:
+        sections += ["LoCoMo turns carry their session as `session_id` (`--session-ids`).", ""]
     checks: list[tuple[str, str, bool]] = []
     with tempfile.TemporaryDirectory(prefix="mcp-memory-eval-") as tmp:
         work = Path(tmp)
         if only in (None, "locomo"):
             evidence = dialog_set.EvidenceLog()
             conversations = dialog_set.load(data_dir, evidence)
-            scores, log = await eval_dialogs.evaluate(conversations, work, budget_tokens, server_env)
+            scores, log = await eval_dialogs.evaluate(
+                conversations, work, budget_tokens, server_env, after, session_ids
+            )
             text, more = locomo_report(scores, log, evidence, resamples)
             sections += [text, ""]
             checks += more
+            if after:
+                text, more = locomo_after(scores, log, resamples)
+                sections += [text, ""]
+                checks += more
         if only in (None, "bilingual"):
-            bscores, blog = await eval_bilingual.evaluate(data_dir, work, budget_tokens, server_env)
+            bscores, blog = await eval_bilingual.evaluate(data_dir, work, budget_tokens, server_env, after)
             text, more = bilingual_report(bscores, blog, resamples)
             sections += [text, ""]
             checks += more
+            if after:
+                text, more = bilingual_after(bscores, blog, resamples)
+                sections += [text, ""]
+                checks += more
     sections += ["## Retrieval targets", "", targets_table(checks)]
     return "\n".join(sections)
 
@@ -200,6 +253,17 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--only", choices=["locomo", "bilingual"], help="run one of the two sets")
     p.add_argument("--budget-tokens", type=int, default=32_000, help="recall's token budget (default 32000)")
     p.add_argument("--resamples", type=int, default=RESAMPLES, help="bootstrap resamples (default 10000)")
+    p.add_argument(
+        "--after-maintain",
+        action="store_true",
+        help="also ask every question again after `mcp-memory maintain --as-of` now, +1d, +7d and +30d "
+        "(issue 4's gate; see after_maintain.py)",
+    )
+    p.add_argument(
+        "--session-ids",
+        action="store_true",
+        help="store each LoCoMo turn with its session as session_id (default: the client's derived session)",
+    )
     p.add_argument(
         "--server-env",
         action="append",
@@ -222,7 +286,16 @@ def server_env(pairs: Sequence[str]) -> dict[str, str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    report = anyio.run(run, args.data_dir, args.only, args.budget_tokens, args.resamples, server_env(args.server_env))
+    report = anyio.run(
+        run,
+        args.data_dir,
+        args.only,
+        args.budget_tokens,
+        args.resamples,
+        server_env(args.server_env),
+        args.after_maintain,
+        args.session_ids,
+    )
     print(report)
     return 0
 

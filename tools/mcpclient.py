@@ -85,13 +85,25 @@ class MemoryClient:
         return first
 
     async def recall(
-        self, query: str, *, k: int = 10, budget_tokens: int = 32_000, explain: bool = False
+        self,
+        query: str,
+        *,
+        k: int = 10,
+        budget_tokens: int = 32_000,
+        explain: bool = False,
+        filters: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Recall without reinforcement, so scores never depend on the order of the questions."""
-        return await self.call(
-            "recall",
-            {"query": query, "k": k, "budget_tokens": budget_tokens, "reinforce": False, "explain": explain},
-        )
+        arguments: dict[str, Any] = {
+            "query": query,
+            "k": k,
+            "budget_tokens": budget_tokens,
+            "reinforce": False,
+            "explain": explain,
+        }
+        if filters is not None:
+            arguments["filters"] = filters
+        return await self.call("recall", arguments)
 
 
 @asynccontextmanager
