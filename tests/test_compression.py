@@ -15,13 +15,17 @@ from tests.conftest import Clock, call, call_error
 pytestmark = pytest.mark.anyio
 HOUR = 3600.0
 
+# A working session as it happens: the decisions are restated and acknowledged on the way, so a
+# summary a third of its size keeps every fact (the fact check samples them).
 SESSION = [
     "We decided to move the billing database to PostgreSQL 16 next Wednesday.",
-    "The weather was lovely and we chatted for a long while about where to get lunch near the office today.",
-    "Someone said the new espresso machine in the kitchen makes the coffee taste a little burnt these days.",
-    "We talked at length about the film from the weekend and how the ending could have been much shorter.",
-    "The migration script lives in tools/migrate_billing.py and must run before the deploy.",
-    "A long discussion about whether the team offsite should be in the mountains or by the sea went nowhere.",
+    "Great, thanks a lot.",
+    "So billing moves to PostgreSQL 16 next Wednesday.",
+    "Yes. The migration script tools/migrate_billing.py must run before the deploy.",
+    "Perfect, see you then, and thanks again!",
+    "Reminder: the migration script tools/migrate_billing.py must run before the deploy, then billing moves to "
+    "PostgreSQL 16 next Wednesday.",
+    "Alright, thank you so much, that works for me.",
 ]
 
 
@@ -39,7 +43,7 @@ def test_an_extractive_summary_keeps_identifiers_within_thirty_percent() -> None
     assert summary.tokens <= 0.30 * summary.source_tokens
     assert "PostgreSQL 16" in summary.text
     assert "tools/migrate_billing.py" in summary.text
-    assert "espresso" not in summary.text
+    assert "thanks" not in summary.text.lower()  # acknowledgements go
     assert summarize.check(SESSION, summary) is None
 
 
@@ -71,7 +75,7 @@ async def test_a_faded_session_becomes_a_summary_with_its_sources_linked(
     assert "PostgreSQL 16" in summary["text"]
     assert all(h["level"] == 1 for h in hits)  # the sources left default recall...
     archived = await call(
-        client, "recall", {"query": "espresso machine", "reinforce": False, "filters": {"include_archived": True}}
+        client, "recall", {"query": "thanks, see you then", "reinforce": False, "filters": {"include_archived": True}}
     )
     assert any(h["tier"] == "archived" and h["id"] in ids for h in archived["hits"])  # ...but are kept
 
@@ -100,7 +104,7 @@ async def test_forgetting_a_source_drops_its_summary_and_returns_the_others(
     await call(client, "forget", {"ids": [ids[0]], "dry_run": False})
     hits = (await call(client, "recall", {"query": "migration script", "k": 10, "reinforce": False}))["hits"]
     assert all(h["level"] == 0 for h in hits)
-    assert SESSION[4] in [h["text"] for h in hits]
+    assert SESSION[3] in [h["text"] for h in hits]
 
 
 async def test_a_session_that_cannot_be_summarized_faithfully_is_left_alone_after_three_tries(
@@ -176,3 +180,42 @@ async def test_keyed_memories_are_not_compressed(runtime: Runtime, client: Clien
     )
     clock.advance(300 * HOUR)
     assert (await runtime.scheduler.run_once())["summaries"] == 0
+
+
+def test_the_fact_check_rejects_a_summary_that_keeps_the_identifiers_but_drops_facts() -> None:
+    chat = [
+        "Caroline went to an LGBTQ support group yesterday and found it powerful.",
+        "Melanie painted a sunrise over the lake last year and still loves it.",
+        "Caroline is thinking about adoption agencies for her future family.",
+        "Melanie signed up for a pottery class at the community centre.",
+    ]
+    summary = summarize.extractive(chat)
+    assert summary.tokens <= 0.30 * summary.source_tokens
+    assert summary.coverage == 1.0  # no identifiers to lose...
+    assert summary.fact_coverage < summarize.MIN_COVERAGE  # ...but three of four facts would be
+    assert "sampled facts" in str(summarize.check(chat, summary))
+
+
+def test_acknowledgements_are_not_facts() -> None:
+    assert summarize.facts(["Great, thanks a lot.", "好的，没问题，谢谢。", "Perfect, see you then!"]) == []
+    assert summarize.facts(["See you at 5 in room B-12.", "明天下午三点开会。"]) == [
+        "See you at 5 in room B-12.",
+        "明天下午三点开会。",
+    ]
+
+
+async def test_a_conversation_of_distinct_facts_is_kept_whole(runtime: Runtime, client: Client, clock: Clock) -> None:
+    chat = [
+        "Caroline went to an LGBTQ support group yesterday and found it powerful.",
+        "Melanie painted a sunrise over the lake last year and still loves it.",
+        "Caroline is thinking about adoption agencies for her future family.",
+        "Melanie signed up for a pottery class at the community centre.",
+        "Caroline's grandmother gave her a necklace from Sweden.",
+    ]
+    ids = await _store_session(client, chat)
+    clock.advance(300 * HOUR)
+    report = await runtime.scheduler.run_once()
+    assert (report["summaries"], report["compression_failures"]) == (0, 1)
+    hits = (await call(client, "recall", {"query": "what did Melanie sign up for", "reinforce": False}))["hits"]
+    assert hits[0]["id"] == ids[3]
+    assert hits[0]["tier"] == "active"

@@ -101,7 +101,14 @@ async def test_a_preference_stated_in_two_sessions_is_consolidated_into_one_fact
 
 async def test_compression_leaves_preferences_to_consolidation(runtime: Runtime, client: Client, clock: Clock) -> None:
     preference = await _say(client, "The user prefers window seats on long flights", "trip", importance=0.3)
-    for note in ("We chatted about the airport lounge", "The hotel breakfast starts at seven", "It rained all day"):
+    notes = (  # a session that restates one fact and acknowledges it: a summary keeps all it says
+        "The hotel breakfast starts at seven in the lobby.",
+        "Great, thanks a lot.",
+        "So breakfast at the hotel starts at seven, in the lobby.",
+        "Perfect, see you then, and thanks again!",
+        "Alright, thank you so much, that works for me.",
+    )
+    for note in notes:
         await _say(client, note, "trip", "fact", 0.4)
     clock.advance(300 * HOUR)
     report = await runtime.scheduler.run_once()

@@ -96,15 +96,20 @@ async def test_the_circuit_opens_after_repeated_failures_and_closes_after_the_co
     assert await llm.complete_json("alice", "p") == {"summary": "back"}
 
 
+# A working session in Chinese: a decision with its reason, restated and acknowledged on the way.
 SESSION_ZH = [
     "我们决定下周三把计费数据库迁移到PostgreSQL 16，因为需要JSONB。",
-    "今天中午大家聊了很久去哪里吃饭，最后也没有决定，又说了很多天气的事情。",
+    "好的，谢谢！",
+    "确认一下：下周三把计费数据库迁移到PostgreSQL 16。",
     "部署脚本在tools/migrate_billing.py，必须在发布之前运行。",
-    "有人说厨房新的咖啡机煮出来的咖啡有点苦，大家又讨论了很久换哪种豆子。",
-    "周末看的那部电影太长了，结尾拖沓，爆米花也太咸，大家一直聊到很晚才散。",
-    "下午茶的时候又聊起了团建应该去山里还是海边，讨论了一个小时还是没有结论，最后说下次再说吧。",
-    "有人抱怨办公室空调太冷，大家又开始讨论要不要换一个座位，以及冬天要不要带毯子来上班。",
-    "午休时几个人聊起各自家里的猫狗，谁家的猫最挑食，谁家的狗最怕打雷，说了很久很久。",
+    "收到，明白了，谢谢。",
+    "提醒：发布之前必须运行tools/migrate_billing.py。",
+    "好的，没问题，谢谢。",
+    "嗯嗯，好的。",
+    "好的好的，收到。",
+    "明白了，没问题。",
+    "嗯，可以，谢谢。",
+    "对，是的，好的。",
 ]
 
 
@@ -136,7 +141,7 @@ async def _compress_with(data_dir: Path, fake: FakeOpenAI, clock: Clock) -> dict
 async def test_a_chinese_session_gets_the_llms_chinese_summary_with_identifiers(
     data_dir: Path, fake: FakeOpenAI, clock: Clock
 ) -> None:
-    summary = "下周三将计费数据库迁移到PostgreSQL 16；发布前运行tools/migrate_billing.py。"
+    summary = "下周三把计费数据库迁移到PostgreSQL 16，因为需要JSONB；发布之前必须运行tools/migrate_billing.py。"
     fake.chat_default = ("json", {"summary": summary})
     hit = await _compress_with(data_dir, fake, clock)
     assert hit["level"] == 1

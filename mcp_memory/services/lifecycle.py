@@ -268,13 +268,7 @@ class LifecycleService:
             except UpstreamError as exc:
                 log.info("LLM summary unavailable, using the extractive one: %s", exc)
             else:
-                text = normalize(str(answer.get("summary", "")))
-                candidate = summarize.Summary(
-                    text=text,
-                    tokens=estimate_tokens(text) if text else 0,
-                    source_tokens=source_tokens,
-                    coverage=summarize.coverage(texts, text),
-                )
+                candidate = summarize.measure(texts, normalize(str(answer.get("summary", ""))))
                 problem = summarize.check(texts, candidate)
                 if problem is None:
                     return candidate

@@ -92,6 +92,29 @@ def is_throwaway(content: str) -> bool:
     return bare in _THROWAWAY or bare in _THROWAWAY_PHRASES or bare.replace(" ", "") in _THROWAWAY
 
 
+# Words that, alone, only acknowledge, thank or greet: "Great, thanks a lot.", "Perfect, see you then."
+_ACK_WORDS = _THROWAWAY | frozenset(
+    "a lot again sounds good perfect see then agreed awesome wonderful much very so that will do i we all set "
+    "excellent exactly indeed absolutely of course cheers later soon talk too glad happy to help me welcome "
+    "yes no sure thing works for and it's that's is this".split()
+)
+_ZH_ACK = re.compile(
+    "好的|好吧|好滴|谢谢|谢了|多谢|收到|明白|了解|知道了|没问题|可以|是的|嗯+|哦|噢|好|行|对|啊|呀|吧|呢|的|了"
+)
+
+
+def is_acknowledgement(sentence: str) -> bool:
+    """A sentence that only acknowledges, thanks or greets: no fact to keep in a summary."""
+    if is_throwaway(sentence):
+        return True
+    text = normalize(sentence).lower()
+    latin = re.findall(r"[a-z']+", text)
+    cjk = "".join(_CJK_CHAR.findall(text))
+    if re.search(r"\d", text) or _ZH_ACK.sub("", cjk):
+        return False  # a number, or Chinese beyond acknowledgements, says something
+    return bool(latin or cjk) and all(word.strip("'") in _ACK_WORDS for word in latin)
+
+
 def estimate_importance(content: str, kind: str) -> float:
     """0.5 by default; decisions, preferences, identifiers and explicit requests raise it."""
     score = 0.5

@@ -1,24 +1,33 @@
 """Deterministic (extractive) summaries and the fact check every summary must pass.
 
 Without an LLM a summary is made of the sources' own sentences, so it stays in their language
-and never invents anything. Sentences that carry identifiers (paths, numbers, names, versions,
-dates), decisions, preferences and explicit instructions are kept first; acknowledgements go.
-A summary is at most ``MAX_RATIO`` of its sources' tokens, and the fact check requires at least
-``MIN_COVERAGE`` of the sources' identifiers to be in it.
+and never invents anything. It picks, within ``MAX_RATIO`` of the sources' tokens, the sentences
+that keep the most of the sources' facts and identifiers per token; acknowledgements go.
+
+The fact check every summary must pass (the LLM's too): at most ``MAX_RATIO`` of the tokens, at
+least ``MIN_COVERAGE`` of the sources' identifiers, and at least ``MIN_COVERAGE`` of a sample of
+their facts. A fact is a sentence that says something (not an acknowledgement, two content words
+or more); it is kept when ``FACT_TERMS_KEPT`` of its content words are in the summary. Sources in
+which every sentence is a different fact cannot be cut to 30% and keep 85% of them, so they are
+not summarized (and become compression-resistant): a summary replaces what repeats, acknowledges
+or restates, never what would be lost.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mcp_memory.services import rules
-from mcp_memory.text import estimate_tokens, identifiers
+from mcp_memory.text import estimate_tokens, identifiers, keyword_terms
 
 MAX_RATIO = 0.30
 MIN_COVERAGE = 0.85
 MAX_FAILURES = 3  # a memory whose summaries fail (or are undone) this often is compression-resistant
+FACT_SAMPLE = 32  # facts the check samples per summary (deterministically)
+FACT_TERMS_KEPT = 0.6  # a fact is kept when this share of its content words is in the summary
 # A sentence ends at . ! ? followed by a space (not inside tools/deploy.sh or v2.4.1), or at 。！？.
 _BOUNDARY = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])|\n+")
 
@@ -29,17 +38,39 @@ class Summary:
     tokens: int
     source_tokens: int
     coverage: float
+    fact_coverage: float = 1.0
 
 
 def _sentences(text: str) -> list[str]:
     return [s.strip() for s in _BOUNDARY.split(text) if s.strip()]
 
 
-def _weight(sentence: str) -> float:
-    score = 3.0 * len(identifiers(sentence))
-    if rules.estimate_importance(sentence, "fact") > 0.55:
-        score += 2.0
-    return score
+_SUFFIX = re.compile(r"(?<=[a-z]{3})(?:ing|ed|es|s)$")
+
+
+def _terms(text: str) -> frozenset[str]:
+    """Content words, lightly stemmed (runs, running -> run), CJK as bigrams."""
+    return frozenset(_SUFFIX.sub("", term) if term.isalpha() else term for term in keyword_terms(text))
+
+
+def facts(sources: Sequence[str]) -> list[str]:
+    """The sentences of the sources that say something, each once, in order."""
+    seen: dict[str, None] = {}
+    for text in sources:
+        for sentence in _sentences(text):
+            if not rules.is_acknowledgement(sentence) and len(_terms(sentence)) >= 2:
+                seen.setdefault(sentence, None)
+    return list(seen)
+
+
+def sampled_facts(sources: Sequence[str]) -> list[str]:
+    """Up to FACT_SAMPLE facts, chosen by a hash of their text: the same sources, the same sample."""
+    return sorted(facts(sources), key=lambda f: hashlib.sha256(f.encode()).digest())[:FACT_SAMPLE]
+
+
+def _kept(fact_terms: frozenset[str], summary_terms: frozenset[str] | set[str]) -> float:
+    """How far a fact is kept, 0..1 (1: at least FACT_TERMS_KEPT of its words are in the summary)."""
+    return min(1.0, len(fact_terms & summary_terms) / (FACT_TERMS_KEPT * len(fact_terms)))
 
 
 def coverage(sources: Sequence[str], summary: str) -> float:
@@ -50,34 +81,68 @@ def coverage(sources: Sequence[str], summary: str) -> float:
     return len(wanted & identifiers(summary)) / len(wanted)
 
 
-def extractive(sources: Sequence[str]) -> Summary:
-    """The best sentences of ``sources`` in their original order, within MAX_RATIO of their tokens."""
-    source_tokens = sum(estimate_tokens(s) for s in sources)
-    budget = int(source_tokens * MAX_RATIO)
-    candidates: list[tuple[float, int, str]] = []
-    seen: set[str] = set()
-    for position, sentence in enumerate(s for text in sources for s in _sentences(text)):
-        key = sentence.lower()
-        if key in seen or rules.is_throwaway(sentence):
-            continue
-        seen.add(key)
-        candidates.append((_weight(sentence), position, sentence))
-    chosen: list[tuple[int, str]] = []
-    used = 0
-    for weight, position, sentence in sorted(candidates, key=lambda c: (-c[0], c[1])):
-        cost = estimate_tokens(sentence)
-        if weight <= 0 and chosen:
-            break  # nothing worth its tokens is left
-        if used + cost <= budget:
-            chosen.append((position, sentence))
-            used += cost
-    text = " ".join(sentence for _, sentence in sorted(chosen))
+def fact_coverage(sources: Sequence[str], summary: str) -> float:
+    """The share of the sampled facts that the summary keeps (1.0 when the sources state none)."""
+    sample = sampled_facts(sources)
+    if not sample:
+        return 1.0
+    summary_terms = _terms(summary)
+    return sum(_kept(_terms(f), summary_terms) >= 1.0 for f in sample) / len(sample)
+
+
+def measure(sources: Sequence[str], text: str) -> Summary:
+    """A candidate summary with its size and both coverages, ready for `check`."""
     return Summary(
         text=text,
         tokens=estimate_tokens(text) if text else 0,
-        source_tokens=source_tokens,
+        source_tokens=sum(estimate_tokens(s) for s in sources),
         coverage=coverage(sources, text),
+        fact_coverage=fact_coverage(sources, text),
     )
+
+
+def extractive(sources: Sequence[str]) -> Summary:
+    """Sentences of ``sources`` in their original order, within MAX_RATIO of their tokens, chosen
+    for the facts and identifiers they keep per token.
+
+    Budgeted coverage, solved the usual way: greedy by gain per token, also started from each of
+    the few sentences that keep the most on their own (a long sentence that says everything can
+    lose to short ones on the ratio), and the best of these summaries wins.
+    """
+    budget = int(sum(estimate_tokens(s) for s in sources) * MAX_RATIO)
+    sentences = facts(sources)
+    stated = [_terms(f) for f in sentences]
+    wanted: set[str] = set().union(*(identifiers(s) for s in sources)) if sources else set()
+    info = [(_terms(x), identifiers(x), estimate_tokens(x)) for x in sentences]
+
+    def value(chosen: Sequence[int]) -> float:
+        # Facts and identifiers weigh alike: the check wants 85% of each.
+        words = set().union(*(info[i][0] for i in chosen)) if chosen else set()
+        ids = set().union(*(info[i][1] for i in chosen)) if chosen else set()
+        return sum(_kept(f, words) for f in stated) + max(len(stated), 1) * len(wanted & ids) / max(len(wanted), 1)
+
+    def grow(chosen: list[int]) -> list[int]:
+        used = sum(info[i][2] for i in chosen)
+        current = value(chosen)
+        while True:
+            best: tuple[float, int, float] | None = None
+            for i in range(len(sentences)):
+                if i in chosen or used + info[i][2] > budget:
+                    continue
+                gain = value([*chosen, i]) - current
+                if gain > 1e-9 and (best is None or gain / info[i][2] > best[0]):
+                    best = (gain / info[i][2], i, gain)
+            if best is None:
+                return chosen
+            chosen = [*chosen, best[1]]
+            used += info[best[1]][2]
+            current += best[2]
+
+    fitting = [i for i in range(len(sentences)) if info[i][2] <= budget]
+    seeds = sorted(fitting, key=lambda i: -value([i]))[:3]
+    options = [grow([]), *(grow([i]) for i in seeds)]
+    chosen = max(options, key=value)
+    return measure(sources, " ".join(sentences[i] for i in sorted(chosen)))
 
 
 def check(sources: Sequence[str], summary: Summary) -> str | None:
@@ -88,4 +153,6 @@ def check(sources: Sequence[str], summary: Summary) -> str | None:
         return f"the summary is {summary.tokens} tokens, over {MAX_RATIO:.0%} of its sources' {summary.source_tokens}"
     if summary.coverage < MIN_COVERAGE:
         return f"the summary keeps {summary.coverage:.0%} of the sources' identifiers, under {MIN_COVERAGE:.0%}"
+    if summary.fact_coverage < MIN_COVERAGE:
+        return f"the summary keeps {summary.fact_coverage:.0%} of the sampled facts, under {MIN_COVERAGE:.0%}"
     return None
