@@ -20,7 +20,7 @@ import anyio
 import orjson
 from mcp.server.mcpserver import MCPServer
 
-from mcp_memory import __version__
+from mcp_memory import __version__, metrics
 from mcp_memory.config import HttpSettings, Settings, pin_native_threads
 from mcp_memory.embed.loader import Embedder, EmbedderConfig
 from mcp_memory.errors import InvalidInputError
@@ -220,6 +220,11 @@ async def open_runtime(
             clock=clock,
         )
         runtime = Runtime(settings, store, embedder, memory, tasks, scheduler, mcp)
+        metrics.add_gauge(
+            "mcp_memory_memories_indexed",
+            "Memories in the vector indexes of the principals this process has served.",
+            store.indexed_total,
+        )
         failure: BaseException | None = None
         stop = anyio.Event()
         async with anyio.create_task_group() as background:

@@ -101,12 +101,15 @@ async def test_health_needs_no_token_and_metrics_count_tool_calls(
     assert health.headers["x-request-id"]
 
     async with connect(server, alice_token, mode) as client:
+        await call(client, "remember", {"content": f"Metrics check for {server.url} in {mode}: backups at 02:00"})
         await call(client, "recall", {"query": "anything at all"})
     text = get(server, "/metrics").text
     line = next(x for x in text.splitlines() if x.startswith('mcp_memory_tool_calls_total{outcome="ok",tool="recall"}'))
     assert float(line.split()[-1]) >= 1
     assert 'mcp_memory_tool_duration_seconds_bucket{tool="recall",le="+Inf"}' in text
     assert "mcp_memory_schedulers_running 1" in text
+    indexed = next(x for x in text.splitlines() if x.startswith("mcp_memory_memories_indexed "))
+    assert float(indexed.split()[-1]) >= 1
     assert "alice" not in text  # no principal names in metrics
 
 

@@ -751,6 +751,10 @@ class SqliteStore:
             await backup.unlink(missing_ok=True)
         return counts
 
+    def indexed_total(self) -> int:
+        """Memories in every vector index this process has loaded (for /metrics)."""
+        return sum(len(db.index) for db in list(self._dbs.values()) if db.index is not None)
+
     def index_size(self, scope: Scope) -> int | None:
         db = self._dbs.get(scope.principal)
         return len(db.index) if db is not None and db.index is not None else None
