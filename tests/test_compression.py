@@ -9,6 +9,7 @@ from mcp_memory.errors import ConflictError
 from mcp_memory.models import Scope
 from mcp_memory.server import Runtime
 from mcp_memory.services import summarize
+from mcp_memory.services.lifecycle import MAX_GROUP
 from mcp_memory.storage.lifecycle import LifecycleStore
 from tests.conftest import Clock, call, call_error
 
@@ -219,3 +220,17 @@ async def test_a_conversation_of_distinct_facts_is_kept_whole(runtime: Runtime, 
     hits = (await call(client, "recall", {"query": "what did Melanie sign up for", "reinforce": False}))["hits"]
     assert hits[0]["id"] == ids[3]
     assert hits[0]["tier"] == "active"
+
+
+async def test_a_long_session_becomes_several_summaries_in_time_order(
+    runtime: Runtime, client: Client, clock: Clock
+) -> None:
+    """At most lifecycle.MAX_GROUP memories per summary: a long session is summarized in runs."""
+    texts = [
+        f"Decision {i}: the nightly job job-{i:03d} moves to runner-{i % 3}. Agreed, job-{i:03d} on runner-{i % 3}."
+        for i in range(MAX_GROUP + 10)
+    ]
+    await _store_session(client, texts)
+    clock.advance(300 * HOUR)
+    report = await runtime.scheduler.run_once()
+    assert report["summaries"] + report["compression_failures"] == 2  # 50 memories: two runs (40 and 10)

@@ -19,6 +19,7 @@ import logging
 import math
 from dataclasses import dataclass, replace
 
+import anyio
 import numpy as np
 
 from mcp_memory.config import LifecycleSettings
@@ -36,6 +37,7 @@ from mcp_memory.text import estimate_tokens, language, normalize, segment_for_in
 
 log = logging.getLogger(__name__)
 MIN_GROUP = 3
+MAX_GROUP = 40  # memories per summary: a longer session becomes several summaries, in time order
 MAX_GROUPS_PER_PASS = 50
 SEMANTIC_KINDS = ("preference", "constraint")  # held by the user: consolidated, never summarized away
 MAX_CONSOLIDATION_CANDIDATES = 2_000  # a pass compares them pairwise: 2,000 x 2,000 floats
@@ -129,7 +131,12 @@ class LifecycleService:
             if group is not None and self._compressible(record, now):
                 groups.setdefault((record.namespace, group), []).append(record)
         summaries = summarized = failed = 0
-        eligible = [(key, members) for key, members in groups.items() if len(members) >= MIN_GROUP]
+        chunks = [
+            (key, chunk)
+            for key, members in groups.items()
+            for chunk in _chunks(sorted(members, key=lambda m: (m.occurred_at, m.id)), MAX_GROUP)
+        ]
+        eligible = [(key, members) for key, members in chunks if len(members) >= MIN_GROUP]
         for (namespace, _), members in eligible[:MAX_GROUPS_PER_PASS]:
             texts = [m.content for m in members]
             summary = await self._summarize(scope, texts)
@@ -273,7 +280,8 @@ class LifecycleService:
                 if problem is None:
                     return candidate
                 log.info("LLM summary rejected (%s); using the extractive one", problem)
-        return summarize.extractive(texts)
+        # CPU work on a worker thread: a pass must never stall the requests of the process.
+        return await anyio.to_thread.run_sync(summarize.extractive, texts)
 
     @staticmethod
     def _summary_memory(
@@ -317,3 +325,11 @@ class LifecycleService:
             occurrence=occurrence,
             summarizes=tuple(m.id for m in members),
         )
+
+
+def _chunks(members: list[MemoryRecord], size: int) -> list[list[MemoryRecord]]:
+    """Consecutive runs of ``size``; a tail too short to summarize joins the run before it."""
+    runs = [members[i : i + size] for i in range(0, len(members), size)]
+    if len(runs) > 1 and len(runs[-1]) < MIN_GROUP:
+        runs[-2].extend(runs.pop())
+    return runs
