@@ -207,7 +207,7 @@ async def open_runtime(
         register_task_tools(mcp, tasks, memory, scopes, notifier)
         register_erasure_tool(mcp, ErasureService(store, clock=clock), scopes, notifier)
         control = ControlStore(settings.data_dir, settings.busy_timeout_ms)
-        stats = StatsService(store, control)
+        stats = StatsService(store, control, full_paths=transport == "stdio")
         register_stats_tool(mcp, stats, scopes)
         register_summary_tool(mcp, memory, scopes)
         register_resources(mcp, memory, tasks, stats, scopes)

@@ -67,6 +67,7 @@ async def test_tools_resources_and_prompts_work_on_every_transport(
         stats = await call(client, "stats", {})
         assert stats["models_loaded_in_process"] == 1
         assert stats["schedulers_running_in_process"] == 1
+        assert "/" not in stats["principal_file"]  # a remote client is not told the server's paths
 
 
 async def test_a_request_without_a_token_gets_401_with_the_metadata_to_find_out_why(server: NetServer) -> None:

@@ -14,7 +14,9 @@ from mcp_memory.storage.sqlite import SqliteStore
 
 
 class StatsService:
-    def __init__(self, store: SqliteStore, control: ControlStore) -> None:
+    def __init__(self, store: SqliteStore, control: ControlStore, *, full_paths: bool = True) -> None:
+        # A remote client learns the file's name, not where the server keeps its data.
+        self.full_paths = full_paths
         self.store = store
         self.rows = LifecycleStore(store)
         self.control = control
@@ -22,8 +24,9 @@ class StatsService:
 
     async def stats(self, scope: Scope) -> StatsResult:
         model_id, dim = await self.store.stored_model(scope)
+        path = self.store.path_for(scope)
         return StatsResult(
-            principal_file=str(self.store.path_for(scope)),
+            principal_file=str(path if self.full_paths else path.name),
             memories=await self.rows.tier_counts(scope),
             tables=await self.rows.principal_counts(scope),
             vector_index_rows=self.store.index_size(scope),
