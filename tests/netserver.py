@@ -65,10 +65,16 @@ def server_env(data_dir: Path, extra: dict[str, str] | None = None) -> dict[str,
             "MCP_MEMORY_LOG_LEVEL": "INFO",
         }
     )
-    if "MCP_MEMORY_EMBEDDING__PROVIDER" in os.environ:  # CI's second run forces the fallback model
-        env["MCP_MEMORY_EMBEDDING__PROVIDER"] = os.environ["MCP_MEMORY_EMBEDDING__PROVIDER"]
+    env.update(forced_model())
     env.update(extra or {})
     return env
+
+
+def forced_model() -> dict[str, str]:
+    """The embedding provider CI's second run forces, for every server a test starts: two servers
+    on one data directory must embed with the same model."""
+    name = "MCP_MEMORY_EMBEDDING__PROVIDER"
+    return {name: os.environ[name]} if name in os.environ else {}
 
 
 def cli(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -24,7 +24,7 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_memory.storage.sqlite import principal_file
 from tests.conftest import call, hit_texts
-from tests.netserver import SERVER_BIN, NetServer, connect, create_token, running
+from tests.netserver import SERVER_BIN, NetServer, connect, create_token, forced_model, running
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -109,7 +109,7 @@ async def test_a_stdio_process_and_an_http_process_on_one_data_directory_lose_no
     params = StdioServerParameters(
         command=str(SERVER_BIN),
         args=["--data-dir", str(data), "--principal", "alice", "serve"],
-        env={"MCP_MEMORY_CONFIG": str(empty_config(tmp_path)), "OMP_NUM_THREADS": "1"},
+        env={"MCP_MEMORY_CONFIG": str(empty_config(tmp_path)), "OMP_NUM_THREADS": "1", **forced_model()},
     )
     with running(data, "http") as srv:
         async with stdio(params, tmp_path / "stdio.log", "legacy") as local, connect(srv, token, "legacy") as remote:
