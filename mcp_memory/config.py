@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -136,6 +136,21 @@ class JwtSettings(_Section):
     namespace_claim: str | None = Field(None, description="a claim that names the namespace, if any")
     algorithms: list[str] = Field(default_factory=lambda: ["RS256", "ES256"])
     leeway_seconds: int = Field(30, ge=0, le=600, description="clock skew allowed on exp and nbf")
+
+    @model_validator(mode="after")
+    def _issuer_and_audience_with_keys(self) -> JwtSettings:
+        # Without both, any token the identity provider signs for another app would open memories here.
+        if self.jwks_url is not None:
+            missing = [name for name in ("issuer", "audience") if not getattr(self, name)]
+            if missing:
+                raise ValueError(
+                    f"jwks_url is set but {' and '.join(missing)} {'are' if len(missing) > 1 else 'is'} not: "
+                    "set http.jwt.issuer and "
+                    "http.jwt.audience, or the server would accept tokens issued for other applications"
+                )
+            if not self.jwks_url.startswith(("https://", "http://")):
+                raise ValueError("jwks_url must be an http(s) URL")
+        return self
 
 
 class HttpSettings(_Section):

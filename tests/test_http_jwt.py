@@ -16,6 +16,8 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 
+from mcp_memory.config import load_settings
+from mcp_memory.errors import InvalidInputError
 from tests.conftest import call, hit_texts
 from tests.netserver import connect, create_token, get, post, running
 
@@ -102,3 +104,12 @@ async def test_jwts_from_the_configured_issuer_name_the_principal_and_nothing_el
 
             metadata = get(srv, "/.well-known/oauth-protected-resource/mcp").json()
             assert metadata["authorization_servers"] == [ISSUER]
+
+
+def test_jwks_without_an_issuer_and_an_audience_is_refused() -> None:
+    """Left out, any token the identity provider signs for another application would open memories here."""
+    with pytest.raises(InvalidInputError, match=r"http\.jwt.*issuer and audience are not"):
+        load_settings(http={"jwt": {"jwks_url": "https://idp.test/jwks.json"}})
+    with pytest.raises(InvalidInputError, match=r"audience is not"):
+        load_settings(http={"jwt": {"jwks_url": "https://idp.test/jwks.json", "issuer": ISSUER}})
+    assert load_settings(http={"jwt": {"jwks_url": "https://idp.test/jwks.json", "issuer": ISSUER, "audience": "x"}})
