@@ -13,6 +13,9 @@ of a handshake-era session), the method and the name a call is about.
 from __future__ import annotations
 
 import logging
+import os
+import signal
+import threading
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
@@ -130,6 +133,10 @@ async def run_bridge(url: str, token_env: str) -> int:
             "token", f"environment variable {token_env} is empty; set it to a token from `mcp-memory token create`"
         )
     token = secret.get_secret_value()
+    if threading.current_thread() is threading.main_thread():
+        # The relay holds no data, and a read of stdin blocked in a worker thread would keep an
+        # orderly shutdown waiting for input that never comes: Ctrl-C ends the process at once.
+        signal.signal(signal.SIGINT, lambda _signum, _frame: os._exit(130))
     stamper = _Stamper()
     refusals = _Refusals(token_env)
     log.info("relaying stdio to %s", redact(url))
@@ -139,6 +146,10 @@ async def run_bridge(url: str, token_env: str) -> int:
         http,
         streamable_http_client(url, http_client=http) as (remote_read, remote_write),
         stdio_server() as (local_read, local_write),
+        # Closing the write ends lets the stdio writer and the HTTP poster finish, so the relay
+        # exits when the client closes stdin (or on Ctrl-C) instead of waiting forever.
+        local_write,
+        remote_write,
         anyio.create_task_group() as group,
     ):
 

@@ -3,6 +3,9 @@ stateless), the SDK client in both protocol generations, bearer tokens, and the 
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import time
 import warnings
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -19,7 +22,7 @@ from mcp_types import ResourceUpdatedNotification
 from examples.deepseek_agent import run_agent
 from tests.conftest import Heard, call, hit_texts, row_counts
 from tests.fake_openai import fake_openai_server
-from tests.netserver import NetServer, cli, connect, create_token, get, post, running
+from tests.netserver import SERVER_BIN, NetServer, cli, connect, create_token, get, post, running, server_env
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -292,3 +295,29 @@ def test_a_configured_hostname_is_accepted_and_any_other_is_refused(tmp_path: Pa
         assert post(srv, initialize, {**anonymous, "host": "evil.example.net"}).status_code == 421  # before auth
         origin = {**headers, "host": "memory.example.com", "origin": "https://evil.example.net"}
         assert post(srv, initialize, origin).status_code == 403
+
+
+def test_the_bridge_exits_when_its_client_closes_stdin_and_on_ctrl_c(tmp_path: Path) -> None:
+    """Desktop clients end a server by closing its stdin: a bridge that lingered would be orphaned."""
+    data = tmp_path / "data"
+    token = create_token(data, "kim")
+    env = {**server_env(data), "MCP_MEMORY_TOKEN": token}
+    with running(data, "http") as srv:
+        closed = subprocess.run(
+            [str(SERVER_BIN), "connect", srv.url], stdin=subprocess.DEVNULL, env=env, capture_output=True, timeout=30
+        )
+        assert closed.returncode == 0, closed.stderr
+        interrupted = subprocess.Popen(
+            [str(SERVER_BIN), "connect", srv.url],
+            stdin=subprocess.PIPE,  # open: only the signal can end it
+            stderr=subprocess.DEVNULL,
+            env=env,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+        try:
+            time.sleep(1.5)
+            interrupted.send_signal(signal.SIGINT)
+            assert interrupted.wait(10) == 130
+        finally:
+            assert interrupted.stdin is not None
+            interrupted.stdin.close()
