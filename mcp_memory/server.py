@@ -50,7 +50,7 @@ from mcp_memory.tools import (
     register_tools,
     unknown_argument_guard,
 )
-from mcp_memory.web import GATEWAY_REQUEST_ID, Gateway, mcp_app
+from mcp_memory.web import GATEWAY_REQUEST_ID, WILDCARD_HOSTS, Gateway, mcp_app
 
 log = logging.getLogger(__name__)
 
@@ -268,7 +268,13 @@ async def serve_network(settings: Settings, transport: str) -> None:
                 "one with `mcp-memory token create --principal NAME`, set http.jwt.jwks_url, or serve one "
                 "local principal with --no-auth",
             )
-    elif http.host not in LOOPBACK:
+    if http.host in WILDCARD_HOSTS and not http.allowed_hosts:
+        log.warning(
+            "listening on %s but http.allowed_hosts is empty: only requests addressed to a loopback name get "
+            'through (others get 421); list the names clients use, e.g. allowed_hosts = ["memory.example.com"]',
+            http.host,
+        )
+    if http.auth == "none" and http.host not in LOOPBACK:
         log.warning(
             "serving %s on %s without tokens: every client acts as %r", transport, http.host, settings.principal
         )

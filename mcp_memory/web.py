@@ -52,18 +52,31 @@ GATEWAY_REQUEST_ID: ContextVar[str | None] = ContextVar("mcp_memory_gateway_requ
 METADATA_PATH = "/.well-known/oauth-protected-resource"
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 LOOPBACK_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost", "[::1]"]
+WILDCARD_HOSTS = ("0.0.0.0", "::")
 LOOPBACK_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
+
+
+def _with_any_port(names: list[str]) -> list[str]:
+    """A name given without a port matches it on any port too ("memory.example.com" and
+    "memory.example.com:*"), which is what a user listing a hostname means."""
+    out: list[str] = []
+    for name in names:
+        out.append(name)
+        bare = name.split("://", 1)[-1]
+        if bare.endswith("]") or not re.search(r":(\d+|\*)$", bare):  # no port given ([::1] has none)
+            out.append(f"{name}:*")
+    return out
 
 
 def transport_security(http: HttpSettings) -> TransportSecuritySettings:
     """Loopback names always; the bound host and the configured names besides."""
     hosts = list(LOOPBACK_HOSTS)
-    if http.host not in ("0.0.0.0", "::", "127.0.0.1", "localhost", "::1"):
+    if http.host not in (*WILDCARD_HOSTS, "127.0.0.1", "localhost", "::1"):
         hosts += [http.host, f"{http.host}:*"]
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
-        allowed_hosts=hosts + list(http.allowed_hosts),
-        allowed_origins=LOOPBACK_ORIGINS + list(http.allowed_origins),
+        allowed_hosts=hosts + _with_any_port(list(http.allowed_hosts)),
+        allowed_origins=LOOPBACK_ORIGINS + _with_any_port(list(http.allowed_origins)),
     )
 
 
@@ -194,7 +207,7 @@ class Gateway:
             return "-"
         refusal = await self.security.validate_request(Request(scope), is_post=False)
         if refusal is not None:
-            await refusal(scope, receive, send)
+            await self._refuse_origin(scope, send, refusal.status_code)
             return "-"
         identity = await self._authenticate(scope)
         if identity is None:
@@ -263,6 +276,22 @@ class Gateway:
             return {"type": "http.request", "body": body, "more_body": False}
 
         return replay
+
+    async def _refuse_origin(self, scope: Scope, send: Send, status: int) -> None:
+        headers = dict(scope.get("headers") or [])
+        if status == 421:
+            host = headers.get(b"host", b"").decode("latin-1")
+            problem = (
+                f"Host {host!r} is not served here (DNS-rebinding protection): add it to http.allowed_hosts "
+                "(a name matches any port; 'name:8765' one port)"
+            )
+            await _json(send, 421, {"error": "misdirected_request", "error_description": problem})
+        elif status == 403:
+            origin = headers.get(b"origin", b"").decode("latin-1")
+            problem = f"Origin {origin!r} may not call this server: add it to http.allowed_origins to allow it"
+            await _json(send, 403, {"error": "forbidden_origin", "error_description": problem})
+        else:
+            await _json(send, status, {"error": "bad_request", "error_description": "the request headers were refused"})
 
     async def _authenticate(self, scope: Scope) -> tuple[AuthenticatedUser, AuthCredentials] | None:
         if self.local is not None:

@@ -290,11 +290,16 @@ def test_a_configured_hostname_is_accepted_and_any_other_is_refused(tmp_path: Pa
     env = {"MCP_MEMORY_HTTP__ALLOWED_HOSTS": '["memory.example.com"]'}
     with running(data, "http", env=env) as srv:
         assert post(srv, initialize, {**headers, "host": "memory.example.com"}).status_code == 200
-        assert post(srv, initialize, {**headers, "host": "evil.example.net"}).status_code == 421
+        assert post(srv, initialize, {**headers, "host": "memory.example.com:8443"}).status_code == 200  # any port
+        refused = post(srv, initialize, {**headers, "host": "evil.example.net"})
+        assert refused.status_code == 421
+        assert "http.allowed_hosts" in refused.json()["error_description"]
         anonymous = {k: v for k, v in headers.items() if k != "authorization"}
         assert post(srv, initialize, {**anonymous, "host": "evil.example.net"}).status_code == 421  # before auth
         origin = {**headers, "host": "memory.example.com", "origin": "https://evil.example.net"}
-        assert post(srv, initialize, origin).status_code == 403
+        foreign = post(srv, initialize, origin)
+        assert foreign.status_code == 403
+        assert "http.allowed_origins" in foreign.json()["error_description"]
 
 
 def test_the_bridge_exits_when_its_client_closes_stdin_and_on_ctrl_c(tmp_path: Path) -> None:
