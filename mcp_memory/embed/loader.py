@@ -17,6 +17,47 @@ import anyio.to_thread
 
 from mcp_memory.errors import UpstreamError
 from mcp_memory.storage.vectors import Vector
+from mcp_memory.text import estimate_tokens
+
+# The local models read at most 512 tokens (multilingual-e5-small was trained on that); past it a
+# text costs time, not meaning. The keyword index still sees the whole text.
+MAX_EMBED_TOKENS = 512
+# One model call holds the model for the whole process: calls are cut to about this many tokens
+# so a large `remember` cannot keep every other request waiting for seconds.
+TOKENS_PER_CALL = 1_024
+
+
+def clip(text: str, max_tokens: int = MAX_EMBED_TOKENS) -> str:
+    """The longest prefix of ``text`` within ``max_tokens`` (estimated), cut at a space when one is near."""
+    if estimate_tokens(text) <= max_tokens:
+        return text
+    low, high = 1, len(text)
+    while low < high:  # the longest prefix that fits
+        middle = (low + high + 1) // 2
+        if estimate_tokens(text[:middle]) <= max_tokens:
+            low = middle
+        else:
+            high = middle - 1
+    space = text.rfind(" ", max(0, low - 40), low)
+    return text[: space if space > 0 else low]
+
+
+def calls(texts: list[str], batch_size: int) -> list[list[str]]:
+    """Consecutive groups of at most ``batch_size`` texts and about TOKENS_PER_CALL tokens."""
+    groups: list[list[str]] = []
+    current: list[str] = []
+    tokens = 0
+    for text in texts:
+        cost = estimate_tokens(text)
+        if current and (len(current) >= batch_size or tokens + cost > TOKENS_PER_CALL):
+            groups.append(current)
+            current, tokens = [], 0
+        current.append(text)
+        tokens += cost
+    if current:
+        groups.append(current)
+    return groups
+
 
 log = logging.getLogger(__name__)
 
@@ -135,15 +176,14 @@ class Embedder:
 
     async def passages(self, texts: list[str]) -> Vector:
         model = await self.ready()
-        size = self.config.batch_size
-        parts: list[Vector] = []
-        for start in range(0, len(texts), size):
-            batch = texts[start : start + size]
-            parts.append(await anyio.to_thread.run_sync(model.passages, batch, limiter=self._limiter))
+        parts: list[Vector] = [
+            await anyio.to_thread.run_sync(model.passages, batch, limiter=self._limiter)
+            for batch in calls([clip(t) for t in texts], self.config.batch_size)
+        ]
         import numpy as np
 
         return np.concatenate(parts) if parts else np.zeros((0, model.dim), dtype=np.float32)
 
     async def query(self, text: str) -> Vector:
         model = await self.ready()
-        return await anyio.to_thread.run_sync(model.query, text, limiter=self._limiter)
+        return await anyio.to_thread.run_sync(model.query, clip(text), limiter=self._limiter)

@@ -1,0 +1,51 @@
+"""Long texts cost the model time, not meaning: what is embedded is clipped, and calls are cut small."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from mcp.client import Client
+
+from mcp_memory.embed.loader import MAX_EMBED_TOKENS, TOKENS_PER_CALL, calls, clip
+from mcp_memory.server import Runtime
+from mcp_memory.text import estimate_tokens
+from tests.conftest import call, hit_texts
+
+pytestmark = pytest.mark.anyio
+
+
+def test_a_long_text_is_clipped_to_what_the_model_reads_at_a_word_boundary() -> None:
+    latin = "The billing migration notes go on and on. " * 400
+    clipped = clip(latin)
+    assert estimate_tokens(clipped) <= MAX_EMBED_TOKENS
+    assert estimate_tokens(clipped) > MAX_EMBED_TOKENS - 20
+    assert latin.startswith(clipped)
+    assert not clipped.endswith(" ")
+    assert latin[len(clipped)] == " "
+    chinese = "计费数据库迁移到新的集群。" * 200
+    assert estimate_tokens(clip(chinese)) <= MAX_EMBED_TOKENS
+    assert clip("short text") == "short text"
+
+
+def test_model_calls_are_cut_by_count_and_by_tokens() -> None:
+    short = ["a few words"] * 70
+    assert [len(g) for g in calls(short, 32)] == [32, 32, 6]
+    long = [clip("word " * 2000)] * 5  # about 510 tokens each: two to a call
+    groups = calls(long, 32)
+    assert all(sum(estimate_tokens(t) for t in g) <= TOKENS_PER_CALL for g in groups)
+    assert sum(len(g) for g in groups) == 5
+
+
+async def test_long_memories_are_stored_whole_and_found_by_their_tail(
+    runtime: Runtime, client: Client, mode: str
+) -> None:
+    """The keyword index keeps the whole text; only the embedding reads the head."""
+    body = "Quarterly notes about the caching layer and the API gateway rollout. " * 120
+    text = body + "The final action item: rotate the signing key KEY-9931 before Friday."
+    started = time.perf_counter()
+    memories = [{"content": text}, *({"content": body + f" part {i}"} for i in range(7))]
+    await call(client, "remember", {"memories": memories})
+    assert time.perf_counter() - started < 60  # eight long memories, clipped: seconds, not minutes
+    hits = await call(client, "recall", {"query": "KEY-9931", "reinforce": False})
+    assert hit_texts(hits)[0] == text
