@@ -37,7 +37,7 @@ from mcp.shared.message import ClientMessageMetadata, SessionMessage
 from mcp_types import PROTOCOL_VERSION_META_KEY, ErrorData, JSONRPCError, JSONRPCRequest, JSONRPCResponse
 
 from mcp_memory.config import secret_from_environment
-from mcp_memory.errors import InvalidInputError
+from mcp_memory.errors import InvalidInputError, UpstreamError
 from mcp_memory.redact import redact
 
 log = logging.getLogger(__name__)
@@ -142,6 +142,23 @@ async def run_bridge(url: str, token_env: str) -> int:
     log.info("relaying stdio to %s", redact(url))
     http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
     http.event_hooks["response"].append(refusals.observe)
+    try:
+        await _relay(url, http, stamper, refusals)
+    except BaseExceptionGroup as group:
+        unreachable = group.subgroup(lambda exc: isinstance(exc, httpx2.TransportError))
+        if unreachable is None:
+            raise
+        first = unreachable.exceptions[0]
+        while isinstance(first, BaseExceptionGroup):
+            first = first.exceptions[0]
+        raise UpstreamError(
+            f"cannot reach {redact(url)} ({type(first).__name__}: {first}); is `mcp-memory serve --transport "
+            "http` running there? The bridge speaks streamable HTTP (the URL ends in /mcp by default), not SSE"
+        ) from None
+    return 0
+
+
+async def _relay(url: str, http: httpx2.AsyncClient, stamper: _Stamper, refusals: _Refusals) -> None:
     async with (
         http,
         streamable_http_client(url, http_client=http) as (remote_read, remote_write),
@@ -167,7 +184,6 @@ async def run_bridge(url: str, token_env: str) -> int:
 
         group.start_soon(upstream)
         group.start_soon(downstream)
-    return 0
 
 
 async def _pump(

@@ -282,8 +282,14 @@ async def _token(settings: Settings, args: argparse.Namespace) -> int:
             fields = [r.id, r.principal, r.namespace or "-", state, _when(r.created_at), until, r.label or ""]
             _out("\t".join(fields))
         return 0
-    await store.revoke(args.id, now)
-    _err(f"token {args.id} revoked; its next request is refused")
+    from mcp_memory.storage.tokens import TOKEN_PREFIX
+
+    if args.id.startswith(TOKEN_PREFIX):  # the token itself was pasted: revoke it, never print it
+        token_id = await store.revoke_secret(args.id, now)
+    else:
+        token_id = args.id
+        await store.revoke(token_id, now)
+    _err(f"token {token_id} revoked; its next request is refused")
     return 0
 
 

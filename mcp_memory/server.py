@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import socket
 import sys
 import threading
 import time
@@ -278,15 +279,34 @@ async def serve_network(settings: Settings, transport: str) -> None:
         log.warning(
             "serving %s on %s without tokens: every client acts as %r", transport, http.host, settings.principal
         )
+    listener = _listen(http)
     try:
-        await _serve_gateway(settings, transport, tokens, jwt)
+        await _serve_gateway(settings, transport, tokens, jwt, listener)
     finally:
+        listener.close()
         if tokens is not None:
             tokens.close()
 
 
+def _listen(http: HttpSettings) -> socket.socket:
+    """The listening socket, bound before anything else opens, so a taken port is one clear line."""
+    family = socket.AF_INET6 if ":" in http.host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind((http.host, http.port))
+    except OSError as exc:
+        listener.close()
+        raise InvalidInputError(
+            "http.port",
+            f"cannot listen on {http.host}:{http.port} ({exc.strerror or exc}); pick another port with --port "
+            "(0 picks a free one), or stop what is listening there",
+        ) from None
+    return listener
+
+
 async def _serve_gateway(
-    settings: Settings, transport: str, tokens: TokenStore | None, jwt: JwtVerifier | None
+    settings: Settings, transport: str, tokens: TokenStore | None, jwt: JwtVerifier | None, listener: socket.socket
 ) -> None:
     import uvicorn
 
@@ -315,7 +335,7 @@ async def _serve_gateway(
         with _sigterm_stops(server):
             async with anyio.create_task_group() as group:
                 group.start_soon(_announce, server, transport, http)
-                await server.serve()
+                await server.serve(sockets=[listener])
                 group.cancel_scope.cancel()
 
 

@@ -336,7 +336,8 @@ class Gateway:
     async def _unauthorized(self, scope: Scope, send: Send) -> None:
         given = _bearer(scope) is not None
         description = (
-            "the bearer token is unknown, revoked or expired; create one with `mcp-memory token create`"
+            "this server does not accept the bearer token (unknown, revoked or expired); "
+            "ask for one made with `mcp-memory token create`, or a JWT from the configured issuer"
             if given
             else "send Authorization: Bearer <token> (create one with `mcp-memory token create`)"
         )

@@ -4,6 +4,7 @@ stateless), the SDK client in both protocol generations, bearer tokens, and the 
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import time
 import warnings
@@ -170,6 +171,7 @@ async def test_no_auth_serves_the_one_local_principal(tmp_path: Path, mode: str)
 def test_tokens_are_stored_as_hashes_only(tmp_path: Path) -> None:
     data = tmp_path / "data"
     token = create_token(data, "erin", "--namespace", "proj-x", "--label", "laptop")
+    assert data.stat().st_mode & 0o777 == 0o700  # the data directory is the owner's alone
     raw = b"".join(p.read_bytes() for p in data.glob("control.db*"))
     assert token.encode() not in raw
     assert token[len("mcpm_") :].encode() not in raw
@@ -326,3 +328,46 @@ def test_the_bridge_exits_when_its_client_closes_stdin_and_on_ctrl_c(tmp_path: P
         finally:
             assert interrupted.stdin is not None
             interrupted.stdin.close()
+
+
+def test_revoking_with_the_token_itself_works_and_never_prints_it(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    token = create_token(data, "lee")
+    done = cli(data, "token", "revoke", token)
+    assert done.returncode == 0, done.stderr
+    assert token not in done.stderr + done.stdout
+    assert "\trevoked\t" in cli(data, "token", "list").stdout
+    unknown = cli(data, "token", "revoke", "mcpm_" + "x" * 43)
+    assert unknown.returncode == 2
+    assert "x" * 43 not in unknown.stderr
+
+
+def test_a_port_in_use_is_one_clear_line(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    create_token(data, "max")
+    with running(data, "http") as srv:
+        port = srv.url.rsplit(":", 1)[1].split("/")[0]
+        done = cli(data, "serve", "--transport", "http", "--port", port)
+    assert done.returncode == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_the_bridge_says_when_the_server_cannot_be_reached(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**server_env(data), "MCP_MEMORY_TOKEN": "mcpm_" + "y" * 43}
+    hello = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
+    hello += b'"capabilities":{},"clientInfo":{"name":"t","version":"1"}}}\n'
+    done = subprocess.run(
+        [str(SERVER_BIN), "connect", f"http://127.0.0.1:{port}/mcp"],
+        input=hello,
+        env=env,
+        capture_output=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert b"cannot reach http://127.0.0.1" in done.stderr
+    assert b"Traceback" not in done.stderr

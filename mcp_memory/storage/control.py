@@ -14,7 +14,7 @@ import anyio
 import orjson
 
 from mcp_memory.errors import StorageError
-from mcp_memory.storage.schema import connect_sync
+from mcp_memory.storage.schema import connect_sync, private_dir
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS leases (
@@ -46,7 +46,7 @@ class ControlFile:
 
     def _run(self, fn: Any, *args: Any) -> Any:
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            private_dir(self.path.parent)
             conn = connect_sync(self.path, self.busy_timeout_ms)
         except (OSError, sqlite3.Error) as exc:
             raise StorageError(f"cannot open the control file {str(self.path)!r}: {exc}") from exc

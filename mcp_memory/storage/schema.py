@@ -148,6 +148,14 @@ CREATE TABLE compression_failures (
 MIGRATIONS: list[tuple[int, str, int]] = [(1, _V1, 1), (2, _V2, 1), (3, _V3, 1), (4, _V4, 4), (5, _V5, 5)]
 
 
+def private_dir(path: Path) -> None:
+    """Create the data directory (and its parents) if missing; one this creates is owner-only (0700):
+    memories are private, and other local users may not even list the files."""
+    if not path.exists():
+        path.mkdir(parents=True, exist_ok=True)
+        path.chmod(0o700)
+
+
 def connect_sync(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=busy_timeout_ms / 1000)
     configure(conn, busy_timeout_ms)

@@ -27,7 +27,7 @@ import orjson
 
 from mcp_memory.errors import ConflictError, ModelMismatchError, NotFoundError, StorageError
 from mcp_memory.models import Criteria, MemoryRecord, Merge, NewMemory, NewOccurrence, Provenance, Scope
-from mcp_memory.storage.schema import migrate
+from mcp_memory.storage.schema import migrate, private_dir
 from mcp_memory.storage.vectors import IndexRow, Vector, VectorIndex
 
 MEMORY_COLUMNS = (
@@ -152,7 +152,7 @@ class SqliteStore:
 
     async def __aenter__(self) -> SqliteStore:
         try:
-            await anyio.Path(self.data_dir).mkdir(parents=True, exist_ok=True)
+            await anyio.to_thread.run_sync(private_dir, self.data_dir)
         except OSError as exc:
             raise StorageError(
                 f"cannot create the data directory {str(self.data_dir)!r}: {exc.strerror or exc}; "

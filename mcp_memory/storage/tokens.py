@@ -20,7 +20,7 @@ from pathlib import Path
 
 from mcp_memory.errors import InvalidInputError, NotFoundError
 from mcp_memory.storage.control import ControlFile
-from mcp_memory.storage.schema import connect_sync
+from mcp_memory.storage.schema import connect_sync, private_dir
 
 TOKEN_PREFIX = "mcpm_"
 
@@ -105,7 +105,7 @@ class TokenStore(ControlFile):
     def _find_now(self, digest: str) -> tuple[object, ...] | None:
         """The lookup on the kept connection, never waiting for a lock (busy timeout 0)."""
         if self._reader is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            private_dir(self.path.parent)
             conn = connect_sync(self.path, 0)
             try:
                 conn.executescript(self.schema)
@@ -141,6 +141,15 @@ class TokenStore(ControlFile):
     def _revoke(conn: sqlite3.Connection, token_id: str, now: float) -> int:
         cursor = conn.execute("UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", (now, token_id))
         return cursor.rowcount
+
+    async def revoke_secret(self, token: str, now: float) -> str:
+        """Revoke the token itself (pasted instead of its id); its id. The token is never echoed."""
+        row = await self._call(self._find, token_hash(token))
+        if row is None:
+            raise NotFoundError("token", "(the token you gave, not shown)")
+        record = _record(row)
+        await self.revoke(record.id, now)
+        return record.id
 
     async def revoke(self, token_id: str, now: float) -> None:
         if not await self._call(self._revoke, token_id, now):
