@@ -49,11 +49,14 @@ class _Stamper:
     def __init__(self) -> None:
         self.negotiated: str | None = None
         self.initialize_ids: set[Any] = set()
+        self.pending: set[Any] = set()  # requests relayed and not yet answered
+        self.answered = anyio.Event()
 
     def outbound(self, message: SessionMessage) -> SessionMessage:
         inner = message.message
         headers: dict[str, str] = {}
         if isinstance(inner, JSONRPCRequest):
+            self.pending.add(inner.id)
             params = inner.params or {}
             meta = params.get("_meta") or {}
             version = meta.get(PROTOCOL_VERSION_META_KEY) if isinstance(meta, dict) else None
@@ -72,6 +75,14 @@ class _Stamper:
         elif self.negotiated is not None:
             headers[MCP_PROTOCOL_VERSION_HEADER] = self.negotiated
         return SessionMessage(inner, ClientMessageMetadata(headers=headers or None))
+
+    def delivered(self, message: SessionMessage) -> None:
+        """An answer reached the client: one request fewer to wait for at the end."""
+        inner = message.message
+        if isinstance(inner, JSONRPCResponse | JSONRPCError) and inner.id in self.pending:
+            self.pending.discard(inner.id)
+            self.answered.set()
+            self.answered = anyio.Event()
 
     def inbound(self, message: SessionMessage) -> None:
         inner = message.message
@@ -95,6 +106,16 @@ class _Refusals:
         self.last: str | None = None
 
     async def observe(self, response: httpx2.Response) -> None:
+        if (
+            response.status_code == 404
+            and response.request.method == "POST"
+            and "mcp-session-id" not in response.request.headers
+        ):
+            self.last = (
+                f"the remote has no streamable HTTP endpoint at {redact(str(response.request.url))} (HTTP 404); "
+                "check the path (`serve --transport http` uses /mcp); the bridge does not speak SSE"
+            )
+            log.error("%s", self.last)
         if response.status_code in (401, 403):
             challenge = response.headers.get("www-authenticate", "")
             why = (
@@ -111,7 +132,7 @@ class _Refusals:
         inner = message.message
         if self.last is None or not isinstance(inner, JSONRPCError):
             return message
-        if inner.error.message != "Server returned an error response":
+        if inner.error.message not in ("Server returned an error response", "Not Found"):
             return message
         error = ErrorData(code=inner.error.code, message=self.last, data=inner.error.data)
         return SessionMessage(JSONRPCError(jsonrpc="2.0", id=inner.id, error=error))
@@ -172,14 +193,18 @@ async def _relay(url: str, http: httpx2.AsyncClient, stamper: _Stamper, refusals
 
         async def upstream() -> None:
             await _pump(local_read, remote_write, stamper.outbound)
-            group.cancel_scope.cancel()  # the client closed stdin: we are done
+            # The client closed stdin: answers still on their way are delivered first (30 s at most).
+            with anyio.move_on_after(30):
+                while stamper.pending:
+                    await stamper.answered.wait()
+            group.cancel_scope.cancel()
 
         async def downstream() -> None:
             def observe(message: SessionMessage) -> SessionMessage:
                 stamper.inbound(message)
                 return refusals.explain(SessionMessage(message.message))
 
-            await _pump(remote_read, local_write, observe)
+            await _pump(remote_read, local_write, observe, stamper.delivered)
             group.cancel_scope.cancel()
 
         group.start_soon(upstream)
@@ -190,9 +215,11 @@ async def _pump(
     source: ReadStream[SessionMessage | Exception],
     sink: WriteStream[SessionMessage],
     convert: Callable[[SessionMessage], SessionMessage],
+    sent: Callable[[SessionMessage], None] = lambda _message: None,
 ) -> None:
     async for item in source:
         if isinstance(item, Exception):  # a frame that could not be parsed: say so, keep going
             log.warning("dropped a message that could not be relayed: %s", redact(str(item)))
             continue
         await sink.send(convert(item))
+        sent(item)

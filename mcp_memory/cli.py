@@ -280,6 +280,7 @@ async def _token(settings: Settings, args: argparse.Namespace) -> int:
             state = "revoked" if r.revoked_at else ("expired" if not r.live(now) else "live")
             until = _when(r.expires_at) if r.expires_at else "never"
             fields = [r.id, r.principal, r.namespace or "-", state, _when(r.created_at), until, r.label or ""]
+            fields = [" ".join(f.split()) for f in fields]  # a tab or newline in a label cannot break the columns
             _out("\t".join(fields))
         return 0
     from mcp_memory.storage.tokens import TOKEN_PREFIX

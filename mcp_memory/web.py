@@ -203,7 +203,9 @@ class Gateway:
             await _json(send, 200, self._metadata(scope))
             return "-"
         if route != "mcp":
-            await _json(send, 404, {"error": "not_found", "error_description": "no such path"})
+            where = self.http.sse_path if self.transport == "sse" else self.http.path
+            problem = f"no such path; this server speaks {self.transport} at {where} (and answers /health, /metrics)"
+            await _json(send, 404, {"error": "not_found", "error_description": problem})
             return "-"
         refusal = await self.security.validate_request(Request(scope), is_post=False)
         if refusal is not None:

@@ -371,3 +371,29 @@ def test_the_bridge_says_when_the_server_cannot_be_reached(tmp_path: Path) -> No
     assert done.returncode == 2
     assert b"cannot reach http://127.0.0.1" in done.stderr
     assert b"Traceback" not in done.stderr
+
+
+def test_the_bridge_answers_what_it_was_sent_before_stdin_closed_and_names_a_wrong_path(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    env = {**server_env(data), "MCP_MEMORY_TOKEN": create_token(data, "nia")}
+    hello = orjson.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 7,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        }
+    )
+    with running(data, "http") as srv:
+        for url, expect in ((srv.url, "result"), (srv.base + "/wrong", "error")):
+            done = subprocess.run(
+                [str(SERVER_BIN), "connect", url], input=hello + b"\n", env=env, capture_output=True, timeout=60
+            )
+            answer = orjson.loads(done.stdout.splitlines()[0])
+            assert answer["id"] == 7
+            assert expect in answer
+    assert "/mcp" in answer["error"]["message"]  # the wrong path's error says where the endpoint is
