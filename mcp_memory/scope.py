@@ -40,19 +40,23 @@ async def record_request(ctx: ServerRequestContext[Any, Any], call_next: Callabl
 REQUEST_ID_KEY = "mcp_memory.request_id"  # where the HTTP gateway leaves each request's id
 
 
-def current_request_id() -> str | None:
-    """The id the HTTP gateway gave the request being handled (None on stdio)."""
+def _http_scope() -> dict[str, Any]:
+    """The ASGI scope of the HTTP request being handled ({} on stdio)."""
     request = _request.get()
     http = getattr(request, "request", None) if request is not None else None
-    value = getattr(http, "scope", {}).get(REQUEST_ID_KEY) if http is not None else None
+    found = getattr(http, "scope", None)
+    return found if isinstance(found, dict) else {}
+
+
+def current_request_id() -> str | None:
+    """The id the HTTP gateway gave the request being handled (None on stdio)."""
+    value = _http_scope().get(REQUEST_ID_KEY)
     return value if isinstance(value, str) else None
 
 
 def request_identity() -> Scope | None:
     """The Scope the HTTP gateway attached to the current request, if any."""
-    request = _request.get()
-    http = getattr(request, "request", None) if request is not None else None
-    user = getattr(http, "scope", {}).get("user") if http is not None else None
+    user = _http_scope().get("user")
     if not isinstance(user, AuthenticatedUser):
         return None
     claims = user.access_token.claims or {}

@@ -5,13 +5,18 @@ from __future__ import annotations
 import logging
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Iterator
+import warnings
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 from mcp.client import Client
+from mcp.client.session import MessageHandlerFnT
+from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp_types import ResourceUpdatedNotification
 
 from mcp_memory.config import Settings, load_settings
 from mcp_memory.server import Runtime, open_runtime
@@ -131,3 +136,35 @@ class Heard:
         with anyio.fail_after(10):
             while uri not in self.uris:
                 await self._arrived.wait()
+
+
+@asynccontextmanager
+async def subscribed(
+    open_client: Callable[[MessageHandlerFnT], AbstractAsyncContextManager[Client]], mode: str, uris: list[str]
+) -> AsyncIterator[tuple[Client, Heard]]:
+    """A client (opened by ``open_client`` with the given message handler) subscribed to ``uris`` the
+    way its protocol generation does it: `resources/subscribe` before 2026-07-28, `subscriptions/listen`
+    from it on. Yields the client and the updates it hears of."""
+    heard = Heard()
+
+    async def on_message(message: Any) -> None:
+        if mode == "legacy" and isinstance(message, ResourceUpdatedNotification):
+            heard.append(message.params.uri)
+
+    async with open_client(on_message) as client:
+        if mode == "legacy":
+            with warnings.catch_warnings():  # the call the earlier generation has; deprecated from 2026-07-28
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                for uri in uris:
+                    await client.subscribe_resource(uri)
+            yield client, heard
+            return
+        async with anyio.create_task_group() as group, client.listen(resource_subscriptions=uris) as events:
+
+            async def drain() -> None:
+                async for event in events:
+                    heard.append(str(getattr(event, "uri", event)))
+
+            group.start_soon(drain)
+            yield client, heard
+            group.cancel_scope.cancel()

@@ -7,21 +7,19 @@ import signal
 import socket
 import subprocess
 import time
-import warnings
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any
 
 import anyio
 import orjson
 import pytest
 from mcp.client import Client
-from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
-from mcp_types import ResourceUpdatedNotification
+from mcp.shared.exceptions import MCPError
 
 from examples.deepseek_agent import run_agent
-from tests.conftest import Heard, call, hit_texts, row_counts
+from mcp_memory.storage.tokens import TokenStore
+from tests.conftest import Heard, call, hit_texts, row_counts, subscribed
 from tests.fake_openai import fake_openai_server
 from tests.netserver import SERVER_BIN, NetServer, cli, connect, create_token, get, post, running, server_env
 
@@ -139,16 +137,24 @@ async def test_a_revoked_token_is_refused_on_its_next_request_even_inside_an_ope
         assert token not in listing
 
 
-async def test_an_expired_token_is_refused(tmp_path: Path) -> None:
+def test_an_expired_token_is_refused(tmp_path: Path) -> None:
     data = tmp_path / "data"
     live = create_token(data, "dave")
     expired_at = "2020-01-01"
     done = cli(data, "token", "create", "--principal", "dave", "--expires", expired_at)
     assert done.returncode == 2
     assert "in the past" in done.stderr
+    # A token whose expiry has passed since it was made: written the way `token create` writes one.
+    now = time.time()
+    expired, _ = anyio.run(TokenStore(data).create, "dave", None, "short-lived", now - 7200, now - 3600)
     with running(data, "http") as srv:
         headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
-        body = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+        body = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello})
+        assert post(srv, body, {**headers, "authorization": f"Bearer {live}"}).status_code == 200  # control
+        refused = post(srv, body, {**headers, "authorization": f"Bearer {expired}"})
+        assert refused.status_code == 401
+        assert 'error="invalid_token"' in refused.headers["www-authenticate"]
         assert post(srv, body, {**headers, "authorization": f"Bearer {live}x"}).status_code == 401
 
 
@@ -180,32 +186,11 @@ def test_tokens_are_stored_as_hashes_only(tmp_path: Path) -> None:
     assert token not in listing
 
 
-@asynccontextmanager
-async def _heard(server: NetServer, token: str, mode: str, uris: list[str]) -> AsyncIterator[tuple[Client, Heard]]:
-    """A client subscribed to ``uris`` as its protocol generation does it; the URIs it hears of."""
-    heard = Heard()
-
-    async def on_message(message: Any) -> None:
-        if isinstance(message, ResourceUpdatedNotification):
-            heard.append(message.params.uri)
-
-    async with connect(server, token, mode, message_handler=on_message) as client:
-        if mode == "legacy":
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", MCPDeprecationWarning)
-                for uri in uris:
-                    await client.subscribe_resource(uri)
-            yield client, heard
-            return
-        async with anyio.create_task_group() as group, client.listen(resource_subscriptions=uris) as events:
-
-            async def drain() -> None:
-                async for event in events:
-                    heard.append(str(getattr(event, "uri", event)))
-
-            group.start_soon(drain)
-            yield client, heard
-            group.cancel_scope.cancel()
+def _heard(
+    server: NetServer, token: str, mode: str, uris: list[str]
+) -> AbstractAsyncContextManager[tuple[Client, Heard]]:
+    """A network client subscribed to ``uris``; yields the updates it hears of."""
+    return subscribed(lambda handler: connect(server, token, mode, message_handler=handler), mode, uris)
 
 
 async def test_subscriptions_over_the_network_stay_inside_their_principal(tmp_path: Path, mode: str) -> None:

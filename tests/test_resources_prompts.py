@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-import anyio
 import orjson
 import pytest
 from mcp.client import Client
-from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
-from mcp_types import ResourceUpdatedNotification
+from mcp.shared.exceptions import MCPError
 
 from mcp_memory.models import Scope
 from mcp_memory.resources import ResourceNotifier
 from mcp_memory.scope import ScopeResolver
 from mcp_memory.server import Runtime
-from tests.conftest import Heard, call
+from tests.conftest import Heard, call, subscribed
 
 pytestmark = pytest.mark.anyio
 
@@ -135,31 +132,9 @@ async def test_a_prompt_for_a_missing_task_is_a_clear_error(client: Client) -> N
         await client.get_prompt("resume_task", {"task_id": "ghost"})
 
 
-@asynccontextmanager
-async def _updates(runtime: Runtime, mode: str, uri: str) -> AsyncIterator[tuple[Client, Heard]]:
-    """A client subscribed to ``uri`` in the way its protocol generation does it; yields the updates seen."""
-    seen = Heard()
-
-    async def on_message(message: Any) -> None:
-        if mode == "legacy" and isinstance(message, ResourceUpdatedNotification):
-            seen.append(message.params.uri)
-
-    async with Client(runtime.mcp, mode=mode, message_handler=on_message) as client:
-        if mode == "legacy":
-            with warnings.catch_warnings():  # the call the earlier generation has; deprecated from 2026-07-28
-                warnings.simplefilter("ignore", MCPDeprecationWarning)
-                await client.subscribe_resource(uri)
-            yield client, seen
-        else:
-            async with anyio.create_task_group() as tg, client.listen(resource_subscriptions=[uri]) as sub:
-
-                async def drain() -> None:
-                    async for event in sub:
-                        seen.append(str(getattr(event, "uri", event)))
-
-                tg.start_soon(drain)
-                yield client, seen
-                tg.cancel_scope.cancel()
+def _updates(runtime: Runtime, mode: str, uri: str) -> AbstractAsyncContextManager[tuple[Client, Heard]]:
+    """An in-process client subscribed to ``uri``; yields the updates it hears of."""
+    return subscribed(lambda handler: Client(runtime.mcp, mode=mode, message_handler=handler), mode, [uri])
 
 
 async def test_a_subscriber_hears_of_task_and_pin_changes(runtime: Runtime, mode: str) -> None:
