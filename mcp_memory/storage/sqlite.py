@@ -528,8 +528,8 @@ class SqliteStore:
                     # expired since then must not be summarized (nor its text brought back).
                     live = await conn.execute_fetchall(
                         f"SELECT COUNT(*) FROM memories WHERE id IN ({marks}) AND tier = 'active' AND pinned = 0 "
-                        "AND level = 0 AND superseded_by IS NULL AND (expires_at IS NULL OR expires_at > ?)",
-                        [*item.summarizes, rec.created_at],
+                        "AND level < ? AND superseded_by IS NULL AND (expires_at IS NULL OR expires_at > ?)",
+                        [*item.summarizes, rec.level, rec.created_at],
                     )
                     if int(next(iter(live))[0]) != len(item.summarizes):
                         raise ConflictError("the memories to summarize changed since the pass read them")
