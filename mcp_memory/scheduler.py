@@ -66,6 +66,8 @@ class Scheduler:
             "summaries": 0,
             "aggressive": 0,
             "summarized": 0,
+            "phase_summaries": 0,
+            "task_summaries": 0,
             "compression_failures": 0,
             "facts": 0,
             "consolidated": 0,
@@ -87,6 +89,8 @@ class Scheduler:
                 compressed = await self.lifecycle.compress(Scope(principal), moment)
                 totals["summaries"] += compressed.summaries
                 totals["summarized"] += compressed.summarized
+                totals["phase_summaries"] += compressed.phase_summaries
+                totals["task_summaries"] += compressed.task_summaries
                 totals["compression_failures"] += compressed.failed
         except Exception as exc:  # recorded, and retried at the next interval
             outcome = "failed"

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from dataclasses import dataclass, replace
 
 import anyio
@@ -24,13 +25,14 @@ import numpy as np
 
 from mcp_memory.config import LifecycleSettings
 from mcp_memory.embed.loader import Embedder
-from mcp_memory.errors import ConflictError, UpstreamError
+from mcp_memory.errors import ConflictError, StorageError, UpstreamError
 from mcp_memory.ids import new_id
 from mcp_memory.llm.client import LlmClient
-from mcp_memory.models import MemoryRecord, NewMemory, NewOccurrence, Provenance, Scope
+from mcp_memory.models import MemoryRecord, NewMemory, NewOccurrence, Provenance, Scope, TaskHead
 from mcp_memory.services import rules, scoring, summarize
 from mcp_memory.services.memory import content_hash
-from mcp_memory.storage.lifecycle import LifecycleStore
+from mcp_memory.storage.envelope import unpack
+from mcp_memory.storage.lifecycle import LifecycleStore, TaskSummaryRow
 from mcp_memory.storage.sqlite import SqliteStore
 from mcp_memory.templates import template
 from mcp_memory.text import estimate_tokens, language, normalize, segment_for_index
@@ -38,7 +40,8 @@ from mcp_memory.text import estimate_tokens, language, normalize, segment_for_in
 log = logging.getLogger(__name__)
 MIN_GROUP = 3
 MAX_GROUP = 40  # memories per summary: a longer session becomes several summaries, in time order
-MAX_GROUPS_PER_PASS = 50
+MAX_GROUPS_PER_PASS = 50  # summaries tried per principal and pass, over all levels
+TASK_IDLE_HOURS = 24  # a finished task is summarized once it has not changed for this long
 SEMANTIC_KINDS = ("preference", "constraint")  # held by the user: consolidated, never summarized away
 MAX_CONSOLIDATION_CANDIDATES = 2_000  # a pass compares them pairwise: 2,000 x 2,000 floats
 _SCHEDULER = Provenance(client_name="mcp-memory", transport="scheduler")
@@ -69,9 +72,32 @@ class ConsolidateOutcome:
 
 @dataclass(frozen=True)
 class CompressOutcome:
+    summaries: int  # at every level
+    summarized: int
+    failed: int
+    phase_summaries: int = 0  # L2
+    task_summaries: int = 0  # L3
+
+
+@dataclass(frozen=True)
+class _Tally:
     summaries: int
     summarized: int
     failed: int
+    tried: int
+
+
+@dataclass(frozen=True)
+class _Group:
+    """Memories one summary is to replace, and what the prompt calls them."""
+
+    namespace: str | None
+    level: int
+    members: list[MemoryRecord]
+    subject: str
+    header: str | None = None  # a line from the task's record (L3), given to the check as a source
+    task_id: str | None = None
+    context: str = ""  # what the prompt says before the memories
 
 
 class LifecycleService:
@@ -115,13 +141,35 @@ class LifecycleService:
         return idle >= 24 and r < self.settings.compress_threshold
 
     async def compress(self, scope: Scope, now: float) -> CompressOutcome:
-        """Faded raw memories of one session (or task) become one L1 summary; the sources are archived.
+        """Hierarchical compression, one level after the other; the sources of a summary are archived.
 
-        The summary is extractive, at most 30% of its sources' tokens, and must keep 85% of their
-        identifiers; one that fails is not written, and its sources are marked, so after
-        summarize.MAX_FAILURES tries they are left alone (compression-resistant).
+        - L1: faded raw memories of one session (or of one task) become a summary.
+        - L2: faded L1 summaries of one phase (a task's, else those of one ISO week in a namespace)
+          become a phase summary.
+        - L3: a task finished (its root done or abandoned) and idle for a day: what is left of it
+          at levels 0-2 becomes one task summary, opened by a line made from the task's record.
+
+        Every summary is checked (``summarize.check``: at most 30% of its sources' tokens, 85% of
+        their identifiers and sampled facts); one that fails is not written and its sources are
+        marked, so after summarize.MAX_FAILURES tries they are left alone (compression-resistant).
+        At most MAX_GROUPS_PER_PASS groups are tried per pass, over all levels.
         """
-        groups: dict[tuple[str | None, str], list[MemoryRecord]] = {}
+        groups = await self._session_groups(scope, now)
+        done = await self._summarize_groups(scope, groups, now, MAX_GROUPS_PER_PASS)
+        left = MAX_GROUPS_PER_PASS - done.tried
+        phases = await self._summarize_groups(scope, await self._phase_groups(scope, now), now, left)
+        left -= phases.tried
+        tasks = await self._summarize_groups(scope, await self._task_groups(scope, now), now, left)
+        return CompressOutcome(
+            summaries=done.summaries + phases.summaries + tasks.summaries,
+            summarized=done.summarized + phases.summarized + tasks.summarized,
+            failed=done.failed + phases.failed + tasks.failed,
+            phase_summaries=phases.summaries,
+            task_summaries=tasks.summaries,
+        )
+
+    async def _session_groups(self, scope: Scope, now: float) -> list[_Group]:
+        keyed: dict[tuple[str | None, str], list[MemoryRecord]] = {}
         for record in await self.rows.compression_candidates(scope, summarize.MAX_FAILURES, SEMANTIC_KINDS):
             group = (
                 f"task:{record.task_id}"
@@ -129,31 +177,72 @@ class LifecycleService:
                 else (f"session:{record.session_key}" if record.session_key else None)
             )
             if group is not None and self._compressible(record, now):
-                groups.setdefault((record.namespace, group), []).append(record)
-        summaries = summarized = failed = 0
-        chunks = [
-            (key, chunk)
-            for key, members in groups.items()
-            for chunk in _chunks(sorted(members, key=lambda m: (m.occurred_at, m.id)), MAX_GROUP)
-        ]
-        eligible = [(key, members) for key, members in chunks if len(members) >= MIN_GROUP]
-        for (namespace, _), members in eligible[:MAX_GROUPS_PER_PASS]:
-            texts = [m.content for m in members]
-            summary = await self._summarize(scope, texts)
-            if summarize.check(texts, summary) is not None:
-                await self.rows.record_compression_failure(scope, [m.id for m in members])
+                keyed.setdefault((record.namespace, group), []).append(record)
+        return _grouped(keyed, 1, "the memories of one conversation session (or of one task's work)")
+
+    async def _phase_groups(self, scope: Scope, now: float) -> list[_Group]:
+        keyed: dict[tuple[str | None, str], list[MemoryRecord]] = {}
+        candidates = await self.rows.compression_candidates(scope, summarize.MAX_FAILURES, SEMANTIC_KINDS, levels=(1,))
+        for record in candidates:
+            if self._compressible(record, now):
+                phase = record.task_id or time.strftime("%G-W%V", time.gmtime(record.occurred_at))
+                keyed.setdefault((record.namespace, phase), []).append(record)
+        return _grouped(keyed, 2, "summaries of the sessions of one phase of work (one task, or one week)")
+
+    async def _task_groups(self, scope: Scope, now: float) -> list[_Group]:
+        groups: list[_Group] = []
+        for row in await self.rows.tasks_with_memories(scope, now - TASK_IDLE_HOURS * 3600):
+            try:
+                structured = unpack(row.head).structured
+                tree = TaskHead.model_validate({**structured.get("head", structured), "snapshot": ""}).tree
+            except (StorageError, ValueError) as exc:  # corrupt, or from a newer format
+                log.info("task %s not summarized: its head cannot be read (%s)", row.task_id, exc)
+                continue
+            if tree is None or tree.status not in ("done", "abandoned"):
+                continue
+            members = await self.rows.compression_candidates(
+                scope, summarize.MAX_FAILURES, SEMANTIC_KINDS, levels=(0, 1, 2), task_id=row.task_id
+            )
+            header = _task_line(row, tree.status, [m.content for m in members])
+            groups.extend(
+                _Group(
+                    row.namespace,
+                    3,
+                    chunk,
+                    "what is left of one finished task",
+                    header,
+                    row.task_id,
+                    f"The task, from its record: {header} Its goal: {row.goal}\n\n",
+                )
+                for chunk in _chunks(members, MAX_GROUP)
+                if len(chunk) >= MIN_GROUP
+            )
+        return groups
+
+    async def _summarize_groups(self, scope: Scope, groups: list[_Group], now: float, limit: int) -> _Tally:
+        summaries = summarized = failed = tried = 0
+        for group in groups[: max(limit, 0)]:
+            tried += 1
+            texts = [m.content for m in group.members]
+            sources = [group.header, *texts] if group.header else texts
+            summary = await self._summarize(scope, sources, group)
+            if summarize.check(sources, summary) is not None:
+                await self.rows.record_compression_failure(scope, [m.id for m in group.members])
                 failed += 1
                 continue
             model = await self.embedder.ready()
             await self.store.check_model(scope, model.model_id, model.dim)
             vector = (await self.embedder.passages([summary.text]))[0]
+            memory = self._summary_memory(group.namespace, group.members, summary.text, vector, now, group.level)
+            if group.task_id is not None:
+                memory = replace(memory, record=replace(memory.record, task_id=group.task_id))
             try:
-                await self.store.apply(scope, [self._summary_memory(namespace, members, summary.text, vector, now)], [])
+                await self.store.apply(scope, [memory], [])
             except ConflictError:
                 continue  # a source was forgotten, pinned or replaced meanwhile: the next pass looks again
             summaries += 1
-            summarized += len(members)
-        return CompressOutcome(summaries=summaries, summarized=summarized, failed=failed)
+            summarized += len(group.members)
+        return _Tally(summaries=summaries, summarized=summarized, failed=failed, tried=tried)
 
     async def consolidate(self, scope: Scope, now: float) -> ConsolidateOutcome:
         """Statements of one preference or constraint from two or more sessions become one fact.
@@ -262,13 +351,15 @@ class LifecycleService:
             conflicts=tuple(sorted({c for m in members for c in m.conflicts_with} - ids)),
         )
 
-    async def _summarize(self, scope: Scope, texts: list[str]) -> summarize.Summary:
+    async def _summarize(self, scope: Scope, texts: list[str], group: _Group) -> summarize.Summary:
         """The LLM's summary when it is configured, answers and passes the check; else the extractive one."""
         if self.llm is not None:
             source_tokens = sum(estimate_tokens(t) for t in texts)
             prompt = template("summarize").format(
+                subject=group.subject,
+                context=group.context,
                 max_tokens=int(source_tokens * summarize.MAX_RATIO),
-                memories="\n".join(f"- {t}" for t in texts),
+                memories="\n".join(f"- {m.content}" for m in group.members),
             )
             try:
                 answer = await self.llm.complete_json(scope.principal, prompt)
@@ -285,7 +376,7 @@ class LifecycleService:
 
     @staticmethod
     def _summary_memory(
-        namespace: str | None, members: list[MemoryRecord], text: str, vector: np.ndarray, now: float
+        namespace: str | None, members: list[MemoryRecord], text: str, vector: np.ndarray, now: float, level: int = 1
     ) -> NewMemory:
         tasks = {m.task_id for m in members}
         first = min(m.occurred_at for m in members)
@@ -308,7 +399,7 @@ class LifecycleService:
             superseded_by=None,
             expires_at=None,
             tier="active",
-            level=1,
+            level=level,
             language=language(text),
             session_key=members[0].session_key,
             task_id=tasks.pop() if len(tasks) == 1 else None,
@@ -325,6 +416,28 @@ class LifecycleService:
             occurrence=occurrence,
             summarizes=tuple(m.id for m in members),
         )
+
+
+def _grouped(keyed: dict[tuple[str | None, str], list[MemoryRecord]], level: int, subject: str) -> list[_Group]:
+    """Each group in runs of at most MAX_GROUP, in time order; runs under MIN_GROUP wait."""
+    return [
+        _Group(namespace, level, chunk, subject)
+        for (namespace, _), members in keyed.items()
+        for chunk in _chunks(sorted(members, key=lambda m: (m.occurred_at, m.id)), MAX_GROUP)
+        if len(chunk) >= MIN_GROUP
+    ]
+
+
+def _task_line(task: TaskSummaryRow, status: str, texts: list[str]) -> str:
+    """The opening line of a task summary, from the task's record, in the language of its memories.
+
+    It is one of the summary's sources (the check holds the summary to it like to the memories);
+    the goal stays in the task's record, shown to the LLM as context, to keep the line short."""
+    day = time.strftime("%Y-%m-%d", time.gmtime(task.updated_at))
+    if language(" ".join(texts)) in ("zh", "ja"):
+        state = "完成" if status == "done" else "放弃"
+        return f"任务「{task.title}」（{task.task_id}）于 {day} {state}。"
+    return f"Task {task.title} ({task.task_id}): {status} on {day}."
 
 
 def _chunks(members: list[MemoryRecord], size: int) -> list[list[MemoryRecord]]:

@@ -96,10 +96,12 @@ def is_throwaway(content: str) -> bool:
 _ACK_WORDS = _THROWAWAY | frozenset(
     "a lot again sounds good perfect see then agreed awesome wonderful much very so that will do i we all set "
     "excellent exactly indeed absolutely of course cheers later soon talk too glad happy to help me welcome "
-    "yes no sure thing works for and it's that's is this".split()
+    "yes no sure thing works for and it's that's is this bye goodbye today tomorrow tonight night evening morning "
+    "weekend have nice day you".split()
 )
 _ZH_ACK = re.compile(
-    "好的|好吧|好滴|谢谢|谢了|多谢|收到|明白|了解|知道了|没问题|可以|是的|嗯+|哦|噢|好|行|对|啊|呀|吧|呢|的|了"
+    "好的|好吧|好滴|谢谢|谢了|多谢|非常感谢|感谢|太好了|辛苦了|收到|明白|了解|知道了|没问题|可以|是的|再见|明天见|回头见|"
+    "晚安|今天就到这里|大家|嗯+|哦|噢|好|行|对|啊|呀|吧|呢|的|了"
 )
 
 

@@ -107,9 +107,10 @@ def extractive(sources: Sequence[str]) -> Summary:
     """Sentences of ``sources`` in their original order, within MAX_RATIO of their tokens, chosen
     for the facts and identifiers they keep per token.
 
-    Budgeted coverage, solved the usual way: greedy by gain per token, also started from each of
-    the few sentences that keep the most on their own (a long sentence that says everything can
-    lose to short ones on the ratio), and the best of these summaries wins. A sentence only
+    Budgeted coverage, solved the usual way: greedy by gain per token, greedy by gain alone, and
+    greedy started from each of the few sentences that keep the most on their own (a long
+    sentence that says everything can lose to short ones on the ratio, and short ones with a
+    little gain can use up the budget a needed long one wants); the best of these summaries wins. A sentence only
     changes the facts that share a word with it, which keeps each step cheap.
     """
     budget = int(sum(estimate_tokens(s) for s in sources) * MAX_RATIO)
@@ -128,7 +129,7 @@ def extractive(sources: Sequence[str]) -> Summary:
         for terms, _, _ in info
     ]
 
-    def grow(seed: list[int]) -> tuple[float, list[int]]:
+    def grow(seed: list[int], by_ratio: bool = True) -> tuple[float, list[int]]:
         kept = [0.0] * len(stated)
         ids: set[str] = set()
         total = 0.0
@@ -148,7 +149,7 @@ def extractive(sources: Sequence[str]) -> Summary:
                 for i in range(len(sentences)):
                     if i in picked or used + info[i][2] > budget:
                         continue
-                    ratio = gain(i) / max(info[i][2], 1)
+                    ratio = gain(i) / max(info[i][2], 1) if by_ratio else gain(i)
                     if ratio > 1e-9 and (best is None or ratio > best[0]):
                         best = (ratio, i)
                 choice = None if best is None else best[1]
@@ -166,7 +167,8 @@ def extractive(sources: Sequence[str]) -> Summary:
 
     fitting = [i for i in range(len(sentences)) if info[i][2] <= budget]
     seeds = sorted(fitting, key=lambda i: -alone(i))[:3]
-    _, chosen = max([grow([]), *(grow([i]) for i in seeds)], key=lambda option: option[0])
+    options = [grow([]), grow([], by_ratio=False), *(grow([i]) for i in seeds)]
+    _, chosen = max(options, key=lambda option: option[0])
     return measure(sources, " ".join(sentences[i] for i in sorted(chosen)))
 
 

@@ -1,0 +1,271 @@
+"""Hierarchical compression above L1: phase summaries (L2) and finished-task summaries (L3)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp.client import Client
+
+from mcp_memory.config import load_settings
+from mcp_memory.models import Scope
+from mcp_memory.server import Runtime, open_runtime
+from mcp_memory.storage.lifecycle import LifecycleStore
+from tests.conftest import Clock, call
+from tests.fake_openai import FakeOpenAI, fake_openai_server
+
+pytestmark = pytest.mark.anyio
+HOUR = 3600.0
+DAY = 24 * HOUR
+
+# The summaries (L1) of four stand-ups of one week restate one plan: an L2 can replace them.
+STANDUP_SUMMARIES = [
+    "Billing moves to PostgreSQL 16 on 2026-12-09 after tools/migrate_billing.py runs.",
+    "Status: billing moves to PostgreSQL 16 on 2026-12-09 after tools/migrate_billing.py runs.",
+    "Unchanged: billing moves to PostgreSQL 16 on 2026-12-09 after tools/migrate_billing.py runs.",
+    "Update: billing still moves to PostgreSQL 16 on 2026-12-09 after tools/migrate_billing.py runs.",
+]
+
+
+def standup(day: int) -> list[str]:
+    return [
+        f"Stand-up {day}: billing moves to PostgreSQL 16 on 2026-12-09.",
+        f"Stand-up {day}: tools/migrate_billing.py runs before the deploy.",
+        f"Stand-up {day}: nothing else changed for billing, see you at stand-up {day + 1}.",
+    ]
+
+
+# A debugging session of a task: the cause and the fix are restated on the way.
+TASK_MEMORIES = [
+    "The flaky test test_invoice_totals failed because the fixture used the local timezone.",
+    "Thanks, got it.",
+    "So the root cause: the fixture used the local timezone, and test_invoice_totals failed after midnight.",
+    "Great, thank you!",
+    "The fix is merged: the fixture of test_invoice_totals uses UTC since the fix.",
+    "Perfect, thanks a lot, that's all for today.",
+    "To sum up: test_invoice_totals failed because its fixture used the local timezone; "
+    "the fixture uses UTC since the fix.",
+    "Okay, see you tomorrow.",
+    "Once more for the notes: the fixture of test_invoice_totals used the local timezone and uses UTC since the fix.",
+    "Alright, thank you so much, that works for me.",
+]
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOpenAI]:
+    with fake_openai_server() as server:
+        yield server
+
+
+def _monday_noon(clock: Clock) -> None:
+    """Move the clock to the next Monday 12:00 UTC, so three daily sessions share an ISO week."""
+    day = time.gmtime(clock.now)
+    clock.now = clock.now - (day.tm_hour * HOUR + day.tm_min * 60 + day.tm_sec) + 12 * HOUR
+    clock.advance(((7 - day.tm_wday) % 7 or 7) * DAY)
+
+
+async def _remember(client: Client, texts: list[str], **fields: Any) -> list[str]:
+    result = await call(client, "remember", {"memories": [{"content": t, "importance": 0.5, **fields} for t in texts]})
+    return [item["id"] for item in result["items"] if item["outcome"] == "stored"]
+
+
+async def _hits(client: Client, query: str, **filters: Any) -> list[dict[str, Any]]:
+    args: dict[str, Any] = {"query": query, "k": 10, "reinforce": False}
+    if filters:
+        args["filters"] = filters
+    return list((await call(client, "recall", args))["hits"])
+
+
+async def _week_of_standups(runtime: Runtime, client: Client, clock: Clock) -> list[str]:
+    """Four sessions on four days of one week, each already summarized (L1, as a pass makes them:
+    the test gives the text); returns the L1 ids."""
+    _monday_noon(clock)
+    scope = Scope("alice")
+    lifecycle = runtime.scheduler.lifecycle
+    summaries = []
+    for day, text in enumerate(STANDUP_SUMMARIES):
+        ids = set(await _remember(client, standup(day), session_id=f"standup-{day}"))
+        members = [r for r in await LifecycleStore(runtime.store).compression_candidates(scope, 3) if r.id in ids]
+        assert len(members) == 3
+        vector = (await runtime.embedder.passages([text]))[0]
+        summary = lifecycle._summary_memory(None, members, text, vector, clock.now)
+        await runtime.store.apply(scope, [summary], [])
+        summaries.append(summary.record.id)
+        clock.advance(DAY)
+    return summaries
+
+
+async def test_faded_session_summaries_of_one_week_become_a_phase_summary(
+    runtime: Runtime, client: Client, clock: Clock
+) -> None:
+    l1 = await _week_of_standups(runtime, client, clock)
+    clock.advance(200 * HOUR)
+    assert (await runtime.scheduler.run_once())["phase_summaries"] == 0  # the L1 summaries have not faded yet
+    clock.advance(100 * HOUR)  # S = 216 h at importance 0.5: R < 0.3 after 260 h
+    report = await runtime.scheduler.run_once()
+    assert (report["phase_summaries"], report["summarized"]) == (1, 4)
+    hits = await _hits(client, "when does billing move to PostgreSQL 16")
+    phase = hits[0]
+    assert phase["level"] == 2
+    assert sorted(phase["source_ids"]) == sorted(l1)  # lineage: the L2 names the L1s it replaced
+    for identifier in ("PostgreSQL 16", "2026-12-09", "tools/migrate_billing.py"):
+        assert identifier in phase["text"]
+    assert [h["level"] for h in hits] == [2]  # the L1s and their sources left default recall...
+    archived = await _hits(client, "when does billing move to PostgreSQL 16", include_archived=True)
+    assert {h["id"] for h in archived if h["tier"] == "archived"} >= set(l1)  # ...and are kept
+
+
+async def test_session_summaries_of_different_weeks_are_not_one_phase(
+    runtime: Runtime, client: Client, clock: Clock
+) -> None:
+    l1 = await _week_of_standups(runtime, client, clock)
+    await call(client, "undo_summary", {"id": l1[2]})
+    await call(client, "undo_summary", {"id": l1[3]})  # two L1 left this week: too few for a phase
+    clock.advance(7 * DAY)
+    scope = Scope("alice")
+    ids = set(await _remember(client, standup(9), session_id="standup-next-week"))
+    members = [r for r in await LifecycleStore(runtime.store).compression_candidates(scope, 3) if r.id in ids]
+    text = STANDUP_SUMMARIES[2]
+    vector = (await runtime.embedder.passages([text]))[0]
+    await runtime.store.apply(
+        scope, [runtime.scheduler.lifecycle._summary_memory(None, members, text, vector, clock.now)], []
+    )
+    clock.advance(300 * HOUR)
+    report = await runtime.scheduler.run_once()
+    assert report["phase_summaries"] == 0
+    assert sorted(h["level"] for h in await _hits(client, "when does billing move to PostgreSQL 16"))[-3:] == [1, 1, 1]
+
+
+async def test_forgetting_a_raw_memory_takes_apart_every_summary_built_on_it(
+    runtime: Runtime, client: Client, clock: Clock
+) -> None:
+    l1 = await _week_of_standups(runtime, client, clock)
+    clock.advance(300 * HOUR)
+    assert (await runtime.scheduler.run_once())["phase_summaries"] == 1
+    first = await _hits(client, standup(0)[1], include_archived=True)
+    source = next(h for h in first if h["text"] == standup(0)[1])
+    await call(client, "forget", {"ids": [source["id"]], "dry_run": False})
+    hits = await _hits(client, "when does billing move to PostgreSQL 16")
+    assert sorted(h["id"] for h in hits if h["level"] > 0) == sorted(l1[1:])  # the other L1 come back
+    texts = [h["text"] for h in hits]
+    assert STANDUP_SUMMARIES[0] not in texts  # the L1 built on the forgotten memory is gone...
+    assert standup(0)[0] in texts  # ...and its other sources are back
+    assert all(standup(0)[1] != h["text"] for h in await _hits(client, standup(0)[1], include_archived=True))
+
+
+async def test_undoing_a_session_summary_under_a_phase_summary_undoes_the_phase_first(
+    runtime: Runtime, client: Client, clock: Clock
+) -> None:
+    l1 = await _week_of_standups(runtime, client, clock)
+    clock.advance(300 * HOUR)
+    await runtime.scheduler.run_once()
+    undone = await call(client, "undo_summary", {"id": l1[0]})
+    assert len(undone["restored"]) == len(standup(0))
+    hits = await _hits(client, "when does billing move to PostgreSQL 16")
+    assert 2 not in [h["level"] for h in hits]
+    assert sorted(h["id"] for h in hits if h["level"] == 1) == sorted(l1[1:])
+
+
+async def _finished_task(client: Client, status: str) -> None:
+    await call(
+        client,
+        "checkpoint",
+        {
+            "task_id": "fix-flaky-invoice-test",
+            "title": "Fix the flaky invoice test",
+            "goal": "Make test_invoice_totals pass at any hour",
+            "tree": {"id": "root", "title": "Fix the flaky invoice test", "status": status},
+            "reason": "node_completed",
+        },
+    )
+
+
+async def test_a_finished_task_becomes_one_task_summary(runtime: Runtime, client: Client, clock: Clock) -> None:
+    ids = await _remember(client, TASK_MEMORIES, task_id="fix-flaky-invoice-test", session_id="debug")
+    await _finished_task(client, "done")
+    clock.advance(12 * HOUR)
+    assert (await runtime.scheduler.run_once())["task_summaries"] == 0  # finished, but not a day ago
+    clock.advance(13 * HOUR)
+    report = await runtime.scheduler.run_once()
+    assert report["task_summaries"] == 1
+    task = (await _hits(client, "why did test_invoice_totals fail"))[0]
+    assert task["level"] == 3
+    assert task["task_id"] == "fix-flaky-invoice-test"
+    assert sorted(task["source_ids"]) == sorted(ids)
+    assert "fix-flaky-invoice-test" in task["text"]
+    assert "done" in task["text"]
+    assert "test_invoice_totals" in task["text"]
+
+
+async def test_a_task_still_in_progress_gets_no_task_summary(runtime: Runtime, client: Client, clock: Clock) -> None:
+    await _remember(client, TASK_MEMORIES, task_id="fix-flaky-invoice-test", session_id="debug")
+    await _finished_task(client, "in_progress")
+    clock.advance(30 * HOUR)
+    assert (await runtime.scheduler.run_once())["task_summaries"] == 0
+
+
+async def test_a_chinese_task_summary_opens_in_chinese(runtime: Runtime, client: Client, clock: Clock) -> None:
+    texts = [
+        "test_invoice_totals 失败，因为夹具使用了本地时区。",
+        "好的，谢谢。",
+        "根本原因：夹具使用了本地时区。",
+        "太好了，非常感谢！",
+        "修复已合并：夹具修复后使用 UTC。",
+        "好的，今天就到这里，谢谢大家。",
+        "总结：test_invoice_totals 失败，因为夹具使用了本地时区；修复已合并，夹具修复后使用 UTC。",
+        "明天见。",
+        "再说一遍：test_invoice_totals 失败，因为夹具使用了本地时区；修复已合并，夹具修复后使用 UTC。",
+        "好的，辛苦了，再见。",
+        "记下来：夹具使用了本地时区，所以 test_invoice_totals 失败；修复已合并，夹具修复后使用 UTC。",
+        "收到，谢谢大家，再见。",
+    ]
+    await _remember(client, texts, task_id="fix-flaky-invoice-test", session_id="debug-zh")
+    await _finished_task(client, "abandoned")
+    clock.advance(25 * HOUR)
+    assert (await runtime.scheduler.run_once())["task_summaries"] == 1
+    task = (await _hits(client, "test_invoice_totals 为什么失败"))[0]
+    assert task["level"] == 3
+    assert task["language"] == "zh"
+    assert task["text"].startswith("任务「Fix the flaky invoice test」（fix-flaky-invoice-test）")
+    assert "放弃" in task["text"]
+    for identifier in ("test_invoice_totals", "UTC"):
+        assert identifier in task["text"]
+
+
+@pytest.mark.parametrize("faithful", [True, False])
+async def test_the_llm_writes_the_task_summary_from_the_task_record_and_is_held_to_it(
+    data_dir: Path, fake: FakeOpenAI, clock: Clock, monkeypatch: pytest.MonkeyPatch, faithful: bool
+) -> None:
+    monkeypatch.setenv("TEST_MCP_MEMORY_LLM_KEY", "sk-test-llm-key-0123456789abcdefghij")
+    settings = load_settings(
+        data_dir=data_dir,
+        principal="alice",
+        llm={
+            "enabled": True,
+            "base_url": fake.base_url,
+            "model": "fake-chat",
+            "api_key_env": "TEST_MCP_MEMORY_LLM_KEY",
+            "timeout_seconds": 1.0,
+            "max_retries": 0,
+        },
+    )
+    async with open_runtime(settings, clock=clock) as runtime, Client(runtime.mcp, mode="legacy") as client:
+        await _remember(client, TASK_MEMORIES, task_id="fix-flaky-invoice-test", session_id="debug")
+        await _finished_task(client, "done")
+        day = time.strftime("%Y-%m-%d", time.gmtime(clock.now))
+        line = f"Task Fix the flaky invoice test (fix-flaky-invoice-test): done on {day}."
+        body = "test_invoice_totals failed: its fixture used the local timezone; the fixture uses UTC since the fix."
+        # The unfaithful answer forgets the task's line: the check holds the summary to the record.
+        answer = f"{line} {body}" if faithful else body
+        fake.chat_default = ("json", {"summary": answer})
+        clock.advance(25 * HOUR)
+        assert (await runtime.scheduler.run_once())["task_summaries"] == 1
+        assert "Its goal: Make test_invoice_totals pass at any hour" in fake.chat_prompts[-1]
+        assert "what is left of one finished task" in fake.chat_prompts[-1]
+        task = (await _hits(client, "why did test_invoice_totals fail"))[0]
+        assert task["level"] == 3
+        assert (task["text"] == answer) is faithful  # else the extractive fallback...
+        assert task["text"].startswith(line)  # ...which keeps the line
