@@ -270,6 +270,16 @@ class StatsResult(BaseModel):
     recent_passes: list[dict[str, Any]] = Field(
         default_factory=list, description="the last lifecycle passes on this data directory, newest first"
     )
+    pending: dict[str, int] = Field(
+        default_factory=dict, description="work the passes have left: flagged conflicts, memories to read for facts"
+    )
+    fact_check: dict[str, Any] = Field(
+        default_factory=dict,
+        description="summaries that passed the fact check and were kept, those rolled back, the pass rate",
+    )
+    llm: dict[str, Any] | None = Field(
+        None, description="this principal's LLM use today against its budget; None when no LLM is configured"
+    )
 
 
 class ForgetItem(BaseModel):

@@ -21,6 +21,7 @@ import anyio
 from mcp_memory.config import LifecycleSettings
 from mcp_memory.metrics import PASSES, Process
 from mcp_memory.models import Scope
+from mcp_memory.services.facts import FactService
 from mcp_memory.services.lifecycle import LifecycleService
 from mcp_memory.storage.control import ControlStore
 from mcp_memory.storage.lifecycle import LifecycleStore
@@ -37,7 +38,9 @@ class Scheduler:
         lifecycle: LifecycleService,
         settings: LifecycleSettings,
         clock: Callable[[], float] = time.time,
+        facts: FactService | None = None,
     ) -> None:
+        self.facts = facts
         self.store = store
         self.control = control
         self.lifecycle = lifecycle
@@ -71,6 +74,10 @@ class Scheduler:
             "compression_failures": 0,
             "facts": 0,
             "consolidated": 0,
+            "conflicts_judged": 0,
+            "conflicts_superseded": 0,
+            "conflicts_cleared": 0,
+            "facts_extracted": 0,
         }
         outcome = "done"
         try:
@@ -83,6 +90,12 @@ class Scheduler:
                 totals["evicted"] += result.evicted
                 totals["compress_candidates"] += result.compress_candidates
                 totals["aggressive"] += int(result.aggressive)
+                if self.facts is not None:  # the LLM's passes (no-ops without an LLM)
+                    judged = await self.facts.judge_conflicts(Scope(principal), moment)
+                    totals["conflicts_judged"] += judged.judged
+                    totals["conflicts_superseded"] += judged.superseded
+                    totals["conflicts_cleared"] += judged.cleared
+                    totals["facts_extracted"] += (await self.facts.extract(Scope(principal), moment)).facts
                 merged = await self.lifecycle.consolidate(Scope(principal), moment)
                 totals["facts"] += merged.facts
                 totals["consolidated"] += merged.consolidated

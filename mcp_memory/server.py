@@ -34,6 +34,7 @@ from mcp_memory.resources import ResourceNotifier, register_resources
 from mcp_memory.scheduler import Scheduler
 from mcp_memory.scope import ScopeResolver, current_request_id, record_request
 from mcp_memory.services.erasure import ErasureService
+from mcp_memory.services.facts import FactService
 from mcp_memory.services.lifecycle import LifecycleService
 from mcp_memory.services.memory import MemoryService
 from mcp_memory.services.sessions import SessionTracker
@@ -208,7 +209,8 @@ async def open_runtime(
         register_task_tools(mcp, tasks, memory, scopes, notifier)
         register_erasure_tool(mcp, ErasureService(store, clock=clock), scopes, notifier)
         control = ControlStore(settings.data_dir, settings.busy_timeout_ms)
-        stats = StatsService(store, control, full_paths=transport == "stdio")
+        llm = llm_client(settings, clock)  # one client per process: one budget and one breaker
+        stats = StatsService(store, control, full_paths=transport == "stdio", llm=llm)
         register_stats_tool(mcp, stats, scopes)
         register_summary_tool(mcp, memory, scopes)
         register_resources(mcp, memory, tasks, stats, scopes)
@@ -216,9 +218,10 @@ async def open_runtime(
         scheduler = Scheduler(
             store,
             ControlStore(settings.data_dir, settings.busy_timeout_ms),
-            LifecycleService(store, embedder, settings.lifecycle, llm=llm_client(settings, clock)),
+            LifecycleService(store, embedder, settings.lifecycle, llm=llm),
             settings.lifecycle,
             clock=clock,
+            facts=FactService(store, memory, llm),
         )
         runtime = Runtime(settings, store, embedder, memory, tasks, scheduler, mcp)
         metrics.add_gauge(

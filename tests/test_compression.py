@@ -74,6 +74,7 @@ async def test_a_faded_session_becomes_a_summary_with_its_sources_linked(
     assert summary["kind"] == "summary"
     assert sorted(summary["source_ids"]) == sorted(ids)
     assert "PostgreSQL 16" in summary["text"]
+    assert (await call(client, "stats", {}))["fact_check"] == {"passed": 1, "failed": 0, "pass_rate": 1.0}
     assert all(h["level"] == 1 for h in hits)  # the sources left default recall...
     archived = await call(
         client, "recall", {"query": "thanks, see you then", "reinforce": False, "filters": {"include_archived": True}}
@@ -121,6 +122,9 @@ async def test_a_session_that_cannot_be_summarized_faithfully_is_left_alone_afte
         clock.advance(HOUR)
     hits = (await call(client, "recall", {"query": "INC-4003", "reinforce": False}))["hits"]
     assert hits[0]["level"] == 0
+    stats = await call(client, "stats", {})
+    assert stats["fact_check"] == {"passed": 0, "failed": 3, "pass_rate": 0.0}
+    assert stats["pending"]["compression_resistant"] == len(dense)
 
 
 async def test_pinned_and_recent_memories_are_not_compressed(runtime: Runtime, client: Client, clock: Clock) -> None:

@@ -43,6 +43,7 @@ class _Usage:
     day: int = -1
     calls: int = 0
     tokens: int = 0
+    failures: int = 0
 
 
 @dataclass
@@ -76,8 +77,21 @@ class LlmClient:
         day = int(self.clock() // 86400)
         usage = self.stats.usage.setdefault(principal, _Usage())
         if usage.day != day:
-            usage.day, usage.calls, usage.tokens = day, 0, 0
+            usage.day, usage.calls, usage.tokens, usage.failures = day, 0, 0, 0
         return usage
+
+    def usage(self, principal: str) -> dict[str, Any]:
+        """This principal's use of the LLM today against its budget, and whether calls are paused."""
+        used = self._budget(principal)
+        return {
+            "model": self.config.model,
+            "calls_today": used.calls,
+            "tokens_today": used.tokens,
+            "failures_today": used.failures,
+            "calls_per_day": self.config.calls_per_scope_per_day,
+            "tokens_per_day": self.config.tokens_per_scope_per_day,
+            "paused_for_seconds": max(0, round(self._open_until - self.clock())),
+        }
 
     async def complete_json(self, principal: str, prompt: str) -> dict[str, Any]:
         """One JSON object from the model for ``prompt`` (redacted first), or UpstreamError."""
@@ -135,6 +149,7 @@ class LlmClient:
             self._consecutive_failures = 0
             return parsed
         self.stats.failures += 1
+        usage.failures += 1
         self._consecutive_failures += 1
         if self._consecutive_failures >= cfg.breaker_failures:
             self._open_until = self.clock() + cfg.breaker_cooldown_seconds

@@ -228,6 +228,7 @@ class LifecycleService:
             summary = await self._summarize(scope, sources, group)
             if summarize.check(sources, summary) is not None:
                 await self.rows.record_compression_failure(scope, [m.id for m in group.members])
+                await self.rows.count_fact_check(scope, passed=False)
                 failed += 1
                 continue
             model = await self.embedder.ready()
@@ -240,6 +241,7 @@ class LifecycleService:
                 await self.store.apply(scope, [memory], [])
             except ConflictError:
                 continue  # a source was forgotten, pinned or replaced meanwhile: the next pass looks again
+            await self.rows.count_fact_check(scope, passed=True)
             summaries += 1
             summarized += len(group.members)
         return _Tally(summaries=summaries, summarized=summarized, failed=failed, tried=tried)

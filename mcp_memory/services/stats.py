@@ -6,15 +6,20 @@ import os
 import time
 
 from mcp_memory.embed.loader import models_loaded
+from mcp_memory.llm.client import LlmClient
 from mcp_memory.metrics import Process
 from mcp_memory.models import Scope, StatsResult
+from mcp_memory.services import summarize
 from mcp_memory.storage.control import ControlStore
 from mcp_memory.storage.lifecycle import LifecycleStore
 from mcp_memory.storage.sqlite import SqliteStore
 
 
 class StatsService:
-    def __init__(self, store: SqliteStore, control: ControlStore, *, full_paths: bool = True) -> None:
+    def __init__(
+        self, store: SqliteStore, control: ControlStore, *, full_paths: bool = True, llm: LlmClient | None = None
+    ) -> None:
+        self.llm = llm
         # A remote client learns the file's name, not where the server keeps its data.
         self.full_paths = full_paths
         self.store = store
@@ -25,6 +30,8 @@ class StatsService:
     async def stats(self, scope: Scope) -> StatsResult:
         model_id, dim = await self.store.stored_model(scope)
         path = self.store.path_for(scope)
+        pending = await self.rows.pending(scope, summarize.MAX_FAILURES)
+        passed, failed = pending.pop("fact_check_passed"), pending.pop("fact_check_failed")
         return StatsResult(
             principal_file=str(path if self.full_paths else path.name),
             memories=await self.rows.tier_counts(scope),
@@ -37,4 +44,11 @@ class StatsService:
             process_id=os.getpid(),
             uptime_seconds=round(time.monotonic() - self.started, 3),
             recent_passes=await self.control.recent(5),
+            pending=pending,
+            fact_check={
+                "passed": passed,
+                "failed": failed,
+                "pass_rate": round(passed / (passed + failed), 3) if passed + failed else None,
+            },
+            llm=self.llm.usage(scope.principal) if self.llm is not None else None,
         )

@@ -73,6 +73,12 @@ def _kept(fact_terms: frozenset[str], sentence_terms: frozenset[str] | set[str])
     return min(1.0, len(fact_terms & sentence_terms) / (FACT_TERMS_KEPT * len(fact_terms)))
 
 
+def grounded(statement: str, source: str) -> bool:
+    """The statement is made of the source's words: FACT_TERMS_KEPT of its content words are there."""
+    terms = _terms(statement)
+    return bool(terms) and _kept(terms, _terms(source)) >= 1.0
+
+
 def coverage(sources: Sequence[str], summary: str) -> float:
     """The share of the sources' identifiers that the summary keeps (1.0 when they have none)."""
     wanted: set[str] = set().union(*(identifiers(s) for s in sources)) if sources else set()

@@ -11,6 +11,7 @@ import sqlite3
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import aiosqlite
 import anyio
@@ -156,6 +157,98 @@ class LifecycleStore:
                 )
         return found
 
+    async def unjudged_conflicts(self, scope: Scope, limit: int) -> list[tuple[MemoryRecord, MemoryRecord]]:
+        """Flagged pairs not yet put to the LLM whose both sides are current and active, oldest flag first."""
+        conn = await self.store.reader(scope)
+        rows = await conn.execute_fetchall(
+            "SELECT c.memory_id, c.other_id FROM conflicts c JOIN memories a ON a.id = c.memory_id "
+            "JOIN memories b ON b.id = c.other_id WHERE c.memory_id < c.other_id AND c.judged_at IS NULL "
+            "AND a.superseded_by IS NULL AND b.superseded_by IS NULL AND a.tier = 'active' AND b.tier = 'active' "
+            "ORDER BY c.created_at, c.memory_id LIMIT ?",
+            (limit,),
+        )
+        pairs = [(str(a), str(b)) for a, b in rows]
+        ids = sorted({i for pair in pairs for i in pair})
+        if not ids:
+            return []
+        found = await conn.execute_fetchall(
+            f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id IN ({','.join('?' * len(ids))})", ids
+        )
+        records = {r.id: r for r in map(row_to_record, found)}
+        return [(records[a], records[b]) for a, b in pairs if a in records and b in records]
+
+    async def settle_conflict(self, scope: Scope, older: str, newer: str, verdict: str, now: float) -> bool:
+        """Apply a judgement: "replaces" supersedes ``older`` by ``newer`` (history kept) and
+        "both_true" lifts the flag; anything else marks the pair judged, still flagged. False when
+        the pair changed since it was read (a side forgotten or replaced): nothing is written."""
+        async with self.store.transaction(scope) as conn:
+            live = await conn.execute_fetchall(
+                "SELECT COUNT(*) FROM memories WHERE id IN (?, ?) AND superseded_by IS NULL AND tier = 'active'",
+                (older, newer),
+            )
+            if int(next(iter(live))[0]) != 2:
+                return False
+            pair = "(memory_id = ? AND other_id = ?) OR (memory_id = ? AND other_id = ?)"
+            if verdict in ("replaces", "both_true"):
+                await conn.execute(f"DELETE FROM conflicts WHERE {pair}", (older, newer, newer, older))
+            else:
+                await conn.execute(
+                    f"UPDATE conflicts SET judged_at = ? WHERE {pair}", (now, older, newer, newer, older)
+                )
+            if verdict == "replaces":
+                await conn.execute(
+                    "UPDATE memories SET valid_to = ?, superseded_by = ? WHERE id = ? AND superseded_by IS NULL",
+                    (now, newer, older),
+                )
+            await conn.execute(
+                "INSERT INTO changes(memory_n, op) SELECT n, 'put' FROM memories WHERE id IN (?, ?)", (older, newer)
+            )
+        return True
+
+    async def extraction_batch(self, scope: Scope, skip_kinds: Sequence[str], limit: int) -> list[MemoryRecord]:
+        """Raw memories written after the extraction mark (oldest first), but the scheduler's own and
+        those of ``skip_kinds`` (already facts the user holds)."""
+        conn = await self.store.reader(scope)
+        mark = await self._meta_int(conn, "extracted_upto")
+        skipped = ",".join("?" * len(skip_kinds)) or "''"
+        rows = await conn.execute_fetchall(
+            f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.n > ? AND m.level = 0 "
+            f"AND m.kind NOT IN ({skipped}) "
+            "AND m.superseded_by IS NULL AND m.expires_at IS NULL AND COALESCE(m.transport, '') != 'scheduler' "
+            "ORDER BY m.n LIMIT ?",
+            (mark, *skip_kinds, limit),
+        )
+        return [row_to_record(r) for r in rows]
+
+    async def mark_extracted(self, scope: Scope, upto: int) -> None:
+        async with self.store.transaction(scope) as conn:
+            await conn.execute(
+                "INSERT INTO meta(key, value) VALUES ('extracted_upto', ?) "
+                "ON CONFLICT(key) DO UPDATE SET value = MAX(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER))",
+                (str(upto),),
+            )
+
+    async def last_memory_n(self, scope: Scope) -> int:
+        conn = await self.store.reader(scope)
+        return int(next(iter(await conn.execute_fetchall("SELECT COALESCE(MAX(n), 0) FROM memories")))[0])
+
+    async def extraction_mark(self, scope: Scope) -> int:
+        return await self._meta_int(await self.store.reader(scope), "extracted_upto")
+
+    @staticmethod
+    async def _meta_int(conn: aiosqlite.Connection, key: str) -> int:
+        rows = list(await conn.execute_fetchall("SELECT value FROM meta WHERE key = ?", (key,)))
+        return int(rows[0][0]) if rows else 0
+
+    async def link_sources(self, scope: Scope, derived_id: str, source_ids: Sequence[str]) -> None:
+        """Record that ``derived_id`` was made from ``source_ids`` (not archived): forgetting a
+        source then takes the derived memory with it, as it does a summary."""
+        async with self.store.transaction(scope) as conn:
+            await conn.executemany(
+                "INSERT OR IGNORE INTO summary_sources(summary_id, source_id) VALUES (?, ?)",
+                [(derived_id, source) for source in source_ids],
+            )
+
     async def record_compression_failure(self, scope: Scope, ids: Sequence[str]) -> None:
         async with self.store.transaction(scope) as conn:
             await conn.executemany(
@@ -219,6 +312,39 @@ class LifecycleStore:
             ):
                 counts[key] = counts.get(key, 0) + int(count)
         return counts
+
+    async def pending(self, scope: Scope, max_failures: int) -> dict[str, int]:
+        """Work the passes have left in the principal's file, and how compression went."""
+        conn = await self.store.reader(scope)
+
+        async def one(sql: str, *params: Any) -> int:
+            return int(next(iter(await conn.execute_fetchall(sql, params)))[0] or 0)
+
+        mark = await self._meta_int(conn, "extracted_upto")
+        return {
+            "conflicts_flagged": await one("SELECT COUNT(*) FROM conflicts WHERE memory_id < other_id"),
+            "conflicts_not_yet_judged": await one(
+                "SELECT COUNT(*) FROM conflicts WHERE memory_id < other_id AND judged_at IS NULL"
+            ),
+            "memories_not_yet_read_for_facts": await one(
+                "SELECT COUNT(*) FROM memories WHERE n > ? AND level = 0 AND COALESCE(transport, '') != 'scheduler'",
+                mark,
+            ),
+            "compression_resistant": await one(
+                "SELECT COUNT(*) FROM compression_failures WHERE failures >= ?", max_failures
+            ),
+            "fact_check_passed": await self._meta_int(conn, "fact_check_passed"),
+            "fact_check_failed": await self._meta_int(conn, "fact_check_failed"),
+        }
+
+    async def count_fact_check(self, scope: Scope, passed: bool) -> None:
+        """One more summary that passed (or failed) the fact check, for `stats`."""
+        async with self.store.transaction(scope) as conn:
+            await conn.execute(
+                "INSERT INTO meta(key, value) VALUES (?, '1') "
+                "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1",
+                ("fact_check_passed" if passed else "fact_check_failed",),
+            )
 
     async def principal_counts(self, scope: Scope) -> dict[str, int]:
         """What the principal has, table by table (every namespace)."""

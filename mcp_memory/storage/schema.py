@@ -15,7 +15,7 @@ from pathlib import Path
 from mcp_memory import __version__
 from mcp_memory.errors import SchemaVersionError, StorageError
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 _V1 = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -141,11 +141,23 @@ CREATE TABLE compression_failures (
 ) WITHOUT ROWID;
 """
 
+# A conflict the LLM judged and could not settle is not put to it again at every pass.
+_V6 = """
+ALTER TABLE conflicts ADD COLUMN judged_at REAL;
+"""
+
 # (version, script, the oldest code schema that may write a file at this version). Versions 2 and 3
 # only add tables, so code that knows version 1 may still write memories into such files.
 # Versions 4 and 5 change what a delete must clean (conflicts, summary lineage): older code may not
-# write such a file.
-MIGRATIONS: list[tuple[int, str, int]] = [(1, _V1, 1), (2, _V2, 1), (3, _V3, 1), (4, _V4, 4), (5, _V5, 5)]
+# write such a file. Version 6 adds a nullable column that version-5 code never names: it may write.
+MIGRATIONS: list[tuple[int, str, int]] = [
+    (1, _V1, 1),
+    (2, _V2, 1),
+    (3, _V3, 1),
+    (4, _V4, 4),
+    (5, _V5, 5),
+    (6, _V6, 5),
+]
 
 
 def private_dir(path: Path) -> None:

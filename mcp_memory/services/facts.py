@@ -1,0 +1,174 @@
+"""FactService: the LLM's two passes over the facts the user holds, off the request path.
+
+- Conflict judgement: a pair the rules flagged ("likes cats" / "likes dogs") is put to the LLM
+  once. "replaces" supersedes the older side (history kept), "both_true" lifts the flag, and
+  "unsure" (or an answer that is not one of these) leaves both sides flagged for the user.
+- Fact extraction: raw memories written since the last pass are read in batches; the LLM lists
+  the preferences, constraints and decisions they state, and each becomes a memory of its own,
+  stored through ``MemoryService.remember`` (so the write-time rules merge, supersede or flag it)
+  and linked to its source, so forgetting the source takes the fact with it.
+
+An extracted fact must be grounded in its memory: no identifier the memory does not have, most
+of its words from it, the memory's language. Without an LLM neither pass runs: conflicts stay
+flagged for the user, and facts are the memories clients stored as preferences and constraints
+(README). When the LLM fails nothing is written and the mark does not move: the next pass retries.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from mcp_memory.errors import MemoryServerError, UpstreamError
+from mcp_memory.llm.client import LlmClient
+from mcp_memory.models import MemoryInput, MemoryRecord, Provenance, Scope, to_datetime
+from mcp_memory.services import summarize
+from mcp_memory.services.memory import CallContext, MemoryService
+from mcp_memory.storage.lifecycle import LifecycleStore
+from mcp_memory.storage.sqlite import SqliteStore
+from mcp_memory.templates import template
+from mcp_memory.text import identifiers, language, normalize
+
+log = logging.getLogger(__name__)
+JUDGEMENTS_PER_PASS = 20
+EXTRACTION_BATCH = 20  # memories per LLM call
+EXTRACTION_BATCHES_PER_PASS = 3
+FACTS_PER_MEMORY = 3
+MAX_FACT_CHARS = 500
+FACT_KINDS = ("preference", "constraint", "decision")
+VERDICTS = ("replaces", "both_true", "unsure")
+_CONTEXT = CallContext(provenance=Provenance(client_name="mcp-memory", transport="scheduler"))
+
+
+@dataclass(frozen=True)
+class JudgeOutcome:
+    judged: int = 0
+    superseded: int = 0
+    cleared: int = 0
+
+
+@dataclass(frozen=True)
+class ExtractOutcome:
+    examined: int = 0
+    facts: int = 0
+    rejected: int = 0
+
+
+class FactService:
+    def __init__(self, store: SqliteStore, memory: MemoryService, llm: LlmClient | None) -> None:
+        self.rows = LifecycleStore(store)
+        self.memory = memory
+        self.llm = llm
+
+    async def judge_conflicts(self, scope: Scope, now: float) -> JudgeOutcome:
+        """Put flagged pairs to the LLM, at most JUDGEMENTS_PER_PASS; stops at the first failure."""
+        if self.llm is None:
+            return JudgeOutcome()
+        judged = superseded = cleared = 0
+        for first, second in await self.rows.unjudged_conflicts(scope, JUDGEMENTS_PER_PASS):
+            older, newer = sorted((first, second), key=_said_at)
+            prompt = template("judge_conflict").format(
+                kind=newer.kind,
+                older=older.content,
+                older_date=_day(_said_at(older)),
+                newer=newer.content,
+                newer_date=_day(_said_at(newer)),
+            )
+            try:
+                answer = await self.llm.complete_json(scope.principal, prompt)
+            except UpstreamError as exc:
+                log.info("conflict judgement unavailable, the pair stays flagged: %s", exc)
+                break
+            verdict = str(answer.get("verdict", "")).strip().lower()
+            verdict = verdict if verdict in VERDICTS else "unsure"
+            if await self.rows.settle_conflict(scope, older.id, newer.id, verdict, now):
+                judged += 1
+                superseded += verdict == "replaces"
+                cleared += verdict == "both_true"
+        return JudgeOutcome(judged=judged, superseded=superseded, cleared=cleared)
+
+    async def extract(self, scope: Scope, now: float) -> ExtractOutcome:
+        """Facts from the raw memories written since the last pass, a batch per LLM call."""
+        if self.llm is None:
+            return ExtractOutcome()
+        examined = stored = rejected = 0
+        for _ in range(EXTRACTION_BATCHES_PER_PASS):
+            batch = await self.rows.extraction_batch(scope, FACT_KINDS, EXTRACTION_BATCH)
+            if not batch:
+                break
+            prompt = template("extract_facts").format(
+                memories="\n".join(f"{i}. {m.content}" for i, m in enumerate(batch, start=1))
+            )
+            try:
+                answer = await self.llm.complete_json(scope.principal, prompt)
+            except UpstreamError as exc:
+                log.info("fact extraction unavailable, retried at the next pass: %s", exc)
+                break
+            facts, refused = _grounded(batch, answer.get("facts"))
+            rejected += refused
+            for source, kind, text in facts:
+                stored += await self._store(scope, source, kind, text)
+            await self.rows.mark_extracted(scope, max(m.rowid for m in batch))
+            examined += len(batch)
+        return ExtractOutcome(examined=examined, facts=stored, rejected=rejected)
+
+    async def _store(self, scope: Scope, source: MemoryRecord, kind: str, text: str) -> int:
+        item = MemoryInput(
+            content=text,
+            kind=kind,
+            importance=max(source.importance, 0.6),
+            tags=source.tags,
+            metadata={"extracted_from": source.id},
+            occurred_at=to_datetime(source.occurred_at),
+            task_id=source.task_id,
+            session_id=source.session_key,
+        )
+        try:
+            result = await self.memory.remember(Scope(scope.principal, source.namespace), [item], _CONTEXT)
+        except MemoryServerError as exc:  # e.g. its task was deleted meanwhile: the fact is skipped
+            log.info("an extracted fact was not stored: %s", exc)
+            return 0
+        stored = [i for i in result.items if i.outcome == "stored" and i.id is not None]
+        for done in stored:
+            assert done.id is not None
+            await self.rows.link_sources(scope, done.id, [source.id])
+        return len(stored)
+
+
+def _said_at(record: MemoryRecord) -> float:
+    return record.last_seen_at or record.occurred_at
+
+
+def _day(seconds: float) -> str:
+    return time.strftime("%Y-%m-%d", time.gmtime(seconds))
+
+
+def _grounded(batch: list[MemoryRecord], facts: Any) -> tuple[list[tuple[MemoryRecord, str, str]], int]:
+    """The answer's facts that hold up against their memory; and how many did not."""
+    kept: list[tuple[MemoryRecord, str, str]] = []
+    refused = 0
+    per_memory: dict[int, int] = {}
+    for fact in facts if isinstance(facts, list) else []:
+        if not isinstance(fact, dict):
+            refused += 1
+            continue
+        index, kind, text = fact.get("memory"), fact.get("kind"), normalize(str(fact.get("text", ""))).strip()
+        if not isinstance(index, int) or not 1 <= index <= len(batch) or kind not in FACT_KINDS:
+            refused += 1
+            continue
+        source = batch[index - 1]
+        if (
+            not text
+            or len(text) > MAX_FACT_CHARS
+            or per_memory.get(index, 0) >= FACTS_PER_MEMORY
+            or not identifiers(text) <= identifiers(source.content)
+            or language(text) not in (source.language, "und")
+            or not summarize.grounded(text, source.content)
+        ):
+            refused += 1
+            continue
+        per_memory[index] = per_memory.get(index, 0) + 1
+        kept.append((source, str(kind), text))
+    return kept, refused

@@ -1,0 +1,259 @@
+"""The LLM's passes over the user's facts: conflict judgement and fact extraction, through the real
+openai client against a local fake OpenAI-compatible server."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp.client import Client
+
+from mcp_memory.config import load_settings
+from mcp_memory.server import Runtime, open_runtime
+from tests.conftest import Clock, call
+from tests.fake_openai import FakeOpenAI, fake_openai_server
+
+pytestmark = pytest.mark.anyio
+HOUR = 3600.0
+PETS = {"query": "which pets does Alice like", "reinforce": False}
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
+    monkeypatch.setenv("TEST_MCP_MEMORY_LLM_KEY", "sk-test-llm-key-0123456789abcdefghij")
+    with fake_openai_server() as server:
+        yield server
+
+
+@asynccontextmanager
+async def served(
+    data_dir: Path, fake: FakeOpenAI | None, clock: Clock, **llm: Any
+) -> AsyncIterator[tuple[Runtime, Client]]:
+    options: dict[str, Any] = {}
+    if fake is not None:
+        options["llm"] = {
+            "enabled": True,
+            "base_url": fake.base_url,
+            "model": "fake-chat",
+            "api_key_env": "TEST_MCP_MEMORY_LLM_KEY",
+            "timeout_seconds": 1.0,
+            "max_retries": 0,
+            **llm,
+        }
+    settings = load_settings(data_dir=data_dir, principal="alice", **options)
+    async with open_runtime(settings, clock=clock) as runtime, Client(runtime.mcp, mode="legacy") as client:
+        yield runtime, client
+
+
+async def _cats_then_dogs(client: Client, clock: Clock) -> tuple[str, str]:
+    old = await call(client, "remember", {"content": "Alice likes cats", "kind": "preference"})
+    clock.advance(HOUR)
+    new = await call(client, "remember", {"content": "Alice likes dogs", "kind": "preference"})
+    assert new["items"][0]["conflicts_with"] == [old["items"][0]["id"]]  # the rules flagged it
+    return old["items"][0]["id"], new["items"][0]["id"]
+
+
+async def test_a_conflict_the_llm_judges_replaced_supersedes_the_older_side(
+    data_dir: Path, fake: FakeOpenAI, clock: Clock
+) -> None:
+    fake.chat_script = [("json", {"verdict": "replaces"})]
+    fake.chat_default = ("json", {"facts": []})
+    async with served(data_dir, fake, clock) as (runtime, client):
+        old_id, new_id = await _cats_then_dogs(client, clock)
+        report = await runtime.scheduler.run_once()
+        assert (report["conflicts_judged"], report["conflicts_superseded"]) == (1, 1)
+        prompt = next(p for p in fake.chat_prompts if "Older statement" in p)
+        assert prompt.index("Alice likes cats") < prompt.index("Alice likes dogs")  # older first
+        hits = (await call(client, "recall", PETS))["hits"]
+        assert [h["id"] for h in hits] == [new_id]
+        assert hits[0]["conflicts_with"] == []
+        history = (await call(client, "recall", {**PETS, "filters": {"include_superseded": True}}))["hits"]
+        old = next(h for h in history if h["id"] == old_id)  # the history stays
+        assert old["superseded_by"] == new_id
+
+
+async def test_a_conflict_the_llm_judges_both_true_is_no_longer_flagged(
+    data_dir: Path, fake: FakeOpenAI, clock: Clock
+) -> None:
+    fake.chat_script = [("json", {"verdict": "both_true"})]
+    fake.chat_default = ("json", {"facts": []})
+    async with served(data_dir, fake, clock) as (runtime, client):
+        old_id, new_id = await _cats_then_dogs(client, clock)
+        assert (await runtime.scheduler.run_once())["conflicts_cleared"] == 1
+        hits = {h["id"]: h for h in (await call(client, "recall", PETS))["hits"]}
+        assert set(hits) >= {old_id, new_id}
+        assert hits[old_id]["conflicts_with"] == hits[new_id]["conflicts_with"] == []
+
+
+@pytest.mark.parametrize("answer", [("json", {"verdict": "unsure"}), ("json", {"verdict": "delete both"})])
+async def test_a_conflict_the_llm_cannot_settle_stays_flagged_and_is_not_asked_again(
+    data_dir: Path, fake: FakeOpenAI, clock: Clock, answer: tuple[str, Any]
+) -> None:
+    fake.chat_script = [answer]
+    fake.chat_default = ("json", {"facts": []})
+    async with served(data_dir, fake, clock) as (runtime, client):
+        old_id, new_id = await _cats_then_dogs(client, clock)
+        assert (await runtime.scheduler.run_once())["conflicts_judged"] == 1
+        asked = len(fake.chat_prompts)
+        clock.advance(HOUR)
+        assert (await runtime.scheduler.run_once())["conflicts_judged"] == 0
+        assert not any("Older statement" in p for p in fake.chat_prompts[asked:])
+        hits = {h["id"]: h for h in (await call(client, "recall", PETS))["hits"]}
+        assert hits[new_id]["conflicts_with"] == [old_id]
+        assert hits[old_id]["conflicts_with"] == [new_id]
+
+
+async def test_a_failing_llm_leaves_the_conflict_flagged_and_it_is_judged_at_a_later_pass(
+    data_dir: Path, fake: FakeOpenAI, clock: Clock
+) -> None:
+    fake.chat_default = ("status", 500)
+    async with served(data_dir, fake, clock) as (runtime, client):
+        old_id, new_id = await _cats_then_dogs(client, clock)
+        assert (await runtime.scheduler.run_once())["conflicts_judged"] == 0
+        hits = {h["id"]: h for h in (await call(client, "recall", PETS))["hits"]}
+        assert hits[new_id]["conflicts_with"] == [old_id]
+        stats = await call(client, "stats", {})
+        assert stats["pending"]["conflicts_not_yet_judged"] == 1
+        assert stats["llm"]["failures_today"] >= 1
+        assert stats["llm"]["calls_per_day"] > stats["llm"]["calls_today"] >= 1
+        fake.chat_script = [("json", {"verdict": "replaces"})]
+        fake.chat_default = ("json", {"facts": []})
+        clock.advance(HOUR)
+        assert (await runtime.scheduler.run_once())["conflicts_superseded"] == 1
+
+
+async def test_without_an_llm_conflicts_stay_flagged_and_no_fact_is_extracted(data_dir: Path, clock: Clock) -> None:
+    async with served(data_dir, None, clock) as (runtime, client):
+        old_id, new_id = await _cats_then_dogs(client, clock)
+        report = await runtime.scheduler.run_once()
+        assert (report["conflicts_judged"], report["facts_extracted"]) == (0, 0)
+        hits = {h["id"]: h for h in (await call(client, "recall", PETS))["hits"]}
+        assert hits[new_id]["conflicts_with"] == [old_id]
+        stats = await call(client, "stats", {})
+        assert stats["llm"] is None
+        assert stats["pending"]["conflicts_flagged"] == 1
+
+
+TRIP = "By the way, I prefer aisle seats on long flights, and the budget for the Lisbon trip is under 2000 EUR."
+
+
+async def test_facts_the_llm_extracts_are_stored_as_their_own_memories_and_go_with_their_source(
+    data_dir: Path, fake: FakeOpenAI, clock: Clock
+) -> None:
+    async with served(data_dir, fake, clock) as (runtime, client):
+        chat = await call(
+            client,
+            "remember",
+            {"memories": [{"content": "Hello again!", "kind": "message"}, {"content": TRIP, "kind": "message"}]},
+        )
+        source_id = chat["items"][1]["id"]
+        fake.chat_default = (
+            "json",
+            {
+                "facts": [
+                    {"memory": 2, "kind": "preference", "text": "Prefers aisle seats on long flights."},
+                    {"memory": 2, "kind": "constraint", "text": "The budget for the Lisbon trip is under 2000 EUR."},
+                    {"memory": 2, "kind": "constraint", "text": "The budget for the Lisbon trip is under 3000 EUR."},
+                    {"memory": 2, "kind": "preference", "text": "Prefers first class lounges and champagne."},
+                    {"memory": 2, "kind": "secret", "text": "Prefers aisle seats."},
+                    {"memory": 9, "kind": "preference", "text": "Prefers aisle seats."},
+                ]
+            },
+        )
+        report = await runtime.scheduler.run_once()
+        assert report["facts_extracted"] == 2  # the invented number, the invented words, the bad kind and index go
+        assert "2. " + TRIP in fake.chat_prompts[-1]
+        facts = (
+            await call(
+                client,
+                "recall",
+                {"query": "flight seats and trip budget", "filters": {"kinds": ["preference", "constraint"]}},
+            )
+        )["hits"]
+        assert sorted(h["text"] for h in facts) == [
+            "Prefers aisle seats on long flights.",
+            "The budget for the Lisbon trip is under 2000 EUR.",
+        ]
+        assert all(h["metadata"]["extracted_from"] == source_id for h in facts)
+        asked = len(fake.chat_prompts)
+        assert (await runtime.scheduler.run_once())["facts_extracted"] == 0
+        assert len(fake.chat_prompts) == asked  # nothing new since the mark: the LLM is not called
+        assert (await call(client, "stats", {}))["pending"]["memories_not_yet_read_for_facts"] == 0
+        await call(client, "forget", {"ids": [source_id], "dry_run": False})
+        left = await call(
+            client, "recall", {"query": "aisle seats Lisbon budget", "filters": {"include_archived": True}}
+        )
+        assert all("Lisbon" not in h["text"] and "aisle" not in h["text"] for h in left["hits"])
+
+
+async def test_an_extracted_fact_the_user_already_stated_merges_and_is_not_tied_to_the_source(
+    data_dir: Path, fake: FakeOpenAI, clock: Clock
+) -> None:
+    async with served(data_dir, fake, clock) as (runtime, client):
+        said = await call(client, "remember", {"content": "Prefers aisle seats on long flights.", "kind": "preference"})
+        chat = await call(client, "remember", {"content": TRIP, "kind": "message"})
+        fake.chat_default = (
+            "json",
+            {"facts": [{"memory": 1, "kind": "preference", "text": "Prefers aisle seats on long flights."}]},
+        )
+        assert (await runtime.scheduler.run_once())["facts_extracted"] == 0  # merged into the user's own
+        await call(client, "forget", {"ids": [chat["items"][0]["id"]], "dry_run": False})
+        hits = (await call(client, "recall", {"query": "aisle seats"}))["hits"]
+        assert said["items"][0]["id"] in [h["id"] for h in hits]  # the user's own statement stays
+
+
+@pytest.mark.parametrize(
+    "failure", [("status", 429), ("status", 500), ("text", "not json {"), ("sleep", 1.5), ("json", ["a list"])]
+)
+async def test_a_failed_extraction_writes_nothing_and_is_retried_at_the_next_pass(
+    data_dir: Path, fake: FakeOpenAI, clock: Clock, failure: tuple[str, Any]
+) -> None:
+    async with served(data_dir, fake, clock) as (runtime, client):
+        await call(client, "remember", {"content": TRIP, "kind": "message"})
+        fake.chat_default = failure
+        assert (await runtime.scheduler.run_once())["facts_extracted"] == 0
+        fake.chat_default = (
+            "json",
+            {"facts": [{"memory": 1, "kind": "preference", "text": "Prefers aisle seats on long flights."}]},
+        )
+        clock.advance(HOUR)
+        assert (await runtime.scheduler.run_once())["facts_extracted"] == 1
+
+
+async def test_the_budget_stops_the_passes_and_they_resume_the_next_day(
+    data_dir: Path, fake: FakeOpenAI, clock: Clock
+) -> None:
+    async with served(data_dir, fake, clock, calls_per_scope_per_day=1) as (runtime, client):
+        await _cats_then_dogs(client, clock)
+        await call(client, "remember", {"content": TRIP, "kind": "message"})
+        fake.chat_script = [("json", {"verdict": "replaces"})]
+        fake.chat_default = (
+            "json",
+            {"facts": [{"memory": 1, "kind": "preference", "text": "Prefers aisle seats on long flights."}]},
+        )
+        report = await runtime.scheduler.run_once()  # preferences are not read for facts: the batch is TRIP
+        assert (report["conflicts_judged"], report["facts_extracted"]) == (1, 0)  # one call a day
+        assert len(fake.chat_prompts) == 1
+        clock.advance(24 * HOUR)
+        assert (await runtime.scheduler.run_once())["facts_extracted"] == 1
+
+
+async def test_a_chinese_memory_gives_chinese_facts_only(data_dir: Path, fake: FakeOpenAI, clock: Clock) -> None:
+    text = "顺便说一下，我更喜欢靠过道的座位，里斯本之行的预算在2000欧元以内。"
+    async with served(data_dir, fake, clock) as (runtime, client):
+        await call(client, "remember", {"content": text, "kind": "message"})
+        fake.chat_default = (
+            "json",
+            {
+                "facts": [
+                    {"memory": 1, "kind": "preference", "text": "更喜欢靠过道的座位。"},
+                    {"memory": 1, "kind": "constraint", "text": "The Lisbon trip budget is under 2000 EUR."},
+                ]
+            },
+        )
+        assert (await runtime.scheduler.run_once())["facts_extracted"] == 1
+        hits = (await call(client, "recall", {"query": "座位偏好", "filters": {"kinds": ["preference"]}}))["hits"]
+        assert [h["text"] for h in hits] == ["更喜欢靠过道的座位。"]
