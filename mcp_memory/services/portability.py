@@ -3,12 +3,21 @@
 Export writes one JSON object per line (every field, occurrence ids included, no vectors);
 import re-embeds each text with the configured model and keeps ids, times and namespaces, so a
 round trip loses nothing and an already-present id is skipped.
+
+Lineage travels on the lines: a summary's or fact's ``source_ids``, each side's ``conflicts_with``,
+and ``compression_failures`` when a memory resisted compression (an undone summary marks its
+sources so; without the mark the next pass would make again what the user undid). All three are
+optional, so files written before them still import. Import checks every id they name before
+writing anything: one neither in the file nor in the store is refused with its line (a dangling
+link would be a summary that cannot be undone), and links are written after every row, in one
+transaction, so the order of the lines does not matter. Links of lines already present are written
+too: importing a file again completes what an interrupted or older import left out.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -19,6 +28,7 @@ from mcp_memory.errors import InvalidInputError
 from mcp_memory.ids import new_id
 from mcp_memory.models import MemoryRecord, NewMemory, NewOccurrence, Provenance, Scope
 from mcp_memory.redact import redact, redact_value
+from mcp_memory.storage.lifecycle import LifecycleStore
 from mcp_memory.storage.sqlite import SqliteStore
 from mcp_memory.text import TextProblem, check_text, segment_for_index
 
@@ -26,35 +36,72 @@ _FIELDS = set(MemoryRecord.__dataclass_fields__) - {"rowid", "occurrence_ids", "
 
 
 async def export_lines(store: SqliteStore, scope: Scope) -> AsyncIterator[bytes]:
+    failures = await LifecycleStore(store).compression_failures(scope)
     for record in await store.export_rows(scope):
         row: dict[str, Any] = asdict(record)
         row.pop("rowid")
+        if record.id in failures:  # only then: files without it stay readable by older versions
+            row["compression_failures"] = failures[record.id]
         yield orjson.dumps(row) + b"\n"
 
 
-def _parse(number: int, line: bytes) -> MemoryRecord:
+@dataclass(frozen=True, slots=True)
+class _Line:
+    number: int
+    record: MemoryRecord
+    compression_failures: int
+
+
+def _ids(field: str, value: object) -> None:
+    if not isinstance(value, list) or not all(isinstance(i, str) and i for i in value):
+        raise ValueError(f"{field} must be a list of memory ids")
+
+
+def _parse(number: int, line: bytes) -> _Line:
     try:
         row = orjson.loads(line)
         provenance = Provenance(**(row.pop("provenance", None) or {}))
         row.pop("occurrence_ids", None)
+        failures = row.pop("compression_failures", 0)
+        if isinstance(failures, bool) or not isinstance(failures, int) or failures < 0:
+            raise ValueError("compression_failures must be a count (an integer, 0 or more)")
         unknown = set(row) - _FIELDS
         if unknown:
             raise ValueError(f"unknown fields {sorted(unknown)}")
         record = MemoryRecord(**row, provenance=provenance)
+        _ids("source_ids", record.source_ids)
+        _ids("conflicts_with", record.conflicts_with)
         check_text(record.content)
     except (orjson.JSONDecodeError, TypeError, ValueError, TextProblem) as exc:
         raise InvalidInputError(f"line {number}", f"is not an exported memory: {exc}") from None
     record.content = redact(record.content)
     record.metadata = redact_value(record.metadata)
     record.tags = [redact(t) for t in record.tags]
-    return record
+    return _Line(number, record, failures)
+
+
+async def _check_links(store: SqliteStore, scope: Scope, lines: list[_Line]) -> None:
+    """Refuse, before anything is written, a line naming a memory neither in the file nor in the store."""
+    in_file = {line.record.id for line in lines}
+    named = {i for line in lines for i in (*line.record.source_ids, *line.record.conflicts_with)} - in_file
+    known = in_file | (await store.existing_ids(scope, sorted(named)) if named else set())
+    for line in lines:
+        for field, ids in (("source_ids", line.record.source_ids), ("conflicts_with", line.record.conflicts_with)):
+            for missing in (i for i in ids if i not in known):
+                raise InvalidInputError(
+                    f"line {line.number}",
+                    f"{field} names memory {missing!r}, which is neither in the file nor in the store; export the "
+                    f"whole store again, or remove {missing!r} from {field} on that line",
+                )
 
 
 async def import_lines(
     store: SqliteStore, embedder: Embedder, scope: Scope, lines: Iterable[bytes], batch: int = 64
 ) -> tuple[int, int]:
     """Insert exported memories, re-embedded; returns (imported, skipped as already present)."""
-    records = [_parse(i, line) for i, line in enumerate(lines, start=1) if line.strip()]
+    parsed = [_parse(i, line) for i, line in enumerate(lines, start=1) if line.strip()]
+    records = [line.record for line in parsed]
+    await _check_links(store, scope, parsed)
     model = await embedder.ready()
     await store.check_model(scope, model.model_id, model.dim)
     present = await store.existing_ids(scope, [r.id for r in records])
@@ -81,6 +128,13 @@ async def import_lines(
                 )
             )
         await store.apply(Scope(scope.principal, None), inserts, [])
+    # After every row, whatever batch a summary and its sources came in.
+    await LifecycleStore(store).restore_lineage(
+        scope,
+        sources=[(r.id, source) for r in records for source in r.source_ids],
+        conflicts=[(r.id, other) for r in records for other in r.conflicts_with],
+        failures=[(line.record.id, line.compression_failures) for line in parsed if line.compression_failures],
+    )
     return len(fresh), len(present)
 
 

@@ -257,6 +257,46 @@ class LifecycleStore:
                 [(i,) for i in ids],
             )
 
+    async def compression_failures(self, scope: Scope) -> dict[str, int]:
+        """memory id -> how often it failed compression, for every memory still stored (for export)."""
+        conn = await self.store.reader(scope)
+        rows = await conn.execute_fetchall(
+            "SELECT f.memory_id, f.failures FROM compression_failures f JOIN memories m ON m.id = f.memory_id"
+        )
+        return {str(i): int(f) for i, f in rows}
+
+    async def restore_lineage(
+        self,
+        scope: Scope,
+        sources: Sequence[tuple[str, str]],
+        conflicts: Sequence[tuple[str, str]],
+        failures: Sequence[tuple[str, int]],
+    ) -> None:
+        """Write back what an import read besides the rows: (summary, source) links, flagged conflicts
+        (stored both ways) and compression failures, in one transaction.
+
+        A row is written only when every memory it names is stored: one forgotten by another process
+        since the import checked is not linked to. Nothing is removed; failures only grow.
+        """
+        async with self.store.transaction(scope) as conn:
+            await conn.executemany(
+                "INSERT OR IGNORE INTO summary_sources(summary_id, source_id) "
+                "SELECT s.id, o.id FROM memories s, memories o WHERE s.id = ? AND o.id = ?",
+                sources,
+            )
+            # Flagged when the newer side was stored: its creation time is the flag's.
+            await conn.executemany(
+                "INSERT OR IGNORE INTO conflicts(memory_id, other_id, created_at) "
+                "SELECT a.id, b.id, MAX(a.created_at, b.created_at) FROM memories a, memories b "
+                "WHERE a.id = ? AND b.id = ?",
+                [pair for a, b in conflicts for pair in ((a, b), (b, a))],
+            )
+            await conn.executemany(
+                "INSERT INTO compression_failures(memory_id, failures) SELECT id, ? FROM memories WHERE id = ? "
+                "ON CONFLICT(memory_id) DO UPDATE SET failures = MAX(failures, excluded.failures)",
+                [(count, memory_id) for memory_id, count in failures],
+            )
+
     async def summaries_of(self, scope: Scope, source_ids: Sequence[str]) -> list[str]:
         """The summaries built from any of ``source_ids``, and those built from them (an L2 over the
         L1 of a source), highest first: undone in this order, each returns its sources to the tier
