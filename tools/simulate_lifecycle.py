@@ -221,7 +221,7 @@ async def run(sessions: list[Session], lifecycle: bool, folder: Path, base_hours
         result.active = tiers.get("tier:active", 0)
         result.archived = tiers.get("tier:archived", 0)
         result.superseded = tiers.get("superseded", 0)
-        result.summaries = await _count(runtime, scope, "level = 1 AND kind = 'summary'")
+        result.summaries = await _count(runtime, scope, "level >= 1 AND kind = 'summary'")
         result.facts = await _count(runtime, scope, "level = 1 AND kind != 'summary'")
     return result
 

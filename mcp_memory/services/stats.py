@@ -32,6 +32,8 @@ class StatsService:
         path = self.store.path_for(scope)
         pending = await self.rows.pending(scope, summarize.MAX_FAILURES)
         passed, failed = pending.pop("fact_check_passed"), pending.pop("fact_check_failed")
+        if self.llm is None:  # nothing reads memories for facts, or judges conflicts, without an LLM
+            del pending["memories_not_yet_read_for_facts"], pending["conflicts_not_yet_judged"]
         return StatsResult(
             principal_file=str(path if self.full_paths else path.name),
             memories=await self.rows.tier_counts(scope),
