@@ -26,27 +26,29 @@ from mcp_memory.errors import InvalidInputError, LimitExceededError, NotFoundErr
 from mcp_memory.ids import new_id
 from mcp_memory.models import (
     Criteria,
+    MemoryRecord,
+    Merge,
+    NewMemory,
+    NewOccurrence,
+    Provenance,
+    Scope,
+    to_datetime,
+    to_seconds,
+)
+from mcp_memory.redact import redact, redact_value
+from mcp_memory.schemas import (
     ForgetFilter,
     ForgetItem,
     ForgetResult,
     MemoryInput,
     MemoryOut,
-    MemoryRecord,
-    Merge,
-    NewMemory,
-    NewOccurrence,
     PinResult,
-    Provenance,
     RecallFilters,
     RecallResult,
     RememberItem,
     RememberResult,
-    Scope,
     Signals,
-    to_datetime,
-    to_seconds,
 )
-from mcp_memory.redact import redact, redact_value
 from mcp_memory.services import rules, scoring, summarize
 from mcp_memory.services.checks import json_strings, text_field
 from mcp_memory.services.sessions import SessionTracker
