@@ -11,10 +11,11 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
 from mcp_memory.errors import MemoryServerError
-from mcp_memory.models import MemoryBrief, MemoryOut
+from mcp_memory.schemas import MemoryOut
 from mcp_memory.scope import ScopeResolver
 from mcp_memory.services.memory import MemoryService
 from mcp_memory.services.tasks import TaskService
+from mcp_memory.task_schemas import MemoryBrief
 from mcp_memory.templates import template
 
 

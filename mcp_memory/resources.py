@@ -25,12 +25,13 @@ from mcp.shared.subscriptions import ResourceUpdated, ServerEvent
 from mcp_types import EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
 
 from mcp_memory.errors import MemoryServerError, NotFoundError
-from mcp_memory.models import MemoryOut, TaskState
+from mcp_memory.schemas import MemoryOut
 from mcp_memory.scope import ScopeResolver
 from mcp_memory.services import task_tree
 from mcp_memory.services.memory import MemoryService
 from mcp_memory.services.stats import StatsService
 from mcp_memory.services.tasks import TaskService
+from mcp_memory.task_schemas import TaskState
 
 log = logging.getLogger(__name__)
 P = ParamSpec("P")

@@ -20,36 +20,38 @@ from pydantic import BaseModel, Field, ValidationError
 
 from mcp_memory.errors import InvalidInputError, MemoryServerError
 from mcp_memory.metrics import REMEMBERED, TOOL_CALLS, TOOL_SECONDS
-from mcp_memory.models import (
-    CheckpointPage,
-    CheckpointReason,
-    CheckpointResult,
+from mcp_memory.redact import redact
+from mcp_memory.resources import ResourceNotifier, pin_uris, task_uris
+from mcp_memory.schemas import (
     ForgetFilter,
     ForgetResult,
     ForgetUserResult,
     MemoryInput,
-    PendingAction,
     PinResult,
     RecallFilters,
     RecallResult,
     RememberResult,
-    ResumePacket,
     StatsResult,
+    UndoSummaryResult,
+)
+from mcp_memory.scope import ScopeResolver
+from mcp_memory.services.erasure import ErasureService
+from mcp_memory.services.memory import CallContext, MemoryService
+from mcp_memory.services.stats import StatsService
+from mcp_memory.services.tasks import TaskService
+from mcp_memory.task_schemas import (
+    CheckpointPage,
+    CheckpointReason,
+    CheckpointResult,
+    PendingAction,
+    ResumePacket,
     TaskEdit,
     TaskNode,
     TaskPage,
     TaskUpdateResult,
     TokenUsage,
     ToolCallRecord,
-    UndoSummaryResult,
 )
-from mcp_memory.redact import redact
-from mcp_memory.resources import ResourceNotifier, pin_uris, task_uris
-from mcp_memory.scope import ScopeResolver
-from mcp_memory.services.erasure import ErasureService
-from mcp_memory.services.memory import CallContext, MemoryService
-from mcp_memory.services.stats import StatsService
-from mcp_memory.services.tasks import TaskService
 
 P = ParamSpec("P")
 R = TypeVar("R")

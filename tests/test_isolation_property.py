@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from mcp_memory.config import load_settings
 from mcp_memory.errors import NotFoundError
-from mcp_memory.models import MemoryInput, Scope
+from mcp_memory.models import Scope
+from mcp_memory.schemas import MemoryInput
 from mcp_memory.server import open_runtime
 from mcp_memory.services.memory import CallContext
 

@@ -25,7 +25,8 @@ import pytest
 from mcp.client import Client
 
 from mcp_memory.config import load_settings
-from mcp_memory.models import MemoryInput, Scope
+from mcp_memory.models import Scope
+from mcp_memory.schemas import MemoryInput
 from mcp_memory.server import open_runtime
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage.sqlite import principal_file

@@ -10,8 +10,8 @@ from typing import Any
 
 import orjson
 
-from mcp_memory.models import TaskHead
 from mcp_memory.services.tasks import serialised_size
+from mcp_memory.task_schemas import TaskHead
 
 PHASES = [
     "Discovery and requirements",

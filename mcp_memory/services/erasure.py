@@ -14,7 +14,8 @@ import time
 from collections.abc import Callable
 
 from mcp_memory.errors import InvalidInputError
-from mcp_memory.models import ForgetUserResult, Scope, to_datetime
+from mcp_memory.models import Scope, to_datetime
+from mcp_memory.schemas import ForgetUserResult
 from mcp_memory.services.checks import text_field
 from mcp_memory.storage.lifecycle import LifecycleStore
 from mcp_memory.storage.sqlite import SqliteStore

@@ -23,7 +23,8 @@ from typing import Any
 
 from mcp_memory.errors import MemoryServerError, UpstreamError
 from mcp_memory.llm.client import LlmClient
-from mcp_memory.models import MemoryInput, MemoryRecord, Provenance, Scope, to_datetime
+from mcp_memory.models import MemoryRecord, Provenance, Scope, to_datetime
+from mcp_memory.schemas import MemoryInput
 from mcp_memory.services import summarize
 from mcp_memory.services.memory import CallContext, MemoryService
 from mcp_memory.storage.lifecycle import LifecycleStore

@@ -28,12 +28,13 @@ from mcp_memory.embed.loader import Embedder
 from mcp_memory.errors import ConflictError, StorageError, UpstreamError
 from mcp_memory.ids import new_id
 from mcp_memory.llm.client import LlmClient
-from mcp_memory.models import MemoryRecord, NewMemory, NewOccurrence, Provenance, Scope, TaskHead
+from mcp_memory.models import MemoryRecord, NewMemory, NewOccurrence, Provenance, Scope
 from mcp_memory.services import rules, scoring, summarize
 from mcp_memory.services.memory import content_hash
 from mcp_memory.storage.envelope import unpack
 from mcp_memory.storage.lifecycle import LifecycleStore, TaskSummaryRow
 from mcp_memory.storage.sqlite import SqliteStore
+from mcp_memory.task_schemas import TaskHead
 from mcp_memory.templates import template
 from mcp_memory.text import estimate_tokens, language, normalize, segment_for_index
 

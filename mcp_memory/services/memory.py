@@ -3,22 +3,21 @@
 Every string is redacted before it is written or logged. A call with a malformed argument
 raises InvalidInputError naming the field and writes nothing; a memory that is merely not
 worth keeping (an acknowledgement) is rejected per item with the reason.
+
+The argument checks are in ``inputs``, how a new memory relates to stored ones in ``relations``,
+and how recall ranks and packs its hits in ``recall``; the service runs each call in order.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-import re
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field, replace
-from datetime import datetime
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-import anyio
 import numpy as np
-import orjson
 
 from mcp_memory.config import Limits, RecallSettings
 from mcp_memory.embed.loader import Embedder
@@ -26,46 +25,43 @@ from mcp_memory.errors import InvalidInputError, LimitExceededError, NotFoundErr
 from mcp_memory.ids import new_id
 from mcp_memory.models import (
     Criteria,
+    Merge,
+    NewMemory,
+    NewOccurrence,
+    Provenance,
+    Scope,
+    to_datetime,
+    to_seconds,
+)
+from mcp_memory.redact import redact, redact_value
+from mcp_memory.schemas import (
     ForgetFilter,
     ForgetItem,
     ForgetResult,
     MemoryInput,
     MemoryOut,
-    MemoryRecord,
-    Merge,
-    NewMemory,
-    NewOccurrence,
     PinResult,
-    Provenance,
     RecallFilters,
     RecallResult,
     RememberItem,
     RememberResult,
-    Scope,
-    Signals,
-    to_datetime,
-    to_seconds,
 )
-from mcp_memory.redact import redact, redact_value
-from mcp_memory.services import rules, scoring, summarize
-from mcp_memory.services.checks import json_strings, text_field
+from mcp_memory.services import inputs, rules, scoring, summarize
+from mcp_memory.services.checks import text_field
+from mcp_memory.services.recall import concurrently, fit_budget, memory_out, score
+from mcp_memory.services.relations import relate
 from mcp_memory.services.sessions import SessionTracker
 from mcp_memory.storage.lifecycle import LifecycleStore
 from mcp_memory.storage.sqlite import SqliteStore
 from mcp_memory.text import (
     estimate_tokens,
     keyword_terms,
-    language,
     looks_like_identifier_query,
     normalize,
     segment_for_index,
-    strip_query_syntax,
 )
 
 log = logging.getLogger(__name__)
-
-_KIND = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
-_MAX_TTL = 100 * 365 * 24 * 3600
 
 
 @dataclass(frozen=True)
@@ -77,25 +73,6 @@ class CallContext:
 
 def content_hash(namespace: str | None, content: str) -> str:
     return hashlib.sha256(f"{namespace or ''}\x1f{content.lower()}".encode()).hexdigest()
-
-
-async def _concurrently(*calls: Awaitable[Any]) -> list[Any]:
-    """Await all of ``calls`` at once; the first failure is raised as itself (not as a group)."""
-    results: list[Any] = [None] * len(calls)
-    errors: list[BaseException] = []
-
-    async def run(i: int, call: Awaitable[Any]) -> None:
-        try:
-            results[i] = await call
-        except Exception as exc:
-            errors.append(exc)
-
-    async with anyio.create_task_group() as tg:
-        for i, call in enumerate(calls):
-            tg.start_soon(run, i, call)
-    if errors:
-        raise errors[0]
-    return results
 
 
 class MemoryService:
@@ -134,89 +111,8 @@ class MemoryService:
 
     # ----- remember ------------------------------------------------------------------------
 
-    def _validate(self, index: int, item: MemoryInput) -> None:
-        lim = self.limits
-        where = f"memories[{index}]"
-        text_field(f"{where}.content", item.content)
-        if not item.content.strip():
-            raise InvalidInputError(f"{where}.content", "is empty; send the text to remember")
-        size = len(item.content.encode("utf-8"))
-        if size > lim.max_content_bytes:
-            raise LimitExceededError(
-                f"{where}.content",
-                f"is {size} bytes; split it into smaller memories",
-                limit_name="limits.max_content_bytes",
-                limit=lim.max_content_bytes,
-            )
-        if not _KIND.match(item.kind):
-            raise InvalidInputError(
-                f"{where}.kind",
-                "must be a lower-case word such as fact, preference, decision, event, "
-                "observation or instruction (letters, digits, - and _, at most 32 characters)",
-            )
-        if item.importance is not None and not 0.0 <= item.importance <= 1.0:
-            raise InvalidInputError(f"{where}.importance", "must be between 0 and 1")
-        if len(item.tags) > lim.max_tags:
-            raise LimitExceededError(
-                f"{where}.tags",
-                f"has {len(item.tags)} tags",
-                limit_name="limits.max_tags",
-                limit=lim.max_tags,
-            )
-        for i, tag in enumerate(item.tags):
-            text_field(f"{where}.tags[{i}]", tag)
-            if not tag.strip():
-                raise InvalidInputError(f"{where}.tags[{i}]", "is empty; drop it or give it text")
-            if len(tag) > lim.max_tag_chars:
-                raise LimitExceededError(
-                    f"{where}.tags[{i}]",
-                    f"is {len(tag)} characters",
-                    limit_name="limits.max_tag_chars",
-                    limit=lim.max_tag_chars,
-                )
-        json_strings(f"{where}.metadata", item.metadata)
-        try:
-            meta_size = len(orjson.dumps(item.metadata))
-        except TypeError as exc:
-            raise InvalidInputError(f"{where}.metadata", f"is not JSON: {exc}") from None
-        if meta_size > lim.max_metadata_bytes:
-            raise LimitExceededError(
-                f"{where}.metadata",
-                f"is {meta_size} bytes of JSON",
-                limit_name="limits.max_metadata_bytes",
-                limit=lim.max_metadata_bytes,
-            )
-        if item.ttl_seconds is not None and not 0 < item.ttl_seconds <= _MAX_TTL:
-            raise InvalidInputError(f"{where}.ttl_seconds", f"must be between 1 and {_MAX_TTL} seconds")
-        for name, text in (("key", item.key), ("task_id", item.task_id), ("session_id", item.session_id)):
-            if text is not None:
-                text_field(f"{where}.{name}", text)
-                if not text.strip() or len(text) > 200:
-                    raise InvalidInputError(f"{where}.{name}", "must be 1 to 200 characters")
-        if len(item.supersedes) > lim.max_batch:
-            raise LimitExceededError(
-                f"{where}.supersedes",
-                f"lists {len(item.supersedes)} ids",
-                limit_name="limits.max_batch",
-                limit=lim.max_batch,
-            )
-        for i, ident in enumerate(item.supersedes):
-            text_field(f"{where}.supersedes[{i}]", ident)
-        if item.key is not None and item.supersedes:
-            raise InvalidInputError(f"{where}.supersedes", "give either key or supersedes, not both")
-
     async def remember(self, scope: Scope, items: Sequence[MemoryInput], ctx: CallContext) -> RememberResult:
-        if not items:
-            raise InvalidInputError("memories", "is empty; send at least one memory")
-        if len(items) > self.limits.max_batch:
-            raise LimitExceededError(
-                "memories",
-                f"has {len(items)} items; send them in several calls",
-                limit_name="limits.max_batch",
-                limit=self.limits.max_batch,
-            )
-        for i, item in enumerate(items):
-            self._validate(i, item)
+        inputs.check_batch(items, self.limits)
 
         now = self.clock()
         results: list[RememberItem | None] = [None] * len(items)
@@ -266,8 +162,17 @@ class MemoryService:
             if self._plain(item):
                 target = existing.get(h) or batch_hash.get(h)
                 if i in embedded:
-                    close, replaces, conflicts = await self._relate(
-                        scope, embedded[i], content, item.kind, batch_vecs, now, target
+                    close, replaces, conflicts = await relate(
+                        self.store,
+                        self.embedder,
+                        self.config.duplicate_similarity,
+                        scope,
+                        embedded[i],
+                        content,
+                        item.kind,
+                        batch_vecs,
+                        now,
+                        target,
                     )
                     target = target or close
             if target is not None:
@@ -281,7 +186,7 @@ class MemoryService:
                     reason="the same memory is already stored; this occurrence was recorded",
                 )
                 continue
-            record = self._record(scope, item, content, h, occurred, now, occurrence.session_key, ctx)
+            record = inputs.new_record(scope, item, content, h, occurred, now, occurrence.session_key, ctx.provenance)
             vector = embedded[i]
             inserts.append(
                 NewMemory(
@@ -360,125 +265,7 @@ class MemoryService:
             await self.store.set_pinned(scope, record.rowid, pinned)
         return PinResult(id=memory_id, pinned=pinned, pinned_tokens=total, cap_tokens=self.limits.pinned_cap_tokens)
 
-    async def _relate(
-        self,
-        scope: Scope,
-        vector: np.ndarray[Any, Any],
-        content: str,
-        kind: str,
-        batch: list[tuple[np.ndarray[Any, Any], str, str, str]],
-        now: float,
-        merge_into: str | None = None,
-    ) -> tuple[str | None, list[str], list[str]]:
-        """What a new memory is to the close ones already stored: (merge into, supersedes, conflicts with).
-
-        Rules in ``rules.relation``: the same statement merges; a word-for-word denial or a stated
-        change supersedes (history kept); a swapped preference or decision is kept and flagged.
-        A restatement (``merge_into``, or a close equal found here) is the user's latest word
-        too: what it replaces is superseded although the memory itself is not stored again.
-        """
-        model = await self.embedder.ready()
-        duplicate = self.config.duplicate_similarity or model.duplicate_similarity
-        related = min(model.related_similarity, duplicate)
-        candidates: list[tuple[float, str, str, str]] = [
-            (float(other @ vector), other_id, other_content, other_kind)
-            for other, other_id, other_content, other_kind in batch
-        ]
-        hits = await self.store.dense_search(scope, vector, Criteria(namespace_only=True), 5, now)
-        close = {n: score for n, score in hits if score >= related}
-        if close:
-            stored = await self.store.select_memories(scope, Criteria(namespace_only=True), now, ns=list(close))
-            candidates.extend((close[r.rowid], r.id, r.content, r.kind) for r in stored)
-        supersede: list[str] = []
-        conflicts: list[str] = []
-        for score, other_id, other_content, other_kind in sorted(candidates, key=lambda c: -c[0]):
-            if other_kind != kind or score < related:
-                continue
-            if other_id == merge_into:
-                continue
-            relation = rules.relation(other_content, content, kind)
-            if relation == "same" and score >= duplicate:
-                merge_into = merge_into or other_id
-                continue
-            if relation in ("negation", "changed"):
-                supersede.append(other_id)
-            elif relation == "conflict":
-                conflicts.append(other_id)
-        if merge_into is not None:
-            return merge_into, [i for i in supersede if i != merge_into], []
-        return None, supersede, conflicts
-
-    def _record(
-        self,
-        scope: Scope,
-        item: MemoryInput,
-        content: str,
-        h: str,
-        occurred: float,
-        now: float,
-        session: str | None,
-        ctx: CallContext,
-    ) -> MemoryRecord:
-        importance = item.importance if item.importance is not None else rules.estimate_importance(content, item.kind)
-        tags = sorted({redact(t.strip()) for t in item.tags})
-        return MemoryRecord(
-            id=new_id(),
-            namespace=scope.namespace,
-            kind=item.kind,
-            content=content,
-            key=redact(item.key) if item.key else None,
-            tags=tags,
-            metadata=redact_value(item.metadata),
-            importance=importance,
-            pinned=item.pinned,
-            occurred_at=occurred,
-            created_at=now,
-            last_accessed_at=None,
-            access_count=0,
-            valid_from=occurred,
-            valid_to=None,
-            superseded_by=None,
-            expires_at=now + item.ttl_seconds if item.ttl_seconds else None,
-            tier="active",
-            level=0,
-            language=language(content),
-            session_key=session,
-            task_id=redact(item.task_id) if item.task_id else None,
-            provenance=ctx.provenance,
-            content_hash=h,
-        )
-
     # ----- recall --------------------------------------------------------------------------
-
-    def _criteria(self, scope: Scope, filters: RecallFilters | None) -> Criteria:
-        if filters is None:
-            return Criteria()
-        if filters.namespace is not None and filters.namespace != scope.namespace:
-            raise InvalidInputError(
-                "filters.namespace",
-                f"{filters.namespace!r} is not visible on this connection; "
-                f"its namespace is {scope.namespace!r} (plus principal-wide memories)",
-            )
-        for name, values in (("kinds", filters.kinds), ("tags", filters.tags)):
-            for i, value in enumerate(values or []):
-                text_field(f"filters.{name}[{i}]", value)
-        if filters.task_id is not None:
-            text_field("filters.task_id", filters.task_id)
-        after = to_seconds(filters.occurred_after) if filters.occurred_after else None
-        before = to_seconds(filters.occurred_before) if filters.occurred_before else None
-        if after is not None and before is not None and after >= before:
-            raise InvalidInputError("filters.occurred_after", "must be earlier than filters.occurred_before")
-        return Criteria(
-            kinds=tuple(filters.kinds) if filters.kinds else None,
-            tags=tuple(filters.tags) if filters.tags else None,
-            occurred_after=after,
-            occurred_before=before,
-            task_id=filters.task_id,
-            namespace_only=filters.namespace is not None,
-            include_superseded=filters.include_superseded,
-            include_archived=filters.include_archived,
-            include_expired=filters.include_expired,
-        )
 
     async def recall(
         self,
@@ -492,33 +279,8 @@ class MemoryService:
         reinforce: bool = True,
         preset: str | None = None,
     ) -> RecallResult:
-        lim = self.limits
-        text_field("query", query)
-        if len(query) > lim.max_query_chars:
-            raise LimitExceededError(
-                "query",
-                f"is {len(query)} characters",
-                limit_name="limits.max_query_chars",
-                limit=lim.max_query_chars,
-            )
-        words = strip_query_syntax(query)
-        if not words:
-            raise InvalidInputError("query", "has no words to search for; ask a question in words")
-        k = self.config.default_k if k is None else k
-        if not 1 <= k <= lim.max_k:
-            raise LimitExceededError("k", f"is {k}; use 1 to {lim.max_k}", limit_name="limits.max_k", limit=lim.max_k)
-        budget = lim.default_recall_budget_tokens if budget_tokens is None else budget_tokens
-        if not 1 <= budget <= lim.max_recall_budget_tokens:
-            raise LimitExceededError(
-                "budget_tokens",
-                f"is {budget}; use 1 to {lim.max_recall_budget_tokens}",
-                limit_name="limits.max_recall_budget_tokens",
-                limit=lim.max_recall_budget_tokens,
-            )
-        preset = preset or self.config.preset
-        if preset not in scoring.PRESETS:
-            raise InvalidInputError("preset", f"must be one of {sorted(scoring.PRESETS)}")
-        criteria = self._criteria(scope, filters)
+        words, k, budget, preset = inputs.check_recall(query, k, budget_tokens, preset, self.limits, self.config)
+        criteria = inputs.recall_criteria(scope, filters)
         now = self.clock()
 
         await self._model_dim(scope)
@@ -529,7 +291,7 @@ class MemoryService:
             return await self.store.dense_search(scope, qvec, criteria, depth, now)
 
         # The keyword search and the pins need no vector: they run while the question is embedded.
-        dense, keyword, pinned = await _concurrently(
+        dense, keyword, pinned = await concurrently(
             dense_side(),
             self.store.keyword_search(scope, keyword_terms(words), criteria, depth, now),
             self.pinned(scope),
@@ -543,44 +305,19 @@ class MemoryService:
         fused = fusion.fuse(dense_rank, keyword_rank)
         ranked = sorted(fused, key=lambda n: -fused[n])[:depth]
         records = {r.rowid: r for r in await self.store.select_memories(scope, criteria, now, ns=ranked)}
-        dense_score, keyword_score = dict(dense), dict(keyword)
-
-        scored: list[tuple[float, MemoryRecord, Signals]] = []
-        for n in ranked:
-            record = records.get(n)
-            if record is None or record.pinned:
-                continue
-            hours = (now - (record.last_accessed_at or record.created_at)) / 3600
-            t = scoring.recency(hours, self.config.recency_half_life_hours)
-            f = scoring.frequency(record.access_count)
-            v = scoring.value(preset, fused[n], t, f, record.importance)
-            signals = Signals(
-                dense=dense_score.get(n),
-                dense_rank=dense_rank.get(n),
-                keyword=keyword_score.get(n),
-                keyword_rank=keyword_rank.get(n),
-                relevance=round(fused[n], 6),
-                recency=round(t, 6),
-                frequency=f,
-                importance=record.importance,
-                value=round(v, 6),
-            )
-            scored.append((v, record, signals))
-        scored.sort(key=lambda item: -item[0])
-        scored = scoring.newer_side_first(scored)
-
-        hits: list[MemoryOut] = []
-        used = 0
-        omitted = 0
-        for _, record, signals in scored:
-            if len(hits) >= k:
-                break
-            hit = self.to_out(record, signals if explain else None)
-            if used + hit.tokens > budget:
-                omitted += 1
-                continue
-            used += hit.tokens
-            hits.append(hit)
+        scored = score(
+            ranked,
+            records,
+            fused=fused,
+            dense=dense,
+            keyword=keyword,
+            dense_rank=dense_rank,
+            keyword_rank=keyword_rank,
+            preset=preset,
+            half_life_hours=self.config.recency_half_life_hours,
+            now=now,
+        )
+        hits, used, omitted = fit_budget(scored, k, budget, explain)
         if reinforce and hits:
             await self.store.reinforce(scope, [h.id for h in hits], now)
         return RecallResult(
@@ -609,49 +346,7 @@ class MemoryService:
         records = await self.store.select_memories(
             scope, Criteria(pinned=True), self.clock(), order="m.importance DESC, m.n"
         )
-        return [self.to_out(r) for r in records]
-
-    @staticmethod
-    def to_out(record: MemoryRecord, why: Signals | None = None) -> MemoryOut:
-        def dt(seconds: float) -> datetime:
-            moment = to_datetime(seconds)
-            assert moment is not None
-            return moment
-
-        out = MemoryOut(
-            id=record.id,
-            text=record.content,
-            kind=record.kind,
-            tags=record.tags,
-            metadata=record.metadata,
-            importance=record.importance,
-            pinned=record.pinned,
-            namespace=record.namespace,
-            key=record.key,
-            occurred_at=dt(record.occurred_at),
-            created_at=dt(record.created_at),
-            last_accessed_at=to_datetime(record.last_accessed_at),
-            access_count=record.access_count,
-            valid_from=dt(record.valid_from),
-            valid_to=to_datetime(record.valid_to),
-            superseded_by=record.superseded_by,
-            expires_at=to_datetime(record.expires_at),
-            tier=record.tier,
-            level=record.level,
-            language=record.language,
-            session_key=record.session_key,
-            task_id=record.task_id,
-            client_name=record.provenance.client_name,
-            transport=record.provenance.transport,
-            occurrence_ids=record.occurrence_ids,
-            conflicts_with=record.conflicts_with,
-            source_ids=record.source_ids,
-            tokens=0,
-            why=why,
-        )
-        # What a budget counts: the hit as the caller receives it, every field included.
-        out.tokens = estimate_tokens(orjson.dumps(out.model_dump(mode="json")).decode())
-        return out
+        return [memory_out(r) for r in records]
 
     # ----- forget --------------------------------------------------------------------------
 
@@ -666,37 +361,7 @@ class MemoryService:
         if (ids is None) == (where is None):
             raise InvalidInputError("ids", "give either ids or filters (exactly one of them)")
         now = self.clock()
-        everything = Criteria(include_superseded=True, include_archived=True, include_expired=True)
-        if ids is not None:
-            if not ids:
-                raise InvalidInputError("ids", "is empty; list the ids to forget")
-            if len(ids) > self.limits.max_forget_ids:
-                raise LimitExceededError(
-                    "ids",
-                    f"lists {len(ids)} ids",
-                    limit_name="limits.max_forget_ids",
-                    limit=self.limits.max_forget_ids,
-                )
-            for i, ident in enumerate(ids):
-                text_field(f"ids[{i}]", ident)
-            criteria = replace(everything, ids=tuple(dict.fromkeys(ids)))
-        else:
-            assert where is not None
-            if not any((where.tags, where.kinds, where.occurred_after, where.occurred_before, where.task_id)):
-                raise InvalidInputError(
-                    "filters",
-                    "is empty; give tags, kinds, occurred_after, occurred_before or task_id "
-                    "(forgetting everything at once is not offered)",
-                )
-            as_recall = RecallFilters(
-                kinds=where.kinds,
-                tags=where.tags,
-                occurred_after=where.occurred_after,
-                occurred_before=where.occurred_before,
-                task_id=where.task_id,
-            )
-            narrowed = self._criteria(scope, as_recall)
-            criteria = replace(narrowed, include_superseded=True, include_archived=True, include_expired=True)
+        criteria = inputs.forget_criteria(scope, ids, where, self.limits)
         records = await self.store.select_memories(scope, criteria, now, order="m.occurred_at, m.n")
         if ids is not None:
             missing = [i for i in dict.fromkeys(ids) if i not in {r.id for r in records}]

@@ -12,8 +12,9 @@ from typing import Any
 
 import orjson
 
-from mcp_memory.models import CheckpointInfo, MemoryBrief, MemoryOut, ResumePacket, TaskState
+from mcp_memory.schemas import MemoryOut
 from mcp_memory.services import task_tree
+from mcp_memory.task_schemas import CheckpointInfo, MemoryBrief, ResumePacket, TaskState
 from mcp_memory.text import estimate_tokens
 
 LONG_PAUSE_SECONDS = 24 * 3600

@@ -8,7 +8,8 @@ import time
 from mcp_memory.embed.loader import models_loaded
 from mcp_memory.llm.client import LlmClient
 from mcp_memory.metrics import Process
-from mcp_memory.models import Scope, StatsResult
+from mcp_memory.models import Scope
+from mcp_memory.schemas import StatsResult
 from mcp_memory.services import summarize
 from mcp_memory.storage.control import ControlStore
 from mcp_memory.storage.lifecycle import LifecycleStore

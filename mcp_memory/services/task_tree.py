@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from mcp_memory.errors import InvalidInputError
-from mcp_memory.models import NodeStatus, TaskEdit, TaskHead, TaskNode
+from mcp_memory.task_schemas import NodeStatus, TaskEdit, TaskHead, TaskNode
 
 MARK: dict[NodeStatus, str] = {
     "pending": "[ ]",

@@ -15,23 +15,9 @@ from pydantic import ValidationError
 from mcp_memory.config import Limits
 from mcp_memory.errors import InvalidInputError, LimitExceededError, NotFoundError, StorageError
 from mcp_memory.ids import new_id
-from mcp_memory.models import (
-    CheckpointInfo,
-    CheckpointPage,
-    CheckpointReason,
-    CheckpointResult,
-    RecallFilters,
-    ResumePacket,
-    Scope,
-    TaskEdit,
-    TaskHead,
-    TaskPage,
-    TaskState,
-    TaskSummary,
-    TaskUpdateResult,
-    to_datetime,
-)
+from mcp_memory.models import Scope, to_datetime
 from mcp_memory.redact import redact, redact_value
+from mcp_memory.schemas import RecallFilters
 from mcp_memory.services import packet, task_tree
 from mcp_memory.services.checks import text_field
 from mcp_memory.services.memory import MemoryService
@@ -44,6 +30,19 @@ from mcp_memory.storage.envelope import (
     unpack,
 )
 from mcp_memory.storage.tasks import CheckpointRow, StaleHeadError, TaskRow, TaskStore
+from mcp_memory.task_schemas import (
+    CheckpointInfo,
+    CheckpointPage,
+    CheckpointReason,
+    CheckpointResult,
+    ResumePacket,
+    TaskEdit,
+    TaskHead,
+    TaskPage,
+    TaskState,
+    TaskSummary,
+    TaskUpdateResult,
+)
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,8 @@ import numpy as np
 import orjson
 
 from mcp_memory.models import Criteria, MemoryRecord, NewOccurrence, Provenance, Scope
-from mcp_memory.storage.sqlite import MEMORY_COLUMNS, SqliteStore, row_to_record, visible_clause
+from mcp_memory.storage.rows import MEMORY_COLUMNS, row_to_record, visible_clause
+from mcp_memory.storage.sqlite import SqliteStore
 
 
 @dataclass(frozen=True, slots=True)

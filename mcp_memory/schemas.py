@@ -1,0 +1,220 @@
+"""What the memory tools take and return: pydantic models, the MCP structured input and output.
+
+Inputs forbid unknown fields, so a misspelt argument fails loudly. Times are ISO 8601 UTC.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from mcp_memory.models import Tier
+
+Outcome = Literal["stored", "merged", "rejected"]
+
+
+# ----- tool inputs -------------------------------------------------------------------------
+
+
+class _Input(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class MemoryInput(_Input):
+    """One memory to remember."""
+
+    content: str = Field(description="The text to remember, in the user's language.")
+    kind: str = Field(
+        "fact",
+        description="fact, preference, decision, event, observation, instruction, goal, note, or your own word",
+    )
+    importance: float | None = Field(
+        None,
+        description="0..1; estimated from the text when absent (decisions, ids, 'remember this' raise it)",
+    )
+    tags: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict, description="client JSON kept with the memory")
+    occurred_at: datetime | None = Field(None, description="when it happened (ISO 8601); default now")
+    task_id: str | None = None
+    session_id: str | None = Field(None, description="your session id; else the server derives one")
+    ttl_seconds: int | None = Field(None, description="forget after this many seconds")
+    supersedes: list[str] = Field(default_factory=list, description="ids this memory replaces (history kept)")
+    key: str | None = Field(None, description="a later memory with the same key supersedes this one")
+    pinned: bool = Field(False, description="always return it with recall and resume (goals, rules, identity)")
+
+
+class RecallFilters(_Input):
+    kinds: list[str] | None = None
+    tags: list[str] | None = Field(None, description="memories carrying any of these tags")
+    occurred_after: datetime | None = None
+    occurred_before: datetime | None = None
+    task_id: str | None = None
+    namespace: str | None = Field(
+        None, description="narrow to this namespace (only the caller's own namespace or principal-wide)"
+    )
+    include_superseded: bool = False
+    include_archived: bool = False
+    include_expired: bool = False
+
+
+class ForgetFilter(_Input):
+    tags: list[str] | None = None
+    kinds: list[str] | None = None
+    occurred_after: datetime | None = None
+    occurred_before: datetime | None = None
+    task_id: str | None = None
+
+
+# ----- tool results ------------------------------------------------------------------------
+
+
+class RememberItem(BaseModel):
+    index: int = Field(description="position in the request")
+    outcome: Outcome
+    id: str | None = Field(None, description="the stored memory, or the one it merged into")
+    reason: str | None = None
+    superseded: list[str] = Field(default_factory=list)
+    conflicts_with: list[str] = Field(
+        default_factory=list, description="stored memories this one may contradict: ask the user which holds"
+    )
+
+
+class RememberResult(BaseModel):
+    items: list[RememberItem]
+    stored: int
+    merged: int
+    rejected: int
+
+
+class Signals(BaseModel):
+    """Why a memory was recalled: every signal of the value function."""
+
+    dense: float | None = Field(None, description="cosine similarity to the question")
+    dense_rank: int | None = None
+    keyword: float | None = Field(None, description="BM25 score (higher is better)")
+    keyword_rank: int | None = None
+    relevance: float = Field(description="fused retrieval score, normalised to 0..1 (R)")
+    recency: float = Field(description="T")
+    frequency: float = Field(description="F")
+    importance: float = Field(description="P")
+    value: float = Field(description="a*R + b*T + c*F + d*P")
+
+
+class OccurrenceOut(BaseModel):
+    id: str
+    session_key: str | None
+    occurred_at: datetime
+
+
+class MemoryOut(BaseModel):
+    id: str
+    text: str
+    kind: str
+    tags: list[str]
+    metadata: dict[str, Any]
+    importance: float
+    pinned: bool
+    namespace: str | None
+    key: str | None
+    occurred_at: datetime
+    created_at: datetime
+    last_accessed_at: datetime | None
+    access_count: int
+    valid_from: datetime
+    valid_to: datetime | None
+    superseded_by: str | None
+    expires_at: datetime | None
+    tier: Tier
+    level: int
+    language: str
+    session_key: str | None
+    task_id: str | None
+    client_name: str | None
+    transport: str | None
+    occurrence_ids: list[str]
+    conflicts_with: list[str] = Field(
+        default_factory=list, description="memories this one may contradict (unconfirmed): ask the user"
+    )
+    source_ids: list[str] = Field(
+        default_factory=list, description="for a summary (level 1+): the memories it summarizes (archived)"
+    )
+    tokens: int = Field(description="estimated tokens of this hit as JSON: what recall's budget counts")
+    why: Signals | None = None
+
+
+class RecallResult(BaseModel):
+    query: str
+    hits: list[MemoryOut]
+    pinned: list[MemoryOut] = Field(description="pinned memories; they do not count against k")
+    preset: str
+    budget_tokens: int
+    used_tokens: int = Field(description="estimated tokens of this whole packet as JSON, pinned memories aside")
+    omitted_for_budget: int = Field(description="relevant hits left out because the budget was used")
+
+
+class PinResult(BaseModel):
+    id: str
+    pinned: bool
+    pinned_tokens: int = Field(description="tokens of all pinned memories visible here")
+    cap_tokens: int
+
+
+class ForgetUserResult(BaseModel):
+    dry_run: bool
+    counts: dict[str, int] = Field(description="what would be (or was) deleted, per table")
+    confirmation_code: str | None = Field(None, description="dry run: pass it back to delete; single use")
+    code_expires_at: datetime | None = None
+    erased_at: datetime | None = None
+    note: str
+
+
+class UndoSummaryResult(BaseModel):
+    summary_id: str
+    restored: list[str] = Field(description="the source memories back in the active tier")
+
+
+class StatsResult(BaseModel):
+    """What this server holds for the caller and how the process is doing."""
+
+    principal_file: str
+    memories: dict[str, int] = Field(description="visible memories by tier, level and state")
+    tables: dict[str, int] = Field(description="the principal's rows per table, every namespace")
+    vector_index_rows: int | None = Field(description="rows in this process's index (None until loaded)")
+    embedding_model: str | None
+    embedding_dimension: int | None
+    models_loaded_in_process: int
+    schedulers_running_in_process: int = Field(
+        description="lifecycle schedulers this process runs: 1 however many clients are connected"
+    )
+    process_id: int
+    uptime_seconds: float
+    recent_passes: list[dict[str, Any]] = Field(
+        default_factory=list, description="the last lifecycle passes on this data directory, newest first"
+    )
+    pending: dict[str, int] = Field(
+        default_factory=dict, description="work the passes have left: flagged conflicts, memories to read for facts"
+    )
+    fact_check: dict[str, Any] = Field(
+        default_factory=dict,
+        description="summaries that passed the fact check and were kept, those rolled back, the pass rate",
+    )
+    llm: dict[str, Any] | None = Field(
+        None, description="this principal's LLM use today against its budget; None when no LLM is configured"
+    )
+
+
+class ForgetItem(BaseModel):
+    id: str
+    kind: str
+    preview: str
+    occurred_at: datetime
+
+
+class ForgetResult(BaseModel):
+    dry_run: bool
+    matched: int
+    deleted: int
+    items: list[ForgetItem]
+    note: str

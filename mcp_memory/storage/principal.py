@@ -1,0 +1,119 @@
+"""PrincipalDb: one principal's open file and the vector index derived from it.
+
+A writer and a reader connection, the locks that order them, and the in-process index, which
+follows the file by replaying the ``changes`` log (cheap when nothing moved). SqliteStore opens
+one per principal and runs every query through it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+import anyio
+import numpy as np
+
+from mcp_memory.storage.vectors import IndexRow, VectorIndex
+
+
+class PrincipalDb:
+    """One principal's file: a writer and a reader connection, and the derived vector index."""
+
+    def __init__(
+        self, path: Path, reader: aiosqlite.Connection, writer: aiosqlite.Connection, busy_timeout_ms: int
+    ) -> None:
+        self.path = path
+        self.busy_timeout_ms = busy_timeout_ms
+        self.reader = reader
+        self.writer = writer
+        self.write_lock = anyio.Lock()
+        self.index_lock = anyio.Lock()
+        self.index: VectorIndex | None = None
+        self.last_seq = 0
+        self.data_version = -1
+        # A forget whose WAL could not be emptied (another process was reading): retried after each commit.
+        self.scrub_pending = False
+
+    async def close(self) -> None:
+        await self.reader.close()
+        await self.writer.close()
+
+    async def catch_up(self) -> None:
+        """Replay the change log into the in-process index (cheap when nothing moved)."""
+        async with self.index_lock:
+            if self.index is None:
+                return
+            rows = list(
+                await self.reader.execute_fetchall(
+                    "SELECT seq, memory_n FROM changes WHERE seq > ? ORDER BY seq", (self.last_seq,)
+                )
+            )
+            if not rows:
+                return
+            touched = sorted({int(r[1]) for r in rows})
+            found = await self.index_rows(touched)
+            self.index.upsert(found)
+            present = {row.n for row in found}
+            self.index.remove([n for n in touched if n not in present])
+            self.last_seq = int(rows[-1][0])
+
+    async def index_rows(self, ns: Sequence[int] | None) -> list[IndexRow]:
+        sql = (
+            "SELECT m.n, v.vec, m.namespace, (m.tier = 'active' AND m.superseded_by IS NULL), m.expires_at "
+            "FROM memories m JOIN vectors v ON v.memory_n = m.n"
+        )
+        rows: list[Any] = []
+        if ns is None:
+            rows = list(await self.reader.execute_fetchall(sql))
+        else:
+            for start in range(0, len(ns), 500):
+                chunk = ns[start : start + 500]
+                rows.extend(
+                    await self.reader.execute_fetchall(
+                        f"{sql} WHERE m.n IN ({','.join('?' * len(chunk))})", tuple(chunk)
+                    )
+                )
+        return [
+            IndexRow(
+                n=int(r[0]),
+                vector=np.frombuffer(r[1], dtype=np.float32),
+                namespace=r[2],
+                live=bool(r[3]),
+                expires_at=r[4],
+            )
+            for r in rows
+        ]
+
+    async def sync(self, dim: int) -> VectorIndex:
+        """The principal's index, loaded on first use and caught up with other processes."""
+        version_rows = await self.reader.execute_fetchall("PRAGMA data_version")
+        version = int(next(iter(version_rows))[0])
+        if self.index is None:
+            async with self.index_lock:
+                if self.index is None:
+                    seq_rows = await self.reader.execute_fetchall("SELECT COALESCE(MAX(seq), 0) FROM changes")
+                    last_seq = int(next(iter(seq_rows))[0])
+                    index = VectorIndex(dim)
+                    index.upsert(await self.index_rows(None))
+                    self.last_seq, self.index, self.data_version = last_seq, index, version
+        if version != self.data_version:
+            self.data_version = version
+        await self.catch_up()
+        assert self.index is not None
+        return self.index
+
+    async def truncate_wal(self, attempts: int) -> bool:
+        """PRAGMA wal_checkpoint(TRUNCATE) without waiting on readers; True when the WAL was emptied."""
+        await self.writer.execute("PRAGMA busy_timeout = 0")
+        try:
+            for attempt in range(attempts):
+                rows = await self.writer.execute_fetchall("PRAGMA wal_checkpoint(TRUNCATE)")
+                if int(next(iter(rows))[0]) == 0:
+                    return True
+                if attempt + 1 < attempts:
+                    await anyio.sleep(0.02 * (attempt + 1))
+            return False
+        finally:
+            await self.writer.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")

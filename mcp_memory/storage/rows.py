@@ -1,0 +1,135 @@
+"""How memory rows are read: the column list, row to MemoryRecord, the WHERE clause that keeps a
+query inside its scope, the keyword-search match, and what a record carries besides its row.
+
+Plain functions over an open connection: SqliteStore and LifecycleStore share them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import aiosqlite
+import orjson
+
+from mcp_memory.models import Criteria, MemoryRecord, Provenance, Scope
+
+MEMORY_COLUMNS = (
+    "n, id, namespace, kind, content, key, tags, metadata, importance, pinned, occurred_at, created_at, "
+    "last_accessed_at, access_count, valid_from, valid_to, superseded_by, expires_at, tier, level, language, "
+    "session_key, task_id, client_name, client_version, transport, content_hash"
+)
+
+
+def row_to_record(row: Sequence[Any]) -> MemoryRecord:
+    return MemoryRecord(
+        rowid=row[0],
+        id=row[1],
+        namespace=row[2],
+        kind=row[3],
+        content=row[4],
+        key=row[5],
+        tags=orjson.loads(row[6]),
+        metadata=orjson.loads(row[7]),
+        importance=row[8],
+        pinned=bool(row[9]),
+        occurred_at=row[10],
+        created_at=row[11],
+        last_accessed_at=row[12],
+        access_count=row[13],
+        valid_from=row[14],
+        valid_to=row[15],
+        superseded_by=row[16],
+        expires_at=row[17],
+        tier=row[18],
+        level=row[19],
+        language=row[20],
+        session_key=row[21],
+        task_id=row[22],
+        provenance=Provenance(client_name=row[23], client_version=row[24], transport=row[25]),
+        content_hash=row[26],
+    )
+
+
+def visible_clause(scope: Scope, criteria: Criteria, now: float, alias: str = "m") -> tuple[str, list[Any]]:
+    """The WHERE clause that keeps a query inside the scope and the criteria."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    if criteria.namespace_only:
+        clauses.append(f"{alias}.namespace IS ?")
+        params.append(scope.namespace)
+    elif scope.namespace is None:
+        clauses.append(f"{alias}.namespace IS NULL")
+    else:
+        clauses.append(f"({alias}.namespace IS NULL OR {alias}.namespace = ?)")
+        params.append(scope.namespace)
+    if not criteria.include_superseded:
+        clauses.append(f"{alias}.superseded_by IS NULL")
+    if not criteria.include_archived:
+        clauses.append(f"{alias}.tier = 'active'")
+    if not criteria.include_expired:
+        clauses.append(f"({alias}.expires_at IS NULL OR {alias}.expires_at > ?)")
+        params.append(now)
+    if criteria.ids is not None:
+        clauses.append(f"{alias}.id IN ({','.join('?' * len(criteria.ids))})")
+        params.extend(criteria.ids)
+    if criteria.kinds:
+        clauses.append(f"{alias}.kind IN ({','.join('?' * len(criteria.kinds))})")
+        params.extend(criteria.kinds)
+    if criteria.tags:
+        marks = ",".join("?" * len(criteria.tags))
+        clauses.append(f"{alias}.n IN (SELECT memory_n FROM memory_tags WHERE tag IN ({marks}))")
+        params.extend(criteria.tags)
+    if criteria.occurred_after is not None:
+        clauses.append(f"{alias}.occurred_at >= ?")
+        params.append(criteria.occurred_after)
+    if criteria.occurred_before is not None:
+        clauses.append(f"{alias}.occurred_at < ?")
+        params.append(criteria.occurred_before)
+    if criteria.task_id is not None:
+        clauses.append(f"{alias}.task_id = ?")
+        params.append(criteria.task_id)
+    if criteria.pinned is not None:
+        # A literal, so the partial index on pinned = 1 serves it.
+        clauses.append(f"{alias}.pinned = {int(criteria.pinned)}")
+    return " AND ".join(clauses), params
+
+
+def fts_match(terms: Iterable[str]) -> str:
+    """An FTS5 query that searches every term as a quoted phrase: no operator can slip through."""
+    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+
+
+async def rows_in(conn: aiosqlite.Connection, sql: str, keys: Sequence[Any]) -> list[Any]:
+    """Run ``sql`` (with a ``{marks}`` placeholder for an IN list) over ``keys`` in chunks."""
+    rows: list[Any] = []
+    for start in range(0, len(keys), 500):
+        chunk = list(keys[start : start + 500])
+        rows.extend(await conn.execute_fetchall(sql.format(marks=",".join("?" * len(chunk))), chunk))
+    return rows
+
+
+async def attach_occurrences(conn: aiosqlite.Connection, records: list[MemoryRecord]) -> None:
+    """Occurrence ids, conflicts and summary sources: what a record carries besides its row."""
+    if not records:
+        return
+    by_n = {r.rowid: r for r in records}
+    by_id = {r.id: r for r in records}
+    for memory_n, occ_id, occurred_at in await rows_in(
+        conn,
+        "SELECT memory_n, id, occurred_at FROM occurrences WHERE memory_n IN ({marks}) ORDER BY occurred_at, id",
+        list(by_n),
+    ):
+        record = by_n[int(memory_n)]
+        record.occurrence_ids.append(str(occ_id))
+        record.last_seen_at = float(occurred_at)
+    for memory_id, other_id in await rows_in(
+        conn, "SELECT memory_id, other_id FROM conflicts WHERE memory_id IN ({marks}) ORDER BY other_id", list(by_id)
+    ):
+        by_id[str(memory_id)].conflicts_with.append(str(other_id))
+    for summary_id, source_id in await rows_in(
+        conn,
+        "SELECT summary_id, source_id FROM summary_sources WHERE summary_id IN ({marks}) ORDER BY source_id",
+        list(by_id),
+    ):
+        by_id[str(summary_id)].source_ids.append(str(source_id))

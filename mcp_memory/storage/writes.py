@@ -1,0 +1,233 @@
+"""The SQL of memory writes, run inside a transaction SqliteStore has opened.
+
+Every function takes the transaction's connection and appends what it touches to the ``changes``
+log, so the other processes replay it into their vector indexes. Opening, committing and the
+file-level clean-up after a delete (keyword-index rewrite, WAL truncation) stay in SqliteStore.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import aiosqlite
+import orjson
+
+from mcp_memory.errors import ConflictError, NotFoundError
+from mcp_memory.models import Criteria, Merge, NewMemory, NewOccurrence, Scope
+from mcp_memory.storage.rows import visible_clause
+
+
+async def apply(
+    conn: aiosqlite.Connection, scope: Scope, inserts: Sequence[NewMemory], merges: Sequence[Merge], now: float
+) -> dict[str, list[str]]:
+    """Insert new memories and record merged occurrences.
+
+    Returns, per inserted id, the ids it superseded (by ``supersedes`` or by ``key``).
+    Raises NotFoundError when a ``supersedes`` id is not in the scope (the caller rolls back).
+    """
+    superseded: dict[str, list[str]] = {}
+    where, params = visible_clause(scope, Criteria(include_expired=True, include_archived=True), now)
+    for item in inserts:
+        rec = item.record
+        cursor = await conn.execute(
+            "INSERT INTO memories (id, namespace, kind, content, key, tags, metadata, importance, pinned, "
+            "occurred_at, created_at, last_accessed_at, access_count, valid_from, valid_to, superseded_by, "
+            "expires_at, tier, level, language, session_key, task_id, client_name, client_version, "
+            "transport, content_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                rec.id,
+                rec.namespace,
+                rec.kind,
+                rec.content,
+                rec.key,
+                orjson.dumps(rec.tags).decode(),
+                orjson.dumps(rec.metadata).decode(),
+                rec.importance,
+                int(rec.pinned),
+                rec.occurred_at,
+                rec.created_at,
+                rec.last_accessed_at,
+                rec.access_count,
+                rec.valid_from,
+                rec.valid_to,
+                rec.superseded_by,
+                rec.expires_at,
+                rec.tier,
+                rec.level,
+                rec.language,
+                rec.session_key,
+                rec.task_id,
+                rec.provenance.client_name,
+                rec.provenance.client_version,
+                rec.provenance.transport,
+                rec.content_hash,
+            ),
+        )
+        n = cursor.lastrowid
+        assert n is not None
+        await conn.executemany(
+            "INSERT OR IGNORE INTO memory_tags(tag, memory_n) VALUES (?, ?)",
+            [(t, n) for t in rec.tags],
+        )
+        await conn.execute("INSERT INTO vectors(memory_n, vec) VALUES (?, ?)", (n, item.vector))
+        await conn.execute("INSERT INTO memories_fts(rowid, body) VALUES (?, ?)", (n, item.segmented))
+        for occurrence in (item.occurrence, *item.more_occurrences):
+            await insert_occurrence(conn, n, occurrence)
+        await conn.execute("INSERT INTO changes(memory_n, op) VALUES (?, 'put')", (n,))
+        await conn.executemany(
+            "INSERT OR IGNORE INTO conflicts(memory_id, other_id, created_at) VALUES (?, ?, ?)",
+            [(a, b, rec.created_at) for other in item.conflicts for a, b in ((rec.id, other), (other, rec.id))],
+        )
+        if item.summarizes:
+            marks = ",".join("?" * len(item.summarizes))
+            # The pass read its candidates earlier: a source forgotten, pinned, superseded or
+            # expired since then must not be summarized (nor its text brought back).
+            live = await conn.execute_fetchall(
+                f"SELECT COUNT(*) FROM memories WHERE id IN ({marks}) AND tier = 'active' AND pinned = 0 "
+                "AND level < ? AND superseded_by IS NULL AND (expires_at IS NULL OR expires_at > ?)",
+                [*item.summarizes, rec.level, rec.created_at],
+            )
+            if int(next(iter(live))[0]) != len(item.summarizes):
+                raise ConflictError("the memories to summarize changed since the pass read them")
+            await conn.executemany(
+                "INSERT OR IGNORE INTO summary_sources(summary_id, source_id) VALUES (?, ?)",
+                [(rec.id, source) for source in item.summarizes],
+            )
+            await conn.execute(
+                f"INSERT INTO changes(memory_n, op) SELECT n, 'put' FROM memories WHERE id IN ({marks})",
+                item.summarizes,
+            )
+            await conn.execute(f"UPDATE memories SET tier = 'archived' WHERE id IN ({marks})", item.summarizes)
+        old: list[tuple[int, str]] = []
+        if item.supersedes:
+            marks = ",".join("?" * len(item.supersedes))
+            found = await conn.execute_fetchall(
+                f"SELECT m.n, m.id FROM memories m WHERE m.id IN ({marks}) AND {where}",
+                [*item.supersedes, *params],
+            )
+            old.extend((int(r[0]), str(r[1])) for r in found)
+            missing = set(item.supersedes) - {i for _, i in old}
+            if missing:
+                raise NotFoundError("memory", sorted(missing)[0])
+        if item.inferred_supersedes:
+            # Replaced by the rules, not named by the caller: one already gone or replaced is skipped.
+            marks = ",".join("?" * len(item.inferred_supersedes))
+            found = await conn.execute_fetchall(
+                f"SELECT m.n, m.id FROM memories m WHERE m.id IN ({marks}) AND m.superseded_by IS NULL AND {where}",
+                [*item.inferred_supersedes, *params],
+            )
+            old.extend((int(r[0]), str(r[1])) for r in found)
+        if rec.key is not None:
+            found = await conn.execute_fetchall(
+                "SELECT n, id FROM memories WHERE key = ? AND namespace IS ? AND superseded_by IS NULL AND n != ?",
+                (rec.key, rec.namespace, n),
+            )
+            old.extend((int(r[0]), str(r[1])) for r in found)
+        for old_n, _ in old:
+            await conn.execute(
+                "UPDATE memories SET valid_to = ?, superseded_by = ? WHERE n = ? AND superseded_by IS NULL",
+                (rec.created_at, rec.id, old_n),
+            )
+            await conn.execute("INSERT INTO changes(memory_n, op) VALUES (?, 'put')", (old_n,))
+        superseded[rec.id] = sorted({i for _, i in old})
+    for merge in merges:
+        rows = await conn.execute_fetchall("SELECT n FROM memories WHERE id = ?", (merge.target_id,))
+        if rows:
+            target_n = int(next(iter(rows))[0])
+            await insert_occurrence(conn, target_n, merge.occurrence)
+            if merge.seen_at is not None:
+                await conn.execute(
+                    "UPDATE memories SET last_accessed_at = MAX(COALESCE(last_accessed_at, created_at), ?) WHERE n = ?",
+                    (merge.seen_at, target_n),
+                )
+            if merge.supersedes:
+                marks = ",".join("?" * len(merge.supersedes))
+                found = await conn.execute_fetchall(
+                    f"SELECT m.n, m.id FROM memories m WHERE m.id IN ({marks}) AND m.superseded_by IS NULL "
+                    f"AND m.n != ? AND {where}",
+                    [*merge.supersedes, target_n, *params],
+                )
+                for old_n, _ in found:
+                    await conn.execute(
+                        "UPDATE memories SET valid_to = ?, superseded_by = ? WHERE n = ?",
+                        (merge.seen_at or now, merge.target_id, old_n),
+                    )
+                    await conn.execute("INSERT INTO changes(memory_n, op) VALUES (?, 'put')", (old_n,))
+                superseded[merge.target_id] = sorted(
+                    {*superseded.get(merge.target_id, []), *(str(i) for _, i in found)}
+                )
+    return superseded
+
+
+async def insert_occurrence(conn: aiosqlite.Connection, n: int, occ: NewOccurrence) -> None:
+    await conn.execute(
+        "INSERT INTO occurrences(id, memory_n, session_key, occurred_at, created_at, metadata, client_name, "
+        "transport) VALUES (?,?,?,?,?,?,?,?)",
+        (
+            occ.id,
+            n,
+            occ.session_key,
+            occ.occurred_at,
+            time.time(),
+            orjson.dumps(occ.metadata).decode(),
+            occ.provenance.client_name,
+            occ.provenance.transport,
+        ),
+    )
+
+
+async def delete(conn: aiosqlite.Connection, ns: Sequence[int], *, unpinned_only: bool) -> int:
+    """Delete memories from every table and index; returns how many rows went."""
+    deleted = 0
+    for start in range(0, len(ns), 500):
+        chunk = list(ns[start : start + 500])
+        marks = ",".join("?" * len(chunk))
+        if unpinned_only:  # a pass read its rows earlier: a memory pinned since then stays
+            kept = await conn.execute_fetchall(f"SELECT n FROM memories WHERE n IN ({marks}) AND pinned = 0", chunk)
+            chunk = [int(r[0]) for r in kept]
+            if not chunk:
+                continue
+            marks = ",".join("?" * len(chunk))
+        ids = f"(SELECT id FROM memories WHERE n IN ({marks}))"
+        # The sources of a summary that goes return to the active tier; its lineage goes.
+        await conn.execute(
+            "INSERT INTO changes(memory_n, op) SELECT n, 'put' FROM memories WHERE id IN "
+            f"(SELECT source_id FROM summary_sources WHERE summary_id IN {ids})",
+            chunk,
+        )
+        await conn.execute(
+            "UPDATE memories SET tier = 'active' WHERE id IN "
+            f"(SELECT source_id FROM summary_sources WHERE summary_id IN {ids})",
+            chunk,
+        )
+        for column in ("summary_id", "source_id"):
+            await conn.execute(f"DELETE FROM summary_sources WHERE {column} IN {ids}", chunk)
+        await conn.execute(f"DELETE FROM memories_fts WHERE rowid IN ({marks})", chunk)
+        for column in ("memory_id", "other_id"):
+            await conn.execute(
+                f"DELETE FROM conflicts WHERE {column} IN (SELECT id FROM memories WHERE n IN ({marks}))", chunk
+            )
+        cursor = await conn.execute(f"DELETE FROM memories WHERE n IN ({marks})", chunk)
+        deleted += cursor.rowcount
+        await conn.executemany("INSERT INTO changes(memory_n, op) VALUES (?, 'del')", [(n,) for n in chunk])
+    return deleted
+
+
+async def erase_principal(conn: aiosqlite.Connection, now: float) -> dict[str, int]:
+    """Delete every row the principal has and record a content-free receipt; returns the counts per table."""
+    counts: dict[str, int] = {}
+    for table in ("memories", "occurrences", "vectors", "memory_tags", "tasks", "checkpoints"):
+        rows = await conn.execute_fetchall(f"SELECT COUNT(*) FROM {table}")
+        counts[table] = int(next(iter(rows))[0])
+    counts["pinned"] = int(next(iter(await conn.execute_fetchall("SELECT COUNT(*) FROM memories WHERE pinned = 1")))[0])
+    await conn.execute("INSERT INTO changes(memory_n, op) SELECT n, 'del' FROM memories")
+    await conn.execute("DELETE FROM memories_fts")
+    await conn.execute("DELETE FROM memories")
+    await conn.execute("DELETE FROM checkpoints")
+    await conn.execute("DELETE FROM tasks")
+    await conn.execute("DELETE FROM conflicts")
+    await conn.execute("DELETE FROM summary_sources")
+    await conn.execute("DELETE FROM compression_failures")
+    await conn.execute("INSERT INTO erasures(erased_at, receipt) VALUES (?, ?)", (now, orjson.dumps(counts).decode()))
+    return counts
