@@ -269,3 +269,34 @@ async def test_the_llm_writes_the_task_summary_from_the_task_record_and_is_held_
         assert task["level"] == 3
         assert (task["text"] == answer) is faithful  # else the extractive fallback...
         assert task["text"].startswith(line)  # ...which keeps the line
+
+
+async def test_a_task_summary_never_carries_text_into_another_namespace(data_dir: Path, clock: Clock) -> None:
+    """A principal-wide task whose memories live in two namespaces gets one summary in each."""
+
+    def settings(namespace: str | None) -> Any:
+        return load_settings(data_dir=data_dir, principal="alice", namespace=namespace)
+
+    async with (
+        open_runtime(settings(None), clock=clock) as wide_rt,
+        open_runtime(settings("proj-a"), clock=clock) as a_rt,
+        open_runtime(settings("proj-b"), clock=clock) as b_rt,
+        Client(wide_rt.mcp, mode="legacy") as wide,
+        Client(a_rt.mcp, mode="legacy") as a,
+        Client(b_rt.mcp, mode="legacy") as b,
+    ):
+        await _finished_task(wide, "in_progress")
+        await _remember(a, TASK_MEMORIES, task_id="fix-flaky-invoice-test", session_id="debug-a")
+        b_texts = [t.replace("test_invoice_totals", "test_refund_totals") for t in TASK_MEMORIES]
+        await _remember(b, b_texts, task_id="fix-flaky-invoice-test", session_id="debug-b")
+        await _finished_task(wide, "done")
+        clock.advance(25 * HOUR)
+        assert (await wide_rt.scheduler.run_once())["task_summaries"] == 2
+        seen_by_a = [h for h in await _hits(a, "why did the test fail") if h["level"] == 3]
+        seen_by_b = [h for h in await _hits(b, "why did the test fail") if h["level"] == 3]
+        assert len(seen_by_a) == len(seen_by_b) == 1
+        assert "test_invoice_totals" in seen_by_a[0]["text"]
+        assert "test_refund_totals" not in seen_by_a[0]["text"]
+        assert "test_refund_totals" in seen_by_b[0]["text"]
+        assert "test_invoice_totals" not in seen_by_b[0]["text"]
+        assert [h for h in await _hits(wide, "why did the test fail") if h["level"] == 3] == []

@@ -186,7 +186,8 @@ class LifecycleService:
         candidates = await self.rows.compression_candidates(scope, summarize.MAX_FAILURES, SEMANTIC_KINDS, levels=(1,))
         for record in candidates:
             if self._compressible(record, now):
-                phase = record.task_id or time.strftime("%G-W%V", time.gmtime(record.occurred_at))
+                week = time.strftime("%G-W%V", time.gmtime(record.occurred_at))
+                phase = f"task:{record.task_id}" if record.task_id else f"week:{week}"
                 keyed.setdefault((record.namespace, phase), []).append(record)
         return _grouped(keyed, 2, "summaries of the sessions of one phase of work (one task, or one week)")
 
@@ -205,9 +206,13 @@ class LifecycleService:
                 scope, summarize.MAX_FAILURES, SEMANTIC_KINDS, levels=(0, 1, 2), task_id=row.task_id
             )
             header = _task_line(row, tree.status, [m.content for m in members])
+            by_namespace: dict[str | None, list[MemoryRecord]] = {}
+            for member in members:  # a summary never carries text into a namespace it was not in
+                if row.namespace is None or member.namespace == row.namespace:  # nor a namespaced task's line
+                    by_namespace.setdefault(member.namespace, []).append(member)
             groups.extend(
                 _Group(
-                    row.namespace,
+                    namespace,
                     3,
                     chunk,
                     "what is left of one finished task",
@@ -215,7 +220,8 @@ class LifecycleService:
                     row.task_id,
                     f"The task, from its record: {header} Its goal: {row.goal}\n\n",
                 )
-                for chunk in _chunks(members, MAX_GROUP)
+                for namespace, part in by_namespace.items()
+                for chunk in _chunks(part, MAX_GROUP)
                 if len(chunk) >= MIN_GROUP
             )
         return groups
