@@ -46,10 +46,23 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
 ]
 
 
+_KNOWN: set[str] = set()  # secrets this process was configured with: scrubbed whatever their shape
+
+
+def known_secret(value: str) -> None:
+    """Redact ``value`` wherever it appears from now on (a configured API key that no pattern
+    matches, e.g. a corporate gateway's key, echoed back by an upstream error message)."""
+    if len(value) >= 8:
+        _KNOWN.add(value)
+
+
 def redact(text: str) -> str:
     """Return ``text`` with every credential replaced by ``[REDACTED:<kind>]``."""
     if not text:
         return text
+    for secret in _KNOWN:
+        if secret in text:
+            text = text.replace(secret, "[REDACTED:configured-key]")
     for kind, pattern in _PATTERNS:
         marker = f"[REDACTED:{kind}]"
         if pattern.groups:

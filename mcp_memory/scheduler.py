@@ -79,32 +79,18 @@ class Scheduler:
             "conflicts_cleared": 0,
             "facts_extracted": 0,
         }
+        totals["principals_failed"] = 0
         outcome = "done"
         try:
             for principal in await LifecycleStore(self.store).known_principals():
                 # Renew the lease as the pass goes: a long pass must not be taken over while alive.
                 await self.control.acquire("decay", self.holder, now, self.settings.lease_seconds)
-                result = await self.lifecycle.decay(Scope(principal), moment)
-                totals["principals"] += 1
-                totals["examined"] += result.examined
-                totals["evicted"] += result.evicted
-                totals["compress_candidates"] += result.compress_candidates
-                totals["aggressive"] += int(result.aggressive)
-                if self.facts is not None:  # the LLM's passes (no-ops without an LLM)
-                    judged = await self.facts.judge_conflicts(Scope(principal), moment)
-                    totals["conflicts_judged"] += judged.judged
-                    totals["conflicts_superseded"] += judged.superseded
-                    totals["conflicts_cleared"] += judged.cleared
-                    totals["facts_extracted"] += (await self.facts.extract(Scope(principal), moment)).facts
-                merged = await self.lifecycle.consolidate(Scope(principal), moment)
-                totals["facts"] += merged.facts
-                totals["consolidated"] += merged.consolidated
-                compressed = await self.lifecycle.compress(Scope(principal), moment)
-                totals["summaries"] += compressed.summaries
-                totals["summarized"] += compressed.summarized
-                totals["phase_summaries"] += compressed.phase_summaries
-                totals["task_summaries"] += compressed.task_summaries
-                totals["compression_failures"] += compressed.failed
+                try:
+                    await self._principal(Scope(principal), moment, now, totals)
+                except Exception as exc:  # one user's failure does not stop the others' passes
+                    outcome = "failed"
+                    totals["principals_failed"] += 1
+                    log.warning("decay pass failed for one principal: %s", exc)
         except Exception as exc:  # recorded, and retried at the next interval
             outcome = "failed"
             log.warning("decay pass failed: %s", exc)
@@ -113,6 +99,30 @@ class Scheduler:
         await self.control.record("decay", self.holder, started, time.time(), outcome, totals)
         PASSES.inc(outcome=outcome)
         return {"name": "decay", "outcome": outcome, **totals}
+
+    async def _principal(self, scope: Scope, moment: float, now: float, totals: dict[str, int]) -> None:
+        """Every pass over one principal's file, as of ``moment``; what they write is dated ``now``."""
+        result = await self.lifecycle.decay(scope, moment)
+        totals["principals"] += 1
+        totals["examined"] += result.examined
+        totals["evicted"] += result.evicted
+        totals["compress_candidates"] += result.compress_candidates
+        totals["aggressive"] += int(result.aggressive)
+        if self.facts is not None:  # the LLM's passes (no-ops without an LLM)
+            judged = await self.facts.judge_conflicts(scope, now)
+            totals["conflicts_judged"] += judged.judged
+            totals["conflicts_superseded"] += judged.superseded
+            totals["conflicts_cleared"] += judged.cleared
+            totals["facts_extracted"] += (await self.facts.extract(scope, now)).facts
+        merged = await self.lifecycle.consolidate(scope, moment, written_at=now)
+        totals["facts"] += merged.facts
+        totals["consolidated"] += merged.consolidated
+        compressed = await self.lifecycle.compress(scope, moment, written_at=now)
+        totals["summaries"] += compressed.summaries
+        totals["summarized"] += compressed.summarized
+        totals["phase_summaries"] += compressed.phase_summaries
+        totals["task_summaries"] += compressed.task_summaries
+        totals["compression_failures"] += compressed.failed
 
     async def run(self, stop: anyio.Event) -> None:
         """Pass after pass until ``stop`` is set; a pass in progress finishes first."""

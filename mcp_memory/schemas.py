@@ -181,7 +181,9 @@ class StatsResult(BaseModel):
     principal_file: str
     memories: dict[str, int] = Field(description="visible memories by tier, level and state")
     tables: dict[str, int] = Field(description="the principal's rows per table, every namespace")
-    vector_index_rows: int | None = Field(description="rows in this process's index (None until loaded)")
+    vector_index_rows: int | None = Field(
+        description="rows in this process's index of the principal (None until loaded, or for a namespaced caller)"
+    )
     embedding_model: str | None
     embedding_dimension: int | None
     models_loaded_in_process: int
@@ -191,7 +193,8 @@ class StatsResult(BaseModel):
     process_id: int
     uptime_seconds: float
     recent_passes: list[dict[str, Any]] = Field(
-        default_factory=list, description="the last lifecycle passes on this data directory, newest first"
+        default_factory=list,
+        description="the last lifecycle passes on this data directory (every principal's): when and how they ended",
     )
     pending: dict[str, int] = Field(
         default_factory=dict, description="work the passes have left: flagged conflicts, memories to read for facts"

@@ -34,8 +34,8 @@ def fake_vector(text: str) -> list[float]:
 @dataclass
 class FakeOpenAI:
     """``chat_script`` is consumed one step per chat request: ("json", obj), ("text", str),
-    ("status", code), ("sleep", seconds) or ("tool_call", (name, arguments)); when it is empty the
-    reply is ``chat_default``. ``chat_requests`` keeps every chat request body."""
+    ("status", code), ("error", (code, message)), ("sleep", seconds) or ("tool_call", (name,
+    arguments)); when it is empty the reply is ``chat_default``. ``chat_requests`` keeps every chat request body."""
 
     base_url: str
     authorizations: list[str] = field(default_factory=list)
@@ -44,6 +44,7 @@ class FakeOpenAI:
     chat_default: tuple[str, Any] = ("json", {"summary": ""})
     chat_prompts: list[str] = field(default_factory=list)
     chat_requests: list[dict[str, Any]] = field(default_factory=list)
+    chat_received: threading.Event = field(default_factory=threading.Event)  # set at each chat request
 
 
 @contextmanager
@@ -81,12 +82,17 @@ def fake_openai_server() -> Iterator[FakeOpenAI]:
         def _chat(self, body: dict[str, Any]) -> None:
             state.chat_prompts.append(str(body["messages"][-1].get("content")))
             state.chat_requests.append(body)
+            state.chat_received.set()
             step, value = state.chat_script.pop(0) if state.chat_script else state.chat_default
             if step == "sleep":
                 time.sleep(float(value))
                 step, value = state.chat_default
             if step == "status":
                 self._send(int(value), {"error": {"message": "scripted failure", "type": "server_error"}})
+                return
+            if step == "error":  # (status, message): an upstream error that says something
+                code, text = value
+                self._send(int(code), {"error": {"message": str(text), "type": "invalid_request_error"}})
                 return
             message: dict[str, Any] = {"role": "assistant", "content": None}
             finish = "tool_calls"

@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp.client import Client
 
@@ -30,7 +31,7 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
 
 @asynccontextmanager
 async def served(
-    data_dir: Path, fake: FakeOpenAI | None, clock: Clock, **llm: Any
+    data_dir: Path, fake: FakeOpenAI | None, clock: Clock, namespace: str | None = None, **llm: Any
 ) -> AsyncIterator[tuple[Runtime, Client]]:
     options: dict[str, Any] = {}
     if fake is not None:
@@ -43,7 +44,7 @@ async def served(
             "max_retries": 0,
             **llm,
         }
-    settings = load_settings(data_dir=data_dir, principal="alice", **options)
+    settings = load_settings(data_dir=data_dir, principal="alice", namespace=namespace, **options)
     async with open_runtime(settings, clock=clock) as runtime, Client(runtime.mcp, mode="legacy") as client:
         yield runtime, client
 
@@ -257,3 +258,102 @@ async def test_a_chinese_memory_gives_chinese_facts_only(data_dir: Path, fake: F
         assert (await runtime.scheduler.run_once())["facts_extracted"] == 1
         hits = (await call(client, "recall", {"query": "座位偏好", "filters": {"kinds": ["preference"]}}))["hits"]
         assert [h["text"] for h in hits] == ["更喜欢靠过道的座位。"]
+
+
+async def test_a_source_forgotten_while_the_llm_reads_it_leaves_no_fact_behind(
+    data_dir: Path, fake: FakeOpenAI, clock: Clock
+) -> None:
+    text = "We decided to host the wiki on Hetzner because AWS was too expensive."
+    async with served(data_dir, fake, clock) as (runtime, client):
+        source = (await call(client, "remember", {"content": text, "kind": "event"}))["items"][0]["id"]
+        fake.chat_script = [("sleep", 1.0)]  # the LLM answers after the forget
+        fake.chat_default = ("json", {"facts": [{"memory": 1, "kind": "decision", "text": text}]})
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(runtime.scheduler.run_once)
+            # the pass has sent the memory to the LLM
+            assert await anyio.to_thread.run_sync(fake.chat_received.wait, 10.0)
+            await call(client, "forget", {"ids": [source], "dry_run": False})
+        everything = {"include_archived": True, "include_superseded": True, "include_expired": True}
+        hits = (await call(client, "recall", {"query": "wiki hosting Hetzner", "filters": everything}))["hits"]
+        assert hits == []
+        assert (await call(client, "stats", {}))["tables"]["memories"] == 0
+
+
+async def test_each_namespace_is_read_for_facts_on_its_own(data_dir: Path, fake: FakeOpenAI, clock: Clock) -> None:
+    secret = "The acquisition price of Contoso is confidential: forty million."
+    public = "We decided to use blue for the website header because the merger price is public."
+    fake.chat_default = ("json", {"facts": []})
+    async with (
+        served(data_dir, fake, clock, namespace="secret-a") as (runtime, a),
+        served(data_dir, None, clock, namespace="pub-b") as (_, b),
+    ):
+        await call(a, "remember", {"content": secret, "kind": "message"})
+        await call(b, "remember", {"content": public, "kind": "message"})
+        await runtime.scheduler.run_once()
+        reads = [p for p in fake.chat_prompts if "Memories:" in p]
+        assert len(reads) == 2  # the positive control: both were read...
+        assert all((secret in p) != (public in p) for p in reads)  # ...never in one prompt
+
+
+async def test_an_extracted_fact_outlives_the_summary_of_its_conversation_and_its_own_forgetting_changes_nothing_else(
+    data_dir: Path, fake: FakeOpenAI, clock: Clock
+) -> None:
+    session = [
+        "We decided to move the billing database to PostgreSQL 16 next Wednesday.",
+        "Great, thanks a lot.",
+        "So billing moves to PostgreSQL 16 next Wednesday.",
+        "Yes. The migration script tools/migrate_billing.py must run before the deploy.",
+        "Perfect, see you then, and thanks again!",
+        "Reminder: the migration script tools/migrate_billing.py must run before the deploy, then billing moves to "
+        "PostgreSQL 16 next Wednesday.",
+        "Alright, thank you so much, that works for me.",
+    ]
+    decision = "We decided to move the billing database to PostgreSQL 16."
+    fake.chat_default = ("json", {"facts": [{"memory": 1, "kind": "decision", "text": decision}]})
+    async with served(data_dir, fake, clock) as (runtime, client):
+        stored = await call(
+            client,
+            "remember",
+            {"memories": [{"content": t, "session_id": "s1", "importance": 0.5, "kind": "message"} for t in session]},
+        )
+        source = stored["items"][0]["id"]
+        assert (await runtime.scheduler.run_once())["facts_extracted"] == 1
+        fake.chat_default = ("json", {"summary": ""})  # the LLM's summary is empty: the extractive one is used
+        clock.advance(400 * HOUR)
+        assert (await runtime.scheduler.run_once())["summaries"] == 1
+        hits = (await call(client, "recall", {"query": "billing database decision", "k": 10}))["hits"]
+        fact = next(h for h in hits if h["text"] == decision)  # not summarized away with its session
+        assert (fact["level"], fact["kind"], fact["tier"]) == (0, "decision", "active")
+        await call(client, "forget", {"ids": [fact["id"]], "dry_run": False})
+        after = (await call(client, "recall", {"query": "billing database decision", "k": 10}))["hits"]
+        assert source not in [h["id"] for h in after]  # its source stays in the archive under the summary
+        assert [h["level"] for h in after if h["kind"] == "summary"] == [1]
+
+
+async def test_nothing_is_left_to_read_for_facts_once_every_memory_was_read(
+    data_dir: Path, fake: FakeOpenAI, clock: Clock
+) -> None:
+    fake.chat_default = ("json", {"facts": [{"memory": True, "kind": "preference", "text": "Hello again!"}]})
+    async with served(data_dir, fake, clock) as (runtime, client):
+        await call(client, "remember", {"content": "Prefers aisle seats on long flights.", "kind": "preference"})
+        await call(client, "remember", {"content": "Hello again, how are you today?", "kind": "message"})
+        assert (await call(client, "stats", {}))["pending"]["memories_not_yet_read_for_facts"] == 1
+        assert (await runtime.scheduler.run_once())["facts_extracted"] == 0  # `true` is not memory 1
+        assert (await call(client, "stats", {}))["pending"]["memories_not_yet_read_for_facts"] == 0
+
+
+async def test_stats_count_only_what_the_callers_namespace_sees(data_dir: Path, clock: Clock) -> None:
+    async with (
+        served(data_dir, None, clock, namespace="secret") as (runtime, secret),
+        served(data_dir, None, clock, namespace="web") as (_, web),
+    ):
+        await call(secret, "remember", {"content": "Alice likes cats", "kind": "preference"})
+        await call(secret, "remember", {"content": "Alice likes dogs", "kind": "preference"})
+        await call(web, "remember", {"content": "The header is blue.", "kind": "fact"})
+        await runtime.scheduler.run_once()
+        seen = await call(web, "stats", {})
+        assert seen["tables"]["memories"] == seen["memories"]["tier:active"] == 1
+        assert seen["pending"]["conflicts_flagged"] == 0
+        assert (await call(secret, "stats", {}))["pending"]["conflicts_flagged"] == 1  # the positive control
+        assert seen["vector_index_rows"] is None
+        assert all(set(p) == {"name", "started_at", "finished_at", "outcome"} for p in seen["recent_passes"])

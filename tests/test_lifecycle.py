@@ -112,7 +112,7 @@ async def test_only_one_process_runs_a_pass_and_another_takes_over_when_the_leas
         async with Client(second.mcp, mode="legacy") as client:
             stats = await call(client, "stats", {})
         assert stats["recent_passes"][0]["outcome"] == "done"
-        assert stats["recent_passes"][0]["details"]["principals"] == 1
+        assert "details" not in stats["recent_passes"][0]  # the counts of every principal are not shown
 
 
 def test_maintain_runs_one_pass_from_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp.client import Client
 
 from mcp_memory.config import load_settings
 from mcp_memory.errors import UpstreamError
 from mcp_memory.llm.client import LlmClient, LlmConfig
+from mcp_memory.models import Scope
+from mcp_memory.schemas import MemoryInput
 from mcp_memory.server import open_runtime
+from mcp_memory.services import summarize
+from mcp_memory.services.memory import CallContext
 from tests.conftest import Clock, call
 from tests.fake_openai import FakeOpenAI, fake_openai_server
 
@@ -161,3 +168,66 @@ async def test_a_failing_or_unfaithful_llm_falls_back_and_loses_nothing(
     hit = await _compress_with(data_dir / "b", fake, clock)
     assert hit["level"] == 1
     assert "tools/migrate_billing.py" in str(hit["text"])
+
+
+async def test_a_configured_key_of_any_shape_never_reaches_an_error_or_a_log(
+    data_dir: Path, fake: FakeOpenAI, clock: Clock
+) -> None:
+    key = "corp-gateway-7f3a9c2e1b8d4f60a5e7"  # no pattern knows this shape
+    fake.chat_default = ("error", (401, f"Incorrect API key provided: {key}"))
+    llm = _client(fake, clock, api_key=key, max_retries=0)
+    with pytest.raises(UpstreamError) as raised:
+        await llm.complete_json("alice", "p")
+    assert key not in str(raised.value)
+    assert "[REDACTED:configured-key]" in str(raised.value)  # the positive control: the message was there
+    # The operator's view: `mcp-memory maintain` in its own process, its log on stderr.
+    async with open_runtime(load_settings(data_dir=data_dir, principal="alice")) as runtime:
+        chat = MemoryInput(content="A chat turn worth reading for facts.", kind="message")
+        await runtime.memory.remember(Scope("alice"), [chat], CallContext())
+    env = {
+        **os.environ,
+        "MCP_MEMORY_LLM__ENABLED": "true",
+        "MCP_MEMORY_LLM__BASE_URL": fake.base_url,
+        "MCP_MEMORY_LLM__MAX_RETRIES": "0",
+        "MCP_MEMORY_LLM__API_KEY_ENV": "CORP_GATEWAY_KEY",
+        "CORP_GATEWAY_KEY": key,
+        "MCP_MEMORY_LOG_LEVEL": "DEBUG",
+    }
+    with anyio.fail_after(120):
+        done = await anyio.run_process(
+            [sys.executable, "-m", "mcp_memory", "--data-dir", str(data_dir), "--principal", "alice", "maintain"],
+            env=env,
+            check=False,
+        )
+    stderr, stdout = done.stderr.decode(), done.stdout.decode()
+    assert done.returncode == 0, stderr
+    assert "Incorrect API key provided: [REDACTED:configured-key]" in stderr
+    assert key not in stderr + stdout
+
+
+async def test_retries_stop_at_the_budget(fake: FakeOpenAI, clock: Clock) -> None:
+    fake.chat_default = ("status", 500)
+    llm = _client(fake, clock, max_retries=5, calls_per_scope_per_day=2)
+    with pytest.raises(UpstreamError):
+        await llm.complete_json("alice", "p")
+    assert llm.stats.calls == 2  # not 6: every attempt is paid from the budget
+    assert llm.usage("alice")["calls_today"] == 2
+
+
+async def test_an_llm_summary_that_adds_what_its_sources_do_not_say_is_rejected(
+    data_dir: Path, fake: FakeOpenAI, clock: Clock
+) -> None:
+    faithful = "下周三把计费数据库迁移到PostgreSQL 16，因为需要JSONB；发布之前必须运行tools/migrate_billing.py。"
+    fake.chat_default = ("json", {"summary": faithful + "另外，db-7 在 2027-01-05 部署。"})
+    hit = await _compress_with(data_dir, fake, clock)
+    assert hit["level"] == 1
+    assert "db-7" not in str(hit["text"])  # the extractive summary was used instead
+    assert "PostgreSQL 16" in str(hit["text"])
+
+
+def test_the_check_names_an_invented_identifier_or_sentence() -> None:
+    sources = ["Billing moves to PostgreSQL 16 on 2026-12-09.", "Great, thanks.", "It moves on 2026-12-09, yes."]
+    assert summarize.invented(sources, "Billing moves to PostgreSQL 16 on 2026-12-09.") is None
+    assert "db-7" in str(summarize.invented(sources, "Billing moves to PostgreSQL 16. Deploy db-7."))
+    made_up = summarize.invented(sources, "Billing moves to PostgreSQL 16. The CFO approved a larger budget.")
+    assert "do not" in str(made_up)

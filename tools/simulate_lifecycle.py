@@ -42,6 +42,7 @@ from mcp_memory.models import Scope
 from mcp_memory.schemas import MemoryInput
 from mcp_memory.server import open_runtime
 from mcp_memory.services.memory import CallContext
+from mcp_memory.storage.counts import CountStore
 
 SUBJECTS: dict[str, list[str]] = {
     "morning drink": ["black coffee", "green tea", "oat latte", "hot chocolate"],
@@ -218,7 +219,7 @@ async def run(sessions: list[Session], lifecycle: bool, folder: Path, base_hours
             previous_current = session.current
         clock_now[0] += 3_600
         await ask(sessions[-1].current)
-        tiers = await runtime.scheduler.lifecycle.rows.tier_counts(scope)
+        tiers = await CountStore(runtime.store).tier_counts(scope)
         result.active = tiers.get("tier:active", 0)
         result.archived = tiers.get("tier:archived", 0)
         result.superseded = tiers.get("superseded", 0)

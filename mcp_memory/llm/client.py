@@ -17,7 +17,7 @@ import anyio
 import orjson
 
 from mcp_memory.errors import UpstreamError
-from mcp_memory.redact import redact
+from mcp_memory.redact import known_secret, redact
 
 if TYPE_CHECKING:  # the openai package is imported only when an LLM is configured
     from openai.types.chat import ChatCompletionMessageParam
@@ -62,6 +62,8 @@ class LlmClient:
 
         self.config = config
         self.clock = clock
+        if config.api_key:
+            known_secret(config.api_key)  # upstream errors may quote it back: never into a log
         self._openai = openai
         self._client = openai.AsyncOpenAI(
             base_url=config.base_url,
@@ -103,17 +105,20 @@ class LlmClient:
                 f"the LLM is paused after repeated failures; it is tried again after {self._open_until - now:.0f} s"
             )
         usage = self._budget(principal)
-        if usage.calls >= cfg.calls_per_scope_per_day or usage.tokens >= cfg.tokens_per_scope_per_day:
-            self.stats.refused_by_budget += 1
-            raise UpstreamError(
-                "the LLM budget of this principal is used up for today (llm.calls_per_scope_per_day, "
-                "llm.tokens_per_scope_per_day)"
-            )
         messages: list[ChatCompletionMessageParam] = [{"role": "user", "content": redact(prompt)}]
         last: Exception | None = None
         for attempt in range(cfg.max_retries + 1):
             if attempt:
                 await anyio.sleep(cfg.backoff_seconds * 2 ** (attempt - 1))
+            # Every attempt is a call the budget pays for: retries stop at the budget too.
+            if usage.calls >= cfg.calls_per_scope_per_day or usage.tokens >= cfg.tokens_per_scope_per_day:
+                self.stats.refused_by_budget += 1
+                if attempt:
+                    break
+                raise UpstreamError(
+                    "the LLM budget of this principal is used up for today (llm.calls_per_scope_per_day, "
+                    "llm.tokens_per_scope_per_day)"
+                )
             usage.calls += 1
             self.stats.calls += 1
             try:
@@ -153,4 +158,4 @@ class LlmClient:
         self._consecutive_failures += 1
         if self._consecutive_failures >= cfg.breaker_failures:
             self._open_until = self.clock() + cfg.breaker_cooldown_seconds
-        raise UpstreamError(f"the LLM call failed: {type(last).__name__}: {last}") from None
+        raise UpstreamError(redact(f"the LLM call failed: {type(last).__name__}: {last}")) from None

@@ -17,7 +17,7 @@ from mcp_memory.errors import InvalidInputError
 from mcp_memory.models import Scope, to_datetime
 from mcp_memory.schemas import ForgetUserResult
 from mcp_memory.services.checks import text_field
-from mcp_memory.storage.lifecycle import LifecycleStore
+from mcp_memory.storage.counts import CountStore
 from mcp_memory.storage.sqlite import SqliteStore
 
 CODE_SECONDS = 300
@@ -26,7 +26,7 @@ CODE_SECONDS = 300
 class ErasureService:
     def __init__(self, store: SqliteStore, clock: Callable[[], float] = time.time) -> None:
         self.store = store
-        self.rows = LifecycleStore(store)
+        self.rows = CountStore(store)
         self.clock = clock
         self._codes: dict[str, tuple[str, float]] = {}
         self._lock = threading.Lock()

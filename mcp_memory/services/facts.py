@@ -91,28 +91,31 @@ class FactService:
         return JudgeOutcome(judged=judged, superseded=superseded, cleared=cleared)
 
     async def extract(self, scope: Scope, now: float) -> ExtractOutcome:
-        """Facts from the raw memories written since the last pass, a batch per LLM call."""
+        """Facts from the raw memories written since the last pass: one LLM call per batch, and a
+        batch never mixes namespaces (a fact must not carry one namespace's words into another)."""
         if self.llm is None:
             return ExtractOutcome()
-        examined = stored = rejected = 0
-        for _ in range(EXTRACTION_BATCHES_PER_PASS):
-            batch = await self.rows.extraction_batch(scope, FACT_KINDS, EXTRACTION_BATCH)
-            if not batch:
-                break
-            prompt = template("extract_facts").format(
-                memories="\n".join(f"{i}. {m.content}" for i, m in enumerate(batch, start=1))
-            )
-            try:
-                answer = await self.llm.complete_json(scope.principal, prompt)
-            except UpstreamError as exc:
-                log.info("fact extraction unavailable, retried at the next pass: %s", exc)
-                break
-            facts, refused = _grounded(batch, answer.get("facts"))
-            rejected += refused
-            for source, kind, text in facts:
-                stored += await self._store(scope, source, kind, text)
-            await self.rows.mark_extracted(scope, max(m.rowid for m in batch))
-            examined += len(batch)
+        examined = stored = rejected = calls = 0
+        for namespace in await self.rows.extraction_namespaces(scope):
+            while calls < EXTRACTION_BATCHES_PER_PASS:
+                batch = await self.rows.extraction_batch(scope, namespace, FACT_KINDS, EXTRACTION_BATCH)
+                if not batch:
+                    break
+                calls += 1
+                prompt = template("extract_facts").format(
+                    memories="\n".join(f"{i}. {m.content}" for i, m in enumerate(batch, start=1))
+                )
+                try:
+                    answer = await self.llm.complete_json(scope.principal, prompt)
+                except UpstreamError as exc:
+                    log.info("fact extraction unavailable, retried at the next pass: %s", exc)
+                    return ExtractOutcome(examined=examined, facts=stored, rejected=rejected)
+                facts, refused = _grounded(batch, answer.get("facts"))
+                rejected += refused
+                for source, kind, text in facts:
+                    stored += await self._store(scope, source, kind, text)
+                await self.rows.mark_extracted(scope, namespace, max(m.rowid for m in batch))
+                examined += len(batch)
         return ExtractOutcome(examined=examined, facts=stored, rejected=rejected)
 
     async def _store(self, scope: Scope, source: MemoryRecord, kind: str, text: str) -> int:
@@ -131,11 +134,15 @@ class FactService:
         except MemoryServerError as exc:  # e.g. its task was deleted meanwhile: the fact is skipped
             log.info("an extracted fact was not stored: %s", exc)
             return 0
-        stored = [i for i in result.items if i.outcome == "stored" and i.id is not None]
-        for done in stored:
-            assert done.id is not None
-            await self.rows.link_sources(scope, done.id, [source.id])
-        return len(stored)
+        kept = 0
+        for done in result.items:
+            if done.outcome != "stored" or done.id is None:
+                continue  # merged into a memory the user stated: that one is not the source's to take
+            if await self.rows.link_sources(scope, done.id, [source.id]):
+                kept += 1
+            else:  # the source was forgotten while the LLM read it: its fact goes with it
+                await self.memory.forget(Scope(scope.principal, source.namespace), ids=[done.id], dry_run=False)
+        return kept
 
 
 def _said_at(record: MemoryRecord) -> float:
@@ -156,7 +163,7 @@ def _grounded(batch: list[MemoryRecord], facts: Any) -> tuple[list[tuple[MemoryR
             refused += 1
             continue
         index, kind, text = fact.get("memory"), fact.get("kind"), normalize(str(fact.get("text", ""))).strip()
-        if not isinstance(index, int) or not 1 <= index <= len(batch) or kind not in FACT_KINDS:
+        if type(index) is not int or not 1 <= index <= len(batch) or kind not in FACT_KINDS:  # True is no index
             refused += 1
             continue
         source = batch[index - 1]

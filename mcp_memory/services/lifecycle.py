@@ -141,7 +141,7 @@ class LifecycleService:
         r = retention(idle, self.settings.decay_base_hours, record.importance, record.access_count)
         return idle >= 24 and r < self.settings.compress_threshold
 
-    async def compress(self, scope: Scope, now: float) -> CompressOutcome:
+    async def compress(self, scope: Scope, now: float, written_at: float | None = None) -> CompressOutcome:
         """Hierarchical compression, one level after the other; the sources of a summary are archived.
 
         - L1: faded raw memories of one session (or of one task) become a summary.
@@ -155,12 +155,13 @@ class LifecycleService:
         marked, so after summarize.MAX_FAILURES tries they are left alone (compression-resistant).
         At most MAX_GROUPS_PER_PASS groups are tried per pass, over all levels.
         """
+        stamp = now if written_at is None else written_at  # `maintain --as-of`: judged then, dated now
         groups = await self._session_groups(scope, now)
-        done = await self._summarize_groups(scope, groups, now, MAX_GROUPS_PER_PASS)
+        done = await self._summarize_groups(scope, groups, stamp, MAX_GROUPS_PER_PASS)
         left = MAX_GROUPS_PER_PASS - done.tried
-        phases = await self._summarize_groups(scope, await self._phase_groups(scope, now), now, left)
+        phases = await self._summarize_groups(scope, await self._phase_groups(scope, now), stamp, left)
         left -= phases.tried
-        tasks = await self._summarize_groups(scope, await self._task_groups(scope, now), now, left)
+        tasks = await self._summarize_groups(scope, await self._task_groups(scope, now), stamp, left)
         return CompressOutcome(
             summaries=done.summaries + phases.summaries + tasks.summaries,
             summarized=done.summarized + phases.summarized + tasks.summarized,
@@ -235,7 +236,7 @@ class LifecycleService:
             summary = await self._summarize(scope, sources, group)
             if summarize.check(sources, summary) is not None:
                 await self.rows.record_compression_failure(scope, [m.id for m in group.members])
-                await self.rows.count_fact_check(scope, passed=False)
+                await self.rows.count_fact_check(scope, group.namespace, passed=False)
                 failed += 1
                 continue
             model = await self.embedder.ready()
@@ -248,12 +249,12 @@ class LifecycleService:
                 await self.store.apply(scope, [memory], [])
             except ConflictError:
                 continue  # a source was forgotten, pinned or replaced meanwhile: the next pass looks again
-            await self.rows.count_fact_check(scope, passed=True)
+            await self.rows.count_fact_check(scope, group.namespace, passed=True)
             summaries += 1
             summarized += len(group.members)
         return _Tally(summaries=summaries, summarized=summarized, failed=failed, tried=tried)
 
-    async def consolidate(self, scope: Scope, now: float) -> ConsolidateOutcome:
+    async def consolidate(self, scope: Scope, now: float, written_at: float | None = None) -> ConsolidateOutcome:
         """Statements of one preference or constraint from two or more sessions become one fact.
 
         Two memories are one statement when they are close (cosine at the model's "related"
@@ -299,7 +300,7 @@ class LifecycleService:
             occurrences = await self.rows.occurrences(scope, [m.rowid for m in members])
             if len({o.session_key for found in occurrences.values() for o in found}) < 2:
                 continue  # said twice in one session is not yet a fact the user holds
-            fact = self._fact(members, occurrences, vectors, now)
+            fact = self._fact(members, occurrences, vectors, now if written_at is None else written_at)
             try:
                 await self.store.apply(scope, [fact], [])
             except ConflictError:

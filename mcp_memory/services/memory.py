@@ -383,7 +383,7 @@ class MemoryService:
         for summary_id in await self.rows.summaries_of(scope, list(going)):
             if summary_id not in going:  # a summary of something forgotten goes too; its other sources return
                 await self.rows.undo_summary(scope, summary_id)
-        deleted, scrubbed = await self.store.delete(scope, [r.rowid for r in records])
+        deleted, scrubbed = await self.store.delete(scope, [r.rowid for r in records], derived=True)
         note = "deleted from every table and index; freed pages zeroed and the write-ahead log emptied"
         if not scrubbed:
             note = (

@@ -11,7 +11,9 @@ from mcp_memory.metrics import Process
 from mcp_memory.models import Scope
 from mcp_memory.schemas import StatsResult
 from mcp_memory.services import summarize
+from mcp_memory.services.facts import FACT_KINDS
 from mcp_memory.storage.control import ControlStore
+from mcp_memory.storage.counts import CountStore
 from mcp_memory.storage.lifecycle import LifecycleStore
 from mcp_memory.storage.sqlite import SqliteStore
 
@@ -25,28 +27,35 @@ class StatsService:
         self.full_paths = full_paths
         self.store = store
         self.rows = LifecycleStore(store)
+        self.counts = CountStore(store)
         self.control = control
         self.started = time.monotonic()
 
     async def stats(self, scope: Scope) -> StatsResult:
         model_id, dim = await self.store.stored_model(scope)
         path = self.store.path_for(scope)
-        pending = await self.rows.pending(scope, summarize.MAX_FAILURES)
+        pending = await self.counts.pending(scope, summarize.MAX_FAILURES)
         passed, failed = pending.pop("fact_check_passed"), pending.pop("fact_check_failed")
-        if self.llm is None:  # nothing reads memories for facts, or judges conflicts, without an LLM
-            del pending["memories_not_yet_read_for_facts"], pending["conflicts_not_yet_judged"]
+        if self.llm is None:  # nothing judges conflicts or reads memories for facts without an LLM
+            del pending["conflicts_not_yet_judged"]
+        else:
+            pending["memories_not_yet_read_for_facts"] = await self.rows.unread_for_facts(scope, FACT_KINDS)
+        # The passes run over every principal of the data directory: their times and outcomes are
+        # shown, not their counts (those would tell one user what the others hold).
+        passes = [{k: v for k, v in p.items() if k not in ("details", "holder")} for p in await self.control.recent(5)]
         return StatsResult(
             principal_file=str(path if self.full_paths else path.name),
-            memories=await self.rows.tier_counts(scope),
-            tables=await self.rows.principal_counts(scope),
-            vector_index_rows=self.store.index_size(scope),
+            memories=await self.counts.tier_counts(scope),
+            tables=await self.counts.visible_counts(scope),
+            # the index holds every namespace of the principal: shown to a principal-wide caller only
+            vector_index_rows=self.store.index_size(scope) if scope.namespace is None else None,
             embedding_model=model_id,
             embedding_dimension=dim,
             models_loaded_in_process=models_loaded(),
             schedulers_running_in_process=Process.schedulers_running,
             process_id=os.getpid(),
             uptime_seconds=round(time.monotonic() - self.started, 3),
-            recent_passes=await self.control.recent(5),
+            recent_passes=passes,
             pending=pending,
             fact_check={
                 "passed": passed,

@@ -4,9 +4,10 @@ Without an LLM a summary is made of the sources' own sentences, so it stays in t
 and never invents anything. It picks, within ``MAX_RATIO`` of the sources' tokens, the sentences
 that keep the most of the sources' facts and identifiers per token; acknowledgements go.
 
-The fact check every summary must pass (the LLM's too): at most ``MAX_RATIO`` of the tokens, at
-least ``MIN_COVERAGE`` of the sources' identifiers, and at least ``MIN_COVERAGE`` of a sample of
-their facts. A fact is a sentence that says something (not an acknowledgement, two content words
+The fact check every summary must pass (the LLM's too): nothing the sources do not say (no new
+identifier, no sentence mostly of other words), at most ``MAX_RATIO`` of the tokens, at least
+``MIN_COVERAGE`` of the sources' identifiers, and at least ``MIN_COVERAGE`` of a sample of their
+facts. A fact is a sentence that says something (not an acknowledgement, two content words
 or more); it is kept when ``FACT_TERMS_KEPT`` of its content words are in the summary. Sources in
 which every sentence is a different fact cannot be cut to 30% and keep 85% of them, so they are
 not summarized (and become compression-resistant): a summary replaces what repeats, acknowledges
@@ -178,10 +179,28 @@ def extractive(sources: Sequence[str]) -> Summary:
     return measure(sources, " ".join(sentences[i] for i in sorted(chosen)))
 
 
+def invented(sources: Sequence[str], summary: str) -> str | None:
+    """What the summary says that its sources do not: an identifier none of them has, or a
+    sentence most of whose words are not theirs (an LLM adding a fact). None when it has none."""
+    known: set[str] = set().union(*(identifiers(s) for s in sources)) if sources else set()
+    new = sorted(identifiers(summary) - known)
+    if new:
+        return f"the summary names {new[0]!r}, which no source has"
+    words = frozenset().union(*(_terms(s) for s in sources)) if sources else frozenset()
+    for sentence in _sentences(summary):
+        terms = _terms(sentence)
+        if len(terms) >= 2 and _kept(terms, words) < 1.0:
+            return f"the summary says what its sources do not: {sentence[:80]!r}"
+    return None
+
+
 def check(sources: Sequence[str], summary: Summary) -> str | None:
     """Why the summary must be rolled back, or None when it passes."""
     if not summary.text:
         return "the summary is empty"
+    made_up = invented(sources, summary.text)
+    if made_up is not None:
+        return made_up
     if summary.tokens > summary.source_tokens * MAX_RATIO:
         return f"the summary is {summary.tokens} tokens, over {MAX_RATIO:.0%} of its sources' {summary.source_tokens}"
     if summary.coverage < MIN_COVERAGE:

@@ -8,7 +8,6 @@ transactions, so every change still lands in the change log the other processes 
 from __future__ import annotations
 
 import sqlite3
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,8 +17,9 @@ import anyio
 import numpy as np
 import orjson
 
-from mcp_memory.models import Criteria, MemoryRecord, NewOccurrence, Provenance, Scope
-from mcp_memory.storage.rows import MEMORY_COLUMNS, row_to_record, visible_clause
+from mcp_memory.models import MemoryRecord, NewOccurrence, Provenance, Scope
+from mcp_memory.storage.counts import fact_check_key
+from mcp_memory.storage.rows import MEMORY_COLUMNS, row_to_record
 from mcp_memory.storage.sqlite import SqliteStore
 
 
@@ -77,8 +77,8 @@ class LifecycleStore:
         task_id: str | None = None,
     ) -> list[MemoryRecord]:
         """Active, unpinned memories of ``levels`` in every namespace (of one task with ``task_id``),
-        but those that resisted compression and those of ``keep_kinds`` (facts the user holds,
-        consolidated rather than summarized)."""
+        but those that resisted compression, those of ``keep_kinds`` (facts the user holds,
+        consolidated rather than summarized) and the facts the LLM extracted."""
         conn = await self.store.reader(scope)
         kept = ",".join("?" * len(keep_kinds)) or "''"
         task = "AND m.task_id = ? " if task_id is not None else ""
@@ -87,6 +87,8 @@ class LifecycleStore:
             f"AND m.level IN ({','.join('?' * len(levels))}) {task}"
             "AND m.superseded_by IS NULL AND m.expires_at IS NULL AND m.key IS NULL AND m.id NOT IN "
             "(SELECT memory_id FROM compression_failures WHERE failures >= ?) "
+            # a fact extracted by the scheduler (level 0, its transport) is kept as a fact of its own
+            "AND NOT (m.level = 0 AND COALESCE(m.transport, '') = 'scheduler') "
             f"AND m.kind NOT IN ({kept}) ORDER BY m.occurred_at, m.n",
             (*levels, *([task_id] if task_id is not None else []), max_failures, *keep_kinds),
         )
@@ -206,49 +208,65 @@ class LifecycleStore:
             )
         return True
 
-    async def extraction_batch(self, scope: Scope, skip_kinds: Sequence[str], limit: int) -> list[MemoryRecord]:
-        """Raw memories written after the extraction mark (oldest first), but the scheduler's own and
-        those of ``skip_kinds`` (already facts the user holds)."""
+    async def extraction_namespaces(self, scope: Scope) -> list[str | None]:
+        """The namespaces that hold raw memories (each is read for facts on its own)."""
         conn = await self.store.reader(scope)
-        mark = await self._meta_int(conn, "extracted_upto")
-        skipped = ",".join("?" * len(skip_kinds)) or "''"
+        rows = await conn.execute_fetchall("SELECT DISTINCT namespace FROM memories WHERE level = 0")
+        return sorted((r[0] for r in rows), key=lambda n: (n is not None, n or ""))
+
+    async def extraction_batch(
+        self, scope: Scope, namespace: str | None, skip_kinds: Sequence[str], limit: int
+    ) -> list[MemoryRecord]:
+        """Raw memories of one namespace written after its extraction mark (oldest first), but the
+        scheduler's own, the superseded, the short-lived and those of ``skip_kinds`` (already facts)."""
+        conn = await self.store.reader(scope)
+        mark = await self._meta_int(conn, _mark_key(namespace))
+        where, params = _unread(namespace, mark, skip_kinds)
         rows = await conn.execute_fetchall(
-            f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.n > ? AND m.level = 0 "
-            f"AND m.kind NOT IN ({skipped}) "
-            "AND m.superseded_by IS NULL AND m.expires_at IS NULL AND COALESCE(m.transport, '') != 'scheduler' "
-            "ORDER BY m.n LIMIT ?",
-            (mark, *skip_kinds, limit),
+            f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE {where} ORDER BY m.n LIMIT ?", (*params, limit)
         )
         return [row_to_record(r) for r in rows]
 
-    async def mark_extracted(self, scope: Scope, upto: int) -> None:
+    async def mark_extracted(self, scope: Scope, namespace: str | None, upto: int) -> None:
         async with self.store.transaction(scope) as conn:
             await conn.execute(
-                "INSERT INTO meta(key, value) VALUES ('extracted_upto', ?) "
+                "INSERT INTO meta(key, value) VALUES (?, ?) "
                 "ON CONFLICT(key) DO UPDATE SET value = MAX(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER))",
-                (str(upto),),
+                (_mark_key(namespace), str(upto)),
             )
 
-    async def last_memory_n(self, scope: Scope) -> int:
+    async def unread_for_facts(self, scope: Scope, skip_kinds: Sequence[str]) -> int:
+        """Memories the extraction has still to read, in the namespaces the scope sees."""
         conn = await self.store.reader(scope)
-        return int(next(iter(await conn.execute_fetchall("SELECT COALESCE(MAX(n), 0) FROM memories")))[0])
-
-    async def extraction_mark(self, scope: Scope) -> int:
-        return await self._meta_int(await self.store.reader(scope), "extracted_upto")
+        total = 0
+        for namespace in await self.extraction_namespaces(scope):
+            if namespace is not None and namespace != scope.namespace:
+                continue
+            where, params = _unread(namespace, await self._meta_int(conn, _mark_key(namespace)), skip_kinds)
+            total += int(
+                next(iter(await conn.execute_fetchall(f"SELECT COUNT(*) FROM memories m WHERE {where}", params)))[0]
+            )
+        return total
 
     @staticmethod
     async def _meta_int(conn: aiosqlite.Connection, key: str) -> int:
         rows = list(await conn.execute_fetchall("SELECT value FROM meta WHERE key = ?", (key,)))
         return int(rows[0][0]) if rows else 0
 
-    async def link_sources(self, scope: Scope, derived_id: str, source_ids: Sequence[str]) -> None:
+    async def link_sources(self, scope: Scope, derived_id: str, source_ids: Sequence[str]) -> bool:
         """Record that ``derived_id`` was made from ``source_ids`` (not archived): forgetting a
-        source then takes the derived memory with it, as it does a summary."""
+        source then takes the derived memory with it, as it does a summary. False, writing
+        nothing, when a source is gone (forgotten since the derived memory was made)."""
         async with self.store.transaction(scope) as conn:
+            marks = ",".join("?" * len(source_ids))
+            found = await conn.execute_fetchall(f"SELECT COUNT(*) FROM memories WHERE id IN ({marks})", source_ids)
+            if int(next(iter(found))[0]) != len(set(source_ids)):
+                return False
             await conn.executemany(
                 "INSERT OR IGNORE INTO summary_sources(summary_id, source_id) VALUES (?, ?)",
                 [(derived_id, source) for source in source_ids],
             )
+        return True
 
     async def record_compression_failure(self, scope: Scope, ids: Sequence[str]) -> None:
         async with self.store.transaction(scope) as conn:
@@ -332,71 +350,14 @@ class LifecycleStore:
                 await conn.executemany("INSERT INTO changes(memory_n, op) VALUES (?, 'put')", [(n,) for n in chunk])
         return archived
 
-    async def tier_counts(self, scope: Scope) -> dict[str, int]:
-        """Memories visible in the scope by tier, level and state (superseded, expired, pinned)."""
-        conn = await self.store.reader(scope)
-        where, params = visible_clause(
-            scope, Criteria(include_superseded=True, include_archived=True, include_expired=True), time.time()
-        )
-        rows = await conn.execute_fetchall(
-            f"SELECT m.tier, m.level, m.superseded_by IS NOT NULL, m.pinned, COUNT(*) FROM memories m WHERE {where} "
-            "GROUP BY 1, 2, 3, 4",
-            params,
-        )
-        counts: dict[str, int] = {}
-        for tier, level, superseded, pinned, count in rows:
-            for key in (
-                f"tier:{tier}",
-                f"level:L{level}",
-                "superseded" if superseded else "current",
-                "pinned" if pinned else "unpinned",
-            ):
-                counts[key] = counts.get(key, 0) + int(count)
-        return counts
-
-    async def pending(self, scope: Scope, max_failures: int) -> dict[str, int]:
-        """Work the passes have left in the principal's file, and how compression went."""
-        conn = await self.store.reader(scope)
-
-        async def one(sql: str, *params: Any) -> int:
-            return int(next(iter(await conn.execute_fetchall(sql, params)))[0] or 0)
-
-        mark = await self._meta_int(conn, "extracted_upto")
-        return {
-            "conflicts_flagged": await one("SELECT COUNT(*) FROM conflicts WHERE memory_id < other_id"),
-            "conflicts_not_yet_judged": await one(
-                "SELECT COUNT(*) FROM conflicts WHERE memory_id < other_id AND judged_at IS NULL"
-            ),
-            "memories_not_yet_read_for_facts": await one(
-                "SELECT COUNT(*) FROM memories WHERE n > ? AND level = 0 AND COALESCE(transport, '') != 'scheduler'",
-                mark,
-            ),
-            "compression_resistant": await one(
-                "SELECT COUNT(*) FROM compression_failures WHERE failures >= ?", max_failures
-            ),
-            "fact_check_passed": await self._meta_int(conn, "fact_check_passed"),
-            "fact_check_failed": await self._meta_int(conn, "fact_check_failed"),
-        }
-
-    async def count_fact_check(self, scope: Scope, passed: bool) -> None:
-        """One more summary that passed (or failed) the fact check, for `stats`."""
+    async def count_fact_check(self, scope: Scope, namespace: str | None, passed: bool) -> None:
+        """One more summary in ``namespace`` that passed (or failed) the fact check, for `stats`."""
         async with self.store.transaction(scope) as conn:
             await conn.execute(
                 "INSERT INTO meta(key, value) VALUES (?, '1') "
                 "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1",
-                ("fact_check_passed" if passed else "fact_check_failed",),
+                (fact_check_key(namespace, passed),),
             )
-
-    async def principal_counts(self, scope: Scope) -> dict[str, int]:
-        """What the principal has, table by table (every namespace)."""
-        conn = await self.store.reader(scope)
-        counts: dict[str, int] = {}
-        for table in ("memories", "occurrences", "vectors", "memory_tags", "tasks", "checkpoints"):
-            counts[table] = int(next(iter(await conn.execute_fetchall(f"SELECT COUNT(*) FROM {table}")))[0])
-        counts["pinned"] = int(
-            next(iter(await conn.execute_fetchall("SELECT COUNT(*) FROM memories WHERE pinned = 1")))[0]
-        )
-        return counts
 
 
 async def _ancestors(conn: aiosqlite.Connection, ids: Sequence[str]) -> list[str]:
@@ -426,7 +387,10 @@ async def _undo(conn: aiosqlite.Connection, summary_id: str, resist: int) -> lis
             "SELECT source_id FROM summary_sources WHERE summary_id = ?", (summary_id,)
         )
     ]
-    if sources:
+    archived_them = list(
+        await conn.execute_fetchall("SELECT 1 FROM memories WHERE id = ? AND level > 0", (summary_id,))
+    )
+    if sources and archived_them:  # an extracted fact (level 0) archived nothing: no tier to give back
         marks = ",".join("?" * len(sources))
         await conn.execute(f"UPDATE memories SET tier = 'active' WHERE id IN ({marks})", sources)
         await conn.execute(
@@ -444,3 +408,17 @@ async def _undo(conn: aiosqlite.Connection, summary_id: str, resist: int) -> lis
         await conn.execute("DELETE FROM memories WHERE n = ?", (n,))
         await conn.execute("INSERT INTO changes(memory_n, op) VALUES (?, 'del')", (n,))
     return sources
+
+
+def _mark_key(namespace: str | None) -> str:
+    return f"extracted_upto:{namespace or ''}" if namespace is not None else "extracted_upto"
+
+
+def _unread(namespace: str | None, mark: int, skip_kinds: Sequence[str]) -> tuple[str, list[Any]]:
+    """The memories of ``namespace`` the fact extraction has still to read, as a WHERE clause."""
+    skipped = ",".join("?" * len(skip_kinds)) or "''"
+    return (
+        "m.n > ? AND m.level = 0 AND m.namespace IS ? AND m.superseded_by IS NULL AND m.expires_at IS NULL "
+        f"AND COALESCE(m.transport, '') != 'scheduler' AND m.kind NOT IN ({skipped})",
+        [mark, namespace, *skip_kinds],
+    )

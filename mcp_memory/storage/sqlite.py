@@ -294,15 +294,18 @@ class SqliteStore:
                 [now, *ids],
             )
 
-    async def delete(self, scope: Scope, ns: Sequence[int], *, unpinned_only: bool = False) -> tuple[int, bool]:
-        """Delete memories everywhere and leave no recoverable text (FTS rewrite, WAL truncate).
+    async def delete(
+        self, scope: Scope, ns: Sequence[int], *, unpinned_only: bool = False, derived: bool = False
+    ) -> tuple[int, bool]:
+        """Delete memories everywhere and leave no recoverable text (FTS rewrite, WAL truncate);
+        with ``derived`` the facts extracted from them too (a user's forget).
 
         Returns the count and whether the WAL was emptied now (else at a later commit).
         """
         if not ns:
             return 0, True
         async with self.transaction(scope) as conn:
-            deleted = await writes.delete(conn, ns, unpinned_only=unpinned_only)
+            deleted = await writes.delete(conn, ns, unpinned_only=unpinned_only, derived=derived)
         return deleted, await self.scrub(scope)
 
     async def scrub(self, scope: Scope) -> bool:

@@ -177,8 +177,13 @@ async def insert_occurrence(conn: aiosqlite.Connection, n: int, occ: NewOccurren
     )
 
 
-async def delete(conn: aiosqlite.Connection, ns: Sequence[int], *, unpinned_only: bool) -> int:
-    """Delete memories from every table and index; returns how many rows went."""
+async def delete(conn: aiosqlite.Connection, ns: Sequence[int], *, unpinned_only: bool, derived: bool = False) -> int:
+    """Delete memories from every table and index; returns how many rows went.
+
+    With ``derived`` the facts extracted from them (level-0 memories linked to them as sources)
+    go too, in the same transaction: a fact linked while the forget was on its way is not left
+    behind holding the forgotten text.
+    """
     deleted = 0
     for start in range(0, len(ns), 500):
         chunk = list(ns[start : start + 500])
@@ -189,16 +194,26 @@ async def delete(conn: aiosqlite.Connection, ns: Sequence[int], *, unpinned_only
             if not chunk:
                 continue
             marks = ",".join("?" * len(chunk))
+        if derived:
+            facts = await conn.execute_fetchall(
+                "SELECT m.n FROM memories m JOIN summary_sources s ON s.summary_id = m.id WHERE m.level = 0 "
+                f"AND s.source_id IN (SELECT id FROM memories WHERE n IN ({marks}))",
+                chunk,
+            )
+            chunk = list(dict.fromkeys([*chunk, *(int(r[0]) for r in facts)]))
+            marks = ",".join("?" * len(chunk))
         ids = f"(SELECT id FROM memories WHERE n IN ({marks}))"
-        # The sources of a summary that goes return to the active tier; its lineage goes.
+        # The sources a summary archived return to the active tier when it goes (an extracted fact,
+        # level 0, archived nothing: its source keeps its tier); the lineage goes.
+        summaries = f"(SELECT id FROM memories WHERE n IN ({marks}) AND level > 0)"
         await conn.execute(
             "INSERT INTO changes(memory_n, op) SELECT n, 'put' FROM memories WHERE id IN "
-            f"(SELECT source_id FROM summary_sources WHERE summary_id IN {ids})",
+            f"(SELECT source_id FROM summary_sources WHERE summary_id IN {summaries})",
             chunk,
         )
         await conn.execute(
             "UPDATE memories SET tier = 'active' WHERE id IN "
-            f"(SELECT source_id FROM summary_sources WHERE summary_id IN {ids})",
+            f"(SELECT source_id FROM summary_sources WHERE summary_id IN {summaries})",
             chunk,
         )
         for column in ("summary_id", "source_id"):
