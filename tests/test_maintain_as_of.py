@@ -83,3 +83,32 @@ def test_a_pass_as_of_thirty_days_ahead_archives_an_old_unimportant_memory(
     as_of = datetime.strptime(report["as_of"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
     assert before + 30 * DAY - 1 <= as_of <= after + 30 * DAY
     assert _tiers(tmp_path) == {casual: "archived", important: "active"}
+
+
+def test_what_a_pass_as_of_later_writes_is_dated_now(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    session = [
+        "We decided to move the billing database to PostgreSQL 16 next Wednesday.",
+        "Great, thanks a lot.",
+        "So billing moves to PostgreSQL 16 next Wednesday.",
+        "Yes. The migration script tools/migrate_billing.py must run before the deploy.",
+        "Perfect, see you then, and thanks again!",
+        "Reminder: the migration script tools/migrate_billing.py must run before the deploy, then billing moves to "
+        "PostgreSQL 16 next Wednesday.",
+        "Alright, thank you so much, that works for me.",
+    ]
+
+    async def seed() -> None:
+        async with open_runtime(load_settings(data_dir=tmp_path, principal="alice")) as runtime:
+            items = [MemoryInput(content=t, importance=0.5, session_id="s1") for t in session]
+            await runtime.memory.remember(Scope("alice"), items, CallContext())
+
+    anyio.run(seed)
+    assert main(["--data-dir", str(tmp_path), "--principal", "alice", "maintain", "--as-of", "+30d"]) == 0
+    assert orjson.loads(capsys.readouterr().out)["summaries"] == 1  # the positive control: it wrote one
+    conn = sqlite3.connect(principal_file(tmp_path, "alice"))
+    try:
+        created = [float(r[0]) for r in conn.execute("SELECT created_at FROM memories WHERE level = 1")]
+    finally:
+        conn.close()
+    assert len(created) == 1
+    assert created[0] <= time.time()  # not 30 days ahead: it would look fresh (and not fade) for a month
