@@ -21,8 +21,22 @@ from mcp_types import ResourceUpdatedNotification
 from mcp_memory.config import Settings, load_settings
 from mcp_memory.server import Runtime, open_runtime
 from mcp_memory.storage.sqlite import principal_file
+from tests.fake_openai import LLM_KEY, LLM_KEY_ENV, FakeOpenAI, fake_openai_server
 
 MODES = ["legacy", "2026-07-28"]
+
+# A working session as it happens: the decisions are restated and acknowledged on the way, so a
+# summary a third of its size keeps every fact (the fact check samples them).
+BILLING_SESSION = [
+    "We decided to move the billing database to PostgreSQL 16 next Wednesday.",
+    "Great, thanks a lot.",
+    "So billing moves to PostgreSQL 16 next Wednesday.",
+    "Yes. The migration script tools/migrate_billing.py must run before the deploy.",
+    "Perfect, see you then, and thanks again!",
+    "Reminder: the migration script tools/migrate_billing.py must run before the deploy, then billing moves to "
+    "PostgreSQL 16 next Wednesday.",
+    "Alright, thank you so much, that works for me.",
+]
 TABLES = ("memories", "occurrences", "vectors", "memory_tags", "memories_fts", "changes", "meta")
 
 
@@ -52,6 +66,14 @@ class Clock:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
+
+
+@pytest.fixture
+def fake_llm(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
+    """A local fake OpenAI-compatible server, its key in the environment (tests.fake_openai.llm_table)."""
+    monkeypatch.setenv(LLM_KEY_ENV, LLM_KEY)
+    with fake_openai_server() as server:
+        yield server
 
 
 @pytest.fixture

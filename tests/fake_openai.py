@@ -19,6 +19,8 @@ from typing import Any
 import orjson
 
 DIM = 64
+LLM_KEY_ENV = "TEST_MCP_MEMORY_LLM_KEY"
+LLM_KEY = "sk-test-llm-key-0123456789abcdefghij"
 
 
 def fake_vector(text: str) -> list[float]:
@@ -138,3 +140,16 @@ def fake_openai_server() -> Iterator[FakeOpenAI]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def llm_table(fake: FakeOpenAI, **overrides: Any) -> dict[str, Any]:
+    """The `[llm]` settings that point at ``fake`` (its key in the environment as LLM_KEY_ENV)."""
+    return {
+        "enabled": True,
+        "base_url": fake.base_url,
+        "model": "fake-chat",
+        "api_key_env": LLM_KEY_ENV,
+        "timeout_seconds": 1.0,
+        "max_retries": 0,
+        **overrides,
+    }

@@ -11,23 +11,12 @@ from mcp_memory.server import Runtime
 from mcp_memory.services import summarize
 from mcp_memory.services.lifecycle import MAX_GROUP
 from mcp_memory.storage.lifecycle import LifecycleStore
-from tests.conftest import Clock, call, call_error
+from tests.conftest import BILLING_SESSION, Clock, call, call_error
 
 pytestmark = pytest.mark.anyio
 HOUR = 3600.0
 
-# A working session as it happens: the decisions are restated and acknowledged on the way, so a
-# summary a third of its size keeps every fact (the fact check samples them).
-SESSION = [
-    "We decided to move the billing database to PostgreSQL 16 next Wednesday.",
-    "Great, thanks a lot.",
-    "So billing moves to PostgreSQL 16 next Wednesday.",
-    "Yes. The migration script tools/migrate_billing.py must run before the deploy.",
-    "Perfect, see you then, and thanks again!",
-    "Reminder: the migration script tools/migrate_billing.py must run before the deploy, then billing moves to "
-    "PostgreSQL 16 next Wednesday.",
-    "Alright, thank you so much, that works for me.",
-]
+SESSION = BILLING_SESSION
 
 
 async def _store_session(client: Client, texts: list[str], importance: float = 0.5) -> list[str]:

@@ -3,7 +3,7 @@ openai client against a local fake OpenAI-compatible server."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -14,36 +14,19 @@ from mcp.client import Client
 
 from mcp_memory.config import load_settings
 from mcp_memory.server import Runtime, open_runtime
-from tests.conftest import Clock, call
-from tests.fake_openai import FakeOpenAI, fake_openai_server
+from tests.conftest import BILLING_SESSION, Clock, call
+from tests.fake_openai import FakeOpenAI, llm_table
 
 pytestmark = pytest.mark.anyio
 HOUR = 3600.0
 PETS = {"query": "which pets does Alice like", "reinforce": False}
 
 
-@pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
-    monkeypatch.setenv("TEST_MCP_MEMORY_LLM_KEY", "sk-test-llm-key-0123456789abcdefghij")
-    with fake_openai_server() as server:
-        yield server
-
-
 @asynccontextmanager
 async def served(
-    data_dir: Path, fake: FakeOpenAI | None, clock: Clock, namespace: str | None = None, **llm: Any
+    data_dir: Path, fake_llm: FakeOpenAI | None, clock: Clock, namespace: str | None = None, **llm: Any
 ) -> AsyncIterator[tuple[Runtime, Client]]:
-    options: dict[str, Any] = {}
-    if fake is not None:
-        options["llm"] = {
-            "enabled": True,
-            "base_url": fake.base_url,
-            "model": "fake-chat",
-            "api_key_env": "TEST_MCP_MEMORY_LLM_KEY",
-            "timeout_seconds": 1.0,
-            "max_retries": 0,
-            **llm,
-        }
+    options: dict[str, Any] = {} if fake_llm is None else {"llm": llm_table(fake_llm, **llm)}
     settings = load_settings(data_dir=data_dir, principal="alice", namespace=namespace, **options)
     async with open_runtime(settings, clock=clock) as runtime, Client(runtime.mcp, mode="legacy") as client:
         yield runtime, client
@@ -58,15 +41,15 @@ async def _cats_then_dogs(client: Client, clock: Clock) -> tuple[str, str]:
 
 
 async def test_a_conflict_the_llm_judges_replaced_supersedes_the_older_side(
-    data_dir: Path, fake: FakeOpenAI, clock: Clock
+    data_dir: Path, fake_llm: FakeOpenAI, clock: Clock
 ) -> None:
-    fake.chat_script = [("json", {"verdict": "replaces"})]
-    fake.chat_default = ("json", {"facts": []})
-    async with served(data_dir, fake, clock) as (runtime, client):
+    fake_llm.chat_script = [("json", {"verdict": "replaces"})]
+    fake_llm.chat_default = ("json", {"facts": []})
+    async with served(data_dir, fake_llm, clock) as (runtime, client):
         old_id, new_id = await _cats_then_dogs(client, clock)
         report = await runtime.scheduler.run_once()
         assert (report["conflicts_judged"], report["conflicts_superseded"]) == (1, 1)
-        prompt = next(p for p in fake.chat_prompts if "Older statement" in p)
+        prompt = next(p for p in fake_llm.chat_prompts if "Older statement" in p)
         assert prompt.index("Alice likes cats") < prompt.index("Alice likes dogs")  # older first
         hits = (await call(client, "recall", PETS))["hits"]
         assert [h["id"] for h in hits] == [new_id]
@@ -77,11 +60,11 @@ async def test_a_conflict_the_llm_judges_replaced_supersedes_the_older_side(
 
 
 async def test_a_conflict_the_llm_judges_both_true_is_no_longer_flagged(
-    data_dir: Path, fake: FakeOpenAI, clock: Clock
+    data_dir: Path, fake_llm: FakeOpenAI, clock: Clock
 ) -> None:
-    fake.chat_script = [("json", {"verdict": "both_true"})]
-    fake.chat_default = ("json", {"facts": []})
-    async with served(data_dir, fake, clock) as (runtime, client):
+    fake_llm.chat_script = [("json", {"verdict": "both_true"})]
+    fake_llm.chat_default = ("json", {"facts": []})
+    async with served(data_dir, fake_llm, clock) as (runtime, client):
         old_id, new_id = await _cats_then_dogs(client, clock)
         assert (await runtime.scheduler.run_once())["conflicts_cleared"] == 1
         hits = {h["id"]: h for h in (await call(client, "recall", PETS))["hits"]}
@@ -91,27 +74,27 @@ async def test_a_conflict_the_llm_judges_both_true_is_no_longer_flagged(
 
 @pytest.mark.parametrize("answer", [("json", {"verdict": "unsure"}), ("json", {"verdict": "delete both"})])
 async def test_a_conflict_the_llm_cannot_settle_stays_flagged_and_is_not_asked_again(
-    data_dir: Path, fake: FakeOpenAI, clock: Clock, answer: tuple[str, Any]
+    data_dir: Path, fake_llm: FakeOpenAI, clock: Clock, answer: tuple[str, Any]
 ) -> None:
-    fake.chat_script = [answer]
-    fake.chat_default = ("json", {"facts": []})
-    async with served(data_dir, fake, clock) as (runtime, client):
+    fake_llm.chat_script = [answer]
+    fake_llm.chat_default = ("json", {"facts": []})
+    async with served(data_dir, fake_llm, clock) as (runtime, client):
         old_id, new_id = await _cats_then_dogs(client, clock)
         assert (await runtime.scheduler.run_once())["conflicts_judged"] == 1
-        asked = len(fake.chat_prompts)
+        asked = len(fake_llm.chat_prompts)
         clock.advance(HOUR)
         assert (await runtime.scheduler.run_once())["conflicts_judged"] == 0
-        assert not any("Older statement" in p for p in fake.chat_prompts[asked:])
+        assert not any("Older statement" in p for p in fake_llm.chat_prompts[asked:])
         hits = {h["id"]: h for h in (await call(client, "recall", PETS))["hits"]}
         assert hits[new_id]["conflicts_with"] == [old_id]
         assert hits[old_id]["conflicts_with"] == [new_id]
 
 
 async def test_a_failing_llm_leaves_the_conflict_flagged_and_it_is_judged_at_a_later_pass(
-    data_dir: Path, fake: FakeOpenAI, clock: Clock
+    data_dir: Path, fake_llm: FakeOpenAI, clock: Clock
 ) -> None:
-    fake.chat_default = ("status", 500)
-    async with served(data_dir, fake, clock) as (runtime, client):
+    fake_llm.chat_default = ("status", 500)
+    async with served(data_dir, fake_llm, clock) as (runtime, client):
         old_id, new_id = await _cats_then_dogs(client, clock)
         assert (await runtime.scheduler.run_once())["conflicts_judged"] == 0
         hits = {h["id"]: h for h in (await call(client, "recall", PETS))["hits"]}
@@ -120,8 +103,8 @@ async def test_a_failing_llm_leaves_the_conflict_flagged_and_it_is_judged_at_a_l
         assert stats["pending"]["conflicts_not_yet_judged"] == 1
         assert stats["llm"]["failures_today"] >= 1
         assert stats["llm"]["calls_per_day"] > stats["llm"]["calls_today"] >= 1
-        fake.chat_script = [("json", {"verdict": "replaces"})]
-        fake.chat_default = ("json", {"facts": []})
+        fake_llm.chat_script = [("json", {"verdict": "replaces"})]
+        fake_llm.chat_default = ("json", {"facts": []})
         clock.advance(HOUR)
         assert (await runtime.scheduler.run_once())["conflicts_superseded"] == 1
 
@@ -142,16 +125,16 @@ TRIP = "By the way, I prefer aisle seats on long flights, and the budget for the
 
 
 async def test_facts_the_llm_extracts_are_stored_as_their_own_memories_and_go_with_their_source(
-    data_dir: Path, fake: FakeOpenAI, clock: Clock
+    data_dir: Path, fake_llm: FakeOpenAI, clock: Clock
 ) -> None:
-    async with served(data_dir, fake, clock) as (runtime, client):
+    async with served(data_dir, fake_llm, clock) as (runtime, client):
         chat = await call(
             client,
             "remember",
             {"memories": [{"content": "Hello again!", "kind": "message"}, {"content": TRIP, "kind": "message"}]},
         )
         source_id = chat["items"][1]["id"]
-        fake.chat_default = (
+        fake_llm.chat_default = (
             "json",
             {
                 "facts": [
@@ -166,7 +149,7 @@ async def test_facts_the_llm_extracts_are_stored_as_their_own_memories_and_go_wi
         )
         report = await runtime.scheduler.run_once()
         assert report["facts_extracted"] == 2  # the invented number, the invented words, the bad kind and index go
-        assert "2. " + TRIP in fake.chat_prompts[-1]
+        assert "2. " + TRIP in fake_llm.chat_prompts[-1]
         facts = (
             await call(
                 client,
@@ -179,9 +162,9 @@ async def test_facts_the_llm_extracts_are_stored_as_their_own_memories_and_go_wi
             "The budget for the Lisbon trip is under 2000 EUR.",
         ]
         assert all(h["metadata"]["extracted_from"] == source_id for h in facts)
-        asked = len(fake.chat_prompts)
+        asked = len(fake_llm.chat_prompts)
         assert (await runtime.scheduler.run_once())["facts_extracted"] == 0
-        assert len(fake.chat_prompts) == asked  # nothing new since the mark: the LLM is not called
+        assert len(fake_llm.chat_prompts) == asked  # nothing new since the mark: the LLM is not called
         assert (await call(client, "stats", {}))["pending"]["memories_not_yet_read_for_facts"] == 0
         await call(client, "forget", {"ids": [source_id], "dry_run": False})
         left = await call(
@@ -191,12 +174,12 @@ async def test_facts_the_llm_extracts_are_stored_as_their_own_memories_and_go_wi
 
 
 async def test_an_extracted_fact_the_user_already_stated_merges_and_is_not_tied_to_the_source(
-    data_dir: Path, fake: FakeOpenAI, clock: Clock
+    data_dir: Path, fake_llm: FakeOpenAI, clock: Clock
 ) -> None:
-    async with served(data_dir, fake, clock) as (runtime, client):
+    async with served(data_dir, fake_llm, clock) as (runtime, client):
         said = await call(client, "remember", {"content": "Prefers aisle seats on long flights.", "kind": "preference"})
         chat = await call(client, "remember", {"content": TRIP, "kind": "message"})
-        fake.chat_default = (
+        fake_llm.chat_default = (
             "json",
             {"facts": [{"memory": 1, "kind": "preference", "text": "Prefers aisle seats on long flights."}]},
         )
@@ -210,13 +193,13 @@ async def test_an_extracted_fact_the_user_already_stated_merges_and_is_not_tied_
     "failure", [("status", 429), ("status", 500), ("text", "not json {"), ("sleep", 1.5), ("json", ["a list"])]
 )
 async def test_a_failed_extraction_writes_nothing_and_is_retried_at_the_next_pass(
-    data_dir: Path, fake: FakeOpenAI, clock: Clock, failure: tuple[str, Any]
+    data_dir: Path, fake_llm: FakeOpenAI, clock: Clock, failure: tuple[str, Any]
 ) -> None:
-    async with served(data_dir, fake, clock) as (runtime, client):
+    async with served(data_dir, fake_llm, clock) as (runtime, client):
         await call(client, "remember", {"content": TRIP, "kind": "message"})
-        fake.chat_default = failure
+        fake_llm.chat_default = failure
         assert (await runtime.scheduler.run_once())["facts_extracted"] == 0
-        fake.chat_default = (
+        fake_llm.chat_default = (
             "json",
             {"facts": [{"memory": 1, "kind": "preference", "text": "Prefers aisle seats on long flights."}]},
         )
@@ -225,28 +208,28 @@ async def test_a_failed_extraction_writes_nothing_and_is_retried_at_the_next_pas
 
 
 async def test_the_budget_stops_the_passes_and_they_resume_the_next_day(
-    data_dir: Path, fake: FakeOpenAI, clock: Clock
+    data_dir: Path, fake_llm: FakeOpenAI, clock: Clock
 ) -> None:
-    async with served(data_dir, fake, clock, calls_per_scope_per_day=1) as (runtime, client):
+    async with served(data_dir, fake_llm, clock, calls_per_scope_per_day=1) as (runtime, client):
         await _cats_then_dogs(client, clock)
         await call(client, "remember", {"content": TRIP, "kind": "message"})
-        fake.chat_script = [("json", {"verdict": "replaces"})]
-        fake.chat_default = (
+        fake_llm.chat_script = [("json", {"verdict": "replaces"})]
+        fake_llm.chat_default = (
             "json",
             {"facts": [{"memory": 1, "kind": "preference", "text": "Prefers aisle seats on long flights."}]},
         )
         report = await runtime.scheduler.run_once()  # preferences are not read for facts: the batch is TRIP
         assert (report["conflicts_judged"], report["facts_extracted"]) == (1, 0)  # one call a day
-        assert len(fake.chat_prompts) == 1
+        assert len(fake_llm.chat_prompts) == 1
         clock.advance(24 * HOUR)
         assert (await runtime.scheduler.run_once())["facts_extracted"] == 1
 
 
-async def test_a_chinese_memory_gives_chinese_facts_only(data_dir: Path, fake: FakeOpenAI, clock: Clock) -> None:
+async def test_a_chinese_memory_gives_chinese_facts_only(data_dir: Path, fake_llm: FakeOpenAI, clock: Clock) -> None:
     text = "顺便说一下，我更喜欢靠过道的座位，里斯本之行的预算在2000欧元以内。"
-    async with served(data_dir, fake, clock) as (runtime, client):
+    async with served(data_dir, fake_llm, clock) as (runtime, client):
         await call(client, "remember", {"content": text, "kind": "message"})
-        fake.chat_default = (
+        fake_llm.chat_default = (
             "json",
             {
                 "facts": [
@@ -261,17 +244,17 @@ async def test_a_chinese_memory_gives_chinese_facts_only(data_dir: Path, fake: F
 
 
 async def test_a_source_forgotten_while_the_llm_reads_it_leaves_no_fact_behind(
-    data_dir: Path, fake: FakeOpenAI, clock: Clock
+    data_dir: Path, fake_llm: FakeOpenAI, clock: Clock
 ) -> None:
     text = "We decided to host the wiki on Hetzner because AWS was too expensive."
-    async with served(data_dir, fake, clock) as (runtime, client):
+    async with served(data_dir, fake_llm, clock) as (runtime, client):
         source = (await call(client, "remember", {"content": text, "kind": "event"}))["items"][0]["id"]
-        fake.chat_script = [("sleep", 1.0)]  # the LLM answers after the forget
-        fake.chat_default = ("json", {"facts": [{"memory": 1, "kind": "decision", "text": text}]})
+        fake_llm.chat_script = [("sleep", 1.0)]  # the LLM answers after the forget
+        fake_llm.chat_default = ("json", {"facts": [{"memory": 1, "kind": "decision", "text": text}]})
         async with anyio.create_task_group() as tg:
             tg.start_soon(runtime.scheduler.run_once)
             # the pass has sent the memory to the LLM
-            assert await anyio.to_thread.run_sync(fake.chat_received.wait, 10.0)
+            assert await anyio.to_thread.run_sync(fake_llm.chat_received.wait, 10.0)
             await call(client, "forget", {"ids": [source], "dry_run": False})
         everything = {"include_archived": True, "include_superseded": True, "include_expired": True}
         hits = (await call(client, "recall", {"query": "wiki hosting Hetzner", "filters": everything}))["hits"]
@@ -279,38 +262,29 @@ async def test_a_source_forgotten_while_the_llm_reads_it_leaves_no_fact_behind(
         assert (await call(client, "stats", {}))["tables"]["memories"] == 0
 
 
-async def test_each_namespace_is_read_for_facts_on_its_own(data_dir: Path, fake: FakeOpenAI, clock: Clock) -> None:
+async def test_each_namespace_is_read_for_facts_on_its_own(data_dir: Path, fake_llm: FakeOpenAI, clock: Clock) -> None:
     secret = "The acquisition price of Contoso is confidential: forty million."
     public = "We decided to use blue for the website header because the merger price is public."
-    fake.chat_default = ("json", {"facts": []})
+    fake_llm.chat_default = ("json", {"facts": []})
     async with (
-        served(data_dir, fake, clock, namespace="secret-a") as (runtime, a),
+        served(data_dir, fake_llm, clock, namespace="secret-a") as (runtime, a),
         served(data_dir, None, clock, namespace="pub-b") as (_, b),
     ):
         await call(a, "remember", {"content": secret, "kind": "message"})
         await call(b, "remember", {"content": public, "kind": "message"})
         await runtime.scheduler.run_once()
-        reads = [p for p in fake.chat_prompts if "Memories:" in p]
+        reads = [p for p in fake_llm.chat_prompts if "Memories:" in p]
         assert len(reads) == 2  # the positive control: both were read...
         assert all((secret in p) != (public in p) for p in reads)  # ...never in one prompt
 
 
 async def test_an_extracted_fact_outlives_the_summary_of_its_conversation_and_its_own_forgetting_changes_nothing_else(
-    data_dir: Path, fake: FakeOpenAI, clock: Clock
+    data_dir: Path, fake_llm: FakeOpenAI, clock: Clock
 ) -> None:
-    session = [
-        "We decided to move the billing database to PostgreSQL 16 next Wednesday.",
-        "Great, thanks a lot.",
-        "So billing moves to PostgreSQL 16 next Wednesday.",
-        "Yes. The migration script tools/migrate_billing.py must run before the deploy.",
-        "Perfect, see you then, and thanks again!",
-        "Reminder: the migration script tools/migrate_billing.py must run before the deploy, then billing moves to "
-        "PostgreSQL 16 next Wednesday.",
-        "Alright, thank you so much, that works for me.",
-    ]
+    session = BILLING_SESSION
     decision = "We decided to move the billing database to PostgreSQL 16."
-    fake.chat_default = ("json", {"facts": [{"memory": 1, "kind": "decision", "text": decision}]})
-    async with served(data_dir, fake, clock) as (runtime, client):
+    fake_llm.chat_default = ("json", {"facts": [{"memory": 1, "kind": "decision", "text": decision}]})
+    async with served(data_dir, fake_llm, clock) as (runtime, client):
         stored = await call(
             client,
             "remember",
@@ -318,7 +292,7 @@ async def test_an_extracted_fact_outlives_the_summary_of_its_conversation_and_it
         )
         source = stored["items"][0]["id"]
         assert (await runtime.scheduler.run_once())["facts_extracted"] == 1
-        fake.chat_default = ("json", {"summary": ""})  # the LLM's summary is empty: the extractive one is used
+        fake_llm.chat_default = ("json", {"summary": ""})  # the LLM's summary is empty: the extractive one is used
         clock.advance(400 * HOUR)
         assert (await runtime.scheduler.run_once())["summaries"] == 1
         hits = (await call(client, "recall", {"query": "billing database decision", "k": 10}))["hits"]
@@ -331,10 +305,10 @@ async def test_an_extracted_fact_outlives_the_summary_of_its_conversation_and_it
 
 
 async def test_nothing_is_left_to_read_for_facts_once_every_memory_was_read(
-    data_dir: Path, fake: FakeOpenAI, clock: Clock
+    data_dir: Path, fake_llm: FakeOpenAI, clock: Clock
 ) -> None:
-    fake.chat_default = ("json", {"facts": [{"memory": True, "kind": "preference", "text": "Hello again!"}]})
-    async with served(data_dir, fake, clock) as (runtime, client):
+    fake_llm.chat_default = ("json", {"facts": [{"memory": True, "kind": "preference", "text": "Hello again!"}]})
+    async with served(data_dir, fake_llm, clock) as (runtime, client):
         await call(client, "remember", {"content": "Prefers aisle seats on long flights.", "kind": "preference"})
         await call(client, "remember", {"content": "Hello again, how are you today?", "kind": "message"})
         assert (await call(client, "stats", {}))["pending"]["memories_not_yet_read_for_facts"] == 1

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ from mcp_memory.models import Scope
 from mcp_memory.server import Runtime, open_runtime
 from mcp_memory.storage.lifecycle import LifecycleStore
 from tests.conftest import Clock, call
-from tests.fake_openai import FakeOpenAI, fake_openai_server
+from tests.fake_openai import FakeOpenAI, llm_table
 
 pytestmark = pytest.mark.anyio
 HOUR = 3600.0
@@ -52,12 +51,6 @@ TASK_MEMORIES = [
     "Once more for the notes: the fixture of test_invoice_totals used the local timezone and uses UTC since the fix.",
     "Alright, thank you so much, that works for me.",
 ]
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeOpenAI]:
-    with fake_openai_server() as server:
-        yield server
 
 
 def _monday_noon(clock: Clock) -> None:
@@ -237,21 +230,9 @@ async def test_a_chinese_task_summary_opens_in_chinese(runtime: Runtime, client:
 
 @pytest.mark.parametrize("faithful", [True, False])
 async def test_the_llm_writes_the_task_summary_from_the_task_record_and_is_held_to_it(
-    data_dir: Path, fake: FakeOpenAI, clock: Clock, monkeypatch: pytest.MonkeyPatch, faithful: bool
+    data_dir: Path, fake_llm: FakeOpenAI, clock: Clock, faithful: bool
 ) -> None:
-    monkeypatch.setenv("TEST_MCP_MEMORY_LLM_KEY", "sk-test-llm-key-0123456789abcdefghij")
-    settings = load_settings(
-        data_dir=data_dir,
-        principal="alice",
-        llm={
-            "enabled": True,
-            "base_url": fake.base_url,
-            "model": "fake-chat",
-            "api_key_env": "TEST_MCP_MEMORY_LLM_KEY",
-            "timeout_seconds": 1.0,
-            "max_retries": 0,
-        },
-    )
+    settings = load_settings(data_dir=data_dir, principal="alice", llm=llm_table(fake_llm))
     async with open_runtime(settings, clock=clock) as runtime, Client(runtime.mcp, mode="legacy") as client:
         await _remember(client, TASK_MEMORIES, task_id="fix-flaky-invoice-test", session_id="debug")
         await _finished_task(client, "done")
@@ -260,11 +241,11 @@ async def test_the_llm_writes_the_task_summary_from_the_task_record_and_is_held_
         body = "test_invoice_totals failed: its fixture used the local timezone; the fixture uses UTC since the fix."
         # The unfaithful answer forgets the task's line: the check holds the summary to the record.
         answer = f"{line} {body}" if faithful else body
-        fake.chat_default = ("json", {"summary": answer})
+        fake_llm.chat_default = ("json", {"summary": answer})
         clock.advance(25 * HOUR)
         assert (await runtime.scheduler.run_once())["task_summaries"] == 1
-        assert "Its goal: Make test_invoice_totals pass at any hour" in fake.chat_prompts[-1]
-        assert "what is left of one finished task" in fake.chat_prompts[-1]
+        assert "Its goal: Make test_invoice_totals pass at any hour" in fake_llm.chat_prompts[-1]
+        assert "what is left of one finished task" in fake_llm.chat_prompts[-1]
         task = (await _hits(client, "why did test_invoice_totals fail"))[0]
         assert task["level"] == 3
         assert (task["text"] == answer) is faithful  # else the extractive fallback...

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -22,60 +21,52 @@ from mcp_memory.server import open_runtime
 from mcp_memory.services import summarize
 from mcp_memory.services.memory import CallContext
 from tests.conftest import Clock, call
-from tests.fake_openai import FakeOpenAI, fake_openai_server
+from tests.fake_openai import LLM_KEY, FakeOpenAI, llm_table
 
 pytestmark = pytest.mark.anyio
 HOUR = 3600.0
-KEY = "sk-test-llm-key-0123456789abcdefghij"
 
 
-@pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
-    monkeypatch.setenv("TEST_MCP_MEMORY_LLM_KEY", KEY)
-    with fake_openai_server() as server:
-        yield server
-
-
-def _client(fake: FakeOpenAI, clock: Clock, **overrides: Any) -> LlmClient:
+def _client(fake_llm: FakeOpenAI, clock: Clock, **overrides: Any) -> LlmClient:
     config = LlmConfig(
-        base_url=fake.base_url, model="fake-chat", api_key=KEY, timeout_seconds=1.0, backoff_seconds=0.01
+        base_url=fake_llm.base_url, model="fake-chat", api_key=LLM_KEY, timeout_seconds=1.0, backoff_seconds=0.01
     )
     return LlmClient(replace(config, **overrides), clock=clock)
 
 
-async def test_a_good_answer_is_parsed_and_the_prompt_is_redacted(fake: FakeOpenAI, clock: Clock) -> None:
-    fake.chat_script = [("json", {"summary": "ok"})]
-    llm = _client(fake, clock)
+async def test_a_good_answer_is_parsed_and_the_prompt_is_redacted(fake_llm: FakeOpenAI, clock: Clock) -> None:
+    fake_llm.chat_script = [("json", {"summary": "ok"})]
+    llm = _client(fake_llm, clock)
     assert await llm.complete_json("alice", "Summarize this. The key is sk-proj-" + "S" * 40) == {"summary": "ok"}
-    assert "sk-proj-SSSS" not in fake.chat_prompts[-1]
-    assert "[REDACTED:openai-key]" in fake.chat_prompts[-1]
-    assert fake.authorizations[-1] == f"Bearer {KEY}"
+    assert "sk-proj-SSSS" not in fake_llm.chat_prompts[-1]
+    assert "[REDACTED:openai-key]" in fake_llm.chat_prompts[-1]
+    assert fake_llm.authorizations[-1] == f"Bearer {LLM_KEY}"
 
 
-async def test_429_500_timeouts_and_malformed_json_are_retried(fake: FakeOpenAI, clock: Clock) -> None:
-    fake.chat_script = [
+async def test_429_500_timeouts_and_malformed_json_are_retried(fake_llm: FakeOpenAI, clock: Clock) -> None:
+    fake_llm.chat_script = [
         ("status", 429),
         ("status", 500),
         ("sleep", 1.5),
         ("text", "not json {"),
         ("json", {"summary": "finally"}),
     ]
-    llm = _client(fake, clock, max_retries=4)
+    llm = _client(fake_llm, clock, max_retries=4)
     assert await llm.complete_json("alice", "p") == {"summary": "finally"}
     assert llm.stats.calls == 5
 
 
-async def test_a_call_that_keeps_failing_is_an_upstream_error(fake: FakeOpenAI, clock: Clock) -> None:
-    fake.chat_default = ("status", 500)
-    llm = _client(fake, clock, max_retries=2)
+async def test_a_call_that_keeps_failing_is_an_upstream_error(fake_llm: FakeOpenAI, clock: Clock) -> None:
+    fake_llm.chat_default = ("status", 500)
+    llm = _client(fake_llm, clock, max_retries=2)
     with pytest.raises(UpstreamError, match="LLM call failed"):
         await llm.complete_json("alice", "p")
     assert llm.stats.calls == 3
 
 
-async def test_the_budget_per_principal_is_enforced(fake: FakeOpenAI, clock: Clock) -> None:
-    fake.chat_default = ("json", {"summary": "x"})
-    llm = _client(fake, clock, calls_per_scope_per_day=2)
+async def test_the_budget_per_principal_is_enforced(fake_llm: FakeOpenAI, clock: Clock) -> None:
+    fake_llm.chat_default = ("json", {"summary": "x"})
+    llm = _client(fake_llm, clock, calls_per_scope_per_day=2)
     await llm.complete_json("alice", "p")
     await llm.complete_json("alice", "p")
     with pytest.raises(UpstreamError, match="budget"):
@@ -87,10 +78,10 @@ async def test_the_budget_per_principal_is_enforced(fake: FakeOpenAI, clock: Clo
 
 
 async def test_the_circuit_opens_after_repeated_failures_and_closes_after_the_cool_down(
-    fake: FakeOpenAI, clock: Clock
+    fake_llm: FakeOpenAI, clock: Clock
 ) -> None:
-    fake.chat_default = ("status", 500)
-    llm = _client(fake, clock, max_retries=0, breaker_failures=2, breaker_cooldown_seconds=60)
+    fake_llm.chat_default = ("status", 500)
+    llm = _client(fake_llm, clock, max_retries=0, breaker_failures=2, breaker_cooldown_seconds=60)
     for _ in range(2):
         with pytest.raises(UpstreamError):
             await llm.complete_json("alice", "p")
@@ -99,7 +90,7 @@ async def test_the_circuit_opens_after_repeated_failures_and_closes_after_the_co
         await llm.complete_json("alice", "p")
     assert llm.stats.calls == calls  # not even tried
     clock.advance(61)
-    fake.chat_default = ("json", {"summary": "back"})
+    fake_llm.chat_default = ("json", {"summary": "back"})
     assert await llm.complete_json("alice", "p") == {"summary": "back"}
 
 
@@ -120,19 +111,8 @@ SESSION_ZH = [
 ]
 
 
-async def _compress_with(data_dir: Path, fake: FakeOpenAI, clock: Clock) -> dict[str, object]:
-    settings = load_settings(
-        data_dir=data_dir,
-        principal="alice",
-        llm={
-            "enabled": True,
-            "base_url": fake.base_url,
-            "model": "fake-chat",
-            "api_key_env": "TEST_MCP_MEMORY_LLM_KEY",
-            "timeout_seconds": 1.0,
-            "max_retries": 1,
-        },
-    )
+async def _compress_with(data_dir: Path, fake_llm: FakeOpenAI, clock: Clock) -> dict[str, object]:
+    settings = load_settings(data_dir=data_dir, principal="alice", llm=llm_table(fake_llm, max_retries=1))
     async with open_runtime(settings, clock=clock) as runtime, Client(runtime.mcp, mode="legacy") as client:
         await call(
             client,
@@ -146,36 +126,36 @@ async def _compress_with(data_dir: Path, fake: FakeOpenAI, clock: Clock) -> dict
 
 
 async def test_a_chinese_session_gets_the_llms_chinese_summary_with_identifiers(
-    data_dir: Path, fake: FakeOpenAI, clock: Clock
+    data_dir: Path, fake_llm: FakeOpenAI, clock: Clock
 ) -> None:
     summary = "下周三把计费数据库迁移到PostgreSQL 16，因为需要JSONB；发布之前必须运行tools/migrate_billing.py。"
-    fake.chat_default = ("json", {"summary": summary})
-    hit = await _compress_with(data_dir, fake, clock)
+    fake_llm.chat_default = ("json", {"summary": summary})
+    hit = await _compress_with(data_dir, fake_llm, clock)
     assert hit["level"] == 1
     assert hit["text"] == summary
     assert hit["language"] == "zh"
-    assert "PostgreSQL 16" in fake.chat_prompts[-1]  # the sources went to the LLM
+    assert "PostgreSQL 16" in fake_llm.chat_prompts[-1]  # the sources went to the LLM
 
 
 async def test_a_failing_or_unfaithful_llm_falls_back_and_loses_nothing(
-    data_dir: Path, fake: FakeOpenAI, clock: Clock
+    data_dir: Path, fake_llm: FakeOpenAI, clock: Clock
 ) -> None:
-    fake.chat_default = ("json", {"summary": "迁移数据库。"})  # drops the identifiers: rejected
-    hit = await _compress_with(data_dir / "a", fake, clock)
+    fake_llm.chat_default = ("json", {"summary": "迁移数据库。"})  # drops the identifiers: rejected
+    hit = await _compress_with(data_dir / "a", fake_llm, clock)
     assert hit["level"] == 1
     assert "PostgreSQL 16" in str(hit["text"])  # the extractive fallback kept them
-    fake.chat_default = ("status", 500)
-    hit = await _compress_with(data_dir / "b", fake, clock)
+    fake_llm.chat_default = ("status", 500)
+    hit = await _compress_with(data_dir / "b", fake_llm, clock)
     assert hit["level"] == 1
     assert "tools/migrate_billing.py" in str(hit["text"])
 
 
 async def test_a_configured_key_of_any_shape_never_reaches_an_error_or_a_log(
-    data_dir: Path, fake: FakeOpenAI, clock: Clock
+    data_dir: Path, fake_llm: FakeOpenAI, clock: Clock
 ) -> None:
     key = "corp-gateway-7f3a9c2e1b8d4f60a5e7"  # no pattern knows this shape
-    fake.chat_default = ("error", (401, f"Incorrect API key provided: {key}"))
-    llm = _client(fake, clock, api_key=key, max_retries=0)
+    fake_llm.chat_default = ("error", (401, f"Incorrect API key provided: {key}"))
+    llm = _client(fake_llm, clock, api_key=key, max_retries=0)
     with pytest.raises(UpstreamError) as raised:
         await llm.complete_json("alice", "p")
     assert key not in str(raised.value)
@@ -187,7 +167,7 @@ async def test_a_configured_key_of_any_shape_never_reaches_an_error_or_a_log(
     env = {
         **os.environ,
         "MCP_MEMORY_LLM__ENABLED": "true",
-        "MCP_MEMORY_LLM__BASE_URL": fake.base_url,
+        "MCP_MEMORY_LLM__BASE_URL": fake_llm.base_url,
         "MCP_MEMORY_LLM__MAX_RETRIES": "0",
         "MCP_MEMORY_LLM__API_KEY_ENV": "CORP_GATEWAY_KEY",
         "CORP_GATEWAY_KEY": key,
@@ -205,9 +185,9 @@ async def test_a_configured_key_of_any_shape_never_reaches_an_error_or_a_log(
     assert key not in stderr + stdout
 
 
-async def test_retries_stop_at_the_budget(fake: FakeOpenAI, clock: Clock) -> None:
-    fake.chat_default = ("status", 500)
-    llm = _client(fake, clock, max_retries=5, calls_per_scope_per_day=2)
+async def test_retries_stop_at_the_budget(fake_llm: FakeOpenAI, clock: Clock) -> None:
+    fake_llm.chat_default = ("status", 500)
+    llm = _client(fake_llm, clock, max_retries=5, calls_per_scope_per_day=2)
     with pytest.raises(UpstreamError):
         await llm.complete_json("alice", "p")
     assert llm.stats.calls == 2  # not 6: every attempt is paid from the budget
@@ -215,11 +195,11 @@ async def test_retries_stop_at_the_budget(fake: FakeOpenAI, clock: Clock) -> Non
 
 
 async def test_an_llm_summary_that_adds_what_its_sources_do_not_say_is_rejected(
-    data_dir: Path, fake: FakeOpenAI, clock: Clock
+    data_dir: Path, fake_llm: FakeOpenAI, clock: Clock
 ) -> None:
     faithful = "下周三把计费数据库迁移到PostgreSQL 16，因为需要JSONB；发布之前必须运行tools/migrate_billing.py。"
-    fake.chat_default = ("json", {"summary": faithful + "另外，db-7 在 2027-01-05 部署。"})
-    hit = await _compress_with(data_dir, fake, clock)
+    fake_llm.chat_default = ("json", {"summary": faithful + "另外，db-7 在 2027-01-05 部署。"})
+    hit = await _compress_with(data_dir, fake_llm, clock)
     assert hit["level"] == 1
     assert "db-7" not in str(hit["text"])  # the extractive summary was used instead
     assert "PostgreSQL 16" in str(hit["text"])

@@ -19,6 +19,7 @@ from mcp_memory.schemas import MemoryInput
 from mcp_memory.server import open_runtime
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage.sqlite import principal_file
+from tests.conftest import BILLING_SESSION
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC).timestamp()
 DAY = 86_400.0
@@ -86,16 +87,7 @@ def test_a_pass_as_of_thirty_days_ahead_archives_an_old_unimportant_memory(
 
 
 def test_what_a_pass_as_of_later_writes_is_dated_now(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    session = [
-        "We decided to move the billing database to PostgreSQL 16 next Wednesday.",
-        "Great, thanks a lot.",
-        "So billing moves to PostgreSQL 16 next Wednesday.",
-        "Yes. The migration script tools/migrate_billing.py must run before the deploy.",
-        "Perfect, see you then, and thanks again!",
-        "Reminder: the migration script tools/migrate_billing.py must run before the deploy, then billing moves to "
-        "PostgreSQL 16 next Wednesday.",
-        "Alright, thank you so much, that works for me.",
-    ]
+    session = BILLING_SESSION
 
     async def seed() -> None:
         async with open_runtime(load_settings(data_dir=tmp_path, principal="alice")) as runtime:

@@ -16,23 +16,13 @@ from mcp_memory.errors import InvalidInputError
 from mcp_memory.models import Scope
 from mcp_memory.server import Runtime, open_runtime
 from mcp_memory.services.portability import export_lines, import_lines
-from tests.conftest import Clock, call, row_counts
+from tests.conftest import BILLING_SESSION, Clock, call, row_counts
 
 pytestmark = pytest.mark.anyio
 HOUR = 3600.0
 ALICE = Scope("alice")
 
-# The session of tests/test_compression.py: faded, it becomes one faithful L1 summary.
-SESSION = [
-    "We decided to move the billing database to PostgreSQL 16 next Wednesday.",
-    "Great, thanks a lot.",
-    "So billing moves to PostgreSQL 16 next Wednesday.",
-    "Yes. The migration script tools/migrate_billing.py must run before the deploy.",
-    "Perfect, see you then, and thanks again!",
-    "Reminder: the migration script tools/migrate_billing.py must run before the deploy, then billing moves to "
-    "PostgreSQL 16 next Wednesday.",
-    "Alright, thank you so much, that works for me.",
-]
+SESSION = BILLING_SESSION
 PETS = {"query": "which pets does Alice like", "reinforce": False}
 BILLING = {"query": "which database is billing moving to", "reinforce": False}
 
