@@ -10,7 +10,9 @@ import pytest
 from mcp.client import Client
 
 from mcp_memory.config import load_settings
+from mcp_memory.models import Scope
 from mcp_memory.server import open_runtime
+from mcp_memory.storage.lifecycle import LifecycleStore
 from mcp_memory.storage.sqlite import principal_file
 from tests.conftest import Clock, call, call_error, hit_texts
 
@@ -123,3 +125,30 @@ async def test_a_code_is_bound_to_its_principal(data_dir: Path, mode: str) -> No
         code = (await call(alice, "forget_user", {}))["confirmation_code"]
         await call_error(bob, "forget_user", {"confirmation_code": code})
         assert hit_texts(await call(bob, "recall", {"query": "bike lock"}))
+
+
+async def test_forget_user_also_clears_the_passes_state(data_dir: Path, clock: Clock) -> None:
+    """The fact extraction's marks and the fact check's counts are scheduler state: they go too."""
+    settings = load_settings(data_dir=data_dir, principal="alice")
+    async with open_runtime(settings, clock=clock) as runtime, Client(runtime.mcp, mode="legacy") as client:
+        await call(client, "remember", {"content": "A note to read for facts.", "kind": "message"})
+        rows = LifecycleStore(runtime.store)
+        await rows.mark_extracted(Scope("alice"), None, 1)
+        await rows.count_fact_check(Scope("alice"), None, passed=True)
+
+        def passes_state() -> list[str]:
+            conn = sqlite3.connect(principal_file(data_dir, "alice"))
+            try:
+                return [
+                    str(r[0])
+                    for r in conn.execute(
+                        "SELECT key FROM meta WHERE key LIKE 'extracted_upto%' OR key LIKE 'fact_check_%'"
+                    )
+                ]
+            finally:
+                conn.close()
+
+        assert len(passes_state()) == 2  # the positive control
+        dry = await call(client, "forget_user", {})
+        await call(client, "forget_user", {"confirmation_code": dry["confirmation_code"]})
+        assert passes_state() == []
