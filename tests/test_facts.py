@@ -331,3 +331,19 @@ async def test_stats_count_only_what_the_callers_namespace_sees(data_dir: Path, 
         assert (await call(secret, "stats", {}))["pending"]["conflicts_flagged"] == 1  # the positive control
         assert seen["vector_index_rows"] is None
         assert all(set(p) == {"name", "started_at", "finished_at", "outcome"} for p in seen["recent_passes"])
+
+
+async def test_the_side_said_last_is_the_newer_one_the_llm_is_asked_about(
+    data_dir: Path, fake_llm: FakeOpenAI, clock: Clock
+) -> None:
+    fake_llm.chat_script = [("json", {"verdict": "replaces"})]
+    fake_llm.chat_default = ("json", {"facts": []})
+    async with served(data_dir, fake_llm, clock) as (runtime, client):
+        cats, _ = await _cats_then_dogs(client, clock)
+        clock.advance(HOUR)
+        again = await call(client, "remember", {"content": "Alice likes cats", "kind": "preference"})
+        assert again["items"][0]["outcome"] == "merged"  # cats is the latest word now
+        await runtime.scheduler.run_once()
+        prompt = next(p for p in fake_llm.chat_prompts if "Older statement" in p)
+        assert prompt.index("Alice likes dogs") < prompt.index("Alice likes cats")
+        assert [h["id"] for h in (await call(client, "recall", PETS))["hits"]] == [cats]

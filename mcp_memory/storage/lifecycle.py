@@ -19,7 +19,7 @@ import orjson
 
 from mcp_memory.models import MemoryRecord, NewOccurrence, Provenance, Scope
 from mcp_memory.storage.counts import fact_check_key
-from mcp_memory.storage.rows import MEMORY_COLUMNS, row_to_record
+from mcp_memory.storage.rows import MEMORY_COLUMNS, attach_occurrences, row_to_record
 from mcp_memory.storage.sqlite import SqliteStore
 
 
@@ -178,6 +178,7 @@ class LifecycleStore:
             f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id IN ({','.join('?' * len(ids))})", ids
         )
         records = {r.id: r for r in map(row_to_record, found)}
+        await attach_occurrences(conn, list(records.values()))  # last_seen_at: when each was said last
         return [(records[a], records[b]) for a, b in pairs if a in records and b in records]
 
     async def settle_conflict(self, scope: Scope, older: str, newer: str, verdict: str, now: float) -> bool:
