@@ -72,9 +72,9 @@ class FactService:
             older, newer = sorted((first, second), key=_said_at)
             prompt = template("judge_conflict").format(
                 kind=newer.kind,
-                older=older.content,
+                older=_one_line(older.content),
                 older_date=_day(_said_at(older)),
-                newer=newer.content,
+                newer=_one_line(newer.content),
                 newer_date=_day(_said_at(newer)),
             )
             try:
@@ -103,7 +103,7 @@ class FactService:
                     break
                 calls += 1
                 prompt = template("extract_facts").format(
-                    memories="\n".join(f"{i}. {m.content}" for i, m in enumerate(batch, start=1))
+                    memories="\n".join(f"{i}. {_one_line(m.content)}" for i, m in enumerate(batch, start=1))
                 )
                 try:
                     answer = await self.llm.complete_json(scope.principal, prompt)
@@ -143,6 +143,11 @@ class FactService:
             else:  # the source was forgotten while the LLM read it: its fact goes with it
                 await self.memory.forget(Scope(scope.principal, source.namespace), ids=[done.id], dry_run=False)
         return kept
+
+
+def _one_line(text: str) -> str:
+    """A memory on one line of the prompt: its own line breaks cannot pose as the next memory."""
+    return " ".join(text.split())
 
 
 def _said_at(record: MemoryRecord) -> float:
