@@ -30,6 +30,14 @@ from mcp_memory.storage.sqlite import SqliteStore
 log = logging.getLogger(__name__)
 
 
+class _LeaseLost(Exception):
+    """Another process took the lease over: this pass stops at its next step."""
+
+
+def _utc(seconds: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
 class Scheduler:
     def __init__(
         self,
@@ -59,7 +67,14 @@ class Scheduler:
         moment = now if as_of is None else as_of
         if not await self.control.acquire("decay", self.holder, now, self.settings.lease_seconds):
             PASSES.inc(outcome="skipped")
-            return {"name": "decay", "outcome": "skipped", "reason": "another process holds the lease"}
+            held = await self.control.holder("decay")
+            holder, until = held if held is not None else ("another process", now)
+            return {
+                "name": "decay",
+                "outcome": "skipped",
+                "reason": f"{holder} holds the lease until {_utc(until)} (lifecycle.lease_seconds); "
+                "it is taken over then if that process has died",
+            }
         started = time.time()
         totals = {
             "principals": 0,
@@ -81,16 +96,27 @@ class Scheduler:
         }
         totals["principals_failed"] = 0
         outcome = "done"
+        lost = anyio.Event()
         try:
-            for principal in await LifecycleStore(self.store).known_principals():
-                # Renew the lease as the pass goes: a long pass must not be taken over while alive.
-                await self.control.acquire("decay", self.holder, now, self.settings.lease_seconds)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._keep_lease, now, lost)
                 try:
-                    await self._principal(Scope(principal), moment, now, totals)
-                except Exception as exc:  # one user's failure does not stop the others' passes
-                    outcome = "failed"
-                    totals["principals_failed"] += 1
-                    log.warning("decay pass failed for one principal: %s", exc)
+                    for principal in await LifecycleStore(self.store).known_principals():
+                        if lost.is_set():
+                            break
+                        try:
+                            await self._principal(Scope(principal), moment, now, totals, lost)
+                        except _LeaseLost:
+                            break
+                        except Exception as exc:  # one user's failure does not stop the others' passes
+                            outcome = "failed"
+                            totals["principals_failed"] += 1
+                            log.warning("decay pass failed for one principal: %s", exc)
+                finally:
+                    tg.cancel_scope.cancel()
+            if lost.is_set():
+                outcome = "lost the lease"
+                log.warning("the decay pass stopped: its lease was taken over (lifecycle.lease_seconds)")
         except Exception as exc:  # recorded, and retried at the next interval
             outcome = "failed"
             log.warning("decay pass failed: %s", exc)
@@ -100,8 +126,27 @@ class Scheduler:
         PASSES.inc(outcome=outcome)
         return {"name": "decay", "outcome": outcome, **totals}
 
-    async def _principal(self, scope: Scope, moment: float, now: float, totals: dict[str, int]) -> None:
-        """Every pass over one principal's file, as of ``moment``; what they write is dated ``now``."""
+    async def _keep_lease(self, now: float, lost: anyio.Event) -> None:
+        """Renew the lease three times per lease period while the pass runs; set ``lost`` (the
+        pass stops at its next step) if another process took it over meanwhile."""
+        started = time.monotonic()
+        while True:
+            await anyio.sleep(self.settings.lease_seconds / 3)
+            elapsed = time.monotonic() - started
+            if not await self.control.acquire("decay", self.holder, now + elapsed, self.settings.lease_seconds):
+                lost.set()
+                return
+
+    async def _principal(
+        self, scope: Scope, moment: float, now: float, totals: dict[str, int], lost: anyio.Event
+    ) -> None:
+        """Every pass over one principal's file, as of ``moment``; what they write is dated ``now``.
+        Each step first checks the lease is still this process's."""
+
+        def check() -> None:
+            if lost.is_set():
+                raise _LeaseLost
+
         result = await self.lifecycle.decay(scope, moment)
         totals["principals"] += 1
         totals["examined"] += result.examined
@@ -109,14 +154,18 @@ class Scheduler:
         totals["compress_candidates"] += result.compress_candidates
         totals["aggressive"] += int(result.aggressive)
         if self.facts is not None:  # the LLM's passes (no-ops without an LLM)
+            check()
             judged = await self.facts.judge_conflicts(scope, now)
             totals["conflicts_judged"] += judged.judged
             totals["conflicts_superseded"] += judged.superseded
             totals["conflicts_cleared"] += judged.cleared
+            check()
             totals["facts_extracted"] += (await self.facts.extract(scope, now)).facts
+        check()
         merged = await self.lifecycle.consolidate(scope, moment, written_at=now)
         totals["facts"] += merged.facts
         totals["consolidated"] += merged.consolidated
+        check()
         compressed = await self.lifecycle.compress(scope, moment, written_at=now)
         totals["summaries"] += compressed.summaries
         totals["summarized"] += compressed.summarized

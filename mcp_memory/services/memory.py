@@ -379,10 +379,6 @@ class MemoryService:
                 items=items,
                 note="dry run: nothing was deleted; call again with dry_run=false to delete these",
             )
-        going = {r.id for r in records}
-        for summary_id in await self.rows.summaries_of(scope, list(going)):
-            if summary_id not in going:  # a summary of something forgotten goes too; its other sources return
-                await self.rows.undo_summary(scope, summary_id)
         deleted, scrubbed = await self.store.delete(scope, [r.rowid for r in records], derived=True)
         note = "deleted from every table and index; freed pages zeroed and the write-ahead log emptied"
         if not scrubbed:

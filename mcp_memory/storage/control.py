@@ -90,6 +90,16 @@ class ControlStore(ControlFile):
         return bool(await self._call(self._acquire, name, holder, now, seconds))
 
     @staticmethod
+    def _holder(conn: sqlite3.Connection, name: str) -> tuple[str, float] | None:
+        row = conn.execute("SELECT holder, expires_at FROM leases WHERE name = ?", (name,)).fetchone()
+        return None if row is None else (str(row[0]), float(row[1]))
+
+    async def holder(self, name: str) -> tuple[str, float] | None:
+        """Who holds the lease ``name`` and until when (it may have expired), or None."""
+        result: tuple[str, float] | None = await self._call(self._holder, name)
+        return result
+
+    @staticmethod
     def _release(conn: sqlite3.Connection, name: str, holder: str) -> None:
         conn.execute("DELETE FROM leases WHERE name = ? AND holder = ?", (name, holder))
 

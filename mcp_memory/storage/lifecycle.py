@@ -18,6 +18,7 @@ import numpy as np
 import orjson
 
 from mcp_memory.models import MemoryRecord, NewOccurrence, Provenance, Scope
+from mcp_memory.storage import writes
 from mcp_memory.storage.counts import fact_check_key
 from mcp_memory.storage.rows import MEMORY_COLUMNS, attach_occurrences, row_to_record
 from mcp_memory.storage.sqlite import SqliteStore
@@ -187,11 +188,15 @@ class LifecycleStore:
         the pair changed since it was read (a side forgotten or replaced): nothing is written."""
         async with self.store.transaction(scope) as conn:
             live = await conn.execute_fetchall(
-                "SELECT COUNT(*) FROM memories WHERE id IN (?, ?) AND superseded_by IS NULL AND tier = 'active'",
+                "SELECT COUNT(*), COALESCE(SUM(pinned), 0) FROM memories WHERE id IN (?, ?) "
+                "AND superseded_by IS NULL AND tier = 'active'",
                 (older, newer),
             )
-            if int(next(iter(live))[0]) != 2:
+            count, pinned = next(iter(live))
+            if int(count) != 2:
                 return False
+            if pinned and verdict == "replaces":
+                verdict = "unsure"  # a pinned memory is the user's rule: only the user replaces it
             pair = "(memory_id = ? AND other_id = ?) OR (memory_id = ? AND other_id = ?)"
             if verdict in ("replaces", "both_true"):
                 await conn.execute(f"DELETE FROM conflicts WHERE {pair}", (older, newer, newer, older))
@@ -317,13 +322,6 @@ class LifecycleStore:
                 [(count, memory_id) for memory_id, count in failures],
             )
 
-    async def summaries_of(self, scope: Scope, source_ids: Sequence[str]) -> list[str]:
-        """The summaries built from any of ``source_ids``, and those built from them (an L2 over the
-        L1 of a source), highest first: undone in this order, each returns its sources to the tier
-        the next one takes apart."""
-        conn = await self.store.reader(scope)
-        return await _ancestors(conn, source_ids)
-
     async def undo_summary(self, scope: Scope, summary_id: str, resist: int = 0) -> list[str]:
         """Put a summary's sources back in the active tier and delete the summary; returns the sources.
 
@@ -333,9 +331,9 @@ class LifecycleStore:
         async with self.store.transaction(scope) as conn:
             # A summary that is itself summarized (an L1 under an L2) comes back first, so nothing
             # is left built from what this one held.
-            for above in await _ancestors(conn, [summary_id]):
-                await _undo(conn, above, 0)
-            return await _undo(conn, summary_id, resist)
+            for above in await writes.ancestors(conn, [summary_id]):
+                await writes.undo(conn, above, 0)
+            return await writes.undo(conn, summary_id, resist)
 
     async def archive(self, scope: Scope, ns: Sequence[int]) -> int:
         """Move memories to the archive tier (kept, out of default recall)."""
@@ -359,56 +357,6 @@ class LifecycleStore:
                 "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1",
                 (fact_check_key(namespace, passed),),
             )
-
-
-async def _ancestors(conn: aiosqlite.Connection, ids: Sequence[str]) -> list[str]:
-    """Every summary built from ``ids``, directly or through other summaries, highest level first."""
-    found: list[str] = []
-    frontier = list(dict.fromkeys(ids))
-    while frontier:
-        above: list[str] = []
-        for start in range(0, len(frontier), 500):
-            chunk = frontier[start : start + 500]
-            rows = await conn.execute_fetchall(
-                f"SELECT DISTINCT summary_id FROM summary_sources WHERE source_id IN ({','.join('?' * len(chunk))})",
-                chunk,
-            )
-            above.extend(str(r[0]) for r in rows if str(r[0]) not in found)
-        above = list(dict.fromkeys(above))
-        found.extend(above)
-        frontier = above
-    return found[::-1]
-
-
-async def _undo(conn: aiosqlite.Connection, summary_id: str, resist: int) -> list[str]:
-    """Inside a transaction: the summary's sources back to the active tier, the summary deleted."""
-    sources = [
-        str(r[0])
-        for r in await conn.execute_fetchall(
-            "SELECT source_id FROM summary_sources WHERE summary_id = ?", (summary_id,)
-        )
-    ]
-    archived_them = list(
-        await conn.execute_fetchall("SELECT 1 FROM memories WHERE id = ? AND level > 0", (summary_id,))
-    )
-    if sources and archived_them:  # an extracted fact (level 0) archived nothing: no tier to give back
-        marks = ",".join("?" * len(sources))
-        await conn.execute(f"UPDATE memories SET tier = 'active' WHERE id IN ({marks})", sources)
-        await conn.execute(
-            f"INSERT INTO changes(memory_n, op) SELECT n, 'put' FROM memories WHERE id IN ({marks})", sources
-        )
-        if resist:
-            await conn.executemany(
-                "INSERT INTO compression_failures(memory_id, failures) VALUES (?, ?) "
-                "ON CONFLICT(memory_id) DO UPDATE SET failures = MAX(failures, excluded.failures)",
-                [(source, resist) for source in sources],
-            )
-    await conn.execute("DELETE FROM summary_sources WHERE summary_id = ?", (summary_id,))
-    for (n,) in list(await conn.execute_fetchall("SELECT n FROM memories WHERE id = ?", (summary_id,))):
-        await conn.execute("DELETE FROM memories_fts WHERE rowid = ?", (n,))
-        await conn.execute("DELETE FROM memories WHERE n = ?", (n,))
-        await conn.execute("INSERT INTO changes(memory_n, op) VALUES (?, 'del')", (n,))
-    return sources
 
 
 def _mark_key(namespace: str | None) -> str:

@@ -180,9 +180,8 @@ async def insert_occurrence(conn: aiosqlite.Connection, n: int, occ: NewOccurren
 async def delete(conn: aiosqlite.Connection, ns: Sequence[int], *, unpinned_only: bool, derived: bool = False) -> int:
     """Delete memories from every table and index; returns how many rows went.
 
-    With ``derived`` the facts extracted from them (level-0 memories linked to them as sources)
-    go too, in the same transaction: a fact linked while the forget was on its way is not left
-    behind holding the forgotten text.
+    With ``derived`` (a user's forget) every summary and extracted fact built on them is taken
+    apart first, in the same transaction, so none is left holding their text.
     """
     deleted = 0
     for start in range(0, len(ns), 500):
@@ -195,13 +194,15 @@ async def delete(conn: aiosqlite.Connection, ns: Sequence[int], *, unpinned_only
                 continue
             marks = ",".join("?" * len(chunk))
         if derived:
-            facts = await conn.execute_fetchall(
-                "SELECT m.n FROM memories m JOIN summary_sources s ON s.summary_id = m.id WHERE m.level = 0 "
-                f"AND s.source_id IN (SELECT id FROM memories WHERE n IN ({marks}))",
-                chunk,
-            )
-            chunk = list(dict.fromkeys([*chunk, *(int(r[0]) for r in facts)]))
-            marks = ",".join("?" * len(chunk))
+            # Every summary and extracted fact built on what goes, at any level, is taken apart in
+            # this transaction (its other sources come back): one a pass wrote while this forget was
+            # on its way is not left holding the forgotten text.
+            going = [
+                str(r[0]) for r in await conn.execute_fetchall(f"SELECT id FROM memories WHERE n IN ({marks})", chunk)
+            ]
+            for above in await ancestors(conn, going):
+                if above not in going:
+                    await undo(conn, above, 0)
         ids = f"(SELECT id FROM memories WHERE n IN ({marks}))"
         # The sources a summary archived return to the active tier when it goes (an extracted fact,
         # level 0, archived nothing: its source keeps its tier); the lineage goes.
@@ -248,3 +249,54 @@ async def erase_principal(conn: aiosqlite.Connection, now: float) -> dict[str, i
     await conn.execute("DELETE FROM meta WHERE key LIKE 'extracted_upto%' OR key LIKE 'fact_check_%'")
     await conn.execute("INSERT INTO erasures(erased_at, receipt) VALUES (?, ?)", (now, orjson.dumps(counts).decode()))
     return counts
+
+
+async def ancestors(conn: aiosqlite.Connection, ids: Sequence[str]) -> list[str]:
+    """Every summary built from ``ids``, directly or through other summaries, highest level first."""
+    found: list[str] = []
+    frontier = list(dict.fromkeys(ids))
+    while frontier:
+        above: list[str] = []
+        for start in range(0, len(frontier), 500):
+            chunk = frontier[start : start + 500]
+            rows = await conn.execute_fetchall(
+                f"SELECT DISTINCT summary_id FROM summary_sources WHERE source_id IN ({','.join('?' * len(chunk))})",
+                chunk,
+            )
+            above.extend(str(r[0]) for r in rows if str(r[0]) not in found)
+        above = list(dict.fromkeys(above))
+        found.extend(above)
+        frontier = above
+    return found[::-1]
+
+
+async def undo(conn: aiosqlite.Connection, summary_id: str, resist: int) -> list[str]:
+    """Inside a transaction: the summary's sources back to the active tier, the summary deleted."""
+    sources = [
+        str(r[0])
+        for r in await conn.execute_fetchall(
+            "SELECT source_id FROM summary_sources WHERE summary_id = ?", (summary_id,)
+        )
+    ]
+    archived_them = list(
+        await conn.execute_fetchall("SELECT 1 FROM memories WHERE id = ? AND level > 0", (summary_id,))
+    )
+    if sources and archived_them:  # an extracted fact (level 0) archived nothing: no tier to give back
+        marks = ",".join("?" * len(sources))
+        await conn.execute(f"UPDATE memories SET tier = 'active' WHERE id IN ({marks})", sources)
+        await conn.execute(
+            f"INSERT INTO changes(memory_n, op) SELECT n, 'put' FROM memories WHERE id IN ({marks})", sources
+        )
+        if resist:
+            await conn.executemany(
+                "INSERT INTO compression_failures(memory_id, failures) VALUES (?, ?) "
+                "ON CONFLICT(memory_id) DO UPDATE SET failures = MAX(failures, excluded.failures)",
+                [(source, resist) for source in sources],
+            )
+    await conn.execute("DELETE FROM summary_sources WHERE summary_id = ?", (summary_id,))
+    await conn.execute("DELETE FROM conflicts WHERE memory_id = ? OR other_id = ?", (summary_id, summary_id))
+    for (n,) in list(await conn.execute_fetchall("SELECT n FROM memories WHERE id = ?", (summary_id,))):
+        await conn.execute("DELETE FROM memories_fts WHERE rowid = ?", (n,))
+        await conn.execute("DELETE FROM memories WHERE n = ?", (n,))
+        await conn.execute("INSERT INTO changes(memory_n, op) VALUES (?, 'del')", (n,))
+    return sources
