@@ -116,3 +116,20 @@ async def test_compression_leaves_preferences_to_consolidation(runtime: Runtime,
     answer = await call(client, "recall", {"query": "window seat on flights", "reinforce": False})
     assert preference in [h["id"] for h in answer["hits"]]
     assert "The user prefers window seats on long flights" in hit_texts(answer)
+
+
+async def test_undoing_a_fact_leaves_no_conflict_flag_naming_it(strict_runtime: Runtime, clock: Clock) -> None:
+    async with Client(strict_runtime.mcp, mode="legacy") as client:
+        first = await _say(client, "Alice likes cats", "monday")
+        clock.advance(24 * HOUR)
+        second = await _say(client, "Alice really likes cats", "tuesday")
+        dogs = await _say(client, "Alice likes dogs", "tuesday")
+        clock.advance(HOUR)
+        assert (await strict_runtime.scheduler.run_once())["facts"] == 1
+        query = {"query": "which pets does Alice like", "reinforce": False}
+        fact = next(h for h in (await call(client, "recall", query))["hits"] if h["source_ids"])
+        assert fact["conflicts_with"] == [dogs]  # the positive control: the fact carries the flag
+        await call(client, "undo_summary", {"id": fact["id"]})
+        hits = {h["id"]: h for h in (await call(client, "recall", query))["hits"]}
+        assert fact["id"] not in hits[dogs]["conflicts_with"]
+        assert {first, second} <= set(hits)

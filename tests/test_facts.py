@@ -403,3 +403,21 @@ async def test_a_pass_longer_than_its_lease_keeps_it_and_stops_when_it_is_taken_
             assert await second.scheduler.control.acquire("decay", "other-host:1", time.time() + 60, 300)
         assert reports[0]["outcome"] == "lost the lease"
         assert reports[0]["summaries"] == 0  # it stopped at its next step
+
+
+async def test_an_llm_verdict_never_replaces_a_pinned_memory(
+    data_dir: Path, fake_llm: FakeOpenAI, clock: Clock
+) -> None:
+    fake_llm.chat_script = [("json", {"verdict": "replaces"})]
+    fake_llm.chat_default = ("json", {"facts": []})
+    async with served(data_dir, fake_llm, clock) as (runtime, client):
+        cats = await call(client, "remember", {"content": "Alice likes cats", "kind": "preference", "pinned": True})
+        clock.advance(HOUR)
+        dogs = await call(client, "remember", {"content": "Alice likes dogs", "kind": "preference"})
+        cats_id, dogs_id = cats["items"][0]["id"], dogs["items"][0]["id"]
+        assert dogs["items"][0]["conflicts_with"] == [cats_id]
+        assert (await runtime.scheduler.run_once())["conflicts_superseded"] == 0
+        recalled = await call(client, "recall", PETS)
+        assert [p["id"] for p in recalled["pinned"]] == [cats_id]  # still the user's pinned rule...
+        hits = {h["id"]: h for h in recalled["hits"]}
+        assert hits[dogs_id]["conflicts_with"] == [cats_id]  # ...and the pair still waits for the user

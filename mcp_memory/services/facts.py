@@ -84,10 +84,11 @@ class FactService:
                 break
             verdict = str(answer.get("verdict", "")).strip().lower()
             verdict = verdict if verdict in VERDICTS else "unsure"
-            if await self.rows.settle_conflict(scope, older.id, newer.id, verdict, now):
+            applied = await self.rows.settle_conflict(scope, older.id, newer.id, verdict, now)
+            if applied is not None:
                 judged += 1
-                superseded += verdict == "replaces"
-                cleared += verdict == "both_true"
+                superseded += applied == "replaces"
+                cleared += applied == "both_true"
         return JudgeOutcome(judged=judged, superseded=superseded, cleared=cleared)
 
     async def extract(self, scope: Scope, now: float) -> ExtractOutcome:

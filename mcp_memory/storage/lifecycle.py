@@ -182,10 +182,11 @@ class LifecycleStore:
         await attach_occurrences(conn, list(records.values()))  # last_seen_at: when each was said last
         return [(records[a], records[b]) for a, b in pairs if a in records and b in records]
 
-    async def settle_conflict(self, scope: Scope, older: str, newer: str, verdict: str, now: float) -> bool:
+    async def settle_conflict(self, scope: Scope, older: str, newer: str, verdict: str, now: float) -> str | None:
         """Apply a judgement: "replaces" supersedes ``older`` by ``newer`` (history kept) and
-        "both_true" lifts the flag; anything else marks the pair judged, still flagged. False when
-        the pair changed since it was read (a side forgotten or replaced): nothing is written."""
+        "both_true" lifts the flag; anything else marks the pair judged, still flagged. Returns the
+        verdict applied ("replaces" becomes "unsure" when a side is pinned), or None when the pair
+        changed since it was read (a side forgotten or replaced): nothing is written then."""
         async with self.store.transaction(scope) as conn:
             live = await conn.execute_fetchall(
                 "SELECT COUNT(*), COALESCE(SUM(pinned), 0) FROM memories WHERE id IN (?, ?) "
@@ -194,7 +195,7 @@ class LifecycleStore:
             )
             count, pinned = next(iter(live))
             if int(count) != 2:
-                return False
+                return None
             if pinned and verdict == "replaces":
                 verdict = "unsure"  # a pinned memory is the user's rule: only the user replaces it
             pair = "(memory_id = ? AND other_id = ?) OR (memory_id = ? AND other_id = ?)"
@@ -212,7 +213,7 @@ class LifecycleStore:
             await conn.execute(
                 "INSERT INTO changes(memory_n, op) SELECT n, 'put' FROM memories WHERE id IN (?, ?)", (older, newer)
             )
-        return True
+        return verdict
 
     async def extraction_namespaces(self, scope: Scope) -> list[str | None]:
         """The namespaces that hold raw memories (each is read for facts on its own)."""
