@@ -7,6 +7,7 @@
      +-- ConflictError          the state moved under the caller (a stale expected head)
  +-- AccessDeniedError      the request carries no identity that may do this
      +-- UpstreamError          an external service (embedding endpoint, LLM) failed
+     |    +-- LlmPausedError        the LLM was not called: its budget is spent or its breaker is open
      +-- StorageError           the data directory cannot be used as asked
           +-- SchemaVersionError    the file was written by a newer mcp-memory
           +-- ModelMismatchError    the store's vectors come from another embedding model
@@ -59,6 +60,11 @@ class AccessDeniedError(MemoryServerError):
 
 class UpstreamError(MemoryServerError):
     """An external service failed or answered with something unusable."""
+
+
+class LlmPausedError(UpstreamError):
+    """The LLM was not called (its budget for today is used up, or it is paused after failures):
+    the work waits; it is not the work's fault."""
 
 
 class StorageError(MemoryServerError):

@@ -93,6 +93,7 @@ class Scheduler:
             "conflicts_superseded": 0,
             "conflicts_cleared": 0,
             "facts_extracted": 0,
+            "memories_skipped_for_facts": 0,
         }
         totals["principals_failed"] = 0
         outcome = "done"
@@ -160,7 +161,9 @@ class Scheduler:
             totals["conflicts_superseded"] += judged.superseded
             totals["conflicts_cleared"] += judged.cleared
             check()
-            totals["facts_extracted"] += (await self.facts.extract(scope, now)).facts
+            extracted = await self.facts.extract(scope, now)
+            totals["facts_extracted"] += extracted.facts
+            totals["memories_skipped_for_facts"] += extracted.skipped
         check()
         merged = await self.lifecycle.consolidate(scope, moment, written_at=now)
         totals["facts"] += merged.facts

@@ -421,3 +421,49 @@ async def test_an_llm_verdict_never_replaces_a_pinned_memory(
         assert [p["id"] for p in recalled["pinned"]] == [cats_id]  # still the user's pinned rule...
         hits = {h["id"]: h for h in recalled["hits"]}
         assert hits[dogs_id]["conflicts_with"] == [cats_id]  # ...and the pair still waits for the user
+
+
+async def test_a_batch_the_llm_keeps_refusing_is_skipped_after_three_tries_and_the_rest_is_read(
+    data_dir: Path, fake_llm: FakeOpenAI, clock: Clock
+) -> None:
+    async with served(data_dir, fake_llm, clock) as (runtime, client):
+        await call(client, "remember", {"content": "FORBIDDEN words the provider refuses.", "kind": "message"})
+        fake_llm.chat_default = ("error", (400, "Content Exists Risk"))
+        skipped = [(await runtime.scheduler.run_once())["memories_skipped_for_facts"] for _ in range(3)]
+        assert skipped == [0, 0, 1]
+        fake_llm.chat_default = (
+            "json",
+            {"facts": [{"memory": 1, "kind": "preference", "text": "Prefers aisle seats on long flights."}]},
+        )
+        await call(client, "remember", {"content": TRIP, "kind": "message"})
+        assert (await runtime.scheduler.run_once())["facts_extracted"] == 1  # the next memories are read
+        assert (await call(client, "stats", {}))["pending"]["memories_not_yet_read_for_facts"] == 0
+
+
+async def test_a_paused_llm_costs_no_try(data_dir: Path, fake_llm: FakeOpenAI, clock: Clock) -> None:
+    """Refusals by the breaker or the budget are not failures of the batch: nothing is skipped."""
+    async with served(data_dir, fake_llm, clock, breaker_failures=1, breaker_cooldown_seconds=3600) as (
+        runtime,
+        client,
+    ):
+        await call(client, "remember", {"content": TRIP, "kind": "message"})
+        fake_llm.chat_default = ("status", 500)
+        reports = [await runtime.scheduler.run_once() for _ in range(4)]  # one failure, then the breaker is open
+        assert len(fake_llm.chat_prompts) == 1
+        assert [r["memories_skipped_for_facts"] for r in reports] == [0, 0, 0, 0]
+        assert (await call(client, "stats", {}))["pending"]["memories_not_yet_read_for_facts"] == 1
+
+
+async def test_a_pair_that_cannot_be_judged_three_times_is_left_to_the_user(
+    data_dir: Path, fake_llm: FakeOpenAI, clock: Clock
+) -> None:
+    fake_llm.chat_default = ("text", "not json at all")
+    async with served(data_dir, fake_llm, clock) as (runtime, client):
+        await _cats_then_dogs(client, clock)
+        for _ in range(4):
+            await runtime.scheduler.run_once()
+        judging = [p for p in fake_llm.chat_prompts if "Older statement" in p]
+        assert len(judging) == 3
+        stats = await call(client, "stats", {})
+        assert stats["pending"]["conflicts_not_yet_judged"] == 0
+        assert stats["pending"]["conflicts_flagged"] == 1  # still flagged: the user decides

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import orjson
 
-from mcp_memory.errors import UpstreamError
+from mcp_memory.errors import LlmPausedError, UpstreamError
 from mcp_memory.redact import known_secret, redact
 
 if TYPE_CHECKING:  # the openai package is imported only when an LLM is configured
@@ -101,7 +101,7 @@ class LlmClient:
         now = self.clock()
         if now < self._open_until:
             self.stats.refused_by_breaker += 1
-            raise UpstreamError(
+            raise LlmPausedError(
                 f"the LLM is paused after repeated failures; it is tried again after {self._open_until - now:.0f} s"
             )
         usage = self._budget(principal)
@@ -113,9 +113,7 @@ class LlmClient:
             # Every attempt is a call the budget pays for: retries stop at the budget too.
             if usage.calls >= cfg.calls_per_scope_per_day or usage.tokens >= cfg.tokens_per_scope_per_day:
                 self.stats.refused_by_budget += 1
-                if attempt:
-                    break
-                raise UpstreamError(
+                raise LlmPausedError(
                     "the LLM budget of this principal is used up for today (llm.calls_per_scope_per_day, "
                     "llm.tokens_per_scope_per_day)"
                 )

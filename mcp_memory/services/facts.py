@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from mcp_memory.errors import MemoryServerError, UpstreamError
+from mcp_memory.errors import LlmPausedError, MemoryServerError, UpstreamError
 from mcp_memory.llm.client import LlmClient
 from mcp_memory.models import MemoryRecord, Provenance, Scope, to_datetime
 from mcp_memory.schemas import MemoryInput
@@ -40,6 +40,7 @@ FACTS_PER_MEMORY = 3
 MAX_FACT_CHARS = 500
 FACT_KINDS = ("preference", "constraint", "decision")
 VERDICTS = ("replaces", "both_true", "unsure")
+GIVE_UP_AFTER = 3  # failed calls (not pauses) on one pair or one batch before it is left alone
 _CONTEXT = CallContext(provenance=Provenance(client_name="mcp-memory", transport="scheduler"))
 
 
@@ -55,6 +56,7 @@ class ExtractOutcome:
     examined: int = 0
     facts: int = 0
     rejected: int = 0
+    skipped: int = 0  # memories given up on after GIVE_UP_AFTER failed calls
 
 
 class FactService:
@@ -64,7 +66,8 @@ class FactService:
         self.llm = llm
 
     async def judge_conflicts(self, scope: Scope, now: float) -> JudgeOutcome:
-        """Put flagged pairs to the LLM, at most JUDGEMENTS_PER_PASS; stops at the first failure."""
+        """Put flagged pairs to the LLM, at most JUDGEMENTS_PER_PASS; stops when the LLM is paused.
+        A pair that fails GIVE_UP_AFTER times is left flagged for the user."""
         if self.llm is None:
             return JudgeOutcome()
         judged = superseded = cleared = 0
@@ -79,9 +82,14 @@ class FactService:
             )
             try:
                 answer = await self.llm.complete_json(scope.principal, prompt)
-            except UpstreamError as exc:
-                log.info("conflict judgement unavailable, the pair stays flagged: %s", exc)
+            except LlmPausedError as exc:
+                log.info("conflict judgement paused, the pairs stay flagged: %s", exc)
                 break
+            except UpstreamError as exc:  # this pair failed: after GIVE_UP_AFTER tries it waits for the user
+                if await self.rows.judgement_failed(scope, older.id, newer.id, now, GIVE_UP_AFTER):
+                    log.warning("a flagged conflict could not be judged %d times; left for the user", GIVE_UP_AFTER)
+                log.info("conflict judgement failed, the pair stays flagged: %s", exc)
+                continue
             verdict = str(answer.get("verdict", "")).strip().lower()
             verdict = verdict if verdict in VERDICTS else "unsure"
             applied = await self.rows.settle_conflict(scope, older.id, newer.id, verdict, now)
@@ -96,7 +104,7 @@ class FactService:
         batch never mixes namespaces (a fact must not carry one namespace's words into another)."""
         if self.llm is None:
             return ExtractOutcome()
-        examined = stored = rejected = calls = 0
+        examined = stored = rejected = calls = skipped = 0
         for namespace in await self.rows.extraction_namespaces(scope):
             while calls < EXTRACTION_BATCHES_PER_PASS:
                 batch = await self.rows.extraction_batch(scope, namespace, FACT_KINDS, EXTRACTION_BATCH)
@@ -108,16 +116,26 @@ class FactService:
                 )
                 try:
                     answer = await self.llm.complete_json(scope.principal, prompt)
-                except UpstreamError as exc:
-                    log.info("fact extraction unavailable, retried at the next pass: %s", exc)
-                    return ExtractOutcome(examined=examined, facts=stored, rejected=rejected)
+                except LlmPausedError as exc:
+                    log.info("fact extraction paused, retried at a later pass: %s", exc)
+                    return ExtractOutcome(examined=examined, facts=stored, rejected=rejected, skipped=skipped)
+                except UpstreamError as exc:  # this batch failed: tried again next pass, skipped after GIVE_UP_AFTER
+                    if await self.rows.extraction_failed(scope, namespace) >= GIVE_UP_AFTER:
+                        await self.rows.mark_extracted(scope, namespace, max(m.rowid for m in batch))
+                        skipped += len(batch)
+                        log.warning(
+                            "%d memories could not be read for facts after %d tries; skipped", len(batch), GIVE_UP_AFTER
+                        )
+                    else:
+                        log.info("fact extraction failed, retried at the next pass: %s", exc)
+                    break  # the namespace's next batch waits for the next pass
                 facts, refused = _grounded(batch, answer.get("facts"))
                 rejected += refused
                 for source, kind, text in facts:
                     stored += await self._store(scope, source, kind, text)
                 await self.rows.mark_extracted(scope, namespace, max(m.rowid for m in batch))
                 examined += len(batch)
-        return ExtractOutcome(examined=examined, facts=stored, rejected=rejected)
+        return ExtractOutcome(examined=examined, facts=stored, rejected=rejected, skipped=skipped)
 
     async def _store(self, scope: Scope, source: MemoryRecord, kind: str, text: str) -> int:
         item = MemoryInput(

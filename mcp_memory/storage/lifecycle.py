@@ -215,6 +215,31 @@ class LifecycleStore:
             )
         return verdict
 
+    async def judgement_failed(self, scope: Scope, older: str, newer: str, now: float, give_up_after: int) -> bool:
+        """Count a failed judgement of the pair; at ``give_up_after`` it is marked judged (it stays
+        flagged for the user). True when it was given up."""
+        pair = "(memory_id = ? AND other_id = ?) OR (memory_id = ? AND other_id = ?)"
+        async with self.store.transaction(scope) as conn:
+            await conn.execute(
+                f"UPDATE conflicts SET judge_failures = judge_failures + 1 WHERE {pair}", (older, newer, newer, older)
+            )
+            cursor = await conn.execute(
+                f"UPDATE conflicts SET judged_at = ? WHERE ({pair}) AND judge_failures >= ?",
+                (now, older, newer, newer, older, give_up_after),
+            )
+            return cursor.rowcount > 0
+
+    async def extraction_failed(self, scope: Scope, namespace: str | None) -> int:
+        """Count a failed extraction of the namespace's next batch; returns the failures so far."""
+        key = f"extract_failures:{namespace or ''}"
+        async with self.store.transaction(scope) as conn:
+            await conn.execute(
+                "INSERT INTO meta(key, value) VALUES (?, '1') "
+                "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1",
+                (key,),
+            )
+            return await self._meta_int(conn, key)
+
     async def extraction_namespaces(self, scope: Scope) -> list[str | None]:
         """The namespaces that hold raw memories (each is read for facts on its own)."""
         conn = await self.store.reader(scope)
@@ -235,7 +260,9 @@ class LifecycleStore:
         return [row_to_record(r) for r in rows]
 
     async def mark_extracted(self, scope: Scope, namespace: str | None, upto: int) -> None:
+        """The namespace's memories up to ``upto`` are read (or given up on); its failures reset."""
         async with self.store.transaction(scope) as conn:
+            await conn.execute("DELETE FROM meta WHERE key = ?", (f"extract_failures:{namespace or ''}",))
             await conn.execute(
                 "INSERT INTO meta(key, value) VALUES (?, ?) "
                 "ON CONFLICT(key) DO UPDATE SET value = MAX(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER))",

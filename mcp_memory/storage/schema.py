@@ -141,9 +141,11 @@ CREATE TABLE compression_failures (
 ) WITHOUT ROWID;
 """
 
-# A conflict the LLM judged and could not settle is not put to it again at every pass.
+# A conflict the LLM judged and could not settle, or failed to judge three times, is not put to
+# it again at every pass.
 _V6 = """
 ALTER TABLE conflicts ADD COLUMN judged_at REAL;
+ALTER TABLE conflicts ADD COLUMN judge_failures INTEGER NOT NULL DEFAULT 0;
 """
 
 # (version, script, the oldest code schema that may write a file at this version). Versions 2 and 3

@@ -246,7 +246,9 @@ async def erase_principal(conn: aiosqlite.Connection, now: float) -> dict[str, i
     await conn.execute("DELETE FROM summary_sources")
     await conn.execute("DELETE FROM compression_failures")
     # the passes' state: the fact extraction's marks and the fact check's counts
-    await conn.execute("DELETE FROM meta WHERE key LIKE 'extracted_upto%' OR key LIKE 'fact_check_%'")
+    await conn.execute(
+        "DELETE FROM meta WHERE key LIKE 'extracted_upto%' OR key LIKE 'fact_check_%' OR key LIKE 'extract_failures:%'"
+    )
     await conn.execute("INSERT INTO erasures(erased_at, receipt) VALUES (?, ?)", (now, orjson.dumps(counts).decode()))
     return counts
 
