@@ -281,3 +281,21 @@ async def test_a_task_summary_never_carries_text_into_another_namespace(data_dir
         assert "test_refund_totals" in seen_by_b[0]["text"]
         assert "test_invoice_totals" not in seen_by_b[0]["text"]
         assert [h for h in await _hits(wide, "why did the test fail") if h["level"] == 3] == []
+
+
+async def test_a_task_taken_back_from_done_loses_its_task_summary(
+    runtime: Runtime, client: Client, clock: Clock
+) -> None:
+    ids = await _remember(client, TASK_MEMORIES, task_id="fix-flaky-invoice-test", session_id="debug")
+    await _finished_task(client, "in_progress")
+    open_checkpoint = (await call(client, "list_checkpoints", {"task_id": "fix-flaky-invoice-test"}))["checkpoints"]
+    await _finished_task(client, "done")
+    clock.advance(25 * HOUR)
+    assert (await runtime.scheduler.run_once())["task_summaries"] == 1
+    await call(
+        client, "resume", {"task_id": "fix-flaky-invoice-test", "checkpoint_id": open_checkpoint[0]["id"]}
+    )  # a rollback to when the task was in progress
+    hits = await _hits(client, "why did test_invoice_totals fail")
+    assert [h for h in hits if h["level"] == 3] == []
+    assert {h["id"] for h in hits} <= set(ids)  # its memories are back in recall
+    assert TASK_MEMORIES[6] in [h["text"] for h in hits]

@@ -341,6 +341,13 @@ class MemoryService:
         # The sources stay faded: marked compression-resistant, so the next pass does not redo it.
         return await self.rows.undo_summary(scope, summary_id, resist=summarize.MAX_FAILURES)
 
+    async def reopen_task(self, scope: Scope, task_id: str, root_status: str | None) -> None:
+        """A task that is not (or no longer) done or abandoned has no task summary: its L3
+        summaries are undone and what they held returns to recall (a rollback, a reopened root)."""
+        if root_status not in ("done", "abandoned"):
+            for summary_id in await self.rows.task_summaries(scope, task_id):
+                await self.rows.undo_summary(scope, summary_id)
+
     async def pinned(self, scope: Scope) -> list[MemoryOut]:
         """Every pinned memory visible in the scope, most important first."""
         records = await self.store.select_memories(

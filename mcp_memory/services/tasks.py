@@ -278,6 +278,7 @@ class TaskService:
                 if expected_head is not None:
                     raise
                 continue  # another client moved the head: re-read and re-apply these fields
+            await self.memory.reopen_task(scope, new_row.task_id, head.tree.status if head.tree else None)
             return CheckpointResult(
                 checkpoint=_info(cp), created_task=base_seq is None, head_seq=seq, serialized_size=serialised_size(head)
             )
@@ -303,6 +304,7 @@ class TaskService:
                 if expected_head is not None:
                     raise
                 continue
+            await self.memory.reopen_task(scope, new_row.task_id, head.tree.status if head.tree else None)
             return TaskUpdateResult(
                 task_id=task_id,
                 head_seq=new_row.head_seq,
@@ -348,6 +350,7 @@ class TaskService:
                 await self.tasks.save(scope, new_row, row.head_seq, saved)
             except StaleHeadError:
                 continue
+            await self.memory.reopen_task(scope, new_row.task_id, head.tree.status if head.tree else None)
             return new_row, head, target.id, warnings
         raise StaleHeadError(task_id, -1, None)
 

@@ -350,6 +350,12 @@ class LifecycleStore:
                 [(count, memory_id) for memory_id, count in failures],
             )
 
+    async def task_summaries(self, scope: Scope, task_id: str) -> list[str]:
+        """The task summaries (L3) of ``task_id``, in every namespace of the principal."""
+        conn = await self.store.reader(scope)
+        rows = await conn.execute_fetchall("SELECT id FROM memories WHERE task_id = ? AND level = 3", (task_id,))
+        return [str(r[0]) for r in rows]
+
     async def undo_summary(self, scope: Scope, summary_id: str, resist: int = 0) -> list[str]:
         """Put a summary's sources back in the active tier and delete the summary; returns the sources.
 
