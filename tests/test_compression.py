@@ -227,3 +227,18 @@ async def test_a_long_session_becomes_several_summaries_in_time_order(
     clock.advance(300 * HOUR)
     report = await runtime.scheduler.run_once()
     assert report["summaries"] + report["compression_failures"] == 2  # 50 memories: two runs (40 and 10)
+
+
+async def test_replacing_a_summarized_memory_takes_its_summary_apart(
+    runtime: Runtime, client: Client, clock: Clock
+) -> None:
+    ids = await _store_session(client, SESSION)
+    clock.advance(300 * HOUR)
+    assert (await runtime.scheduler.run_once())["summaries"] == 1
+    correction = "Billing moves to PostgreSQL 17 next Wednesday, not 16."
+    await call(client, "remember", {"content": correction, "supersedes": [ids[2]]})
+    hits = (await call(client, "recall", {"query": "which PostgreSQL does billing move to", "k": 10}))["hits"]
+    assert [h for h in hits if h["level"] > 0] == []  # the summary that said 16 is gone...
+    assert hits[0]["text"] == correction
+    assert ids[2] not in [h["id"] for h in hits]  # ...the replaced memory stays replaced...
+    assert SESSION[5] in [h["text"] for h in hits]  # ...and the others are back

@@ -130,6 +130,11 @@ async def apply(
                 (rec.created_at, rec.id, old_n),
             )
             await conn.execute("INSERT INTO changes(memory_n, op) VALUES (?, 'put')", (old_n,))
+        # A summary built on a memory now replaced would go on saying the old thing: it is taken
+        # apart (its other sources return; the next pass may summarize them again).
+        for above in await ancestors(conn, [i for _, i in old]):
+            if above != rec.id:
+                await undo(conn, above, 0)
         superseded[rec.id] = sorted({i for _, i in old})
     for merge in merges:
         rows = await conn.execute_fetchall("SELECT n FROM memories WHERE id = ?", (merge.target_id,))
