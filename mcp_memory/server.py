@@ -41,6 +41,7 @@ from mcp_memory.services.sessions import SessionTracker
 from mcp_memory.services.stats import StatsService
 from mcp_memory.services.tasks import TaskService
 from mcp_memory.storage.control import ControlStore
+from mcp_memory.storage.llm_usage import LlmLedger
 from mcp_memory.storage.sqlite import SqliteStore
 from mcp_memory.storage.tasks import TaskStore
 from mcp_memory.storage.tokens import TokenStore
@@ -155,6 +156,7 @@ def llm_client(settings: Settings, clock: Callable[[], float]) -> LlmClient | No
             breaker_cooldown_seconds=cfg.breaker_cooldown_seconds,
         ),
         clock=clock,
+        ledger=LlmLedger(settings.data_dir, settings.busy_timeout_ms),
     )
 
 

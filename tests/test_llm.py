@@ -13,13 +13,14 @@ import pytest
 from mcp.client import Client
 
 from mcp_memory.config import load_settings
-from mcp_memory.errors import UpstreamError
+from mcp_memory.errors import LlmPausedError, UpstreamError
 from mcp_memory.llm.client import LlmClient, LlmConfig
 from mcp_memory.models import Scope
 from mcp_memory.schemas import MemoryInput
 from mcp_memory.server import open_runtime
 from mcp_memory.services import summarize
 from mcp_memory.services.memory import CallContext
+from mcp_memory.storage.llm_usage import LlmLedger
 from tests.conftest import Clock, call
 from tests.fake_openai import LLM_KEY, FakeOpenAI, llm_table
 
@@ -191,7 +192,7 @@ async def test_retries_stop_at_the_budget(fake_llm: FakeOpenAI, clock: Clock) ->
     with pytest.raises(UpstreamError):
         await llm.complete_json("alice", "p")
     assert llm.stats.calls == 2  # not 6: every attempt is paid from the budget
-    assert llm.usage("alice")["calls_today"] == 2
+    assert (await llm.usage("alice"))["calls_today"] == 2
 
 
 async def test_an_llm_summary_that_adds_what_its_sources_do_not_say_is_rejected(
@@ -211,3 +212,24 @@ def test_the_check_names_an_invented_identifier_or_sentence() -> None:
     assert "db-7" in str(summarize.invented(sources, "Billing moves to PostgreSQL 16. Deploy db-7."))
     made_up = summarize.invented(sources, "Billing moves to PostgreSQL 16. The CFO approved a larger budget.")
     assert "do not" in str(made_up)
+
+
+async def test_the_budget_is_one_for_every_process_on_the_data_directory(
+    tmp_path: Path, fake_llm: FakeOpenAI, clock: Clock
+) -> None:
+    """A server and a `maintain` run (two clients, two ledgers on one directory) share one budget."""
+    fake_llm.chat_default = ("json", {"summary": "x"})
+    server = _client(fake_llm, clock, calls_per_scope_per_day=3)
+    server.ledger = LlmLedger(tmp_path)
+    maintain = _client(fake_llm, clock, calls_per_scope_per_day=3)
+    maintain.ledger = LlmLedger(tmp_path)
+    await server.complete_json("alice", "p")
+    await maintain.complete_json("alice", "p")
+    await server.complete_json("alice", "p")
+    with pytest.raises(LlmPausedError, match="budget"):
+        await maintain.complete_json("alice", "p")
+    assert (await server.usage("alice"))["calls_today"] == 3  # what the other process spent counts
+    await maintain.complete_json("bob", "p")  # per principal
+    clock.advance(86_400)
+    await maintain.complete_json("alice", "p")  # and per day
+    assert b"alice" not in (tmp_path / "control.db").read_bytes()  # names are not kept, only hashes

@@ -18,6 +18,7 @@ import orjson
 
 from mcp_memory.errors import LlmPausedError, UpstreamError
 from mcp_memory.redact import known_secret, redact
+from mcp_memory.storage.llm_usage import LlmLedger
 
 if TYPE_CHECKING:  # the openai package is imported only when an LLM is configured
     from openai.types.chat import ChatCompletionMessageParam
@@ -57,11 +58,16 @@ class LlmStats:
 
 
 class LlmClient:
-    def __init__(self, config: LlmConfig, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, config: LlmConfig, clock: Callable[[], float] = time.time, ledger: LlmLedger | None = None
+    ) -> None:
+        """``ledger`` keeps the budget in the data directory, shared by every process; without it
+        the budget is this process's own (tests of the client alone)."""
         import openai
 
         self.config = config
         self.clock = clock
+        self.ledger = ledger
         if config.api_key:
             known_secret(config.api_key)  # upstream errors may quote it back: never into a log
         self._openai = openai
@@ -75,16 +81,35 @@ class LlmClient:
         self._consecutive_failures = 0
         self._open_until = 0.0
 
-    def _budget(self, principal: str) -> _Usage:
-        day = int(self.clock() // 86400)
+    def _today(self) -> int:
+        return int(self.clock() // 86400)
+
+    async def _used(self, principal: str) -> _Usage:
+        day = self._today()
+        if self.ledger is not None:
+            calls, tokens, failures = await self.ledger.used(principal, day)
+            return _Usage(day, calls, tokens, failures)
         usage = self.stats.usage.setdefault(principal, _Usage())
         if usage.day != day:
             usage.day, usage.calls, usage.tokens, usage.failures = day, 0, 0, 0
         return usage
 
-    def usage(self, principal: str) -> dict[str, Any]:
-        """This principal's use of the LLM today against its budget, and whether calls are paused."""
-        used = self._budget(principal)
+    async def _charge(self, principal: str, *, calls: int = 0, tokens: int = 0, failures: int = 0) -> None:
+        self.stats.calls += calls
+        self.stats.tokens += tokens
+        self.stats.failures += failures
+        if self.ledger is not None:
+            await self.ledger.charge(principal, self._today(), calls=calls, tokens=tokens, failures=failures)
+            return
+        usage = await self._used(principal)
+        usage.calls += calls
+        usage.tokens += tokens
+        usage.failures += failures
+
+    async def usage(self, principal: str) -> dict[str, Any]:
+        """This principal's use of the LLM today (every process) against its budget, and whether
+        this process has paused calls."""
+        used = await self._used(principal)
         return {
             "model": self.config.model,
             "calls_today": used.calls,
@@ -104,21 +129,20 @@ class LlmClient:
             raise LlmPausedError(
                 f"the LLM is paused after repeated failures; it is tried again after {self._open_until - now:.0f} s"
             )
-        usage = self._budget(principal)
         messages: list[ChatCompletionMessageParam] = [{"role": "user", "content": redact(prompt)}]
         last: Exception | None = None
         for attempt in range(cfg.max_retries + 1):
             if attempt:
                 await anyio.sleep(cfg.backoff_seconds * 2 ** (attempt - 1))
             # Every attempt is a call the budget pays for: retries stop at the budget too.
+            usage = await self._used(principal)
             if usage.calls >= cfg.calls_per_scope_per_day or usage.tokens >= cfg.tokens_per_scope_per_day:
                 self.stats.refused_by_budget += 1
                 raise LlmPausedError(
                     "the LLM budget of this principal is used up for today (llm.calls_per_scope_per_day, "
                     "llm.tokens_per_scope_per_day)"
                 )
-            usage.calls += 1
-            self.stats.calls += 1
+            await self._charge(principal, calls=1)
             try:
                 response = await self._client.chat.completions.create(
                     model=cfg.model,
@@ -137,9 +161,7 @@ class LlmClient:
             except self._openai.OpenAIError as exc:
                 last = exc
                 break  # a 4xx other than 429: trying again will not help
-            spent = response.usage.total_tokens if response.usage else 0
-            usage.tokens += spent
-            self.stats.tokens += spent
+            await self._charge(principal, tokens=response.usage.total_tokens if response.usage else 0)
             text = response.choices[0].message.content if response.choices else None
             try:
                 parsed = orjson.loads(text or "")
@@ -151,8 +173,7 @@ class LlmClient:
                 continue
             self._consecutive_failures = 0
             return parsed
-        self.stats.failures += 1
-        usage.failures += 1
+        await self._charge(principal, failures=1)
         self._consecutive_failures += 1
         if self._consecutive_failures >= cfg.breaker_failures:
             self._open_until = self.clock() + cfg.breaker_cooldown_seconds

@@ -62,5 +62,5 @@ class StatsService:
                 "failed": failed,
                 "pass_rate": round(passed / (passed + failed), 3) if passed + failed else None,
             },
-            llm=self.llm.usage(scope.principal) if self.llm is not None else None,
+            llm=await self.llm.usage(scope.principal) if self.llm is not None else None,
         )

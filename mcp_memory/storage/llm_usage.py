@@ -1,0 +1,57 @@
+"""LlmLedger: each principal's LLM use per day, in the control file, shared by every process.
+
+The budget of calls and tokens is per principal and per day whatever the number of processes on
+the data directory (a server, a `maintain` run, a second server): each reads and charges the
+same rows. Principals are recorded by a hash of their name, so the file holds no name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+
+from mcp_memory.storage.control import ControlFile
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS llm_usage (
+    principal_hash TEXT NOT NULL,
+    day INTEGER NOT NULL,
+    calls INTEGER NOT NULL DEFAULT 0,
+    tokens INTEGER NOT NULL DEFAULT 0,
+    failures INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (principal_hash, day)
+) WITHOUT ROWID;
+"""
+
+
+def _key(principal: str) -> str:
+    return hashlib.sha256(principal.encode()).hexdigest()[:32]
+
+
+class LlmLedger(ControlFile):
+    schema = _SCHEMA
+
+    @staticmethod
+    def _used(conn: sqlite3.Connection, key: str, day: int) -> tuple[int, int, int]:
+        row = conn.execute(
+            "SELECT calls, tokens, failures FROM llm_usage WHERE principal_hash = ? AND day = ?", (key, day)
+        ).fetchone()
+        return (0, 0, 0) if row is None else (int(row[0]), int(row[1]), int(row[2]))
+
+    async def used(self, principal: str, day: int) -> tuple[int, int, int]:
+        """(calls, tokens, failures) the principal has spent on ``day`` (days since the epoch)."""
+        result: tuple[int, int, int] = await self._call(self._used, _key(principal), day)
+        return result
+
+    @staticmethod
+    def _charge(conn: sqlite3.Connection, key: str, day: int, calls: int, tokens: int, failures: int) -> None:
+        conn.execute(
+            "INSERT INTO llm_usage(principal_hash, day, calls, tokens, failures) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT(principal_hash, day) DO UPDATE SET calls = calls + excluded.calls, "
+            "tokens = tokens + excluded.tokens, failures = failures + excluded.failures",
+            (key, day, calls, tokens, failures),
+        )
+        conn.execute("DELETE FROM llm_usage WHERE day < ?", (day - 7,))  # a week of history at most
+
+    async def charge(self, principal: str, day: int, *, calls: int = 0, tokens: int = 0, failures: int = 0) -> None:
+        await self._call(self._charge, _key(principal), day, calls, tokens, failures)
