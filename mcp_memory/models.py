@@ -144,3 +144,6 @@ class Merge:
     occurrence: NewOccurrence
     seen_at: float | None = None  # a restatement is a use: the memory's last access moves here
     supersedes: tuple[str, ...] = ()  # what the restatement replaces (rules; skipped if already gone)
+    # When the restatement expires (None: never). A memory lives as long as its longest-lived
+    # statement: said once for an hour and once for good, it is kept for good.
+    expires_at: float | None = None

@@ -128,6 +128,23 @@ async def test_a_memory_expires_after_its_time_to_live(client: Client, clock: Cl
     assert len(expired["hits"]) == 1
 
 
+async def test_a_memory_lives_as_long_as_its_longest_lived_statement(client: Client, clock: Clock) -> None:
+    text = "The visitor badge for the Lisbon office is at the front desk"
+    first = await call(client, "remember", {"content": text, "ttl_seconds": 60})
+    longer = await call(client, "remember", {"content": text, "ttl_seconds": 600})
+    assert longer["items"][0]["outcome"] == "merged"
+    clock.advance(120)
+    assert hit_texts(await call(client, "recall", {"query": "visitor badge", "k": 3})) == [text]  # 600 s now
+    shorter = await call(client, "remember", {"content": text, "ttl_seconds": 10})
+    assert shorter["items"][0]["outcome"] == "merged"
+    clock.advance(60)
+    assert hit_texts(await call(client, "recall", {"query": "visitor badge", "k": 3})) == [text]  # not cut short
+    await call(client, "remember", {"content": text})  # said for good
+    clock.advance(10_000)
+    hits = (await call(client, "recall", {"query": "visitor badge", "k": 3}))["hits"]
+    assert [h["id"] for h in hits] == [first["items"][0]["id"]]
+
+
 async def test_explain_reports_every_signal(client: Client) -> None:
     await call(client, "remember", {"content": "Our CI runs on GitHub Actions with self-hosted runners"})
     result = await call(client, "recall", {"query": "where does CI run", "explain": True})

@@ -178,7 +178,10 @@ class MemoryService:
             if target is not None:
                 fresh = tuple(r for r in replaces if r != target and r not in replaced_in_batch)
                 replaced_in_batch.update(fresh)
-                merges.append(Merge(target_id=target, occurrence=occurrence, seen_at=now, supersedes=fresh))
+                lasts = now + item.ttl_seconds if item.ttl_seconds else None
+                merges.append(
+                    Merge(target_id=target, occurrence=occurrence, seen_at=now, supersedes=fresh, expires_at=lasts)
+                )
                 results[i] = RememberItem(
                     index=i,
                     outcome="merged",

@@ -141,6 +141,11 @@ async def apply(
         if rows:
             target_n = int(next(iter(rows))[0])
             await insert_occurrence(conn, target_n, merge.occurrence)
+            await conn.execute(  # the longest-lived statement sets the expiry (NULL: never)
+                "UPDATE memories SET expires_at = CASE WHEN ? IS NULL THEN NULL ELSE MAX(expires_at, ?) END "
+                "WHERE n = ? AND expires_at IS NOT NULL",
+                (merge.expires_at, merge.expires_at, target_n),
+            )
             if merge.seen_at is not None:
                 await conn.execute(
                     "UPDATE memories SET last_accessed_at = MAX(COALESCE(last_accessed_at, created_at), ?) WHERE n = ?",
