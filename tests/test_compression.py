@@ -242,3 +242,19 @@ async def test_replacing_a_summarized_memory_takes_its_summary_apart(
     assert hits[0]["text"] == correction
     assert ids[2] not in [h["id"] for h in hits]  # ...the replaced memory stays replaced...
     assert SESSION[5] in [h["text"] for h in hits]  # ...and the others are back
+
+
+async def test_the_lifecycle_is_named_in_what_pin_forget_and_undo_say(
+    runtime: Runtime, client: Client, clock: Clock
+) -> None:
+    ids = await _store_session(client, SESSION)
+    clock.advance(300 * HOUR)
+    await runtime.scheduler.run_once()
+    summary_id = (await call(client, "recall", {"query": "billing database", "reinforce": False}))["hits"][0]["id"]
+    pinned = await call_error(client, "pin", {"id": ids[0]})
+    assert f"archived inside summary '{summary_id}'" in pinned
+    assert "raw memory, not a summary" in await call_error(client, "undo_summary", {"id": ids[0]})
+    dry = await call(client, "forget", {"ids": [summary_id]})
+    assert "1 of them are summaries: the memories they hold come back to recall" in dry["note"]
+    replaced = await call(client, "remember", {"content": "Billing moves to PostgreSQL 17.", "supersedes": [ids[2]]})
+    assert f"was replaced by '{replaced['items'][0]['id']}'" in await call_error(client, "pin", {"id": ids[2]})

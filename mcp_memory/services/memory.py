@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -256,7 +256,7 @@ class MemoryService:
         now = self.clock()
         found = await self.store.select_memories(scope, Criteria(ids=(memory_id,)), now)
         if not found:
-            raise NotFoundError("memory", memory_id)
+            await self._why_not_current(scope, memory_id, now)
         record = found[0]
         total = await self._pinned_tokens(scope, now)
         if pinned and not record.pinned:
@@ -333,14 +333,37 @@ class MemoryService:
             omitted_for_budget=omitted,
         )
 
+    async def _why_not_current(self, scope: Scope, memory_id: str, now: float) -> NoReturn:
+        """The error for a memory that exists but is not current: what it became and what to do."""
+        everything = Criteria(ids=(memory_id,), include_superseded=True, include_archived=True, include_expired=True)
+        found = await self.store.select_memories(scope, everything, now)
+        if not found:
+            raise NotFoundError("memory", memory_id)
+        record = found[0]
+        if record.superseded_by is not None:
+            raise InvalidInputError("id", f"{memory_id!r} was replaced by {record.superseded_by!r}; use that one")
+        if record.expires_at is not None and record.expires_at <= now:
+            raise InvalidInputError("id", f"{memory_id!r} has expired (its time to live ran out); remember it again")
+        holders = await self.rows.summaries_holding(scope, memory_id)
+        if holders:
+            raise InvalidInputError(
+                "id",
+                f"{memory_id!r} is archived inside summary {holders[0]!r}; pin the summary, or undo_summary it first",
+            )
+        raise InvalidInputError("id", f"{memory_id!r} is archived (it faded); recall it with include_archived")
+
     async def undo_summary(self, scope: Scope, summary_id: str) -> list[str]:
         """Undo a compression: the sources return to the active tier and the summary is deleted."""
         text_field("id", summary_id)
         found = await self.store.select_memories(
             scope, Criteria(ids=(summary_id,), include_archived=True, include_superseded=True), self.clock()
         )
-        if not found or found[0].level == 0:
+        if not found:
             raise NotFoundError("summary", summary_id)
+        if found[0].level == 0:
+            raise InvalidInputError(
+                "id", f"{summary_id!r} is a raw memory, not a summary: undo_summary takes apart level 1-3 memories"
+            )
         # The sources stay faded: marked compression-resistant, so the next pass does not redo it.
         return await self.rows.undo_summary(scope, summary_id, resist=summarize.MAX_FAILURES)
 
@@ -381,13 +404,21 @@ class MemoryService:
             ForgetItem(id=r.id, kind=r.kind, preview=r.content[:80], occurred_at=to_datetime(r.occurred_at))
             for r in records
         ]
+        summaries = sum(r.level > 0 for r in records)
+        # Forgetting a summary forgets its wording, not what it summarized: say so.
+        held = (
+            f" {summaries} of them are summaries: the memories they hold come back to recall (their ids are in"
+            " source_ids); forget those too to remove that text."
+            if summaries
+            else ""
+        )
         if dry_run:
             return ForgetResult(
                 dry_run=True,
                 matched=len(records),
                 deleted=0,
                 items=items,
-                note="dry run: nothing was deleted; call again with dry_run=false to delete these",
+                note=f"dry run: nothing was deleted; call again with dry_run=false to delete these.{held}",
             )
         deleted, scrubbed = await self.store.delete(scope, [r.rowid for r in records], derived=True)
         note = "deleted from every table and index; freed pages zeroed and the write-ahead log emptied"
@@ -396,4 +427,4 @@ class MemoryService:
                 "deleted from every table and index; another process is reading the store, so the write-ahead "
                 "log keeps old pages until it lets go: they are wiped at a later write"
             )
-        return ForgetResult(dry_run=False, matched=len(records), deleted=deleted, items=items, note=note)
+        return ForgetResult(dry_run=False, matched=len(records), deleted=deleted, items=items, note=note + "." + held)

@@ -350,6 +350,14 @@ class LifecycleStore:
                 [(count, memory_id) for memory_id, count in failures],
             )
 
+    async def summaries_holding(self, scope: Scope, memory_id: str) -> list[str]:
+        """The summaries (or facts) built directly on ``memory_id``."""
+        conn = await self.store.reader(scope)
+        rows = await conn.execute_fetchall(
+            "SELECT summary_id FROM summary_sources WHERE source_id = ? ORDER BY summary_id", (memory_id,)
+        )
+        return [str(r[0]) for r in rows]
+
     async def task_summaries(self, scope: Scope, task_id: str) -> list[str]:
         """The task summaries (L3) of ``task_id``, in every namespace of the principal."""
         conn = await self.store.reader(scope)
