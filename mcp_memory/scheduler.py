@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 
 from mcp_memory.config import LifecycleSettings
+from mcp_memory.errors import StorageError
 from mcp_memory.metrics import PASSES, Process
 from mcp_memory.models import Scope
 from mcp_memory.services.facts import FactService
@@ -134,7 +135,12 @@ class Scheduler:
         while True:
             await anyio.sleep(self.settings.lease_seconds / 3)
             elapsed = time.monotonic() - started
-            if not await self.control.acquire("decay", self.holder, now + elapsed, self.settings.lease_seconds):
+            try:
+                kept = await self.control.acquire("decay", self.holder, now + elapsed, self.settings.lease_seconds)
+            except StorageError as exc:  # the control file is busy: try again at the next tick
+                log.info("the lease could not be renewed just now: %s", exc)
+                continue
+            if not kept:
                 lost.set()
                 return
 

@@ -10,6 +10,7 @@ from mcp.client import Client
 
 from mcp_memory.config import load_settings
 from mcp_memory.server import Runtime, open_runtime
+from mcp_memory.services import lifecycle
 from tests.conftest import Clock, call, hit_texts
 
 pytestmark = pytest.mark.anyio
@@ -133,3 +134,21 @@ async def test_undoing_a_fact_leaves_no_conflict_flag_naming_it(strict_runtime: 
         hits = {h["id"]: h for h in (await call(client, "recall", query))["hits"]}
         assert fact["id"] not in hits[dogs]["conflicts_with"]
         assert {first, second} <= set(hits)
+
+
+async def test_a_new_statement_is_compared_with_every_older_one_however_large_the_store(
+    strict_runtime: Runtime, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(lifecycle, "MAX_NEW_PER_PASS", 2)  # a pass compares two new memories with all
+    async with Client(strict_runtime.mcp, mode="legacy") as client:
+        first = await _say(client, "I prefer dark roast coffee in the morning", "monday")
+        await _say(client, "I prefer aisle seats on long flights", "monday")
+        assert (await strict_runtime.scheduler.run_once())["facts"] == 0  # both compared: nothing alike
+        clock.advance(24 * HOUR)
+        await _say(client, "I prefer stand-up meetings before ten", "tuesday")
+        await _say(client, "I prefer invoices by email", "tuesday")
+        second = await _say(client, "In the mornings I prefer a dark roast coffee.", "tuesday")
+        facts = [(await strict_runtime.scheduler.run_once())["facts"] for _ in range(2)]
+        assert facts == [0, 1]  # the restatement, new in the second pass, meets the oldest memory
+        fact = next(h for h in (await call(client, "recall", {"query": "morning coffee"}))["hits"] if h["source_ids"])
+        assert sorted(fact["source_ids"]) == sorted([first, second])

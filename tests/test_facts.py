@@ -14,7 +14,10 @@ import pytest
 from mcp.client import Client
 
 from mcp_memory.config import load_settings
+from mcp_memory.models import Provenance, Scope
+from mcp_memory.schemas import MemoryInput
 from mcp_memory.server import Runtime, open_runtime
+from mcp_memory.services.memory import CallContext
 from tests.conftest import BILLING_SESSION, Clock, call
 from tests.fake_openai import FakeOpenAI, llm_table
 
@@ -467,3 +470,18 @@ async def test_a_pair_that_cannot_be_judged_three_times_is_left_to_the_user(
         stats = await call(client, "stats", {})
         assert stats["pending"]["conflicts_not_yet_judged"] == 0
         assert stats["pending"]["conflicts_flagged"] == 1  # still flagged: the user decides
+
+
+async def test_a_fact_stored_but_never_linked_still_goes_with_its_source(data_dir: Path, clock: Clock) -> None:
+    """A crash between storing an extracted fact and linking it leaves its metadata naming the source."""
+    async with served(data_dir, None, clock) as (runtime, client):
+        source = (await call(client, "remember", {"content": TRIP, "kind": "message"}))["items"][0]["id"]
+        fact = MemoryInput(content="Prefers aisle seats on long flights.", kind="preference")
+        fact.metadata = {"extracted_from": source}
+        scheduler = CallContext(provenance=Provenance(client_name="mcp-memory", transport="scheduler"))
+        stored = await runtime.memory.remember(Scope("alice"), [fact], scheduler)  # and then the crash
+        assert stored.items[0].outcome == "stored"
+        await call(client, "forget", {"ids": [source], "dry_run": False})
+        everything = {"include_archived": True, "include_superseded": True, "include_expired": True}
+        hits = (await call(client, "recall", {"query": "aisle seats", "filters": everything}))["hits"]
+        assert hits == []

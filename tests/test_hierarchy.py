@@ -12,6 +12,7 @@ from mcp.client import Client
 from mcp_memory.config import load_settings
 from mcp_memory.models import Scope
 from mcp_memory.server import Runtime, open_runtime
+from mcp_memory.services import lifecycle
 from mcp_memory.storage.lifecycle import LifecycleStore
 from tests.conftest import Clock, call
 from tests.fake_openai import FakeOpenAI, llm_table
@@ -299,3 +300,18 @@ async def test_a_task_taken_back_from_done_loses_its_task_summary(
     assert [h for h in hits if h["level"] == 3] == []
     assert {h["id"] for h in hits} <= set(ids)  # its memories are back in recall
     assert TASK_MEMORIES[6] in [h["text"] for h in hits]
+
+
+async def test_sessions_that_fail_the_check_do_not_starve_the_task_summaries(
+    runtime: Runtime, client: Client, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(lifecycle, "MAX_GROUPS_PER_PASS", 2)
+    for s in range(3):  # three sessions of distinct facts: each fails the fact check
+        distinct = [f"Ticket INC-{s}{i}00 affects host db-{s}{i}.internal and build v{s}.{i}.1" for i in range(4)]
+        await _remember(client, distinct, session_id=f"incidents-{s}")
+    await _remember(client, TASK_MEMORIES, task_id="fix-flaky-invoice-test", session_id="debug")
+    await _finished_task(client, "done")
+    clock.advance(300 * HOUR)
+    report = await runtime.scheduler.run_once()
+    assert report["compression_failures"] >= 2  # the positive control: sessions used their share
+    assert report["task_summaries"] == 1

@@ -106,6 +106,21 @@ class LlmClient:
         usage.tokens += tokens
         usage.failures += failures
 
+    async def _reserve(self, principal: str) -> bool:
+        """One call charged to the principal's budget, or False when the budget is spent."""
+        cfg = self.config
+        if self.ledger is not None:
+            reserved = await self.ledger.reserve(
+                principal, self._today(), cfg.calls_per_scope_per_day, cfg.tokens_per_scope_per_day
+            )
+        else:
+            usage = await self._used(principal)
+            reserved = usage.calls < cfg.calls_per_scope_per_day and usage.tokens < cfg.tokens_per_scope_per_day
+            if reserved:
+                usage.calls += 1
+        self.stats.calls += reserved
+        return reserved
+
     async def usage(self, principal: str) -> dict[str, Any]:
         """This principal's use of the LLM today (every process) against its budget, and whether
         this process has paused calls."""
@@ -135,14 +150,12 @@ class LlmClient:
             if attempt:
                 await anyio.sleep(cfg.backoff_seconds * 2 ** (attempt - 1))
             # Every attempt is a call the budget pays for: retries stop at the budget too.
-            usage = await self._used(principal)
-            if usage.calls >= cfg.calls_per_scope_per_day or usage.tokens >= cfg.tokens_per_scope_per_day:
+            if not await self._reserve(principal):
                 self.stats.refused_by_budget += 1
                 raise LlmPausedError(
                     "the LLM budget of this principal is used up for today (llm.calls_per_scope_per_day, "
                     "llm.tokens_per_scope_per_day)"
                 )
-            await self._charge(principal, calls=1)
             try:
                 response = await self._client.chat.completions.create(
                     model=cfg.model,

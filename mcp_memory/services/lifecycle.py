@@ -41,10 +41,11 @@ from mcp_memory.text import estimate_tokens, language, normalize, segment_for_in
 log = logging.getLogger(__name__)
 MIN_GROUP = 3
 MAX_GROUP = 40  # memories per summary: a longer session becomes several summaries, in time order
-MAX_GROUPS_PER_PASS = 50  # summaries tried per principal and pass, over all levels
+MAX_GROUPS_PER_PASS = 50  # summaries tried per principal, level and pass
 TASK_IDLE_HOURS = 24  # a finished task is summarized once it has not changed for this long
 SEMANTIC_KINDS = ("preference", "constraint")  # held by the user: consolidated, never summarized away
-MAX_CONSOLIDATION_CANDIDATES = 2_000  # a pass compares them pairwise: 2,000 x 2,000 floats
+MAX_NEW_PER_PASS = 2_000  # memories a consolidation pass compares with all those before them
+COMPARE_BLOCK = 256  # new memories per matrix product: 256 x (all of one kind) floats at a time
 _SCHEDULER = Provenance(client_name="mcp-memory", transport="scheduler")
 
 
@@ -115,19 +116,25 @@ class LifecycleService:
         """One decay pass over the principal's active, unpinned memories (every namespace)."""
         cfg = self.settings
         rows = await self.rows.decay_rows(scope)
-        # Over the watermark a pass evicts more: four times the threshold, importance up to 0.7.
-        aggressive = len(rows) > cfg.capacity * cfg.watermark
-        threshold = min(cfg.evict_threshold * 4, cfg.compress_threshold) if aggressive else cfg.evict_threshold
-        importance_bar = 0.7 if aggressive else 0.5
+        # Over the watermark a pass evicts more: below four times the threshold with importance up
+        # to 0.7, the faintest first, only until the store is back under the watermark.
+        target = int(cfg.capacity * cfg.watermark)
+        aggressive = len(rows) > target
         evict: list[int] = []
+        extra: list[tuple[float, int]] = []  # (retention, n): evictable only over the watermark
         compress = 0
         for n, importance, access_count, last_touch in rows:
             idle = max(now - last_touch, 0.0) / 3600
             r = retention(idle, cfg.decay_base_hours, importance, access_count)
-            if r < threshold and importance < importance_bar:
+            if r < cfg.evict_threshold and importance < 0.5:
                 evict.append(n)
+            elif aggressive and r < min(cfg.evict_threshold * 4, cfg.compress_threshold) and importance < 0.7:
+                extra.append((r, n))
             elif r < cfg.compress_threshold and idle >= 24:
                 compress += 1
+        over = len(rows) - len(evict) - target
+        if over > 0:
+            evict.extend(n for _, n in sorted(extra)[:over])
         evicted = 0
         if evict:
             if cfg.evict_action == "delete":
@@ -153,15 +160,16 @@ class LifecycleService:
         Every summary is checked (``summarize.check``: at most 30% of its sources' tokens, 85% of
         their identifiers and sampled facts); one that fails is not written and its sources are
         marked, so after summarize.MAX_FAILURES tries they are left alone (compression-resistant).
-        At most MAX_GROUPS_PER_PASS groups are tried per pass, over all levels.
+        At most MAX_GROUPS_PER_PASS groups are tried per level and pass.
         """
         stamp = now if written_at is None else written_at  # `maintain --as-of`: judged then, dated now
+        # Finished tasks first: their memories go into the task summary whole, not session by
+        # session. Each level has its own share of tries: sessions that keep failing the check
+        # must not starve the task and phase summaries.
+        tasks = await self._summarize_groups(scope, await self._task_groups(scope, now), stamp, MAX_GROUPS_PER_PASS)
         groups = await self._session_groups(scope, now)
         done = await self._summarize_groups(scope, groups, stamp, MAX_GROUPS_PER_PASS)
-        left = MAX_GROUPS_PER_PASS - done.tried
-        phases = await self._summarize_groups(scope, await self._phase_groups(scope, now), stamp, left)
-        left -= phases.tried
-        tasks = await self._summarize_groups(scope, await self._task_groups(scope, now), stamp, left)
+        phases = await self._summarize_groups(scope, await self._phase_groups(scope, now), stamp, MAX_GROUPS_PER_PASS)
         return CompressOutcome(
             summaries=done.summaries + phases.summaries + tasks.summaries,
             summarized=done.summarized + phases.summarized + tasks.summarized,
@@ -263,8 +271,13 @@ class LifecycleService:
         of its sources, their conflicts and their use; the sources are linked and archived in the
         same transaction, and ``undo_summary`` takes it apart.
         """
-        records = await self.rows.consolidation_candidates(scope, SEMANTIC_KINDS, MAX_CONSOLIDATION_CANDIDATES)
-        if len(records) < 2:
+        records = await self.rows.consolidation_candidates(scope, SEMANTIC_KINDS)
+        mark = await self.rows.consolidation_mark(scope)
+        # Each memory is compared once with every one before it, when it is new: a pass takes up
+        # to MAX_NEW_PER_PASS new ones, so a large store is covered over passes, none left out.
+        fresh = {r.rowid for r in records if r.rowid > mark}
+        fresh = set(sorted(fresh)[:MAX_NEW_PER_PASS])
+        if not fresh:
             return ConsolidateOutcome(facts=0, consolidated=0)
         model = await self.embedder.ready()
         related = min(model.related_similarity, model.duplicate_similarity)
@@ -282,21 +295,28 @@ class LifecycleService:
         for i, record in enumerate(records):
             by_bucket.setdefault((record.namespace, record.kind), []).append(i)
         for bucket in by_bucket.values():
-            if len(bucket) < 2:
+            new = [i for i in bucket if records[i].rowid in fresh]
+            if len(bucket) < 2 or not new:
                 continue
-            matrix = np.stack([vectors[records[i].rowid] for i in bucket])
-            close = np.argwhere(np.triu(matrix @ matrix.T, k=1) >= related)
-            for a, b in close:
-                first, second = records[bucket[a]], records[bucket[b]]
-                if rules.same_facts(first.content, second.content):
-                    group[root(bucket[b])] = root(bucket[a])
+            everything = np.stack([vectors[records[i].rowid] for i in bucket])
+            for start in range(0, len(new), COMPARE_BLOCK):  # a block of new rows against all: bounded memory
+                block = new[start : start + COMPARE_BLOCK]
+                similar = np.stack([vectors[records[i].rowid] for i in block]) @ everything.T
+                for a, b in np.argwhere(similar >= related):
+                    i, j = block[a], bucket[b]
+                    if i != j and root(i) != root(j) and rules.same_facts(records[i].content, records[j].content):
+                        group[root(j)] = root(i)
         groups: dict[int, list[MemoryRecord]] = {}
         for i, record in enumerate(records):
             groups.setdefault(root(i), []).append(record)
         facts = consolidated = 0
+        done = True  # every group was looked at: the new memories need not be compared again
         for members in groups.values():
-            if len(members) < 2 or facts >= MAX_GROUPS_PER_PASS:
+            if len(members) < 2:
                 continue
+            if facts >= MAX_GROUPS_PER_PASS:
+                done = False  # the rest waits for the next pass, which compares the same new ones again
+                break
             occurrences = await self.rows.occurrences(scope, [m.rowid for m in members])
             if len({o.session_key for found in occurrences.values() for o in found}) < 2:
                 continue  # said twice in one session is not yet a fact the user holds
@@ -304,9 +324,12 @@ class LifecycleService:
             try:
                 await self.store.apply(scope, [fact], [])
             except ConflictError:
-                continue  # a source changed since it was read: the next pass looks again
+                done = False  # a source changed since it was read: the next pass looks again
+                continue
             facts += 1
             consolidated += len(members)
+        if done:
+            await self.rows.mark_consolidated(scope, max(fresh))
         return ConsolidateOutcome(facts=facts, consolidated=consolidated)
 
     @staticmethod

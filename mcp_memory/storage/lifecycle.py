@@ -107,14 +107,15 @@ class LifecycleStore:
         )
         return [TaskSummaryRow(str(r[0]), r[1], str(r[2]), str(r[3]), bytes(r[4]), float(r[5])) for r in rows]
 
-    async def consolidation_candidates(self, scope: Scope, kinds: Sequence[str], limit: int) -> list[MemoryRecord]:
-        """Active, unpinned, current raw memories of ``kinds`` in every namespace, with their conflicts."""
+    async def consolidation_candidates(self, scope: Scope, kinds: Sequence[str]) -> list[MemoryRecord]:
+        """Active, unpinned, current raw memories of ``kinds`` in every namespace, oldest first, with
+        their conflicts."""
         conn = await self.store.reader(scope)
         rows = await conn.execute_fetchall(
             f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.tier = 'active' AND m.pinned = 0 AND m.level = 0 "
             "AND m.superseded_by IS NULL AND m.expires_at IS NULL AND m.key IS NULL "
-            f"AND m.kind IN ({','.join('?' * len(kinds))}) ORDER BY m.n DESC LIMIT ?",
-            (*kinds, limit),
+            f"AND m.kind IN ({','.join('?' * len(kinds))}) ORDER BY m.n",
+            kinds,
         )
         records = {r.id: r for r in map(row_to_record, rows)}
         ids = list(records)
@@ -125,6 +126,18 @@ class LifecycleStore:
             ):
                 records[str(memory_id)].conflicts_with.append(str(other_id))
         return list(records.values())
+
+    async def consolidation_mark(self, scope: Scope) -> int:
+        """The newest memory the consolidation has compared with everything before it."""
+        return await self._meta_int(await self.store.reader(scope), "consolidated_upto")
+
+    async def mark_consolidated(self, scope: Scope, upto: int) -> None:
+        async with self.store.transaction(scope) as conn:
+            await conn.execute(
+                "INSERT INTO meta(key, value) VALUES ('consolidated_upto', ?) "
+                "ON CONFLICT(key) DO UPDATE SET value = MAX(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER))",
+                (str(upto),),
+            )
 
     async def vectors(self, scope: Scope, ns: Sequence[int]) -> dict[int, np.ndarray]:
         """The stored vectors of memories ``ns``."""

@@ -44,6 +44,33 @@ class LlmLedger(ControlFile):
         return result
 
     @staticmethod
+    def _reserve(conn: sqlite3.Connection, key: str, day: int, max_calls: int, max_tokens: int) -> bool:
+        conn.execute("BEGIN IMMEDIATE")  # read and charge as one: two processes cannot both take the last call
+        try:
+            row = conn.execute(
+                "SELECT calls, tokens FROM llm_usage WHERE principal_hash = ? AND day = ?", (key, day)
+            ).fetchone()
+            calls, tokens = (0, 0) if row is None else (int(row[0]), int(row[1]))
+            if calls >= max_calls or tokens >= max_tokens:
+                conn.execute("ROLLBACK")
+                return False
+            conn.execute(
+                "INSERT INTO llm_usage(principal_hash, day, calls) VALUES (?, ?, 1) "
+                "ON CONFLICT(principal_hash, day) DO UPDATE SET calls = calls + 1",
+                (key, day),
+            )
+            conn.execute("COMMIT")
+            return True
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    async def reserve(self, principal: str, day: int, max_calls: int, max_tokens: int) -> bool:
+        """Charge one call if the principal's budget for ``day`` allows it; False (nothing charged)
+        when its calls or tokens are used up."""
+        return bool(await self._call(self._reserve, _key(principal), day, max_calls, max_tokens))
+
+    @staticmethod
     def _charge(conn: sqlite3.Connection, key: str, day: int, calls: int, tokens: int, failures: int) -> None:
         conn.execute(
             "INSERT INTO llm_usage(principal_hash, day, calls, tokens, failures) VALUES (?, ?, ?, ?, ?) "

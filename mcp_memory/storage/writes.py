@@ -213,6 +213,15 @@ async def delete(conn: aiosqlite.Connection, ns: Sequence[int], *, unpinned_only
             for above in await ancestors(conn, going):
                 if above not in going:
                     await undo(conn, above, 0)
+            # a fact the scheduler extracted but had not linked yet (a crash between the two) names
+            # its source in its metadata: it goes too
+            orphans = await conn.execute_fetchall(
+                "SELECT n FROM memories WHERE level = 0 AND transport = 'scheduler' AND "
+                f"json_extract(metadata, '$.extracted_from') IN ({','.join('?' * len(going))})",
+                going,
+            )
+            chunk = list(dict.fromkeys([*chunk, *(int(r[0]) for r in orphans)]))
+            marks = ",".join("?" * len(chunk))
         ids = f"(SELECT id FROM memories WHERE n IN ({marks}))"
         # The sources a summary archived return to the active tier when it goes (an extracted fact,
         # level 0, archived nothing: its source keeps its tier); the lineage goes.
@@ -257,7 +266,8 @@ async def erase_principal(conn: aiosqlite.Connection, now: float) -> dict[str, i
     await conn.execute("DELETE FROM compression_failures")
     # the passes' state: the fact extraction's marks and the fact check's counts
     await conn.execute(
-        "DELETE FROM meta WHERE key LIKE 'extracted_upto%' OR key LIKE 'fact_check_%' OR key LIKE 'extract_failures:%'"
+        "DELETE FROM meta WHERE key LIKE 'extracted_upto%' OR key LIKE 'fact_check_%' OR key LIKE 'extract_failures:%' "
+        "OR key = 'consolidated_upto'"
     )
     await conn.execute("INSERT INTO erasures(erased_at, receipt) VALUES (?, ?)", (now, orjson.dumps(counts).decode()))
     return counts
