@@ -7,6 +7,7 @@ another process takes over when the holder dies. Every pass leaves a record of w
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,22 @@ CREATE TABLE IF NOT EXISTS passes (
     details TEXT NOT NULL
 );
 """
+
+
+def guarded_write(conn: sqlite3.Connection, allowed: Callable[[], bool], write: Callable[[], None]) -> bool:
+    """``write`` if ``allowed()`` holds, both in one BEGIN IMMEDIATE transaction (no other process
+    can change what was checked before the write lands); returns whether it wrote."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if not allowed():
+            conn.execute("ROLLBACK")
+            return False
+        write()
+        conn.execute("COMMIT")
+        return True
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
 
 
 class ControlFile:
@@ -68,22 +85,18 @@ class ControlStore(ControlFile):
 
     @staticmethod
     def _acquire(conn: sqlite3.Connection, name: str, holder: str, now: float, seconds: float) -> bool:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        def free() -> bool:
             row = conn.execute("SELECT holder, expires_at FROM leases WHERE name = ?", (name,)).fetchone()
-            if row is not None and row[0] != holder and row[1] > now:
-                conn.execute("ROLLBACK")
-                return False
+            return row is None or row[0] == holder or row[1] <= now
+
+        def take() -> None:
             conn.execute(
                 "INSERT INTO leases(name, holder, expires_at) VALUES (?, ?, ?) "
                 "ON CONFLICT(name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at",
                 (name, holder, now + seconds),
             )
-            conn.execute("COMMIT")
-            return True
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+
+        return guarded_write(conn, free, take)
 
     async def acquire(self, name: str, holder: str, now: float, seconds: float) -> bool:
         """Take (or renew) the lease ``name`` unless another live holder has it."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 
-from mcp_memory.storage.control import ControlFile
+from mcp_memory.storage.control import ControlFile, guarded_write
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS llm_usage (
@@ -45,25 +45,20 @@ class LlmLedger(ControlFile):
 
     @staticmethod
     def _reserve(conn: sqlite3.Connection, key: str, day: int, max_calls: int, max_tokens: int) -> bool:
-        conn.execute("BEGIN IMMEDIATE")  # read and charge as one: two processes cannot both take the last call
-        try:
+        def within_budget() -> bool:  # read and charge as one: two processes cannot both take the last call
             row = conn.execute(
                 "SELECT calls, tokens FROM llm_usage WHERE principal_hash = ? AND day = ?", (key, day)
             ).fetchone()
-            calls, tokens = (0, 0) if row is None else (int(row[0]), int(row[1]))
-            if calls >= max_calls or tokens >= max_tokens:
-                conn.execute("ROLLBACK")
-                return False
+            return row is None or (int(row[0]) < max_calls and int(row[1]) < max_tokens)
+
+        def charge() -> None:
             conn.execute(
                 "INSERT INTO llm_usage(principal_hash, day, calls) VALUES (?, ?, 1) "
                 "ON CONFLICT(principal_hash, day) DO UPDATE SET calls = calls + 1",
                 (key, day),
             )
-            conn.execute("COMMIT")
-            return True
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+
+        return guarded_write(conn, within_budget, charge)
 
     async def reserve(self, principal: str, day: int, max_calls: int, max_tokens: int) -> bool:
         """Charge one call if the principal's budget for ``day`` allows it; False (nothing charged)
