@@ -30,6 +30,10 @@ class Provenance:
     transport: str | None = None
 
 
+# What the lifecycle passes write (summaries, facts) carries this: the passes tell their own
+# products from the users' memories by it.
+SCHEDULER = Provenance(client_name="mcp-memory", transport="scheduler")
+
 Tier = Literal["active", "archived"]
 KNOWN_KINDS = ("fact", "preference", "decision", "event", "observation", "instruction", "goal", "note")
 

@@ -94,6 +94,7 @@ class Scheduler:
             "conflicts_superseded": 0,
             "conflicts_cleared": 0,
             "facts_extracted": 0,
+            "facts_refused": 0,
             "memories_skipped_for_facts": 0,
         }
         totals["principals_failed"] = 0
@@ -167,8 +168,9 @@ class Scheduler:
             totals["conflicts_superseded"] += judged.superseded
             totals["conflicts_cleared"] += judged.cleared
             check()
-            extracted = await self.facts.extract(scope, now)
+            extracted = await self.facts.extract(scope)
             totals["facts_extracted"] += extracted.facts
+            totals["facts_refused"] += extracted.refused
             totals["memories_skipped_for_facts"] += extracted.skipped
         check()
         merged = await self.lifecycle.consolidate(scope, moment, written_at=now)

@@ -23,7 +23,7 @@ from typing import Any
 
 from mcp_memory.errors import LlmPausedError, MemoryServerError, UpstreamError
 from mcp_memory.llm.client import LlmClient
-from mcp_memory.models import MemoryRecord, Provenance, Scope, to_datetime
+from mcp_memory.models import SCHEDULER, MemoryRecord, Scope, to_datetime
 from mcp_memory.schemas import MemoryInput
 from mcp_memory.services import summarize
 from mcp_memory.services.memory import CallContext, MemoryService
@@ -41,7 +41,7 @@ MAX_FACT_CHARS = 500
 FACT_KINDS = ("preference", "constraint", "decision")
 VERDICTS = ("replaces", "both_true", "unsure")
 GIVE_UP_AFTER = 3  # failed calls (not pauses) on one pair or one batch before it is left alone
-_CONTEXT = CallContext(provenance=Provenance(client_name="mcp-memory", transport="scheduler"))
+_CONTEXT = CallContext(provenance=SCHEDULER)
 
 
 @dataclass(frozen=True)
@@ -53,9 +53,8 @@ class JudgeOutcome:
 
 @dataclass(frozen=True)
 class ExtractOutcome:
-    examined: int = 0
     facts: int = 0
-    rejected: int = 0
+    refused: int = 0  # facts the LLM listed that were not grounded in their memory
     skipped: int = 0  # memories given up on after GIVE_UP_AFTER failed calls
 
 
@@ -99,12 +98,12 @@ class FactService:
                 cleared += applied == "both_true"
         return JudgeOutcome(judged=judged, superseded=superseded, cleared=cleared)
 
-    async def extract(self, scope: Scope, now: float) -> ExtractOutcome:
+    async def extract(self, scope: Scope) -> ExtractOutcome:
         """Facts from the raw memories written since the last pass: one LLM call per batch, and a
         batch never mixes namespaces (a fact must not carry one namespace's words into another)."""
         if self.llm is None:
             return ExtractOutcome()
-        examined = stored = rejected = calls = skipped = 0
+        stored = refused = calls = skipped = 0
         for namespace in await self.rows.extraction_namespaces(scope):
             while calls < EXTRACTION_BATCHES_PER_PASS:
                 batch = await self.rows.extraction_batch(scope, namespace, FACT_KINDS, EXTRACTION_BATCH)
@@ -118,7 +117,7 @@ class FactService:
                     answer = await self.llm.complete_json(scope.principal, prompt)
                 except LlmPausedError as exc:
                     log.info("fact extraction paused, retried at a later pass: %s", exc)
-                    return ExtractOutcome(examined=examined, facts=stored, rejected=rejected, skipped=skipped)
+                    return ExtractOutcome(facts=stored, refused=refused, skipped=skipped)
                 except UpstreamError as exc:  # this batch failed: tried again next pass, skipped after GIVE_UP_AFTER
                     if await self.rows.extraction_failed(scope, namespace) >= GIVE_UP_AFTER:
                         await self.rows.mark_extracted(scope, namespace, max(m.rowid for m in batch))
@@ -129,13 +128,12 @@ class FactService:
                     else:
                         log.info("fact extraction failed, retried at the next pass: %s", exc)
                     break  # the namespace's next batch waits for the next pass
-                facts, refused = _grounded(batch, answer.get("facts"))
-                rejected += refused
+                facts, not_grounded = _grounded(batch, answer.get("facts"))
+                refused += not_grounded
                 for source, kind, text in facts:
                     stored += await self._store(scope, source, kind, text)
                 await self.rows.mark_extracted(scope, namespace, max(m.rowid for m in batch))
-                examined += len(batch)
-        return ExtractOutcome(examined=examined, facts=stored, rejected=rejected, skipped=skipped)
+        return ExtractOutcome(facts=stored, refused=refused, skipped=skipped)
 
     async def _store(self, scope: Scope, source: MemoryRecord, kind: str, text: str) -> int:
         item = MemoryInput(

@@ -28,7 +28,7 @@ from mcp_memory.embed.loader import Embedder
 from mcp_memory.errors import ConflictError, StorageError, UpstreamError
 from mcp_memory.ids import new_id
 from mcp_memory.llm.client import LlmClient
-from mcp_memory.models import MemoryRecord, NewMemory, NewOccurrence, Provenance, Scope
+from mcp_memory.models import SCHEDULER, MemoryRecord, NewMemory, NewOccurrence, Scope
 from mcp_memory.services import rules, scoring, summarize
 from mcp_memory.services.memory import content_hash
 from mcp_memory.storage.envelope import unpack
@@ -46,7 +46,6 @@ TASK_IDLE_HOURS = 24  # a finished task is summarized once it has not changed fo
 SEMANTIC_KINDS = ("preference", "constraint")  # held by the user: consolidated, never summarized away
 MAX_NEW_PER_PASS = 2_000  # memories a consolidation pass compares with all those before them
 COMPARE_BLOCK = 256  # new memories per matrix product: 256 x (all of one kind) floats at a time
-_SCHEDULER = Provenance(client_name="mcp-memory", transport="scheduler")
 
 
 def strength_hours(base_hours: float, importance: float, access_count: int) -> float:
@@ -86,7 +85,6 @@ class _Tally:
     summaries: int
     summarized: int
     failed: int
-    tried: int
 
 
 @dataclass(frozen=True)
@@ -236,9 +234,8 @@ class LifecycleService:
         return groups
 
     async def _summarize_groups(self, scope: Scope, groups: list[_Group], now: float, limit: int) -> _Tally:
-        summaries = summarized = failed = tried = 0
+        summaries = summarized = failed = 0
         for group in groups[: max(limit, 0)]:
-            tried += 1
             texts = [m.content for m in group.members]
             sources = [group.header, *texts] if group.header else texts
             summary = await self._summarize(scope, sources, group)
@@ -250,9 +247,9 @@ class LifecycleService:
             model = await self.embedder.ready()
             await self.store.check_model(scope, model.model_id, model.dim)
             vector = (await self.embedder.passages([summary.text]))[0]
-            memory = self._summary_memory(group.namespace, group.members, summary.text, vector, now, group.level)
-            if group.task_id is not None:
-                memory = replace(memory, record=replace(memory.record, task_id=group.task_id))
+            memory = self._summary_memory(
+                group.namespace, group.members, summary.text, vector, now, group.level, group.task_id
+            )
             try:
                 await self.store.apply(scope, [memory], [])
             except ConflictError:
@@ -260,7 +257,7 @@ class LifecycleService:
             await self.rows.count_fact_check(scope, group.namespace, passed=True)
             summaries += 1
             summarized += len(group.members)
-        return _Tally(summaries=summaries, summarized=summarized, failed=failed, tried=tried)
+        return _Tally(summaries=summaries, summarized=summarized, failed=failed)
 
     async def consolidate(self, scope: Scope, now: float, written_at: float | None = None) -> ConsolidateOutcome:
         """Statements of one preference or constraint from two or more sessions become one fact.
@@ -271,14 +268,15 @@ class LifecycleService:
         of its sources, their conflicts and their use; the sources are linked and archived in the
         same transaction, and ``undo_summary`` takes it apart.
         """
-        records = await self.rows.consolidation_candidates(scope, SEMANTIC_KINDS)
-        mark = await self.rows.consolidation_mark(scope)
         # Each memory is compared once with every one before it, when it is new: a pass takes up
         # to MAX_NEW_PER_PASS new ones, so a large store is covered over passes, none left out.
-        fresh = {r.rowid for r in records if r.rowid > mark}
-        fresh = set(sorted(fresh)[:MAX_NEW_PER_PASS])
-        if not fresh:
+        # Nothing new: nothing else is read.
+        mark = await self.rows.consolidation_mark(scope)
+        new_ones = await self.rows.consolidation_candidates(scope, SEMANTIC_KINDS, after=mark, limit=MAX_NEW_PER_PASS)
+        if not new_ones:
             return ConsolidateOutcome(facts=0, consolidated=0)
+        fresh = {r.rowid for r in new_ones}
+        records = await self.rows.consolidation_candidates(scope, SEMANTIC_KINDS)
         model = await self.embedder.ready()
         related = min(model.related_similarity, model.duplicate_similarity)
         vectors = await self.rows.vectors(scope, [r.rowid for r in records])
@@ -371,7 +369,7 @@ class LifecycleService:
             language=last.language,
             session_key=last.session_key,
             task_id=last.task_id,
-            provenance=_SCHEDULER,
+            provenance=SCHEDULER,
             content_hash=last.content_hash,
         )
         return NewMemory(
@@ -409,8 +407,15 @@ class LifecycleService:
 
     @staticmethod
     def _summary_memory(
-        namespace: str | None, members: list[MemoryRecord], text: str, vector: np.ndarray, now: float, level: int = 1
+        namespace: str | None,
+        members: list[MemoryRecord],
+        text: str,
+        vector: np.ndarray,
+        now: float,
+        level: int = 1,
+        task_id: str | None = None,
     ) -> NewMemory:
+        """A summary of ``members``; it belongs to ``task_id``, else to their task if they share one."""
         tasks = {m.task_id for m in members}
         first = min(m.occurred_at for m in members)
         record = MemoryRecord(
@@ -435,12 +440,12 @@ class LifecycleService:
             level=level,
             language=language(text),
             session_key=members[0].session_key,
-            task_id=tasks.pop() if len(tasks) == 1 else None,
-            provenance=_SCHEDULER,
+            task_id=task_id or (tasks.pop() if len(tasks) == 1 else None),
+            provenance=SCHEDULER,
             content_hash=content_hash(namespace, text),
         )
         occurrence = NewOccurrence(
-            id=new_id(), session_key=record.session_key, occurred_at=now, metadata={}, provenance=_SCHEDULER
+            id=new_id(), session_key=record.session_key, occurred_at=now, metadata={}, provenance=SCHEDULER
         )
         return NewMemory(
             record=record,

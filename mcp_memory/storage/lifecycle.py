@@ -17,7 +17,7 @@ import anyio
 import numpy as np
 import orjson
 
-from mcp_memory.models import MemoryRecord, NewOccurrence, Provenance, Scope
+from mcp_memory.models import SCHEDULER, MemoryRecord, NewOccurrence, Provenance, Scope
 from mcp_memory.storage import writes
 from mcp_memory.storage.counts import fact_check_key
 from mcp_memory.storage.rows import MEMORY_COLUMNS, attach_occurrences, row_to_record
@@ -89,9 +89,9 @@ class LifecycleStore:
             "AND m.superseded_by IS NULL AND m.expires_at IS NULL AND m.key IS NULL AND m.id NOT IN "
             "(SELECT memory_id FROM compression_failures WHERE failures >= ?) "
             # a fact extracted by the scheduler (level 0, its transport) is kept as a fact of its own
-            "AND NOT (m.level = 0 AND COALESCE(m.transport, '') = 'scheduler') "
+            "AND NOT (m.level = 0 AND COALESCE(m.transport, '') = ?) "
             f"AND m.kind NOT IN ({kept}) ORDER BY m.occurred_at, m.n",
-            (*levels, *([task_id] if task_id is not None else []), max_failures, *keep_kinds),
+            (*levels, *([task_id] if task_id is not None else []), max_failures, SCHEDULER.transport, *keep_kinds),
         )
         return [row_to_record(r) for r in rows]
 
@@ -107,15 +107,17 @@ class LifecycleStore:
         )
         return [TaskSummaryRow(str(r[0]), r[1], str(r[2]), str(r[3]), bytes(r[4]), float(r[5])) for r in rows]
 
-    async def consolidation_candidates(self, scope: Scope, kinds: Sequence[str]) -> list[MemoryRecord]:
-        """Active, unpinned, current raw memories of ``kinds`` in every namespace, oldest first, with
-        their conflicts."""
+    async def consolidation_candidates(
+        self, scope: Scope, kinds: Sequence[str], *, after: int = 0, limit: int = -1
+    ) -> list[MemoryRecord]:
+        """Active, unpinned, current raw memories of ``kinds`` in every namespace written after
+        memory ``after``, oldest first (at most ``limit``; -1: all), with their conflicts."""
         conn = await self.store.reader(scope)
         rows = await conn.execute_fetchall(
             f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.tier = 'active' AND m.pinned = 0 AND m.level = 0 "
-            "AND m.superseded_by IS NULL AND m.expires_at IS NULL AND m.key IS NULL "
-            f"AND m.kind IN ({','.join('?' * len(kinds))}) ORDER BY m.n",
-            kinds,
+            "AND m.superseded_by IS NULL AND m.expires_at IS NULL AND m.key IS NULL AND m.n > ? "
+            f"AND m.kind IN ({','.join('?' * len(kinds))}) ORDER BY m.n LIMIT ?",
+            (after, *kinds, limit),
         )
         records = {r.id: r for r in map(row_to_record, rows)}
         ids = list(records)
@@ -423,6 +425,6 @@ def _unread(namespace: str | None, mark: int, skip_kinds: Sequence[str]) -> tupl
     skipped = ",".join("?" * len(skip_kinds)) or "''"
     return (
         "m.n > ? AND m.level = 0 AND m.namespace IS ? AND m.superseded_by IS NULL AND m.expires_at IS NULL "
-        f"AND COALESCE(m.transport, '') != 'scheduler' AND m.kind NOT IN ({skipped})",
-        [mark, namespace, *skip_kinds],
+        f"AND COALESCE(m.transport, '') != ? AND m.kind NOT IN ({skipped})",
+        [mark, namespace, SCHEDULER.transport, *skip_kinds],
     )

@@ -14,7 +14,7 @@ import aiosqlite
 import orjson
 
 from mcp_memory.errors import ConflictError, NotFoundError
-from mcp_memory.models import Criteria, Merge, NewMemory, NewOccurrence, Scope
+from mcp_memory.models import SCHEDULER, Criteria, Merge, NewMemory, NewOccurrence, Scope
 from mcp_memory.storage.rows import visible_clause
 
 
@@ -216,9 +216,9 @@ async def delete(conn: aiosqlite.Connection, ns: Sequence[int], *, unpinned_only
             # a fact the scheduler extracted but had not linked yet (a crash between the two) names
             # its source in its metadata: it goes too
             orphans = await conn.execute_fetchall(
-                "SELECT n FROM memories WHERE level = 0 AND transport = 'scheduler' AND "
+                "SELECT n FROM memories WHERE level = 0 AND transport = ? AND "
                 f"json_extract(metadata, '$.extracted_from') IN ({','.join('?' * len(going))})",
-                going,
+                [SCHEDULER.transport, *going],
             )
             chunk = list(dict.fromkeys([*chunk, *(int(r[0]) for r in orphans)]))
             marks = ",".join("?" * len(chunk))
