@@ -79,10 +79,10 @@ Preset = Literal["assistant", "chat", "medical"]
 
 class RecallSettings(_Section):
     preset: Preset = "assistant"
-    dense_weight: float = Field(1.0, ge=0)
-    keyword_weight: float = Field(1.0, ge=0)
-    identifier_keyword_weight: float = Field(2.0, ge=0)
-    rrf_k: float = Field(2.0, gt=0)
+    keyword_weight: float = Field(
+        2.0, ge=0, description="standard deviations of meaning-based similarity one rare matching word is worth"
+    )
+    identifier_keyword_weight: float = Field(4.0, ge=0)
     candidates: int = Field(100, ge=10, le=2_000)
     recency_half_life_hours: float = Field(72.0, gt=0)
     duplicate_similarity: float | None = Field(

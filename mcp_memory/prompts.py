@@ -11,7 +11,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
 from mcp_memory.errors import MemoryServerError
-from mcp_memory.schemas import MemoryOut
+from mcp_memory.schemas import Hit, MemoryOut
 from mcp_memory.scope import ScopeResolver
 from mcp_memory.services.memory import MemoryService
 from mcp_memory.services.tasks import TaskService
@@ -23,7 +23,7 @@ def _bullets(items: list[str]) -> str:
     return "\n".join(f"- {item}" for item in items) if items else "(none)"
 
 
-def _memories(memories: Sequence[MemoryBrief | MemoryOut]) -> str:
+def _memories(memories: Sequence[MemoryBrief | MemoryOut | Hit]) -> str:
     return _bullets([f"{m.text} ({m.occurred_at:%Y-%m-%d}, id {m.id})" for m in memories])
 
 

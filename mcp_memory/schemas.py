@@ -92,10 +92,17 @@ class Signals(BaseModel):
     """Why a memory was recalled: every signal of the value function."""
 
     dense: float | None = Field(None, description="cosine similarity to the question")
+    dense_z: float | None = Field(None, description="standard deviations above the scope's ordinary similarity")
     dense_rank: int | None = None
     keyword: float | None = Field(None, description="BM25 score (higher is better)")
+    keyword_evidence: float | None = Field(None, description="the BM25 score in units of one word rare in the scope")
     keyword_rank: int | None = None
-    relevance: float = Field(description="fused retrieval score, normalised to 0..1 (R)")
+    fused: float = Field(
+        0.0, description="standard deviations above the scope's ordinary similarity, rare matching words added"
+    )
+    understanding: float | None = Field(None, description="added for the people a question names, or its form")
+    understood: str | None = Field(None, description="why: 'said by Caroline', 'a question, not an answer'")
+    relevance: float = Field(description="the fused score mapped to 0..1 (R)")
     recency: float = Field(description="T")
     frequency: float = Field(description="F")
     importance: float = Field(description="P")
@@ -116,23 +123,23 @@ class MemoryOut(BaseModel):
     metadata: dict[str, Any]
     importance: float
     pinned: bool
-    namespace: str | None
-    key: str | None
+    namespace: str | None = None
+    key: str | None = None
     occurred_at: datetime
     created_at: datetime
-    last_accessed_at: datetime | None
+    last_accessed_at: datetime | None = None
     access_count: int
     valid_from: datetime
-    valid_to: datetime | None
-    superseded_by: str | None
-    expires_at: datetime | None
+    valid_to: datetime | None = None
+    superseded_by: str | None = None
+    expires_at: datetime | None = None
     tier: Tier
     level: int
     language: str
-    session_key: str | None
-    task_id: str | None
-    client_name: str | None
-    transport: str | None
+    session_key: str | None = None
+    task_id: str | None = None
+    client_name: str | None = None
+    transport: str | None = None
     occurrence_ids: list[str]
     conflicts_with: list[str] = Field(
         default_factory=list, description="memories this one may contradict (unconfirmed): ask the user"
@@ -141,17 +148,38 @@ class MemoryOut(BaseModel):
         default_factory=list, description="for a summary (level 1+): the memories it summarizes (archived)"
     )
     tokens: int = Field(description="estimated tokens of this hit as JSON: what recall's budget counts")
-    why: Signals | None = None
+    score: float | None = Field(None, description="recall's value for this hit, 0..1")
+    why: str | None = Field(None, description="why recall returned it, in words")
+    signals: Signals | None = Field(None, description="every signal of the ranking (explain=true)")
+
+
+class Hit(BaseModel):
+    """A recalled memory as an agent needs it: recall's default (detail="full" gives the whole record)."""
+
+    id: str
+    text: str
+    kind: str
+    occurred_at: datetime
+    score: float = Field(description="recall's value for this hit, 0..1")
+    why: str = Field(description="why recall returned it, in words")
+    conflicts_with: list[str] | None = Field(None, description="memories this one may contradict: ask the user")
+    superseded_by: str | None = None
+    source_ids: list[str] | None = Field(None, description="for a summary: the memories it holds")
+    signals: Signals | None = Field(None, description="every signal of the ranking (explain=true)")
+
+
+Detail = Literal["lean", "full"]
 
 
 class RecallResult(BaseModel):
     query: str
-    hits: list[MemoryOut]
+    hits: list[Hit | MemoryOut] = Field(description="lean hits by default; whole records with detail='full'")
     pinned: list[MemoryOut] = Field(description="pinned memories; they do not count against k")
     preset: str
     budget_tokens: int
     used_tokens: int = Field(description="estimated tokens of this whole packet as JSON, pinned memories aside")
     omitted_for_budget: int = Field(description="relevant hits left out because the budget was used")
+    note: str | None = Field(None, description="what the caller should know about these hits, when anything")
 
 
 class PinResult(BaseModel):

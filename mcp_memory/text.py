@@ -80,6 +80,9 @@ def has_cjk(text: str) -> bool:
     return _CJK_CHAR.search(text) is not None
 
 
+CJK_LANGUAGES = frozenset({"zh", "ja", "ko"})
+
+
 def language(text: str) -> str:
     """'zh' when CJK characters carry the text, 'en' for Latin script, else 'und'."""
     cjk = len(_CJK_CHAR.findall(text))
@@ -153,3 +156,35 @@ def estimate_tokens(text: str) -> int:
     words = len(_LATIN_WORD.findall(rest))
     symbols = sum(1 for c in rest if not c.isalnum() and not c.isspace())
     return max(1, cjk + math.ceil(words * 1.3) + math.ceil(symbols * 0.5))
+
+
+_SPEAKER_PREFIX = re.compile(r"^[A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,2}:\s")
+_SENTENCE = re.compile(r"(?<=[.!?。！？])\s*")
+_TITLE = re.compile(r"[《「『“\"]([^》」』”\"]{2,40})[》」』”\"]")
+# Capitalised words that are not names: pronouns, greetings and sentence openers after a comma.
+_NOT_NAMES = frozenset(
+    "i i'm i've i'd i'll im ok okay oh hey hi hello wow yes no yeah thanks sure dear mr mrs ms dr".split()
+)
+
+
+def entities(text: str) -> frozenset[str]:
+    """What a memory names, lower-cased: identifiers (INV-767, v1.2.3, a path) and names (capitalised
+    words not opening a sentence, joined when adjacent: "ThinkPad X1 Carbon", "New York"), and titles
+    in quotes or 《》. A leading "Speaker: " is not an entity of the memory: a speaker is in every turn."""
+    body = _SPEAKER_PREFIX.sub("", text, count=1)
+    found = {i for i in identifiers(body) if not i.replace(".", "").replace(",", "").isdigit()}
+    found.update(m.group(1).strip().lower() for m in _TITLE.finditer(body))
+    for sentence in _SENTENCE.split(body):
+        # A CJK run separates names (用户写代码用VS Code) and opens no sentence of its own.
+        words = CJK_RUN.sub(" \u3001 ", sentence).split()
+        run: list[str] = []
+        for position, raw in enumerate([*words, ""]):
+            word = raw.strip(_EDGE + "…—-")
+            lower = word.lower()
+            if position > 0 and word[:1].isupper() and lower not in _NOT_NAMES and lower not in EN_STOPWORDS:
+                run.append(lower)
+                continue
+            if run:
+                found.add(" ".join(run))
+                run = []
+    return frozenset(e for e in found if len(e) > 1)

@@ -7,11 +7,13 @@ call); anything else is a crash the SDK reports without its text.
 from __future__ import annotations
 
 import functools
+import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 from typing import Annotated, Any, ParamSpec, TypeVar
 
+import orjson
 from mcp.server.context import ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -23,6 +25,7 @@ from mcp_memory.metrics import REMEMBERED, TOOL_CALLS, TOOL_SECONDS
 from mcp_memory.redact import redact
 from mcp_memory.resources import ResourceNotifier, pin_uris, task_uris
 from mcp_memory.schemas import (
+    Detail,
     ForgetFilter,
     ForgetResult,
     ForgetUserResult,
@@ -53,6 +56,8 @@ from mcp_memory.task_schemas import (
     ToolCallRecord,
 )
 
+log = logging.getLogger(__name__)
+
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -73,11 +78,35 @@ def _as_tool_errors(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
             outcome = "error"
             # A message may quote the caller's own value; agent hosts keep transcripts, so redact it too.
             raise ToolError(redact(str(exc))) from None
+        except Exception as exc:
+            # A bug of ours: the caller gets what failed and an id to find the traceback in the log by.
+            request = _request_id(kwargs.get("ctx"))
+            log.exception("internal error in %s (request %s)", name, request)
+            raise ToolError(
+                redact(
+                    f"internal error in {name}: {type(exc).__name__}: {exc} (request {request}); this is a bug in "
+                    "mcp-memory, not in the call: the server log has the details under that request id"
+                )
+            ) from None
         finally:
             TOOL_CALLS.inc(tool=name, outcome=outcome)
             TOOL_SECONDS.observe(time.perf_counter() - started, tool=name)
 
     return wrapper
+
+
+def compact(result: BaseModel) -> CallToolResult:
+    """A result as compact JSON without unset fields, in the text block and the structured content alike:
+    what a client shows the model is what a budget counted."""
+    data = result.model_dump(mode="json", exclude_none=True)
+    return CallToolResult(content=[TextContent(type="text", text=orjson.dumps(data).decode())], structured_content=data)
+
+
+def _request_id(ctx: object) -> str:
+    try:
+        return str(ctx.request_id) if isinstance(ctx, Context) else "unknown"
+    except ValueError:  # no request in progress
+        return "unknown"
 
 
 def _validation_message(field: str, exc: ValidationError) -> InvalidInputError:
@@ -102,8 +131,9 @@ earlier, history kept) or `supersedes` with the ids it replaces. Secrets are red
 RECALL_DOC = """Find the memories that matter for a question, within k and a token budget.
 
 Hybrid search (meaning + keywords) ranked by relevance, recency, use and importance. Each hit
-carries its id, text, kind, timestamps, tags, provenance and occurrence ids; explain=true adds
-every signal's score. Pinned memories come back in `pinned` and do not count against k.
+carries its id, text, kind, when it happened, a score and why it was recalled (plus conflicts,
+replacements and summary sources when set); detail="full" returns whole records, explain=true
+adds every signal's score. Pinned memories come back in `pinned` and do not count against k.
 Recall strengthens what it returns unless reinforce=false. Quotes, brackets, * and AND/OR/NOT
 in the question are searched as words."""
 
@@ -218,8 +248,13 @@ def register_tools(
         explain: bool = False,
         reinforce: bool = True,
         preset: Annotated[str | None, Field(description="assistant (default), chat or medical")] = None,
-    ) -> RecallResult:
-        return await memory.recall(
+        detail: Annotated[Detail, Field(description="lean hits (default) or full records")] = "lean",
+        as_of: Annotated[
+            datetime | None,
+            Field(description='the moment "last week" or "yesterday" in the question count from (default now)'),
+        ] = None,
+    ) -> Annotated[CallToolResult, RecallResult]:
+        result = await memory.recall(
             scopes.scope(ctx),
             query,
             k=k,
@@ -228,7 +263,10 @@ def register_tools(
             explain=explain,
             reinforce=reinforce,
             preset=preset,
+            detail=detail,
+            as_of=as_of,
         )
+        return compact(result)
 
     @mcp.tool(
         description=FORGET_DOC,

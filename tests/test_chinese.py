@@ -23,7 +23,7 @@ async def test_chinese_paraphrase_questions_find_their_memory_in_the_top_five(cl
     found = 0
     misses = []
     for question, gold in QUESTIONS:
-        hits = (await call(client, "recall", {"query": question, "k": 5, "reinforce": False}))["hits"]
+        hits = (await call(client, "recall", {"detail": "full", "query": question, "k": 5, "reinforce": False}))["hits"]
         keys = [h["metadata"]["key"] for h in hits]
         if gold in keys:
             found += 1
@@ -38,7 +38,7 @@ async def test_chinese_paraphrase_questions_find_their_memory_in_the_top_five(cl
 async def test_chinese_text_is_stored_unchanged_and_tagged_with_its_language(client: Client) -> None:
     text = "以后都用中文回复我，技术术语可以保留英文"
     await call(client, "remember", {"content": text})
-    hit = (await call(client, "recall", {"query": "用什么语言回复", "k": 1}))["hits"][0]
+    hit = (await call(client, "recall", {"detail": "full", "query": "用什么语言回复", "k": 1}))["hits"][0]
     assert hit["text"] == text
     assert hit["language"] == "zh"
     assert hit["importance"] > 0.5  # "以后都" is an explicit standing instruction
@@ -48,6 +48,6 @@ async def test_a_two_character_chinese_word_is_found_by_keyword(client: Client) 
     await call(
         client, "remember", {"memories": [{"content": "周五下午要去银行办理转账"}, {"content": "周五晚上和朋友吃火锅"}]}
     )
-    result = await call(client, "recall", {"query": "银行", "k": 1, "explain": True})
+    result = await call(client, "recall", {"detail": "full", "query": "银行", "k": 1, "explain": True})
     assert result["hits"][0]["text"] == "周五下午要去银行办理转账"
-    assert result["hits"][0]["why"]["keyword_rank"] == 1
+    assert result["hits"][0]["signals"]["keyword_rank"] == 1

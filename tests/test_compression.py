@@ -57,7 +57,11 @@ async def test_a_faded_session_becomes_a_summary_with_its_sources_linked(
     report = await runtime.scheduler.run_once()
     assert report["summaries"] == 1
     assert report["summarized"] == len(SESSION)
-    hits = (await call(client, "recall", {"query": "which database is billing moving to", "reinforce": False}))["hits"]
+    hits = (
+        await call(
+            client, "recall", {"detail": "full", "query": "which database is billing moving to", "reinforce": False}
+        )
+    )["hits"]
     summary = hits[0]
     assert summary["level"] == 1
     assert summary["kind"] == "summary"
@@ -66,7 +70,9 @@ async def test_a_faded_session_becomes_a_summary_with_its_sources_linked(
     assert (await call(client, "stats", {}))["fact_check"] == {"passed": 1, "failed": 0, "pass_rate": 1.0}
     assert all(h["level"] == 1 for h in hits)  # the sources left default recall...
     archived = await call(
-        client, "recall", {"query": "thanks, see you then", "reinforce": False, "filters": {"include_archived": True}}
+        client,
+        "recall",
+        {"detail": "full", "query": "thanks, see you then", "reinforce": False, "filters": {"include_archived": True}},
     )
     assert any(h["tier"] == "archived" and h["id"] in ids for h in archived["hits"])  # ...but are kept
 
@@ -75,10 +81,14 @@ async def test_a_summary_can_be_undone(runtime: Runtime, client: Client, clock: 
     ids = await _store_session(client, SESSION)
     clock.advance(300 * HOUR)
     await runtime.scheduler.run_once()
-    summary_id = (await call(client, "recall", {"query": "billing database", "reinforce": False}))["hits"][0]["id"]
+    summary_id = (await call(client, "recall", {"detail": "full", "query": "billing database", "reinforce": False}))[
+        "hits"
+    ][0]["id"]
     undone = await call(client, "undo_summary", {"id": summary_id})
     assert sorted(undone["restored"]) == sorted(ids)
-    hits = (await call(client, "recall", {"query": "billing database", "k": 10, "reinforce": False}))["hits"]
+    hits = (await call(client, "recall", {"detail": "full", "query": "billing database", "k": 10, "reinforce": False}))[
+        "hits"
+    ]
     assert SESSION[0] in [h["text"] for h in hits]
     assert all(h["level"] == 0 for h in hits)
     assert "was found" in await call_error(client, "undo_summary", {"id": summary_id})
@@ -93,7 +103,9 @@ async def test_forgetting_a_source_drops_its_summary_and_returns_the_others(
     clock.advance(300 * HOUR)
     await runtime.scheduler.run_once()
     await call(client, "forget", {"ids": [ids[0]], "dry_run": False})
-    hits = (await call(client, "recall", {"query": "migration script", "k": 10, "reinforce": False}))["hits"]
+    hits = (await call(client, "recall", {"detail": "full", "query": "migration script", "k": 10, "reinforce": False}))[
+        "hits"
+    ]
     assert all(h["level"] == 0 for h in hits)
     assert SESSION[3] in [h["text"] for h in hits]
 
@@ -109,7 +121,7 @@ async def test_a_session_that_cannot_be_summarized_faithfully_is_left_alone_afte
         assert report["summaries"] == 0
         assert report["compression_failures"] == (1 if attempt < 3 else 0)  # resistant after three failures
         clock.advance(HOUR)
-    hits = (await call(client, "recall", {"query": "INC-4003", "reinforce": False}))["hits"]
+    hits = (await call(client, "recall", {"detail": "full", "query": "INC-4003", "reinforce": False}))["hits"]
     assert hits[0]["level"] == 0
     stats = await call(client, "stats", {})
     assert stats["fact_check"] == {"passed": 0, "failed": 3, "pass_rate": 0.0}
@@ -132,7 +144,9 @@ async def test_a_source_forgotten_during_a_pass_is_not_brought_back(runtime: Run
     summary = lifecycle._summary_memory(None, members, "A summary that quotes the forgotten text.", vector, 0.0)
     with pytest.raises(ConflictError):
         await runtime.store.apply(scope, [summary], [])
-    hits = (await call(client, "recall", {"query": "forgotten text summary", "k": 10, "reinforce": False}))["hits"]
+    hits = (
+        await call(client, "recall", {"detail": "full", "query": "forgotten text summary", "k": 10, "reinforce": False})
+    )["hits"]
     assert all(h["level"] == 0 for h in hits)
 
 
@@ -154,9 +168,13 @@ async def test_forgetting_a_summary_returns_its_sources(runtime: Runtime, client
     ids = await _store_session(client, SESSION)
     clock.advance(300 * HOUR)
     await runtime.scheduler.run_once()
-    summary_id = (await call(client, "recall", {"query": "billing database", "reinforce": False}))["hits"][0]["id"]
+    summary_id = (await call(client, "recall", {"detail": "full", "query": "billing database", "reinforce": False}))[
+        "hits"
+    ][0]["id"]
     await call(client, "forget", {"ids": [summary_id], "dry_run": False})
-    hits = (await call(client, "recall", {"query": "billing database", "k": 10, "reinforce": False}))["hits"]
+    hits = (await call(client, "recall", {"detail": "full", "query": "billing database", "k": 10, "reinforce": False}))[
+        "hits"
+    ]
     assert {h["id"] for h in hits} <= set(ids)
     assert SESSION[0] in [h["text"] for h in hits]
 
@@ -210,7 +228,9 @@ async def test_a_conversation_of_distinct_facts_is_kept_whole(runtime: Runtime, 
     clock.advance(300 * HOUR)
     report = await runtime.scheduler.run_once()
     assert (report["summaries"], report["compression_failures"]) == (0, 1)
-    hits = (await call(client, "recall", {"query": "what did Melanie sign up for", "reinforce": False}))["hits"]
+    hits = (
+        await call(client, "recall", {"detail": "full", "query": "what did Melanie sign up for", "reinforce": False})
+    )["hits"]
     assert hits[0]["id"] == ids[3]
     assert hits[0]["tier"] == "active"
 
@@ -237,7 +257,9 @@ async def test_replacing_a_summarized_memory_takes_its_summary_apart(
     assert (await runtime.scheduler.run_once())["summaries"] == 1
     correction = "Billing moves to PostgreSQL 17 next Wednesday, not 16."
     await call(client, "remember", {"content": correction, "supersedes": [ids[2]]})
-    hits = (await call(client, "recall", {"query": "which PostgreSQL does billing move to", "k": 10}))["hits"]
+    hits = (
+        await call(client, "recall", {"detail": "full", "query": "which PostgreSQL does billing move to", "k": 10})
+    )["hits"]
     assert [h for h in hits if h["level"] > 0] == []  # the summary that said 16 is gone...
     assert hits[0]["text"] == correction
     assert ids[2] not in [h["id"] for h in hits]  # ...the replaced memory stays replaced...
@@ -250,7 +272,9 @@ async def test_the_lifecycle_is_named_in_what_pin_forget_and_undo_say(
     ids = await _store_session(client, SESSION)
     clock.advance(300 * HOUR)
     await runtime.scheduler.run_once()
-    summary_id = (await call(client, "recall", {"query": "billing database", "reinforce": False}))["hits"][0]["id"]
+    summary_id = (await call(client, "recall", {"detail": "full", "query": "billing database", "reinforce": False}))[
+        "hits"
+    ][0]["id"]
     pinned = await call_error(client, "pin", {"id": ids[0]})
     assert f"archived inside summary '{summary_id}'" in pinned
     assert "raw memory, not a summary" in await call_error(client, "undo_summary", {"id": ids[0]})

@@ -46,8 +46,12 @@ async def test_a_denial_supersedes_the_old_statement_and_keeps_it_in_history(cli
     new = await call(client, "remember", {"content": "User does not like tea", "kind": "preference"})
     assert new["items"][0]["outcome"] == "stored"
     assert new["items"][0]["superseded"] == [old["items"][0]["id"]]
-    assert hit_texts(await call(client, "recall", {"query": "does the user like tea"})) == ["User does not like tea"]
-    history = await call(client, "recall", {"query": "does the user like tea", "filters": {"include_superseded": True}})
+    assert hit_texts(await call(client, "recall", {"detail": "full", "query": "does the user like tea"})) == [
+        "User does not like tea"
+    ]
+    history = await call(
+        client, "recall", {"detail": "full", "query": "does the user like tea", "filters": {"include_superseded": True}}
+    )
     assert sorted(hit_texts(history)) == ["User does not like tea", "User likes tea"]
 
 
@@ -55,7 +59,7 @@ async def test_a_stated_change_of_mind_supersedes_the_old_preference(client: Cli
     old = await call(client, "remember", {"content": "Sam drinks coffee every morning", "kind": "preference"})
     new = await call(client, "remember", {"content": "Sam switched to tea every morning", "kind": "preference"})
     assert new["items"][0]["superseded"] == [old["items"][0]["id"]]
-    answer = await call(client, "recall", {"query": "what does Sam drink in the morning"})
+    answer = await call(client, "recall", {"detail": "full", "query": "what does Sam drink in the morning"})
     assert hit_texts(answer) == ["Sam switched to tea every morning"]
 
 
@@ -65,15 +69,17 @@ async def test_an_unmarked_change_of_a_preference_supersedes_the_old_one_and_his
     old_id, new_id = old["items"][0]["id"], new["items"][0]["id"]
     assert new["items"][0]["superseded"] == [old_id]
     assert new["items"][0]["conflicts_with"] == []
-    answer = await call(client, "recall", {"query": "which editor mode does the user prefer"})
+    answer = await call(client, "recall", {"detail": "full", "query": "which editor mode does the user prefer"})
     assert hit_texts(answer) == ["I prefer light mode in the editor"]
     history = await call(
-        client, "recall", {"query": "which editor mode does the user prefer", "filters": {"include_superseded": True}}
+        client,
+        "recall",
+        {"detail": "full", "query": "which editor mode does the user prefer", "filters": {"include_superseded": True}},
     )
     by_id = {h["id"]: h for h in history["hits"]}
     assert by_id[old_id]["superseded_by"] == new_id
     assert by_id[old_id]["valid_to"] is not None
-    assert by_id[new_id]["superseded_by"] is None
+    assert by_id[new_id].get("superseded_by") is None
 
 
 async def test_an_unjudgeable_conflict_is_kept_and_flagged_and_the_newer_side_ranks_first(
@@ -86,17 +92,17 @@ async def test_an_unjudgeable_conflict_is_kept_and_flagged_and_the_newer_side_ra
     assert new["items"][0]["superseded"] == []
     assert new["items"][0]["conflicts_with"] == [old_id]
     query = {"query": "which pets does Alice like", "reinforce": False}
-    hits = (await call(client, "recall", query))["hits"]
+    hits = (await call(client, "recall", {**query, "detail": "full"}))["hits"]
     assert [h["id"] for h in hits] == [new_id, old_id]  # both sides kept, the last said first
     assert hits[0]["conflicts_with"] == [old_id]
     assert hits[1]["conflicts_with"] == [new_id]
     clock.advance(3600)
     again = await call(client, "remember", {"content": "Alice likes cats", "kind": "preference"})
     assert again["items"][0]["outcome"] == "merged"
-    hits = (await call(client, "recall", query))["hits"]
+    hits = (await call(client, "recall", {**query, "detail": "full"}))["hits"]
     assert [h["id"] for h in hits] == [old_id, new_id]  # said again: now the latest word
     await call(client, "forget", {"ids": [old_id], "dry_run": False})
-    hits = {h["id"]: h for h in (await call(client, "recall", query))["hits"]}
+    hits = {h["id"]: h for h in (await call(client, "recall", {**query, "detail": "full"}))["hits"]}
     assert hits[new_id]["conflicts_with"] == []  # resolved by forgetting one side
 
 
@@ -114,7 +120,7 @@ async def test_a_restated_change_supersedes_what_was_said_in_between(client: Cli
     assert again["items"][0]["outcome"] == "merged"
     assert again["items"][0]["id"] == first["items"][0]["id"]
     assert again["items"][0]["superseded"] == [between_id]
-    answer = await call(client, "recall", {"query": "how does the user commute", "reinforce": False})
+    answer = await call(client, "recall", {"detail": "full", "query": "how does the user commute", "reinforce": False})
     assert hit_texts(answer) == [change]
 
 

@@ -36,15 +36,19 @@ async def test_a_merged_restatement_refreshes_recency_and_delays_decay(
     clock.advance(400 * HOUR)
     assert await _say(client, "The user likes the noodle bar on Elm Street for team lunches", "s2", "fact") == kept
     why = {
-        h["id"]: h["why"]
-        for h in (await call(client, "recall", {"query": "lunch printer", "explain": True, "reinforce": False}))["hits"]
+        h["id"]: h["signals"]
+        for h in (
+            await call(
+                client, "recall", {"detail": "full", "query": "lunch printer", "explain": True, "reinforce": False}
+            )
+        )["hits"]
     }
     assert why[kept]["recency"] == pytest.approx(1.0)  # last seen now, not 400 hours ago
     assert why[faded]["recency"] < 0.05
     # importance 0.3: S = 158.4 h. 100 h after the restatement R = 0.53; 500 h after creation R = 0.04
     clock.advance(100 * HOUR)
     assert (await runtime.scheduler.run_once())["evicted"] == 1
-    current = await call(client, "recall", {"query": "lunch printer", "reinforce": False})
+    current = await call(client, "recall", {"detail": "full", "query": "lunch printer", "reinforce": False})
     assert [h["id"] for h in current["hits"]] == [kept]
 
 
@@ -72,7 +76,7 @@ async def test_a_preference_stated_in_two_sessions_is_consolidated_into_one_fact
         report = await strict_runtime.scheduler.run_once()
         assert report["facts"] == 1
         assert report["consolidated"] == 2
-        hits = (await call(client, "recall", {"query": "morning coffee", "reinforce": False}))["hits"]
+        hits = (await call(client, "recall", {"detail": "full", "query": "morning coffee", "reinforce": False}))["hits"]
         coffee = [h for h in hits if "roast" in h["text"]]
         assert len(coffee) == 1
         fact = coffee[0]
@@ -81,14 +85,20 @@ async def test_a_preference_stated_in_two_sessions_is_consolidated_into_one_fact
         assert sorted(fact["source_ids"]) == sorted([first, second])
         assert len(fact["occurrence_ids"]) == 2
         archived = await call(
-            client, "recall", {"query": "morning coffee", "reinforce": False, "filters": {"include_archived": True}}
+            client,
+            "recall",
+            {"detail": "full", "query": "morning coffee", "reinforce": False, "filters": {"include_archived": True}},
         )
         tiers = {h["id"]: h["tier"] for h in archived["hits"]}
         assert tiers[first] == tiers[second] == "archived"
         # identifiers differ: never one fact (ADR 5); one session only: not yet a fact the user holds
-        invoices = {h["id"] for h in (await call(client, "recall", {"query": "invoice by email"}))["hits"]}
+        invoices = {
+            h["id"] for h in (await call(client, "recall", {"detail": "full", "query": "invoice by email"}))["hits"]
+        }
         assert {once, other} <= invoices
-        meetings = {h["id"] for h in (await call(client, "recall", {"query": "stand-up meetings"}))["hits"]}
+        meetings = {
+            h["id"] for h in (await call(client, "recall", {"detail": "full", "query": "stand-up meetings"}))["hits"]
+        }
         assert {same_day, also_same_day} <= meetings
         # a restatement of the fact merges into it; undo takes the fact apart again
         again = await call(
@@ -96,7 +106,9 @@ async def test_a_preference_stated_in_two_sessions_is_consolidated_into_one_fact
         )
         assert again["items"][0]["id"] == fact["id"]
         await call(client, "undo_summary", {"id": fact["id"]})
-        restored = {h["id"] for h in (await call(client, "recall", {"query": "dark roast coffee"}))["hits"]}
+        restored = {
+            h["id"] for h in (await call(client, "recall", {"detail": "full", "query": "dark roast coffee"}))["hits"]
+        }
         assert {first, second} <= restored
 
 
@@ -114,7 +126,7 @@ async def test_compression_leaves_preferences_to_consolidation(runtime: Runtime,
     clock.advance(300 * HOUR)
     report = await runtime.scheduler.run_once()
     assert report["summaries"] == 1
-    answer = await call(client, "recall", {"query": "window seat on flights", "reinforce": False})
+    answer = await call(client, "recall", {"detail": "full", "query": "window seat on flights", "reinforce": False})
     assert preference in [h["id"] for h in answer["hits"]]
     assert "The user prefers window seats on long flights" in hit_texts(answer)
 
@@ -128,10 +140,10 @@ async def test_undoing_a_fact_leaves_no_conflict_flag_naming_it(strict_runtime: 
         clock.advance(HOUR)
         assert (await strict_runtime.scheduler.run_once())["facts"] == 1
         query = {"query": "which pets does Alice like", "reinforce": False}
-        fact = next(h for h in (await call(client, "recall", query))["hits"] if h["source_ids"])
+        fact = next(h for h in (await call(client, "recall", {**query, "detail": "full"}))["hits"] if h["source_ids"])
         assert fact["conflicts_with"] == [dogs]  # the positive control: the fact carries the flag
         await call(client, "undo_summary", {"id": fact["id"]})
-        hits = {h["id"]: h for h in (await call(client, "recall", query))["hits"]}
+        hits = {h["id"]: h for h in (await call(client, "recall", {**query, "detail": "full"}))["hits"]}
         assert fact["id"] not in hits[dogs]["conflicts_with"]
         assert {first, second} <= set(hits)
 
@@ -150,5 +162,9 @@ async def test_a_new_statement_is_compared_with_every_older_one_however_large_th
         second = await _say(client, "In the mornings I prefer a dark roast coffee.", "tuesday")
         facts = [(await strict_runtime.scheduler.run_once())["facts"] for _ in range(2)]
         assert facts == [0, 1]  # the restatement, new in the second pass, meets the oldest memory
-        fact = next(h for h in (await call(client, "recall", {"query": "morning coffee"}))["hits"] if h["source_ids"])
+        fact = next(
+            h
+            for h in (await call(client, "recall", {"detail": "full", "query": "morning coffee"}))["hits"]
+            if h["source_ids"]
+        )
         assert sorted(fact["source_ids"]) == sorted([first, second])

@@ -55,10 +55,12 @@ async def test_a_conflict_the_llm_judges_replaced_supersedes_the_older_side(
         assert (report["conflicts_judged"], report["conflicts_superseded"]) == (1, 1)
         prompt = next(p for p in fake_llm.chat_prompts if "Older statement" in p)
         assert prompt.index("Alice likes cats") < prompt.index("Alice likes dogs")  # older first
-        hits = (await call(client, "recall", PETS))["hits"]
+        hits = (await call(client, "recall", {**PETS, "detail": "full"}))["hits"]
         assert [h["id"] for h in hits] == [new_id]
         assert hits[0]["conflicts_with"] == []
-        history = (await call(client, "recall", {**PETS, "filters": {"include_superseded": True}}))["hits"]
+        history = (await call(client, "recall", {"detail": "full", **PETS, "filters": {"include_superseded": True}}))[
+            "hits"
+        ]
         old = next(h for h in history if h["id"] == old_id)  # the history stays
         assert old["superseded_by"] == new_id
 
@@ -71,7 +73,7 @@ async def test_a_conflict_the_llm_judges_both_true_is_no_longer_flagged(
     async with served(data_dir, fake_llm, clock) as (runtime, client):
         old_id, new_id = await _cats_then_dogs(client, clock)
         assert (await runtime.scheduler.run_once())["conflicts_cleared"] == 1
-        hits = {h["id"]: h for h in (await call(client, "recall", PETS))["hits"]}
+        hits = {h["id"]: h for h in (await call(client, "recall", {**PETS, "detail": "full"}))["hits"]}
         assert set(hits) >= {old_id, new_id}
         assert hits[old_id]["conflicts_with"] == hits[new_id]["conflicts_with"] == []
 
@@ -89,7 +91,7 @@ async def test_a_conflict_the_llm_cannot_settle_stays_flagged_and_is_not_asked_a
         clock.advance(HOUR)
         assert (await runtime.scheduler.run_once())["conflicts_judged"] == 0
         assert not any("Older statement" in p for p in fake_llm.chat_prompts[asked:])
-        hits = {h["id"]: h for h in (await call(client, "recall", PETS))["hits"]}
+        hits = {h["id"]: h for h in (await call(client, "recall", {**PETS, "detail": "full"}))["hits"]}
         assert hits[new_id]["conflicts_with"] == [old_id]
         assert hits[old_id]["conflicts_with"] == [new_id]
 
@@ -101,7 +103,7 @@ async def test_a_failing_llm_leaves_the_conflict_flagged_and_it_is_judged_at_a_l
     async with served(data_dir, fake_llm, clock) as (runtime, client):
         old_id, new_id = await _cats_then_dogs(client, clock)
         assert (await runtime.scheduler.run_once())["conflicts_judged"] == 0
-        hits = {h["id"]: h for h in (await call(client, "recall", PETS))["hits"]}
+        hits = {h["id"]: h for h in (await call(client, "recall", {**PETS, "detail": "full"}))["hits"]}
         assert hits[new_id]["conflicts_with"] == [old_id]
         stats = await call(client, "stats", {})
         assert stats["pending"]["conflicts_not_yet_judged"] == 1
@@ -118,7 +120,7 @@ async def test_without_an_llm_conflicts_stay_flagged_and_no_fact_is_extracted(da
         old_id, new_id = await _cats_then_dogs(client, clock)
         report = await runtime.scheduler.run_once()
         assert (report["conflicts_judged"], report["facts_extracted"]) == (0, 0)
-        hits = {h["id"]: h for h in (await call(client, "recall", PETS))["hits"]}
+        hits = {h["id"]: h for h in (await call(client, "recall", {**PETS, "detail": "full"}))["hits"]}
         assert hits[new_id]["conflicts_with"] == [old_id]
         stats = await call(client, "stats", {})
         assert stats["llm"] is None
@@ -158,7 +160,11 @@ async def test_facts_the_llm_extracts_are_stored_as_their_own_memories_and_go_wi
             await call(
                 client,
                 "recall",
-                {"query": "flight seats and trip budget", "filters": {"kinds": ["preference", "constraint"]}},
+                {
+                    "detail": "full",
+                    "query": "flight seats and trip budget",
+                    "filters": {"kinds": ["preference", "constraint"]},
+                },
             )
         )["hits"]
         assert sorted(h["text"] for h in facts) == [
@@ -172,7 +178,9 @@ async def test_facts_the_llm_extracts_are_stored_as_their_own_memories_and_go_wi
         assert (await call(client, "stats", {}))["pending"]["memories_not_yet_read_for_facts"] == 0
         await call(client, "forget", {"ids": [source_id], "dry_run": False})
         left = await call(
-            client, "recall", {"query": "aisle seats Lisbon budget", "filters": {"include_archived": True}}
+            client,
+            "recall",
+            {"detail": "full", "query": "aisle seats Lisbon budget", "filters": {"include_archived": True}},
         )
         assert all("Lisbon" not in h["text"] and "aisle" not in h["text"] for h in left["hits"])
 
@@ -189,7 +197,7 @@ async def test_an_extracted_fact_the_user_already_stated_merges_and_is_not_tied_
         )
         assert (await runtime.scheduler.run_once())["facts_extracted"] == 0  # merged into the user's own
         await call(client, "forget", {"ids": [chat["items"][0]["id"]], "dry_run": False})
-        hits = (await call(client, "recall", {"query": "aisle seats"}))["hits"]
+        hits = (await call(client, "recall", {"detail": "full", "query": "aisle seats"}))["hits"]
         assert said["items"][0]["id"] in [h["id"] for h in hits]  # the user's own statement stays
 
 
@@ -243,7 +251,9 @@ async def test_a_chinese_memory_gives_chinese_facts_only(data_dir: Path, fake_ll
             },
         )
         assert (await runtime.scheduler.run_once())["facts_extracted"] == 1
-        hits = (await call(client, "recall", {"query": "座位偏好", "filters": {"kinds": ["preference"]}}))["hits"]
+        hits = (
+            await call(client, "recall", {"detail": "full", "query": "座位偏好", "filters": {"kinds": ["preference"]}})
+        )["hits"]
         assert [h["text"] for h in hits] == ["更喜欢靠过道的座位。"]
 
 
@@ -261,7 +271,9 @@ async def test_a_source_forgotten_while_the_llm_reads_it_leaves_no_fact_behind(
             assert await anyio.to_thread.run_sync(fake_llm.chat_received.wait, 10.0)
             await call(client, "forget", {"ids": [source], "dry_run": False})
         everything = {"include_archived": True, "include_superseded": True, "include_expired": True}
-        hits = (await call(client, "recall", {"query": "wiki hosting Hetzner", "filters": everything}))["hits"]
+        hits = (
+            await call(client, "recall", {"detail": "full", "query": "wiki hosting Hetzner", "filters": everything})
+        )["hits"]
         assert hits == []
         assert (await call(client, "stats", {}))["tables"]["memories"] == 0
 
@@ -299,11 +311,13 @@ async def test_an_extracted_fact_outlives_the_summary_of_its_conversation_and_it
         fake_llm.chat_default = ("json", {"summary": ""})  # the LLM's summary is empty: the extractive one is used
         clock.advance(400 * HOUR)
         assert (await runtime.scheduler.run_once())["summaries"] == 1
-        hits = (await call(client, "recall", {"query": "billing database decision", "k": 10}))["hits"]
+        hits = (await call(client, "recall", {"detail": "full", "query": "billing database decision", "k": 10}))["hits"]
         fact = next(h for h in hits if h["text"] == decision)  # not summarized away with its session
         assert (fact["level"], fact["kind"], fact["tier"]) == (0, "decision", "active")
         await call(client, "forget", {"ids": [fact["id"]], "dry_run": False})
-        after = (await call(client, "recall", {"query": "billing database decision", "k": 10}))["hits"]
+        after = (await call(client, "recall", {"detail": "full", "query": "billing database decision", "k": 10}))[
+            "hits"
+        ]
         assert source not in [h["id"] for h in after]  # its source stays in the archive under the summary
         assert [h["level"] for h in after if h["kind"] == "summary"] == [1]
 
@@ -350,7 +364,7 @@ async def test_the_side_said_last_is_the_newer_one_the_llm_is_asked_about(
         await runtime.scheduler.run_once()
         prompt = next(p for p in fake_llm.chat_prompts if "Older statement" in p)
         assert prompt.index("Alice likes dogs") < prompt.index("Alice likes cats")
-        assert [h["id"] for h in (await call(client, "recall", PETS))["hits"]] == [cats]
+        assert [h["id"] for h in (await call(client, "recall", {**PETS, "detail": "full"}))["hits"]] == [cats]
 
 
 async def test_a_memory_cannot_pose_as_another_in_the_extraction_prompt(
@@ -420,7 +434,7 @@ async def test_an_llm_verdict_never_replaces_a_pinned_memory(
         cats_id, dogs_id = cats["items"][0]["id"], dogs["items"][0]["id"]
         assert dogs["items"][0]["conflicts_with"] == [cats_id]
         assert (await runtime.scheduler.run_once())["conflicts_superseded"] == 0
-        recalled = await call(client, "recall", PETS)
+        recalled = await call(client, "recall", {**PETS, "detail": "full"})
         assert [p["id"] for p in recalled["pinned"]] == [cats_id]  # still the user's pinned rule...
         hits = {h["id"]: h for h in recalled["hits"]}
         assert hits[dogs_id]["conflicts_with"] == [cats_id]  # ...and the pair still waits for the user
@@ -483,5 +497,5 @@ async def test_a_fact_stored_but_never_linked_still_goes_with_its_source(data_di
         assert stored.items[0].outcome == "stored"
         await call(client, "forget", {"ids": [source], "dry_run": False})
         everything = {"include_archived": True, "include_superseded": True, "include_expired": True}
-        hits = (await call(client, "recall", {"query": "aisle seats", "filters": everything}))["hits"]
+        hits = (await call(client, "recall", {"detail": "full", "query": "aisle seats", "filters": everything}))["hits"]
         assert hits == []

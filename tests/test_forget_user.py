@@ -58,7 +58,7 @@ async def test_forget_user_erases_every_byte_and_spares_other_principals(data_di
     ):
         await _fill(alice, canary)
         await _fill(bob, other)
-        seen = await call(alice_elsewhere, "recall", {"query": "locker code"})
+        seen = await call(alice_elsewhere, "recall", {"detail": "full", "query": "locker code"})
         assert [p["text"] for p in seen["pinned"]] == [f"My locker code is {canary}"]  # it sees alice's data
         conn = sqlite3.connect(principal_file(data_dir, "alice"))
         envelope = conn.execute("SELECT envelope FROM checkpoints").fetchone()[0]
@@ -83,12 +83,12 @@ async def test_forget_user_erases_every_byte_and_spares_other_principals(data_di
         assert _anywhere(data_dir, canary.encode()) == []
         assert _anywhere(data_dir, compressed) == []
         assert _anywhere(data_dir, other.encode())  # bob's data is untouched
-        after = await call(alice_elsewhere, "recall", {"query": "locker code"})
+        after = await call(alice_elsewhere, "recall", {"detail": "full", "query": "locker code"})
         assert after["hits"] == []
         assert after["pinned"] == []
         assert (await call(alice, "list_tasks", {}))["tasks"] == []
-        assert (await call(alice, "recall", {"query": "locker"}))["pinned"] == []
-        assert [p["text"] for p in (await call(bob, "recall", {"query": "locker"}))["pinned"]] == [
+        assert (await call(alice, "recall", {"detail": "full", "query": "locker"}))["pinned"] == []
+        assert [p["text"] for p in (await call(bob, "recall", {"detail": "full", "query": "locker"}))["pinned"]] == [
             f"My locker code is {other}"
         ]
     conn = sqlite3.connect(principal_file(data_dir, "alice"))
@@ -109,7 +109,7 @@ async def test_a_wrong_or_expired_code_deletes_nothing(data_dir: Path, mode: str
         second = await call(client, "forget_user", {})
         clock.advance(301)
         assert "expired" in await call_error(client, "forget_user", {"confirmation_code": second["confirmation_code"]})
-        assert hit_texts(await call(client, "recall", {"query": "spare key"})) == [
+        assert hit_texts(await call(client, "recall", {"detail": "full", "query": "spare key"})) == [
             "The spare key is under the blue pot"
         ]
 
@@ -124,7 +124,7 @@ async def test_a_code_is_bound_to_its_principal(data_dir: Path, mode: str) -> No
         await call(bob, "remember", {"content": "Bob's bike lock combination is stored elsewhere"})
         code = (await call(alice, "forget_user", {}))["confirmation_code"]
         await call_error(bob, "forget_user", {"confirmation_code": code})
-        assert hit_texts(await call(bob, "recall", {"query": "bike lock"}))
+        assert hit_texts(await call(bob, "recall", {"detail": "full", "query": "bike lock"}))
 
 
 async def test_forget_user_also_clears_the_passes_state(data_dir: Path, clock: Clock) -> None:

@@ -70,7 +70,7 @@ async def _hits(client: Client, query: str, **filters: Any) -> list[dict[str, An
     args: dict[str, Any] = {"query": query, "k": 10, "reinforce": False}
     if filters:
         args["filters"] = filters
-    return list((await call(client, "recall", args))["hits"])
+    return list((await call(client, "recall", {**args, "detail": "full"}))["hits"])
 
 
 async def _summarized_standup(runtime: Runtime, client: Client, clock: Clock, day: int, text: str) -> str:

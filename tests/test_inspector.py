@@ -132,7 +132,9 @@ def test_what_the_inspector_remembers_it_recalls_reads_and_gets_back(inspector: 
     task_id = task.result()["checkpoint"]["task_id"]
 
     with two_at_a_time() as pool:
-        recalled = pool.submit(inspector.call_tool, "recall", {"query": "when is staging restored?", "k": 1})
+        recalled = pool.submit(
+            inspector.call_tool, "recall", {"query": "when is staging restored?", "k": 1, "detail": "full"}
+        )
         pinned = pool.submit(inspector.read_resource, "memory://pinned")
         stats = pool.submit(inspector.read_resource, "memory://stats")
         resume = pool.submit(inspector.get_prompt, "resume_task", {"task_id": task_id})

@@ -50,10 +50,12 @@ async def test_a_faded_unimportant_memory_is_archived_and_stays_recallable_on_re
     report = await runtime.scheduler.run_once()
     assert report["outcome"] == "done"
     assert report["evicted"] == 1
-    current = hit_texts(await call(client, "recall", {"query": "printer", "reinforce": False}))
+    current = hit_texts(await call(client, "recall", {"detail": "full", "query": "printer", "reinforce": False}))
     assert current == ["The printer contract with Acme renews in 2027"]
     archived = await call(
-        client, "recall", {"query": "printer", "reinforce": False, "filters": {"include_archived": True}}
+        client,
+        "recall",
+        {"detail": "full", "query": "printer", "reinforce": False, "filters": {"include_archived": True}},
     )
     tiers = {h["text"]: h["tier"] for h in archived["hits"]}
     assert tiers["The office printer on floor 2 jams on A3 paper"] == "archived"
@@ -67,14 +69,14 @@ async def test_a_memory_just_above_the_threshold_is_kept_but_counted_for_compres
     report = await runtime.scheduler.run_once()
     assert report["evicted"] == 0
     assert report["compress_candidates"] == 1
-    assert hit_texts(await call(client, "recall", {"query": "team lunch", "reinforce": False}))
+    assert hit_texts(await call(client, "recall", {"detail": "full", "query": "team lunch", "reinforce": False}))
 
 
 async def test_recall_reinforcement_slows_decay(runtime: Runtime, client: Client, clock: Clock) -> None:
     await _remember(client, "The VPN gateway is vpn2.example.org", 0.3)
     for _ in range(3):
         clock.advance(100 * HOUR)
-        await call(client, "recall", {"query": "VPN gateway"})
+        await call(client, "recall", {"detail": "full", "query": "VPN gateway"})
     clock.advance(200 * HOUR)  # 500 h since creation, but 200 h since the last access and 3 accesses
     assert (await runtime.scheduler.run_once())["evicted"] == 0
 
@@ -87,7 +89,7 @@ async def test_pinned_memories_are_never_touched_over_a_simulated_year(
         clock.advance(7 * 24 * HOUR)
         report = await runtime.scheduler.run_once()
         assert report["evicted"] == 0
-    pinned = (await call(client, "recall", {"query": "anything"}))["pinned"]
+    pinned = (await call(client, "recall", {"detail": "full", "query": "anything"}))["pinned"]
     assert [p["text"] for p in pinned] == ["Never share the customer list outside the company"]
     assert pinned[0]["tier"] == "active"
 

@@ -122,7 +122,7 @@ async def _compress_with(data_dir: Path, fake_llm: FakeOpenAI, clock: Clock) -> 
         )
         clock.advance(300 * HOUR)
         await runtime.scheduler.run_once()
-        hits = (await call(client, "recall", {"query": "计费数据库迁移", "reinforce": False}))["hits"]
+        hits = (await call(client, "recall", {"detail": "full", "query": "计费数据库迁移", "reinforce": False}))["hits"]
         return dict(hits[0])
 
 

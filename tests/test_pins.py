@@ -29,7 +29,7 @@ async def test_pinned_memories_come_back_with_recall_outside_k(client: Client) -
             ]
         },
     )
-    result = await call(client, "recall", {"query": "ramen", "k": 1})
+    result = await call(client, "recall", {"detail": "full", "query": "ramen", "k": 1})
     assert [p["text"] for p in result["pinned"]] == [RULE]
     assert len(result["hits"]) == 1
     assert RULE not in hit_texts(result)
@@ -41,9 +41,11 @@ async def test_pin_and_unpin_an_existing_memory(client: Client) -> None:
     pinned = await call(client, "pin", {"id": memory_id})
     assert pinned["pinned"] is True
     assert pinned["pinned_tokens"] > 0
-    assert [p["id"] for p in (await call(client, "recall", {"query": "weather"}))["pinned"]] == [memory_id]
+    assert [p["id"] for p in (await call(client, "recall", {"detail": "full", "query": "weather"}))["pinned"]] == [
+        memory_id
+    ]
     assert (await call(client, "unpin", {"id": memory_id}))["pinned_tokens"] == 0
-    assert (await call(client, "recall", {"query": "weather"}))["pinned"] == []
+    assert (await call(client, "recall", {"detail": "full", "query": "weather"}))["pinned"] == []
     assert "was found" in await call_error(client, "pin", {"id": "01ZZZZZZZZZZZZZZZZZZZZZZZZ"})
 
 
@@ -63,4 +65,4 @@ async def test_the_pinned_cap_is_enforced_and_named(data_dir: Path, mode: str) -
         assert "limits.pinned_cap_tokens = 30" in message
         stored = await call(client, "remember", {"content": big + secrets.token_hex(4)})
         assert "limits.pinned_cap_tokens = 30" in await call_error(client, "pin", {"id": stored["items"][0]["id"]})
-        assert len((await call(client, "recall", {"query": "rules"}))["pinned"]) == 1
+        assert len((await call(client, "recall", {"detail": "full", "query": "rules"}))["pinned"]) == 1

@@ -65,8 +65,10 @@ async def _build(data_dir: Path, clock: Clock, *, undo: bool = False) -> Origina
         clock.advance(300 * HOUR)  # the session fades (see tests/test_compression.py); preferences do not
         report = await runtime.scheduler.run_once()
         assert (report["summaries"], report["facts"]) == (1, 1)
-        summary = (await call(client, "recall", BILLING))["hits"][0]
-        fact = (await call(client, "recall", {"query": "morning coffee", "reinforce": False}))["hits"][0]
+        summary = (await call(client, "recall", {**BILLING, "detail": "full"}))["hits"][0]
+        fact = (await call(client, "recall", {"detail": "full", "query": "morning coffee", "reinforce": False}))[
+            "hits"
+        ][0]
         assert sorted(summary["source_ids"]) == sorted(session)
         assert sorted(fact["source_ids"]) == sorted(coffee)
         if undo:
@@ -101,8 +103,10 @@ async def test_an_imported_summary_and_fact_still_name_their_sources_on_recall(
 ) -> None:
     assert await _import(fresh, original.lines) == (len(original.lines), 0)
     async with Client(fresh.mcp, mode="legacy") as client:
-        summary = (await call(client, "recall", BILLING))["hits"][0]
-        fact = (await call(client, "recall", {"query": "morning coffee", "reinforce": False}))["hits"][0]
+        summary = (await call(client, "recall", {**BILLING, "detail": "full"}))["hits"][0]
+        fact = (await call(client, "recall", {"detail": "full", "query": "morning coffee", "reinforce": False}))[
+            "hits"
+        ][0]
     assert (summary["id"], summary["level"]) == (original.summary, 1)
     assert sorted(summary["source_ids"]) == sorted(original.session)
     assert fact["id"] == original.fact
@@ -114,7 +118,7 @@ async def test_an_imported_summary_can_be_undone(original: Original, fresh: Runt
     async with Client(fresh.mcp, mode="legacy") as client:
         undone = await call(client, "undo_summary", {"id": original.summary})
         assert sorted(undone["restored"]) == sorted(original.session)
-        hits = (await call(client, "recall", {**BILLING, "k": 10}))["hits"]
+        hits = (await call(client, "recall", {"detail": "full", **BILLING, "k": 10}))["hits"]
     assert SESSION[0] in [h["text"] for h in hits]
     assert original.summary not in [h["id"] for h in hits]
     assert all(h["level"] == 0 for h in hits if h["id"] in original.session)
@@ -126,8 +130,12 @@ async def test_forgetting_an_imported_source_drops_its_summary_and_returns_the_o
     await _import(fresh, original.lines)
     async with Client(fresh.mcp, mode="legacy") as client:
         await call(client, "forget", {"ids": [original.session[0]], "dry_run": False})
-        hits = (await call(client, "recall", {"query": "migration script", "k": 10, "reinforce": False}))["hits"]
-        every = await call(client, "recall", {**BILLING, "k": 20, "filters": {"include_archived": True}})
+        hits = (
+            await call(client, "recall", {"detail": "full", "query": "migration script", "k": 10, "reinforce": False})
+        )["hits"]
+        every = await call(
+            client, "recall", {"detail": "full", **BILLING, "k": 20, "filters": {"include_archived": True}}
+        )
     assert SESSION[3] in [h["text"] for h in hits]  # back in the active tier
     assert original.session[0] not in [h["id"] for h in every["hits"]]
     assert original.summary not in [h["id"] for h in every["hits"]]
@@ -136,7 +144,7 @@ async def test_forgetting_an_imported_source_drops_its_summary_and_returns_the_o
 async def test_a_flagged_conflict_shows_on_both_sides_after_import(original: Original, fresh: Runtime) -> None:
     await _import(fresh, original.lines)
     async with Client(fresh.mcp, mode="legacy") as client:
-        hits = {h["id"]: h for h in (await call(client, "recall", PETS))["hits"]}
+        hits = {h["id"]: h for h in (await call(client, "recall", {**PETS, "detail": "full"}))["hits"]}
     assert hits[original.cats]["conflicts_with"] == [original.dogs]
     assert hits[original.dogs]["conflicts_with"] == [original.cats]
 
@@ -156,8 +164,8 @@ async def test_lineage_is_restored_when_a_summary_comes_before_its_sources(origi
     assert orjson.loads(lines[0])["level"] > 0  # the summary or the fact opens the file
     await _import(fresh, lines, batch=2)
     async with Client(fresh.mcp, mode="legacy") as client:
-        summary = (await call(client, "recall", BILLING))["hits"][0]
-        pets = {h["id"]: h for h in (await call(client, "recall", PETS))["hits"]}
+        summary = (await call(client, "recall", {**BILLING, "detail": "full"}))["hits"][0]
+        pets = {h["id"]: h for h in (await call(client, "recall", {**PETS, "detail": "full"}))["hits"]}
     assert sorted(summary["source_ids"]) == sorted(original.session)
     assert pets[original.cats]["conflicts_with"] == [original.dogs]
 
@@ -166,7 +174,7 @@ async def test_an_export_without_lineage_fields_still_imports(original: Original
     old = _without(original.lines, "source_ids", "conflicts_with", "compression_failures", "last_seen_at")
     assert await _import(fresh, old) == (len(old), 0)
     async with Client(fresh.mcp, mode="legacy") as client:
-        summary = (await call(client, "recall", BILLING))["hits"][0]
+        summary = (await call(client, "recall", {**BILLING, "detail": "full"}))["hits"][0]
     assert (summary["id"], summary["source_ids"]) == (original.summary, [])
 
 
@@ -176,8 +184,8 @@ async def test_importing_the_full_export_again_completes_the_lineage_an_older_im
     await _import(fresh, _without(original.lines, "source_ids", "conflicts_with"))
     assert await _import(fresh, original.lines) == (0, len(original.lines))
     async with Client(fresh.mcp, mode="legacy") as client:
-        summary = (await call(client, "recall", BILLING))["hits"][0]
-        pets = {h["id"]: h for h in (await call(client, "recall", PETS))["hits"]}
+        summary = (await call(client, "recall", {**BILLING, "detail": "full"}))["hits"][0]
+        pets = {h["id"]: h for h in (await call(client, "recall", {**PETS, "detail": "full"}))["hits"]}
     assert sorted(summary["source_ids"]) == sorted(original.session)
     assert pets[original.dogs]["conflicts_with"] == [original.cats]
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import sqlite3
+
 import pytest
 from mcp.client import Client
 
 from mcp_memory.server import Runtime
-from tests.conftest import Clock, call, hit_texts
+from mcp_memory.storage.sqlite import principal_file
+from tests.conftest import Clock, call, call_error, hit_texts
 
 pytestmark = pytest.mark.anyio
 
@@ -36,7 +39,7 @@ async def test_recall_returns_what_was_remembered_first(client: Client) -> None:
             ]
         },
     )
-    result = await call(client, "recall", {"query": "which text editor does the user like?", "k": 2})
+    result = await call(client, "recall", {"detail": "full", "query": "which text editor does the user like?", "k": 2})
     assert hit_texts(result)[0].startswith("The user's favourite editor is Neovim")
     hit = result["hits"][0]
     assert hit["kind"] == "preference"
@@ -59,7 +62,7 @@ async def test_a_paraphrase_merges_and_keeps_both_occurrences(client: Client) ->
     second = await call(client, "remember", {"content": "In the mornings I prefer a dark roast coffee."})
     assert second["items"][0]["outcome"] == "merged"
     assert second["items"][0]["id"] == first["items"][0]["id"]
-    result = await call(client, "recall", {"query": "coffee", "k": 1})
+    result = await call(client, "recall", {"detail": "full", "query": "coffee", "k": 1})
     assert len(result["hits"][0]["occurrence_ids"]) == 2
 
 
@@ -68,7 +71,7 @@ async def test_texts_with_different_identifiers_never_merge(client: Client) -> N
     b = await call(client, "remember", {"content": "Invoice INV-372 for ACME was paid in May"})
     assert b["items"][0]["outcome"] == "stored"
     assert a["items"][0]["id"] != b["items"][0]["id"]
-    result = await call(client, "recall", {"query": "INV-372", "k": 1})
+    result = await call(client, "recall", {"detail": "full", "query": "INV-372", "k": 1})
     assert hit_texts(result) == ["Invoice INV-372 for ACME was paid in May"]
 
 
@@ -97,11 +100,13 @@ async def test_a_later_memory_with_the_same_key_supersedes_and_keeps_history(cli
     old = await call(client, "remember", {"content": "The user lives in Lisbon", "key": "user.city"})
     new = await call(client, "remember", {"content": "The user lives in Berlin", "key": "user.city"})
     assert new["items"][0]["superseded"] == [old["items"][0]["id"]]
-    current = await call(client, "recall", {"query": "where does the user live", "k": 5})
+    current = await call(client, "recall", {"detail": "full", "query": "where does the user live", "k": 5})
     assert "The user lives in Berlin" in hit_texts(current)
     assert "The user lives in Lisbon" not in hit_texts(current)
     history = await call(
-        client, "recall", {"query": "where does the user live", "k": 5, "filters": {"include_superseded": True}}
+        client,
+        "recall",
+        {"detail": "full", "query": "where does the user live", "k": 5, "filters": {"include_superseded": True}},
     )
     by_text = {h["text"]: h for h in history["hits"]}
     assert by_text["The user lives in Lisbon"]["superseded_by"] == new["items"][0]["id"]
@@ -113,7 +118,7 @@ async def test_supersedes_by_id_replaces_the_named_memory(client: Client) -> Non
     await call(
         client, "remember", {"content": "Deploys go out every weekday now", "supersedes": [old["items"][0]["id"]]}
     )
-    result = await call(client, "recall", {"query": "when do deploys go out", "k": 5})
+    result = await call(client, "recall", {"detail": "full", "query": "when do deploys go out", "k": 5})
     assert hit_texts(result) == ["Deploys go out every weekday now"]
 
 
@@ -121,10 +126,12 @@ async def test_a_memory_expires_after_its_time_to_live(client: Client, clock: Cl
     await call(
         client, "remember", {"content": "The wifi guest password rotates; today it is on the fridge", "ttl_seconds": 60}
     )
-    assert hit_texts(await call(client, "recall", {"query": "guest wifi", "k": 3}))
+    assert hit_texts(await call(client, "recall", {"detail": "full", "query": "guest wifi", "k": 3}))
     clock.advance(61)
-    assert hit_texts(await call(client, "recall", {"query": "guest wifi", "k": 3})) == []
-    expired = await call(client, "recall", {"query": "guest wifi", "k": 3, "filters": {"include_expired": True}})
+    assert hit_texts(await call(client, "recall", {"detail": "full", "query": "guest wifi", "k": 3})) == []
+    expired = await call(
+        client, "recall", {"detail": "full", "query": "guest wifi", "k": 3, "filters": {"include_expired": True}}
+    )
     assert len(expired["hits"]) == 1
 
 
@@ -134,21 +141,25 @@ async def test_a_memory_lives_as_long_as_its_longest_lived_statement(client: Cli
     longer = await call(client, "remember", {"content": text, "ttl_seconds": 600})
     assert longer["items"][0]["outcome"] == "merged"
     clock.advance(120)
-    assert hit_texts(await call(client, "recall", {"query": "visitor badge", "k": 3})) == [text]  # 600 s now
+    assert hit_texts(await call(client, "recall", {"detail": "full", "query": "visitor badge", "k": 3})) == [
+        text
+    ]  # 600 s now
     shorter = await call(client, "remember", {"content": text, "ttl_seconds": 10})
     assert shorter["items"][0]["outcome"] == "merged"
     clock.advance(60)
-    assert hit_texts(await call(client, "recall", {"query": "visitor badge", "k": 3})) == [text]  # not cut short
+    assert hit_texts(await call(client, "recall", {"detail": "full", "query": "visitor badge", "k": 3})) == [
+        text
+    ]  # not cut short
     await call(client, "remember", {"content": text})  # said for good
     clock.advance(10_000)
-    hits = (await call(client, "recall", {"query": "visitor badge", "k": 3}))["hits"]
+    hits = (await call(client, "recall", {"detail": "full", "query": "visitor badge", "k": 3}))["hits"]
     assert [h["id"] for h in hits] == [first["items"][0]["id"]]
 
 
 async def test_explain_reports_every_signal(client: Client) -> None:
     await call(client, "remember", {"content": "Our CI runs on GitHub Actions with self-hosted runners"})
     result = await call(client, "recall", {"query": "where does CI run", "explain": True})
-    why = result["hits"][0]["why"]
+    why = result["hits"][0]["signals"]
     for signal in ("dense", "keyword", "relevance", "recency", "frequency", "importance", "value"):
         assert signal in why
     assert 0 < why["relevance"] <= 1
@@ -157,11 +168,11 @@ async def test_explain_reports_every_signal(client: Client) -> None:
 
 async def test_recall_reinforces_unless_told_not_to(client: Client) -> None:
     await call(client, "remember", {"content": "The staging cluster is called blue-falcon"})
-    await call(client, "recall", {"query": "staging cluster name", "reinforce": False})
-    quiet = await call(client, "recall", {"query": "staging cluster name", "reinforce": False})
+    await call(client, "recall", {"detail": "full", "query": "staging cluster name", "reinforce": False})
+    quiet = await call(client, "recall", {"detail": "full", "query": "staging cluster name", "reinforce": False})
     assert quiet["hits"][0]["access_count"] == 0
-    await call(client, "recall", {"query": "staging cluster name"})
-    loud = await call(client, "recall", {"query": "staging cluster name", "reinforce": False})
+    await call(client, "recall", {"detail": "full", "query": "staging cluster name"})
+    loud = await call(client, "recall", {"detail": "full", "query": "staging cluster name", "reinforce": False})
     assert loud["hits"][0]["access_count"] == 1
     assert loud["hits"][0]["last_accessed_at"] is not None
 
@@ -173,7 +184,7 @@ async def test_the_token_budget_limits_what_comes_back(client: Client) -> None:
         "remember",
         {"memories": [{"content": long_text}, {"content": "The quarterly report is due on the 5th"}]},
     )
-    result = await call(client, "recall", {"query": "quarterly report", "budget_tokens": 250})
+    result = await call(client, "recall", {"detail": "full", "query": "quarterly report", "budget_tokens": 250})
     assert hit_texts(result) == ["The quarterly report is due on the 5th"]
     assert result["used_tokens"] == result["hits"][0]["tokens"]
     assert result["used_tokens"] <= 250
@@ -203,15 +214,17 @@ async def test_filters_narrow_by_kind_tag_time_and_task(client: Client) -> None:
         },
     )
     q = "release importer exporter"
-    assert hit_texts(await call(client, "recall", {"query": q, "filters": {"kinds": ["event"]}})) == [
+    assert hit_texts(await call(client, "recall", {"detail": "full", "query": q, "filters": {"kinds": ["event"]}})) == [
         "Release 2.4 shipped with the new importer"
     ]
-    assert hit_texts(await call(client, "recall", {"query": q, "filters": {"tags": ["plan"]}})) == [
+    assert hit_texts(await call(client, "recall", {"detail": "full", "query": q, "filters": {"tags": ["plan"]}})) == [
         "Release 2.5 is planned with the new exporter"
     ]
-    after = await call(client, "recall", {"query": q, "filters": {"occurred_after": "2026-02-01T00:00:00Z"}})
+    after = await call(
+        client, "recall", {"detail": "full", "query": q, "filters": {"occurred_after": "2026-02-01T00:00:00Z"}}
+    )
     assert hit_texts(after) == ["Release 2.5 is planned with the new exporter"]
-    task = await call(client, "recall", {"query": q, "filters": {"task_id": "t-1"}})
+    task = await call(client, "recall", {"detail": "full", "query": q, "filters": {"task_id": "t-1"}})
     assert hit_texts(task) == ["Release 2.4 shipped with the new importer"]
 
 
@@ -226,7 +239,7 @@ async def test_importance_is_estimated_when_absent(client: Client) -> None:
             ]
         },
     )
-    result = await call(client, "recall", {"query": "force-push main plant watered", "k": 5})
+    result = await call(client, "recall", {"detail": "full", "query": "force-push main plant watered", "k": 5})
     importance = {h["text"]: h["importance"] for h in result["hits"]}
     assert importance["Remember this: never force-push to main"] > importance["The office plant was watered"]
 
@@ -234,5 +247,35 @@ async def test_importance_is_estimated_when_absent(client: Client) -> None:
 async def test_one_process_serves_many_connections_with_one_model(runtime: Runtime, mode: str) -> None:
     async with Client(runtime.mcp, mode=mode) as a, Client(runtime.mcp, mode=mode) as b:
         await call(a, "remember", {"content": "Connection A wrote this note about Kafka partitions"})
-        result = await call(b, "recall", {"query": "Kafka partitions"})
+        result = await call(b, "recall", {"detail": "full", "query": "Kafka partitions"})
         assert hit_texts(result) == ["Connection A wrote this note about Kafka partitions"]
+
+
+async def test_a_batch_repeating_a_text_that_merges_gives_every_item_its_outcome(client: Client) -> None:
+    first = await call(client, "remember", {"content": "I prefer dark roast coffee in the morning"})
+    paraphrase = "In the mornings I prefer a dark roast coffee."
+    result = await call(
+        client,
+        "remember",
+        {"memories": [{"content": paraphrase}, {"content": "The printer is on floor 3"}, {"content": paraphrase}]},
+    )
+    outcomes = [(item["index"], item["outcome"], item["id"]) for item in result["items"]]
+    kept = first["items"][0]["id"]
+    assert outcomes[0] == (0, "merged", kept)
+    assert outcomes[1][1] == "stored"
+    assert outcomes[2] == (2, "merged", kept)  # the repeat merges where the first copy went
+    hits = (await call(client, "recall", {"detail": "full", "query": "coffee", "k": 1}))["hits"]
+    assert len(hits[0]["occurrence_ids"]) == 3
+
+
+async def test_an_internal_error_names_what_failed_and_the_request(client: Client, runtime: Runtime) -> None:
+    await call(client, "remember", {"content": "The staging cluster is called blue-falcon"})
+    # Break the store under the server, as a damaged file would: recall then fails inside our code.
+    conn = sqlite3.connect(principal_file(runtime.settings.data_dir, "alice"))
+    conn.execute("DROP TABLE occurrences")
+    conn.commit()
+    conn.close()
+    message = await call_error(client, "recall", {"query": "staging cluster", "reinforce": False})
+    assert "internal error in recall: OperationalError: no such table: occurrences" in message
+    assert "(request " in message
+    assert "request unknown" not in message

@@ -89,11 +89,13 @@ async def test_secrets_never_reach_the_data_files_or_the_logs(tmp_path: Path, mo
         )
         await call_error(client, "remember", {"content": content, "importance": openai_key})
         await call_error(client, "remember", {"content": content, "kind": pw})
-        assert "limits.max_query_chars" in await call_error(client, "recall", {"query": f"{content} " * 20})
+        assert "limits.max_query_chars" in await call_error(
+            client, "recall", {"detail": "full", "query": f"{content} " * 20}
+        )
         await call_error(client, "forget", {"ids": [openai_key, header], "dry_run": False})
-        await call_error(client, "recall", {"query": content, "filters": {"namespace": pw}})
+        await call_error(client, "recall", {"detail": "full", "query": content, "filters": {"namespace": pw}})
         # A successful recall whose question holds every canary (and reinforces, so it writes).
-        recalled = await call(client, "recall", {"query": content})
+        recalled = await call(client, "recall", {"detail": "full", "query": content})
         assert recalled["hits"]
         assert all(secret not in str(recalled["hits"]) for secret in canaries.values())
 
@@ -132,7 +134,7 @@ async def test_a_secret_named_by_its_metadata_key_is_redacted(
             "metadata": {metadata_key: secret, "ticket": ticket},
         },
     )
-    result = await call(client, "recall", {"query": "staging database credentials"})
+    result = await call(client, "recall", {"detail": "full", "query": "staging database credentials"})
     stored: dict[str, Any] = result["hits"][0]["metadata"]
     assert stored["ticket"] == ticket
     assert files_holding(data_dir, {"ticket": ticket}) != {}  # positive control

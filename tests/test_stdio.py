@@ -136,7 +136,7 @@ async def test_remember_recall_and_forget_work_over_stdio_and_survive_a_restart(
         kept = await call(client, "remember", {"content": "The release train leaves every second Tuesday"})
         gone = await call(client, "remember", {"content": "The old build server is called jenkins-legacy-07"})
         assert kept["stored"] == gone["stored"] == 1
-        result = await call(client, "recall", {"query": "when does the release train leave?", "k": 1})
+        result = await call(client, "recall", {"query": "when does the release train leave?", "k": 1, "detail": "full"})
         assert hit_texts(result) == ["The release train leaves every second Tuesday"]
         assert result["hits"][0]["transport"] == "stdio"
         gone_id = gone["items"][0]["id"]

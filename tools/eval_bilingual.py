@@ -51,13 +51,21 @@ def _rank(ranked: list[set[str]], gold: str) -> int | None:
 
 
 async def evaluate(
-    data_dir: Path, work: Path, budget_tokens: int, server_env: dict[str, str], after: bool = False
+    data_dir: Path,
+    work: Path,
+    budget_tokens: int,
+    server_env: dict[str, str],
+    after: bool = False,
+    source: Path | None = None,
 ) -> tuple[list[QueryScore], BilingualLog]:
     data = orjson.loads((data_dir / "bilingual-dev.json").read_bytes())
     memories = data["memories"]
     log = BilingualLog()
     spec = ServerSpec(
-        data_dir=Path(tempfile.mkdtemp(prefix="bilingual-", dir=work)), principal="bilingual", extra_env=server_env
+        data_dir=Path(tempfile.mkdtemp(prefix="bilingual-", dir=work)),
+        principal="bilingual",
+        extra_env=server_env,
+        source=source,
     )
     print(f"bilingual: {len(memories)} memories, {len(data['queries'])} queries", file=sys.stderr, flush=True)
     file_ids_of: dict[str, set[str]] = {}  # memory id -> the file ids it stands for

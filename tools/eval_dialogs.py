@@ -35,6 +35,7 @@ class QuestionScore:
     fused_only: dict[int, float]  # the top 33 re-sorted by the fused relevance R alone (diagnostic)
     # --after-maintain: horizon -> credit mode -> k -> R@k, asked again after `maintain --as-of`
     after: dict[str, dict[str, dict[int, float]]] = field(default_factory=dict)
+    previous: dict[int, float] | None = None  # R@k of the baseline release, same run (--baseline)
 
 
 @dataclass
@@ -101,13 +102,16 @@ async def run_ours(
     server_env: dict[str, str],
     after: bool = False,
     session_ids: bool = False,
+    source: Path | None = None,
 ) -> list[Ours]:
     """Per question, in order: R@k as served, R@k of the top 33 re-sorted by relevance alone, and
-    with ``after`` R@k after each `maintain --as-of` horizon (after_maintain.py)."""
+    with ``after`` R@k after each `maintain --as-of` horizon (after_maintain.py). With ``source``
+    (an earlier release's package) only the served R@k is measured."""
     spec = ServerSpec(
         data_dir=Path(tempfile.mkdtemp(prefix=f"{conv.sample_id}-", dir=work)),
         principal=conv.sample_id,
         extra_env=server_env,
+        source=source,
     )
     out: list[Ours] = []
     async with open_server(spec) as client:
@@ -116,22 +120,20 @@ async def run_ours(
         for question in conv.questions:
             with Stopwatch() as sw:
                 served = await client.recall(question.text, k=10, budget_tokens=budget_tokens)
+            ranked = _ranked(served["hits"], by_memory)
+            served_at = {k: recall_at(ranked, question.evidence, k) for k in (5, 10)}
+            if source is not None:
+                out.append((served_at, served_at, {}))
+                continue
             log.seconds_recall += sw.seconds
             log.omitted_for_budget += int(served["omitted_for_budget"])
             deep = await client.recall(question.text, k=DIAGNOSTIC_K, budget_tokens=budget_tokens, explain=True)
             top = [str(h["id"]) for h in served["hits"]]
             if top != [str(h["id"]) for h in deep["hits"][:10]]:
                 log.top10_mismatch += 1
-            ranked = _ranked(served["hits"], by_memory)
-            by_relevance = sorted(deep["hits"], key=lambda h: -float(h["why"]["relevance"]))
+            by_relevance = sorted(deep["hits"], key=lambda h: -float(h["signals"]["relevance"]))
             fused = _ranked(by_relevance, by_memory)
-            out.append(
-                (
-                    {k: recall_at(ranked, question.evidence, k) for k in (5, 10)},
-                    {k: recall_at(fused, question.evidence, k) for k in (5, 10)},
-                    {},
-                )
-            )
+            out.append((served_at, {k: recall_at(fused, question.evidence, k) for k in (5, 10)}, {}))
         if after:
             credit = after_maintain.Credit(by_memory, {t.dia_id: t.content for t in conv.turns})
             queries = [q.text for q in conv.questions]
@@ -170,13 +172,21 @@ async def evaluate(
     server_env: dict[str, str],
     after: bool = False,
     session_ids: bool = False,
+    baseline: Path | None = None,
 ) -> tuple[list[QuestionScore], StoreLog]:
     log = StoreLog()
     scores: list[QuestionScore] = []
     for conv in conversations:
         _progress(f"locomo {conv.sample_id}: {len(conv.turns)} turns, {len(conv.questions)} questions")
         ours = await run_ours(conv, work, budget_tokens, log, server_env, after, session_ids)
+        previous: list[dict[int, float] | None] = [None] * len(conv.questions)
+        if baseline is not None:
+            _progress(f"locomo {conv.sample_id}: the baseline release")
+            earlier = await run_ours(
+                conv, work, budget_tokens, StoreLog(), server_env, session_ids=session_ids, source=baseline
+            )
+            previous = [served for served, _, _ in earlier]
         bm25 = run_bm25(conv)
-        for question, (served, fused, later), baseline in zip(conv.questions, ours, bm25, strict=True):
-            scores.append(QuestionScore(question, served, baseline, fused, later))
+        for question, (served, fused, later), theirs, before in zip(conv.questions, ours, bm25, previous, strict=True):
+            scores.append(QuestionScore(question, served, theirs, fused, later, before))
     return scores, log

@@ -38,6 +38,8 @@ class ServerSpec:
     launcher: Launcher = "direct"
     log_file: Path | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
+    # Another checkout's package (an earlier release, for a same-run baseline), run with this venv.
+    source: Path | None = None
 
     def parameters(self) -> StdioServerParameters:
         env = {
@@ -47,6 +49,10 @@ class ServerSpec:
             "MCP_MEMORY_LOG_LEVEL": "WARNING",
             **self.extra_env,
         }
+        if self.source is not None:
+            env["PYTHONPATH"] = str(self.source)
+            python = str(SERVER_BIN.parent / "python")
+            return StdioServerParameters(command=python, args=["-m", "mcp_memory", "serve"], env=env, cwd=self.source)
         if self.launcher == "readme":
             # The README's exact command, run from the clone: `sh tools/serve.sh`.
             return StdioServerParameters(command="sh", args=["tools/serve.sh"], env=env, cwd=REPO)

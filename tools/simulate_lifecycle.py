@@ -39,7 +39,7 @@ import anyio
 
 from mcp_memory.config import load_settings
 from mcp_memory.models import Scope
-from mcp_memory.schemas import MemoryInput
+from mcp_memory.schemas import MemoryInput, MemoryOut
 from mcp_memory.server import open_runtime
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage.counts import CountStore
@@ -185,7 +185,7 @@ async def run(sessions: list[Session], lifecycle: bool, folder: Path, base_hours
         async def ask(current: dict[str, str]) -> None:
             for subject, value in current.items():
                 answer = await runtime.memory.recall(
-                    scope, f"What {subject} does the user prefer now?", k=5, reinforce=False
+                    scope, f"What {subject} does the user prefer now?", k=5, reinforce=False, detail="full"
                 )
                 result.asked += 1
                 said = next((_answer(h.text, subject) for h in answer.hits if _named(h.text, subject)), None)
@@ -194,6 +194,7 @@ async def run(sessions: list[Session], lifecycle: bool, folder: Path, base_hours
                 if explain and said != value:
                     print(f"\n{'stale' if said else 'missed'}: {subject} is {value!r}, answered {said!r}")
                     for h in answer.hits:
+                        assert isinstance(h, MemoryOut)
                         print(
                             f"   {h.kind:10} L{h.level} occ={len(h.occurrence_ids)} conflicts={len(h.conflicts_with)} "
                             f"{h.created_at:%m-%d} | {h.text[:90]}"

@@ -15,6 +15,8 @@ from typing import Literal, Protocol
 import anyio
 import anyio.to_thread
 
+from mcp_memory.embed import languages
+from mcp_memory.embed.languages import LanguageMeans
 from mcp_memory.errors import UpstreamError
 from mcp_memory.storage.vectors import Vector
 from mcp_memory.text import estimate_tokens
@@ -140,6 +142,7 @@ class Embedder:
         self._limiter = anyio.CapacityLimiter(1)
         self._thread: threading.Thread | None = None
         self.load_seconds: float | None = None
+        self._means: LanguageMeans | None = None
 
     def start(self) -> None:
         """Begin loading on a daemon thread; returns at once."""
@@ -151,6 +154,7 @@ class Embedder:
         started = time.perf_counter()
         try:
             self._model = shared_model(self.config)
+            self._means = languages.load(self._model)
             self.load_seconds = time.perf_counter() - started
             log.info("embedding model %s loaded in %.2f s", self._model.model_id, self.load_seconds)
         except BaseException as exc:  # reported to every caller, never lost
@@ -169,6 +173,11 @@ class Embedder:
             raise UpstreamError(f"the embedding model could not be loaded: {self._error}") from self._error
         assert self._model is not None
         return self._model
+
+    async def language_means(self) -> LanguageMeans | None:
+        """The model's shipped language means (None for a model that has none)."""
+        await self.ready()
+        return self._means
 
     @property
     def loaded(self) -> bool:

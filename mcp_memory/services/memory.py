@@ -15,6 +15,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, NoReturn
 
 import numpy as np
@@ -35,6 +36,7 @@ from mcp_memory.models import (
 )
 from mcp_memory.redact import redact, redact_value
 from mcp_memory.schemas import (
+    Detail,
     ForgetFilter,
     ForgetItem,
     ForgetResult,
@@ -46,22 +48,29 @@ from mcp_memory.schemas import (
     RememberItem,
     RememberResult,
 )
-from mcp_memory.services import inputs, rules, scoring, summarize
+from mcp_memory.services import inputs, question, rules, scoring, summarize, when
 from mcp_memory.services.checks import text_field
 from mcp_memory.services.recall import concurrently, fit_budget, memory_out, score
 from mcp_memory.services.relations import relate
 from mcp_memory.services.sessions import SessionTracker
 from mcp_memory.storage.lifecycle import LifecycleStore
 from mcp_memory.storage.sqlite import SqliteStore
+from mcp_memory.storage.vectors import Centring, DenseHits, Vector
 from mcp_memory.text import (
+    CJK_LANGUAGES,
     estimate_tokens,
     keyword_terms,
+    language,
     looks_like_identifier_query,
     normalize,
     segment_for_index,
 )
 
 log = logging.getLogger(__name__)
+
+# A script's mean in a store is shrunk towards the parallel corpus's with the weight of this many
+# memories: a store with two Chinese memories is not centred on those two alone.
+CENTRING_PRIOR_WEIGHT = 8.0
 
 
 @dataclass(frozen=True)
@@ -176,6 +185,7 @@ class MemoryService:
                     )
                     target = target or close
             if target is not None:
+                batch_hash[h] = target  # a repeat of this item later in the batch merges where it did
                 fresh = tuple(r for r in replaces if r != target and r not in replaced_in_batch)
                 replaced_in_batch.update(fresh)
                 lasts = now + item.ttl_seconds if item.ttl_seconds else None
@@ -281,31 +291,32 @@ class MemoryService:
         explain: bool = False,
         reinforce: bool = True,
         preset: str | None = None,
+        detail: Detail = "lean",
+        as_of: datetime | None = None,
     ) -> RecallResult:
         words, k, budget, preset = inputs.check_recall(query, k, budget_tokens, preset, self.limits, self.config)
         criteria = inputs.recall_criteria(scope, filters)
+        terms = keyword_terms(words)
         now = self.clock()
+        span = when.resolve(words, to_seconds(as_of) if as_of else now)
 
         await self._model_dim(scope)
         depth = max(self.config.candidates, k * 3)
 
-        async def dense_side() -> list[tuple[int, float]]:
+        async def dense_side() -> DenseHits:
             qvec = await self.embedder.query(words)
-            return await self.store.dense_search(scope, qvec, criteria, depth, now)
+            return await self.store.dense_ranking(scope, qvec, criteria, depth, now, await self._centring(words, qvec))
 
         # The keyword search and the pins need no vector: they run while the question is embedded.
         dense, keyword, pinned = await concurrently(
             dense_side(),
-            self.store.keyword_search(scope, keyword_terms(words), criteria, depth, now),
+            self.store.keyword_search(scope, terms, criteria, depth, now),
             self.pinned(scope),
         )
         keyword_weight = (
             self.config.identifier_keyword_weight if looks_like_identifier_query(words) else self.config.keyword_weight
         )
-        fusion = scoring.Fusion(self.config.dense_weight, keyword_weight, self.config.rrf_k)
-        dense_rank = {n: r for r, (n, _) in enumerate(dense, start=1)}
-        keyword_rank = {n: r for r, (n, _) in enumerate(keyword, start=1)}
-        fused = fusion.fuse(dense_rank, keyword_rank)
+        fused = scoring.Fusion(keyword_weight).fuse(dense, keyword)
         ranked = sorted(fused, key=lambda n: -fused[n])[:depth]
         records = {r.rowid: r for r in await self.store.select_memories(scope, criteria, now, ns=ranked)}
         scored = score(
@@ -314,13 +325,14 @@ class MemoryService:
             fused=fused,
             dense=dense,
             keyword=keyword,
-            dense_rank=dense_rank,
-            keyword_rank=keyword_rank,
+            understanding=question.adjustments(words, records.values(), span),
             preset=preset,
             half_life_hours=self.config.recency_half_life_hours,
             now=now,
+            span=span,
         )
-        hits, used, omitted = fit_budget(scored, k, budget, explain)
+        said_from = to_seconds(as_of) if as_of else now
+        hits, used, omitted = fit_budget(scored, k, budget, terms=terms, detail=detail, explain=explain, now=said_from)
         if reinforce and hits:
             await self.store.reinforce(scope, [h.id for h in hits], now)
         return RecallResult(
@@ -332,6 +344,18 @@ class MemoryService:
             used_tokens=used,
             omitted_for_budget=omitted,
         )
+
+    async def _centring(self, question: str, query: Vector) -> Centring | None:
+        """What takes the language out of the dense search in a store that mixes scripts (ADR 10)."""
+        means = await self.embedder.language_means()
+        if means is None:
+            return None
+        script = 1 if language(question) in CJK_LANGUAGES else 0
+        shifted = query - means.query[script]
+        norm = float(np.linalg.norm(shifted))
+        if norm < 1e-6:
+            return None
+        return Centring(query=shifted / norm, prior=means.passage, prior_weight=CENTRING_PRIOR_WEIGHT)
 
     async def _why_not_current(self, scope: Scope, memory_id: str, now: float) -> NoReturn:
         """The error for a memory that exists but is not current: what it became and what to do."""

@@ -7,17 +7,22 @@ how a record goes out on the wire (``memory_out``).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 import anyio
 import orjson
+from pydantic import BaseModel
 
 from mcp_memory.models import MemoryRecord, to_datetime
-from mcp_memory.schemas import MemoryOut, Signals
+from mcp_memory.schemas import Detail, Hit, MemoryOut, Signals
 from mcp_memory.services import scoring
-from mcp_memory.text import estimate_tokens
+from mcp_memory.services.question import Understanding
+from mcp_memory.services.when import Span
+from mcp_memory.storage.vectors import DenseHits
+from mcp_memory.text import estimate_tokens, has_cjk
 
 
 async def concurrently(*calls: Awaitable[Any]) -> list[Any]:
@@ -44,32 +49,47 @@ def score(
     records: Mapping[int, MemoryRecord],
     *,
     fused: Mapping[int, float],
-    dense: Sequence[tuple[int, float]],
+    dense: DenseHits,
     keyword: Sequence[tuple[int, float]],
-    dense_rank: Mapping[int, int],
-    keyword_rank: Mapping[int, int],
+    understanding: Mapping[str, Understanding],
     preset: str,
     half_life_hours: float,
     now: float,
+    span: Span | None = None,
 ) -> list[tuple[float, MemoryRecord, Signals]]:
     """The value of every candidate but the pinned ones (they come back apart): best first, the newer
-    side of a supersession ahead of the older."""
-    dense_score, keyword_score = dict(dense), dict(keyword)
+    side of a supersession ahead of the older. For a question that names a time (``span``), recency
+    is closeness of ``occurred_at`` to that time, not of the last access to now."""
+    dense_score, keyword_score = dict(dense.hits), dict(keyword)
+    evidence = scoring.keyword_evidence(dense, keyword)
+    dense_rank = {n: r for r, (n, _) in enumerate(dense.hits, start=1)}
+    std = dense.std if dense.std > 1e-9 else 1.0
+    keyword_rank = {n: r for r, (n, _) in enumerate(keyword, start=1)}
     scored: list[tuple[float, MemoryRecord, Signals]] = []
     for n in ranked:
         record = records.get(n)
         if record is None or record.pinned:
             continue
-        hours = (now - (record.last_accessed_at or record.created_at)) / 3600
-        t = scoring.recency(hours, half_life_hours)
+        if span is None:
+            t = scoring.recency((now - (record.last_accessed_at or record.created_at)) / 3600, half_life_hours)
+        else:
+            t = scoring.recency(span.distance_hours(record.occurred_at), max((span.end - span.start) / 3600, 24.0))
         f = scoring.frequency(record.access_count)
-        v = scoring.value(preset, fused[n], t, f, record.importance)
+        understood = understanding.get(record.id)
+        total = understood.apply(fused[n]) if understood else fused[n]
+        r = scoring.relevance(total)
+        v = scoring.value(preset, r, t, f, record.importance)
         signals = Signals(
             dense=dense_score.get(n),
+            dense_z=round((dense_score[n] - dense.mean) / std, 3) if n in dense_score else None,
             dense_rank=dense_rank.get(n),
             keyword=keyword_score.get(n),
+            keyword_evidence=round(evidence[n], 3) if n in evidence else None,
             keyword_rank=keyword_rank.get(n),
-            relevance=round(fused[n], 6),
+            fused=round(total, 4),
+            understanding=round(total - fused[n], 4) if understood else None,
+            understood=understood.reason if understood else None,
+            relevance=round(r, 6),
             recency=round(t, 6),
             frequency=f,
             importance=record.importance,
@@ -82,25 +102,114 @@ def score(
 
 
 def fit_budget(
-    scored: Sequence[tuple[float, MemoryRecord, Signals]], k: int, budget: int, explain: bool
-) -> tuple[list[MemoryOut], int, int]:
-    """The best ``k`` hits whose tokens fit the budget: (hits, tokens used, hits left out for the budget)."""
-    hits: list[MemoryOut] = []
+    scored: Sequence[tuple[float, MemoryRecord, Signals]],
+    k: int,
+    budget: int,
+    *,
+    terms: Sequence[str],
+    detail: Detail,
+    explain: bool,
+    now: float,
+) -> tuple[list[Hit | MemoryOut], int, int]:
+    """The best ``k`` hits whose tokens fit the budget: (hits, tokens used, hits left out for the budget).
+
+    What counts is the hit as it is sent: compact JSON without the fields that are not set."""
+    hits: list[Hit | MemoryOut] = []
     used = 0
     omitted = 0
-    for _, record, signals in scored:
+    for value, record, signals in scored:
         if len(hits) >= k:
             break
-        hit = memory_out(record, signals if explain else None)
-        if used + hit.tokens > budget:
+        reason = why(record, signals, terms, now)
+        extra = signals if explain else None
+        hit: Hit | MemoryOut
+        if detail == "full":
+            hit = memory_out(record)
+            hit = hit.model_copy(update={"score": round(value, 3), "why": reason, "signals": extra})
+            tokens = hit.tokens = wire_tokens(hit)
+        else:
+            hit = lean_hit(record, round(value, 3), reason, extra)
+            tokens = wire_tokens(hit)
+        if used + tokens > budget:
             omitted += 1
             continue
-        used += hit.tokens
+        used += tokens
         hits.append(hit)
     return hits, used, omitted
 
 
-def memory_out(record: MemoryRecord, why: Signals | None = None) -> MemoryOut:
+def wire_tokens(model: BaseModel) -> int:
+    """The tokens of ``model`` as the tools send it: compact JSON, unset fields left out."""
+    return estimate_tokens(orjson.dumps(model.model_dump(mode="json", exclude_none=True)).decode())
+
+
+def lean_hit(record: MemoryRecord, value: float, reason: str, signals: Signals | None) -> Hit:
+    return Hit(
+        id=record.id,
+        text=record.content,
+        kind=record.kind,
+        occurred_at=_second(record.occurred_at),
+        score=value,
+        why=reason,
+        conflicts_with=record.conflicts_with or None,
+        superseded_by=record.superseded_by,
+        source_ids=record.source_ids or None,
+        signals=signals,
+    )
+
+
+def _second(seconds: float) -> datetime:
+    moment = to_datetime(int(seconds))
+    assert moment is not None
+    return moment
+
+
+def matched_terms(content: str, terms: Sequence[str]) -> list[str]:
+    """The question's keyword terms that ``content`` contains as words (CJK bigrams as characters)."""
+    text = content.lower()
+    found: list[str] = []
+    for term in terms:
+        word = rf"(?<![^\W_]){re.escape(term)}(?![^\W_])"
+        if term in text if has_cjk(term) else re.search(word, text):
+            found.append(term)
+    return found
+
+
+def ago(seconds: float) -> str:
+    """A span of time in the words a person would use: "just now", "3 days ago", "in 2 weeks"."""
+    span = abs(seconds)
+    for unit, size in (("year", 365 * 86400), ("month", 30 * 86400), ("week", 7 * 86400), ("day", 86400)):
+        if span >= size:
+            count = int(span // size)
+            words = f"{count} {unit}{'s' if count > 1 else ''}"
+            return f"{words} ago" if seconds >= 0 else f"in {words}"
+    if span >= 3600:
+        return "today" if seconds >= 0 else "later today"
+    return "just now"
+
+
+def why(record: MemoryRecord, signals: Signals, terms: Sequence[str], now: float) -> str:
+    """Why a hit was returned, in a few words: the words it matched, its closeness, when it was said."""
+    parts: list[str] = []
+    # Words nearly every memory contains ("user") carry no evidence and are no reason.
+    matched = matched_terms(record.content, terms) if (signals.keyword_evidence or 0.0) >= 0.3 else []
+    if matched:
+        shown = ", ".join(f"'{t}'" for t in matched[:3])
+        parts.append(f"matches {shown}" + (f" and {len(matched) - 3} more" if len(matched) > 3 else ""))
+    z = signals.dense_z
+    if z is not None and z >= 2.0:
+        parts.append("close in meaning")
+    elif z is not None and z >= 1.0:
+        parts.append("related in meaning")
+    if not parts:
+        parts.append("the nearest in meaning here" if signals.dense_rank == 1 else "weakly related")
+    if signals.understood:
+        parts.append(signals.understood)
+    parts.append(f"said {ago(now - record.occurred_at)}")
+    return "; ".join(parts)
+
+
+def memory_out(record: MemoryRecord) -> MemoryOut:
     """A record as the tools return it, with the tokens it costs a budget."""
 
     def dt(seconds: float) -> datetime:
@@ -137,7 +246,6 @@ def memory_out(record: MemoryRecord, why: Signals | None = None) -> MemoryOut:
         conflicts_with=record.conflicts_with,
         source_ids=record.source_ids,
         tokens=0,
-        why=why,
     )
     # What a budget counts: the hit as the caller receives it, every field included.
     out.tokens = estimate_tokens(orjson.dumps(out.model_dump(mode="json")).decode())

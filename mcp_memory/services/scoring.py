@@ -1,16 +1,18 @@
 """The value function of recall and the one retention curve shared with decay.
 
 V = a*R + b*T + c*F + d*P
-R relevance (fused retrieval score, normalised), T recency, F access frequency, P importance
+R relevance (the fused retrieval score mapped to 0..1), T recency, F access frequency, P importance
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
 from mcp_memory.models import MemoryRecord
+from mcp_memory.storage.vectors import DenseHits
 
 _Hit = TypeVar("_Hit", bound=tuple[float, MemoryRecord, object])
 
@@ -37,21 +39,37 @@ def frequency(access_count: int) -> float:
 
 @dataclass(frozen=True, slots=True)
 class Fusion:
-    dense_weight: float
-    keyword_weight: float
-    rrf_k: float
+    """Score-aware fusion of the dense and the keyword side (ADR 10).
 
-    def fuse(self, dense: dict[int, int], keyword: dict[int, int]) -> dict[int, float]:
-        """Weighted reciprocal-rank fusion, normalised so the best possible score is 1."""
-        best = (self.dense_weight + self.keyword_weight) / (self.rrf_k + 1)
-        if best <= 0:
-            return {}
-        scores: dict[int, float] = {}
-        for n, rank in dense.items():
-            scores[n] = self.dense_weight / (self.rrf_k + rank)
-        for n, rank in keyword.items():
-            scores[n] = scores.get(n, 0.0) + self.keyword_weight / (self.rrf_k + rank)
-        return {n: s / best for n, s in scores.items()}
+    Dense evidence is how many standard deviations a memory's similarity stands above the ordinary
+    similarity in the scope: what every memory shares ("The user ...", the language of a store in
+    one language) moves the mean, not the distance from it. Keyword evidence is the BM25 score in
+    units of one term found in a single memory (the IDF of such a term is about log N), so a word
+    that nearly every memory contains brings almost nothing, however many memories it matches;
+    ``keyword_weight`` says how many standard deviations one such term is worth.
+    """
+
+    keyword_weight: float
+
+    def fuse(self, dense: DenseHits, keyword: Sequence[tuple[int, float]]) -> dict[int, float]:
+        std = dense.std if dense.std > 1e-9 else 1.0
+        # A memory only the keyword side found is at most as similar as the dense side's last hit.
+        unseen = (dense.hits[-1][1] - dense.mean) / std if dense.hits else 0.0
+        scores = {n: (similarity - dense.mean) / std for n, similarity in dense.hits}
+        for n, evidence in keyword_evidence(dense, keyword).items():
+            scores[n] = scores.get(n, unseen) + self.keyword_weight * evidence
+        return scores
+
+
+def keyword_evidence(dense: DenseHits, keyword: Sequence[tuple[int, float]]) -> dict[int, float]:
+    """BM25 in units of one word found in a single memory of the store (its IDF is about log N)."""
+    unit = math.log(max(dense.population, dense.visible, len(keyword)) + 1)
+    return {n: max(bm25, 0.0) / unit for n, bm25 in keyword}
+
+
+def relevance(fused: float) -> float:
+    """R in 0..1 for the value function: 0.5 two standard deviations above the ordinary, 0.88 at four."""
+    return 1.0 / (1.0 + math.exp(-(fused - 2.0)))
 
 
 def value(preset: str, relevance: float, recency_: float, frequency_: float, importance: float) -> float:

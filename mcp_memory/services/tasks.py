@@ -17,7 +17,7 @@ from mcp_memory.errors import InvalidInputError, LimitExceededError, NotFoundErr
 from mcp_memory.ids import new_id
 from mcp_memory.models import Scope, to_datetime
 from mcp_memory.redact import redact, redact_value
-from mcp_memory.schemas import RecallFilters
+from mcp_memory.schemas import MemoryOut, RecallFilters
 from mcp_memory.services import packet, task_tree
 from mcp_memory.services.checks import text_field
 from mcp_memory.services.memory import MemoryService
@@ -478,6 +478,7 @@ class TaskService:
             budget_tokens=min(budget, self.limits.max_recall_budget_tokens),
             filters=RecallFilters(task_id=task_id),
             reinforce=False,
+            detail="full",
         )
         full_uri = checkpoint_uri(task_id, latest.id) if latest else None
         return packet.build(
@@ -485,7 +486,7 @@ class TaskService:
             elapsed=elapsed,
             budget=budget,
             checkpoint=latest,
-            memories=recalled.hits,
+            memories=[hit for hit in recalled.hits if isinstance(hit, MemoryOut)],
             pinned=recalled.pinned,
             warnings=warnings,
             rolled_back_to=rolled_back_to,

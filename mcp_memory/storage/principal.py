@@ -61,7 +61,8 @@ class PrincipalDb:
 
     async def index_rows(self, ns: Sequence[int] | None) -> list[IndexRow]:
         sql = (
-            "SELECT m.n, v.vec, m.namespace, (m.tier = 'active' AND m.superseded_by IS NULL), m.expires_at "
+            "SELECT m.n, v.vec, m.namespace, (m.tier = 'active' AND m.superseded_by IS NULL), m.expires_at, "
+            "m.language IN ('zh', 'ja', 'ko') "
             "FROM memories m JOIN vectors v ON v.memory_n = m.n"
         )
         rows: list[Any] = []
@@ -82,6 +83,7 @@ class PrincipalDb:
                 namespace=r[2],
                 live=bool(r[3]),
                 expires_at=r[4],
+                cjk=bool(r[5]),
             )
             for r in rows
         ]

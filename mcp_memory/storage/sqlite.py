@@ -33,7 +33,7 @@ from mcp_memory.storage import writes
 from mcp_memory.storage.principal import PrincipalDb
 from mcp_memory.storage.rows import MEMORY_COLUMNS, attach_occurrences, fts_match, row_to_record, visible_clause
 from mcp_memory.storage.schema import migrate, private_dir
-from mcp_memory.storage.vectors import Vector, VectorIndex
+from mcp_memory.storage.vectors import Centring, DenseHits, Vector, VectorIndex
 
 
 def principal_file(data_dir: Path, principal: str) -> Path:
@@ -175,12 +175,23 @@ class SqliteStore:
     async def dense_search(
         self, scope: Scope, query: Vector, criteria: Criteria, limit: int, now: float
     ) -> list[tuple[int, float]]:
+        return (await self.dense_ranking(scope, query, criteria, limit, now)).hits
+
+    async def dense_ranking(
+        self,
+        scope: Scope,
+        query: Vector,
+        criteria: Criteria,
+        limit: int,
+        now: float,
+        centring: Centring | None = None,
+    ) -> DenseHits:
         index = await self.sync(scope, query.shape[0])
         allow = None
         if criteria.narrows:
             allow = np.asarray(await self.eligible(scope, criteria, now), dtype=np.int64)
         run = functools.partial(
-            index.search,
+            index.rank,
             query,
             namespace=scope.namespace,
             limit=limit,
@@ -189,6 +200,7 @@ class SqliteStore:
             include_expired=criteria.include_expired,
             exact_namespace=criteria.namespace_only,
             allow=allow,
+            centring=centring,
         )
         if len(index) > 20_000:  # a large scan must not stall the other clients on the event loop
             return await anyio.to_thread.run_sync(run)

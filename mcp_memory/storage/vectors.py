@@ -2,11 +2,16 @@
 
 Rows carry what the default recall filter needs (namespace code, live flag, expiry), so the
 common query is one matrix-vector product and a mask; rarer filters pass an allow-list.
+
+Rows also carry their script (Latin or CJK), and the index keeps a running sum of each script's
+vectors: in a store that mixes the two, recall centres every vector on its script's mean, because
+a multilingual encoder places every text near the others of its language (ADR 10).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -21,6 +26,31 @@ class IndexRow:
     namespace: str | None
     live: bool
     expires_at: float | None
+    cjk: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Centring:
+    """How to take the language out of a search in a mixed store: the question already moved off its
+    script's mean (``query``), and each script's mean passage from a parallel corpus (``prior``), which
+    the store's own mean is shrunk towards with the weight of ``prior_weight`` memories."""
+
+    query: Vector
+    prior: tuple[Vector, Vector]  # Latin, CJK
+    prior_weight: float
+
+
+@dataclass(frozen=True, slots=True)
+class DenseHits:
+    """The best rows with their similarity, and the spread of similarity over every visible row:
+    what lets recall say how far above the ordinary a hit stands."""
+
+    hits: list[tuple[int, float]]
+    mean: float
+    std: float
+    visible: int
+    population: int = 0  # every row of the index, the number a keyword index's statistics count too
+    centred: bool = False
 
 
 class VectorIndex:
@@ -31,6 +61,9 @@ class VectorIndex:
         self._ns = np.zeros(0, dtype=np.int32)
         self._live = np.zeros(0, dtype=bool)
         self._expires = np.zeros(0, dtype=np.float64)
+        self._cjk = np.zeros(0, dtype=bool)
+        self._sums = np.zeros((2, dim), dtype=np.float64)  # per script: Latin, CJK
+        self._counts = np.zeros(2, dtype=np.int64)
         self._size = 0
         self._pos: dict[int, int] = {}
         self._ns_codes: dict[str | None, int] = {None: 0}
@@ -46,7 +79,13 @@ class VectorIndex:
         mat = np.zeros((new_cap, self.dim), dtype=np.float32)
         mat[: self._size] = self._mat[: self._size]
         self._mat = mat
-        for name, dtype in (("_n", np.int64), ("_ns", np.int32), ("_live", bool), ("_expires", np.float64)):
+        for name, dtype in (
+            ("_n", np.int64),
+            ("_ns", np.int32),
+            ("_live", bool),
+            ("_expires", np.float64),
+            ("_cjk", bool),
+        ):
             old = getattr(self, name)
             arr = np.zeros(new_cap, dtype=dtype)
             arr[: self._size] = old[: self._size]
@@ -67,27 +106,42 @@ class VectorIndex:
                 pos = self._size
                 self._size += 1
                 self._pos[row.n] = pos
+            else:
+                self._count(pos, -1)
             self._mat[pos] = row.vector
+            self._cjk[pos] = row.cjk
             self._n[pos] = row.n
             self._ns[pos] = self._code(row.namespace)
             self._live[pos] = row.live
             self._expires[pos] = np.inf if row.expires_at is None else row.expires_at
+            self._count(pos, 1)
+
+    def _count(self, pos: int, sign: int) -> None:
+        script = int(self._cjk[pos])
+        self._sums[script] += sign * self._mat[pos].astype(np.float64)
+        self._counts[script] += sign
 
     def remove(self, ns: list[int]) -> None:
         for n in ns:
             pos = self._pos.pop(n, None)
             if pos is None:
                 continue
+            self._count(pos, -1)
             last = self._size - 1
             if pos != last:
                 self._mat[pos] = self._mat[last]
-                for name in ("_n", "_ns", "_live", "_expires"):
+                for name in ("_n", "_ns", "_live", "_expires", "_cjk"):
                     arr = getattr(self, name)
                     arr[pos] = arr[last]
                 self._pos[int(self._n[pos])] = pos
             self._size = last
 
-    def search(
+    def search(self, query: Vector, **where: Any) -> list[tuple[int, float]]:
+        """Top ``limit`` (n, cosine) visible from ``namespace``: its own rows plus principal-wide ones
+        (only its own with ``exact_namespace``)."""
+        return self.rank(query, **where).hits
+
+    def rank(
         self,
         query: Vector,
         *,
@@ -98,12 +152,13 @@ class VectorIndex:
         include_expired: bool = False,
         exact_namespace: bool = False,
         allow: npt.NDArray[np.int64] | None = None,
-    ) -> list[tuple[int, float]]:
-        """Top ``limit`` (n, cosine) visible from ``namespace``: its own rows plus principal-wide ones
-        (only its own with ``exact_namespace``)."""
+        centring: Centring | None = None,
+    ) -> DenseHits:
+        """The search, with the spread of scores over every visible row; with ``centring`` and a store
+        that holds both scripts, similarity is measured between vectors centred on their script's mean."""
         size = self._size
         if size == 0 or limit <= 0:
-            return []
+            return DenseHits([], 0.0, 0.0, 0)
         ns = self._ns[:size]
         code = self._ns_codes.get(namespace, -1)
         if exact_namespace:
@@ -120,10 +175,34 @@ class VectorIndex:
             mask &= np.isin(self._n[:size], allow)
         visible = int(mask.sum())
         if visible == 0:
-            return []
-        scores = self._mat[:size] @ query
+            return DenseHits([], 0.0, 0.0, 0)
+        mixed = centring is not None and bool(np.all(self._counts > 0))
+        if mixed:
+            assert centring is not None
+            scores = self._centred_scores(centring)
+        else:
+            scores = self._mat[:size] @ query
+        seen = scores[mask]
+        mean, std = float(seen.mean()), float(seen.std())
         scores = np.where(mask, scores, -np.inf)
         take = min(limit, visible)
         top = np.argpartition(-scores, take - 1)[:take]
         top = top[np.argsort(-scores[top])]
-        return [(int(self._n[i]), float(scores[i])) for i in top]
+        hits = [(int(self._n[i]), float(scores[i])) for i in top]
+        return DenseHits(hits, mean, std, visible, population=size, centred=mixed)
+
+    def _centred_scores(self, centring: Centring) -> npt.NDArray[np.float32]:
+        """cos(p - mu_script(p), q') for every row, from one product with [q', mu_latin, mu_cjk]."""
+        size = self._size
+        weight = centring.prior_weight
+        means = np.stack(
+            [(self._sums[s] + weight * centring.prior[s]) / (self._counts[s] + weight) for s in (0, 1)]
+        ).astype(np.float32)
+        products = self._mat[:size] @ np.stack([centring.query, means[0], means[1]], axis=1)
+        script = self._cjk[:size].astype(np.int64)
+        own_mean = products[np.arange(size), 1 + script]  # p . mu_s
+        mean_dot_query = means @ centring.query  # mu_s . q'
+        mean_norm2 = np.einsum("ij,ij->i", means, means)
+        norms = np.sqrt(np.maximum(1.0 - 2.0 * own_mean + mean_norm2[script], 1e-6))
+        out: npt.NDArray[np.float32] = ((products[:, 0] - mean_dot_query[script]) / norms).astype(np.float32)
+        return out

@@ -1,0 +1,129 @@
+"""Question understanding without an LLM: when a question is about, who it names, and whether a
+memory is itself a question.
+
+Three rules from how conversations work (DESIGN.md section 6, step 3), each worth one standard
+deviation of dense similarity (ADR 10's unit):
+
+- A question that names a time ("last week", "in April 2022", "去年五月") prefers what happened then
+  (``occurred_at`` inside the interval ``when.resolve`` gives); the rest stays, ranked as before.
+- A question that names a person prefers what that person said (a memory whose speaker is named,
+  from ``metadata.speaker`` or a leading ``"Name: "``) or, for a memory with no speaker, what is said
+  about them (the name in its text). In a dialog the speaker's name is in half the turns, so the
+  keyword side gives it no weight; this gives it back.
+- A memory that is itself a question ("What are your plans for the weekend?") holds no answer: when
+  the caller asks a question, it counts as no more than ordinary (its fused score is capped at 0,
+  the scope's mean), so any memory that stands out ranks above it however many words the two
+  questions share; one that says something and then asks ("I went hiking! Have you been?") ranks
+  one standard deviation lower. On LoCoMo dev the treatment of pure questions made no difference
+  (such turns are never evidence there); the mixed penalty at 1 was the natural unit and no larger
+  value helped.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from mcp_memory.models import MemoryRecord
+from mcp_memory.services.when import Span
+
+PERSON_BONUS = 1.0
+ENDS_ASKING_PENALTY = 1.0  # a memory that says something, then asks
+TIME_BONUS = 1.0
+
+_SPEAKER = re.compile(r"^([A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,2}):\s")
+_SPEAKER_KEYS = ("speaker", "author")
+_EN_ASKING = frozenset(
+    """what when where who whom whose which why how did does do is are was were can could should would will
+    has have""".split()
+)
+_ZH_ASKING = re.compile("[吗呢么]$|什么|谁|哪|几|怎么|怎样|为什么|多少|是否|有没有")
+_ASKS = re.compile(r"[?？]\s*$")
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s*")
+
+
+def speaker(record: MemoryRecord) -> str | None:
+    """Who said a memory: its ``metadata`` speaker, else a leading "Name: " of the text."""
+    for key in _SPEAKER_KEYS:
+        value = record.metadata.get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    match = _SPEAKER.match(record.content)
+    return match.group(1) if match else None
+
+
+def is_question(text: str) -> bool:
+    """True for a question: a question mark at the end, an English question word first, or a
+    Chinese question word or particle."""
+    body = text.strip()
+    if _ASKS.search(body):
+        return True
+    first = body.split(maxsplit=1)[0].lower() if body else ""
+    return first in _EN_ASKING or _ZH_ASKING.search(body) is not None
+
+
+def _body(record: MemoryRecord, said_by: str | None) -> str:
+    if said_by and record.content.startswith(f"{said_by}:"):
+        return record.content[len(said_by) + 1 :]
+    return record.content
+
+
+def named_people(question: str, speakers: Iterable[str]) -> set[str]:
+    """The speakers a question names, matched as whole words whatever their case."""
+    lowered = question.lower()
+    return {s for s in speakers if re.search(rf"(?<!\w){re.escape(s.lower())}(?!\w)", lowered)}
+
+
+@dataclass(frozen=True)
+class Understanding:
+    """What a question's time, people and form do to one memory's fused score, and why."""
+
+    bonus: float = 0.0
+    cap: float | None = None  # the most the fused score may be, bonus included
+    reason: str = ""
+
+    def apply(self, fused: float) -> float:
+        total = fused + self.bonus
+        return total if self.cap is None else min(total, self.cap)
+
+
+def adjustments(question: str, records: Iterable[MemoryRecord], span: Span | None = None) -> dict[str, Understanding]:
+    """Per memory id, what the question's time, people and form do to its fused score, with the reasons."""
+    records = list(records)
+    said = {r.id: speaker(r) for r in records}
+    named = named_people(question, {s for s in said.values() if s})
+    asking = is_question(question)
+    out: dict[str, Understanding] = {}
+
+    def add(record: MemoryRecord, amount: float, reason: str, cap: float | None = None) -> None:
+        was = out.get(record.id, Understanding())
+        out[record.id] = Understanding(
+            was.bonus + amount, cap if cap is not None else was.cap, f"{was.reason}; {reason}" if was.reason else reason
+        )
+
+    for record in records:
+        who = said[record.id]
+        if span is not None and span.holds(record.occurred_at):
+            add(record, TIME_BONUS, f"happened {span.said}")
+        if named and (who in named if who else any(_mentions(record.content, n) for n in named)):
+            add(record, PERSON_BONUS, f"said by {who}" if who else "about " + ", ".join(sorted(named)))
+        if asking:
+            form = asks(_body(record, who))
+            if form == "only":
+                add(record, 0.0, "a question, not an answer", cap=0.0)
+            elif form == "ends":
+                add(record, -ENDS_ASKING_PENALTY, "ends with a question")
+    return out
+
+
+def asks(text: str) -> str | None:
+    """ "only" for a text that only asks, "ends" for one that says something and then asks, else None."""
+    sentences = [part for part in _SENTENCE_END.split(text.strip()) if part.strip()]
+    if not sentences or not _ASKS.search(sentences[-1]):
+        return None
+    return "only" if all(_ASKS.search(part) for part in sentences) else "ends"
+
+
+def _mentions(text: str, name: str) -> bool:
+    return re.search(rf"(?<!\w){re.escape(name.lower())}(?!\w)", text.lower()) is not None

@@ -1,0 +1,89 @@
+"""What recall ranks first on a small agent-written store, in English, Chinese and across the two."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+from mcp.client import Client
+
+from tests.conftest import call
+
+pytestmark = pytest.mark.anyio
+
+# Every memory says "The user" or "用户": the words a keyword search matches everywhere.
+NEW_USER = [
+    "The user uses vim keybindings",
+    "The user lives in Berlin",
+    "用户喜欢喝乌龙茶，不加糖",
+    "The user works as a backend engineer at a logistics company",
+    "The user has a dog named Pixel",
+    "The user prefers dark mode in every app",
+    "用户每天早上六点起床跑步",
+    "The user is learning Japanese",
+    "The user's laptop is a ThinkPad X1 Carbon",
+    "用户对花生过敏",
+]
+
+
+async def _first(client: Client, question: str) -> str:
+    result = await call(client, "recall", {"query": question, "k": 3, "reinforce": False})
+    return str(result["hits"][0]["text"])
+
+
+@pytest.fixture
+async def new_user(client: Client) -> Client:
+    stored = await call(client, "remember", {"memories": [{"content": t} for t in NEW_USER]})
+    assert stored["stored"] == len(NEW_USER)
+    return client
+
+
+async def test_a_word_every_memory_contains_does_not_outrank_the_meaning(new_user: Client) -> None:
+    assert await _first(new_user, "What does the user like to drink?") == "用户喜欢喝乌龙茶，不加糖"
+    assert await _first(new_user, "what pet does the user have") == "The user has a dog named Pixel"
+
+
+async def test_a_chinese_question_finds_an_english_memory(new_user: Client) -> None:
+    assert await _first(new_user, "用户住在哪个城市？") == "The user lives in Berlin"
+    assert await _first(new_user, "用户用什么编辑器快捷键？") == "The user uses vim keybindings"
+
+
+async def test_an_english_question_finds_a_chinese_memory(new_user: Client) -> None:
+    assert await _first(new_user, "Is the user allergic to anything?") == "用户对花生过敏"
+    assert await _first(new_user, "When does the user get up in the morning?") == "用户每天早上六点起床跑步"
+
+
+async def test_a_rare_word_still_finds_its_memory_by_keyword(new_user: Client) -> None:
+    result = await call(new_user, "recall", {"query": "ThinkPad", "k": 3, "reinforce": False})
+    assert result["hits"][0]["text"] == "The user's laptop is a ThinkPad X1 Carbon"
+    assert "'thinkpad'" in result["hits"][0]["why"]
+
+
+LEAN_FIELDS = {"id", "text", "kind", "occurred_at", "score", "why", "conflicts_with", "superseded_by", "source_ids"}
+
+
+async def test_a_default_hit_is_lean_and_says_why(new_user: Client) -> None:
+    result = await new_user.call_tool("recall", {"query": "What does the user like to drink?", "reinforce": False})
+    assert not result.is_error
+    block = result.content[0]
+    assert block.type == "text"
+    assert "\n" not in block.text  # compact JSON, not pretty-printed
+    hits = (result.structured_content or {})["hits"]
+    assert len(hits) == len(NEW_USER)
+    for hit in hits:
+        assert set(hit) <= LEAN_FIELDS
+        assert isinstance(hit["why"], str)
+        assert hit["why"]
+        sent = orjson.dumps(hit).decode()
+        assert sent in block.text  # the hit the model reads is the one measured here
+        # Beyond its own text a hit costs at most 200 characters.
+        assert len(sent) - len(orjson.dumps(hit["text"]).decode()) <= 200, sent
+
+
+async def test_detail_full_returns_the_whole_record(new_user: Client) -> None:
+    result = await call(new_user, "recall", {"query": "Berlin", "detail": "full", "reinforce": False})
+    hit = result["hits"][0]
+    assert hit["text"] == "The user lives in Berlin"
+    for field in ("tags", "metadata", "importance", "created_at", "access_count", "tier", "level", "language"):
+        assert field in hit
+    assert isinstance(hit["why"], str)
+    assert "'berlin'" in hit["why"]

@@ -1,0 +1,102 @@
+"""Recall reads a question's time, the people it names and its form (DESIGN.md section 6, step 3)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from mcp.client import Client
+
+from mcp_memory.services.when import resolve
+from tests.conftest import call
+
+pytestmark = pytest.mark.anyio
+
+AS_OF = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)  # a Monday
+
+
+def _day(text: str) -> tuple[str, str]:
+    span = resolve(text, AS_OF.timestamp())
+    assert span is not None, text
+    return (
+        datetime.fromtimestamp(span.start, UTC).date().isoformat(),
+        datetime.fromtimestamp(span.end, UTC).date().isoformat(),
+    )
+
+
+@pytest.mark.parametrize(
+    ("question", "start", "end"),
+    [
+        ("what did we decide last week?", "2026-11-23", "2026-11-30"),
+        ("what happened in April 2022", "2022-04-01", "2022-05-01"),
+        ("plans for the first weekend of August", "2026-08-01", "2026-08-03"),
+        ("what did I eat yesterday", "2026-11-29", "2026-11-30"),
+        ("上个月买了什么", "2026-10-01", "2026-11-01"),
+        ("去年五月去了哪里", "2025-05-01", "2025-06-01"),
+        ("前天开会说了什么", "2026-11-28", "2026-11-29"),
+        ("what did I say on 8 May, 2023", "2023-05-08", "2023-05-09"),
+        ("last weekend", "2026-11-28", "2026-11-30"),
+        ("last April", "2026-04-01", "2026-05-01"),
+    ],
+)
+def test_time_expressions_resolve_against_as_of(question: str, start: str, end: str) -> None:
+    assert _day(question) == (start, end)
+
+
+def test_a_question_without_a_time_resolves_to_nothing() -> None:
+    for question in ("what is the user's name", "may I ask which editor", "用户喜欢喝什么"):
+        assert resolve(question, AS_OF.timestamp()) is None
+
+
+async def test_a_question_naming_a_time_prefers_what_happened_then(client: Client) -> None:
+    said = [
+        ("We agreed to ship the billing export on Friday", "2026-11-25T10:00:00Z"),
+        ("We agreed to ship the search rewrite after the holidays", "2026-10-14T10:00:00Z"),
+        ("We agreed to ship the onboarding emails in the spring", "2025-05-20T10:00:00Z"),
+    ]
+    await call(client, "remember", {"memories": [{"content": c, "occurred_at": t} for c, t in said]})
+    for question, expected in (
+        ("what did we agree to ship last week?", said[0][0]),
+        ("上个月我们同意发布什么？", said[1][0]),
+        ("what did we agree to ship in May 2025?", said[2][0]),
+    ):
+        result = await call(
+            client, "recall", {"query": question, "as_of": AS_OF.isoformat(), "k": 3, "reinforce": False}
+        )
+        assert result["hits"][0]["text"] == expected, question
+        assert "happened" in result["hits"][0]["why"]
+        assert len(result["hits"]) == 3  # a hint, never a filter: the others are still there
+
+
+async def test_a_question_naming_a_person_prefers_what_they_said(client: Client) -> None:
+    # Who said it is only in the metadata: the text cannot tell the two apart, the speaker can.
+    said = [
+        ("Caroline", "We finally adopted a puppy from the shelter."),
+        ("Melanie", "We adopted two kittens."),
+        ("Jon", "We adopted a parrot named Kiwi."),
+        ("Gina", "We adopted a rescue rabbit."),
+    ]
+    filler = ["The kids loved the beach trip last summer.", "My new job starts in March.", "I painted a sunset."]
+    memories = [{"content": text, "metadata": {"speaker": who}} for who, text in said]
+    memories += [{"content": text, "metadata": {"speaker": "Caroline"}} for text in filler]
+    await call(client, "remember", {"memories": memories})
+    for who, text in said:
+        result = await call(client, "recall", {"query": f"What did {who} adopt?", "k": 3, "reinforce": False})
+        assert result["hits"][0]["text"] == text
+        assert f"said by {who}" in result["hits"][0]["why"]
+
+
+async def test_a_memory_that_is_a_question_ranks_below_the_answer(client: Client) -> None:
+    asked = "Melanie: What are your plans for the weekend?"
+    answer = "Caroline: This weekend I am going camping with my brother."
+    others = [
+        "Melanie: The kids loved the beach trip last summer.",
+        "Caroline: I started volunteering at the shelter on weekends.",
+        "Melanie: I painted a sunset over the lake.",
+        "Caroline: My new job starts in March.",
+    ]
+    await call(client, "remember", {"memories": [{"content": t} for t in [asked, answer, *others]]})
+    result = await call(client, "recall", {"query": "What are the plans for the weekend?", "reinforce": False})
+    texts = [h["text"] for h in result["hits"]]
+    assert texts.index(answer) < texts.index(asked)  # the answer, not the question that shares its words
+    assert "a question, not an answer" in result["hits"][texts.index(asked)]["why"]
