@@ -83,6 +83,11 @@ class RecallSettings(_Section):
         2.0, ge=0, description="standard deviations of meaning-based similarity one rare matching word is worth"
     )
     identifier_keyword_weight: float = Field(4.0, ge=0)
+    llm_rerank: bool = Field(False, description="let the [llm] model reorder the first candidates (needs llm.enabled)")
+    llm_rerank_candidates: int = Field(20, ge=2, le=50, description="how many of the first candidates it reorders")
+    llm_timeout_seconds: float = Field(
+        2.0, gt=0, le=60, description="the most recall waits for it; past this the ranking without it is returned"
+    )
     candidates: int = Field(100, ge=10, le=2_000)
     recency_half_life_hours: float = Field(72.0, gt=0)
     duplicate_similarity: float | None = Field(
@@ -106,7 +111,8 @@ class LifecycleSettings(_Section):
 
 
 class LlmSettings(_Section):
-    """An OpenAI-compatible chat API for summaries (off by default; never on the recall path)."""
+    """An OpenAI-compatible chat API for summaries, facts and conflicts (off by default); on the recall
+    path only with recall.llm_rerank, cut off at recall.llm_timeout_seconds."""
 
     enabled: bool = False
     base_url: str = "https://api.deepseek.com"

@@ -180,6 +180,7 @@ class RecallResult(BaseModel):
     used_tokens: int = Field(description="estimated tokens of this whole packet as JSON, pinned memories aside")
     omitted_for_budget: int = Field(description="relevant hits left out because the budget was used")
     note: str | None = Field(None, description="what the caller should know about these hits, when anything")
+    below_floor: int = Field(0, description="memories left out as no closer to the question than the store's ordinary")
 
 
 class PinResult(BaseModel):

@@ -185,6 +185,7 @@ async def open_runtime(
         store = await stack.enter_async_context(SqliteStore(settings.data_dir, settings.busy_timeout_ms))
         embedder = Embedder(embedder_config(settings))
         embedder.start()  # in the background: the handshake never waits for the model
+        llm = llm_client(settings, clock)  # one client per process: one budget and one breaker
         memory = MemoryService(
             store,
             embedder,
@@ -192,6 +193,7 @@ async def open_runtime(
             settings.recall,
             SessionTracker(settings.session_idle_minutes * 60),
             clock=clock,
+            llm=llm,
         )
         tokens = transport != "stdio" and settings.http.auth == "tokens"
         scopes = ScopeResolver(settings.principal, settings.namespace, transport=transport, tokens=tokens)
@@ -211,7 +213,6 @@ async def open_runtime(
         register_task_tools(mcp, tasks, memory, scopes, notifier)
         register_erasure_tool(mcp, ErasureService(store, clock=clock), scopes, notifier)
         control = ControlStore(settings.data_dir, settings.busy_timeout_ms)
-        llm = llm_client(settings, clock)  # one client per process: one budget and one breaker
         stats = StatsService(store, control, full_paths=transport == "stdio", llm=llm)
         register_stats_tool(mcp, stats, scopes)
         register_summary_tool(mcp, memory, scopes)

@@ -163,14 +163,20 @@ _SENTENCE = re.compile(r"(?<=[.!?。！？])\s*")
 _TITLE = re.compile(r"[《「『“\"]([^》」』”\"]{2,40})[》」』”\"]")
 # Capitalised words that are not names: pronouns, greetings and sentence openers after a comma.
 _NOT_NAMES = frozenset(
-    "i i'm i've i'd i'll im ok okay oh hey hi hello wow yes no yeah thanks sure dear mr mrs ms dr".split()
+    """i i'm i've i'd i'll i'm it's that's there's let's im ok okay oh hey hi hello wow yes no yeah yep thanks thank
+    sure dear mr mrs ms dr user user's users please also maybe reminder note today yesterday tomorrow great
+    awesome cool nice sounds glad sorry well so anyway really""".split()
+) | frozenset(  # times are not things two memories share as a subject
+    """monday tuesday wednesday thursday friday saturday sunday january february march april may june july
+    august september october november december""".split()
 )
 
 
 def entities(text: str) -> frozenset[str]:
     """What a memory names, lower-cased: identifiers (INV-767, v1.2.3, a path) and names (capitalised
-    words not opening a sentence, joined when adjacent: "ThinkPad X1 Carbon", "New York"), and titles
-    in quotes or 《》. A leading "Speaker: " is not an entity of the memory: a speaker is in every turn."""
+    words, joined when adjacent: "ThinkPad X1 Carbon", "New York"; one opening a sentence unless it is
+    a common word), and titles in quotes or 《》. A leading "Speaker: " is not an entity of the memory:
+    a speaker is in every turn."""
     body = _SPEAKER_PREFIX.sub("", text, count=1)
     found = {i for i in identifiers(body) if not i.replace(".", "").replace(",", "").isdigit()}
     found.update(m.group(1).strip().lower() for m in _TITLE.finditer(body))
@@ -178,10 +184,10 @@ def entities(text: str) -> frozenset[str]:
         # A CJK run separates names (用户写代码用VS Code) and opens no sentence of its own.
         words = CJK_RUN.sub(" \u3001 ", sentence).split()
         run: list[str] = []
-        for position, raw in enumerate([*words, ""]):
+        for raw in [*words, ""]:
             word = raw.strip(_EDGE + "…—-")
             lower = word.lower()
-            if position > 0 and word[:1].isupper() and lower not in _NOT_NAMES and lower not in EN_STOPWORDS:
+            if word[:1].isupper() and lower not in _NOT_NAMES and lower not in EN_STOPWORDS:
                 run.append(lower)
                 continue
             if run:

@@ -253,6 +253,9 @@ def register_tools(
             datetime | None,
             Field(description='the moment "last week" or "yesterday" in the question count from (default now)'),
         ] = None,
+        floor: Annotated[
+            bool, Field(description="leave out memories no closer to the question than the ordinary (default true)")
+        ] = True,
     ) -> Annotated[CallToolResult, RecallResult]:
         result = await memory.recall(
             scopes.scope(ctx),
@@ -265,6 +268,7 @@ def register_tools(
             preset=preset,
             detail=detail,
             as_of=as_of,
+            floor=floor,
         )
         return compact(result)
 

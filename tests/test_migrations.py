@@ -57,10 +57,13 @@ def test_older_code_refuses_a_newer_file_naming_both_versions(tmp_path: Path, mo
     path = tmp_path / "alice.db"
     migrate(path, 1_000)
     conn = sqlite3.connect(path)
-    conn.execute("UPDATE meta SET value = '7' WHERE key IN ('schema_version', 'min_code_schema')")
+    newer = SCHEMA_VERSION + 1
+    conn.execute("UPDATE meta SET value = ? WHERE key IN ('schema_version', 'min_code_schema')", (str(newer),))
     conn.commit()
     conn.close()
-    with pytest.raises(SchemaVersionError, match=rf"schema version 7 .* knows schema versions up to {SCHEMA_VERSION}"):
+    with pytest.raises(
+        SchemaVersionError, match=rf"schema version {newer} .* knows schema versions up to {SCHEMA_VERSION}"
+    ):
         migrate(path, 1_000)
 
 
@@ -108,3 +111,27 @@ def test_a_file_at_schema_5_or_later_refuses_code_that_knows_only_schema_4(
     monkeypatch.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:4])
     with pytest.raises(SchemaVersionError, match=f"schema version {SCHEMA_VERSION}"):
         migrate(path, 1_000)
+
+
+def test_the_upgrade_to_schema_7_indexes_what_stored_memories_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "alice.db"
+    with monkeypatch.context() as mp:
+        mp.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:6])
+        mp.setattr(schema, "SCHEMA_VERSION", 6)
+        migrate(path, 1_000)
+    conn = sqlite3.connect(path)
+    for i, text in enumerate(("Buildkite deploys INV-767 at night", "INV-767 broke the nightly export")):
+        conn.execute(
+            "INSERT INTO memories (id, kind, content, importance, occurred_at, created_at, valid_from, language, "
+            "content_hash) VALUES (?, 'fact', ?, 0.5, 1, 1, 1, 'en', ?)",
+            (f"01JOLDMEMORY000000000000{i}", text, f"h{i}"),
+        )
+    conn.commit()
+    conn.close()
+    migrate(path, 1_000)
+    conn = sqlite3.connect(path)
+    named = conn.execute("SELECT entity, COUNT(*) FROM memory_entities GROUP BY entity ORDER BY entity").fetchall()
+    conn.close()
+    assert named == [("buildkite", 1), ("inv-767", 2)]

@@ -81,7 +81,7 @@ async def _serve(data_dir: Path, name: str, start: Barrier, conn: Connection) ->
                 conn.send(("ok", result["items"][0]))
             elif command == "recall":
                 result = await call(client, "recall", {"query": arg, "explain": True, "reinforce": False})
-                conn.send(("ok", [(h["text"], h["signals"]["dense_rank"]) for h in result["hits"]]))
+                conn.send(("ok", [(h["text"], h["signals"].get("dense_rank")) for h in result["hits"]]))
             elif command == "forget":
                 result = await call(client, "forget", {"ids": [arg], "dry_run": False})
                 conn.send(("ok", result["deleted"]))

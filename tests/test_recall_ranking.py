@@ -62,7 +62,8 @@ LEAN_FIELDS = {"id", "text", "kind", "occurred_at", "score", "why", "conflicts_w
 
 
 async def test_a_default_hit_is_lean_and_says_why(new_user: Client) -> None:
-    result = await new_user.call_tool("recall", {"query": "What does the user like to drink?", "reinforce": False})
+    question = {"query": "What does the user like to drink?", "reinforce": False, "floor": False}
+    result = await new_user.call_tool("recall", question)
     assert not result.is_error
     block = result.content[0]
     assert block.type == "text"

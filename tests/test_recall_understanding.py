@@ -96,7 +96,11 @@ async def test_a_memory_that_is_a_question_ranks_below_the_answer(client: Client
         "Caroline: My new job starts in March.",
     ]
     await call(client, "remember", {"memories": [{"content": t} for t in [asked, answer, *others]]})
-    result = await call(client, "recall", {"query": "What are the plans for the weekend?", "reinforce": False})
+    question = {"query": "What are the plans for the weekend?", "reinforce": False}
+    served = [h["text"] for h in (await call(client, "recall", question))["hits"]]
+    assert served[0] == answer
+    assert asked not in served  # it stands out from nothing: the relevance floor leaves it out
+    result = await call(client, "recall", {**question, "floor": False})
     texts = [h["text"] for h in result["hits"]]
     assert texts.index(answer) < texts.index(asked)  # the answer, not the question that shares its words
     assert "a question, not an answer" in result["hits"][texts.index(asked)]["why"]

@@ -50,6 +50,7 @@ class AgentLog:
     foreign_asked: int = 0
     foreign_empty: int = 0  # foreign questions answered with no hit at all
     said_none: int = 0  # recalls that said no memory is relevant
+    floor_cut: int = 0  # questions whose gold the unfloored top 10 held and the served list lost
     misses: list[tuple[QueryScore, list[str]]] = field(default_factory=list)
 
 
@@ -60,8 +61,8 @@ def foreign_questions(stores: list[dict[str, Any]], store: dict[str, Any], rng: 
     return rng.sample(pool, min(FOREIGN_PER_STORE, len(pool)))
 
 
-async def _ask(client: MemoryClient, query: str) -> dict[str, Any]:
-    return await client.recall(query, k=10, budget_tokens=32_000)
+async def _ask(client: MemoryClient, query: str, **more: Any) -> dict[str, Any]:
+    return await client.recall(query, k=10, budget_tokens=32_000, **more)
 
 
 async def evaluate(
@@ -99,6 +100,9 @@ async def evaluate(
                 rank = next((i for i, ids in enumerate(ranked, start=1) if ids & gold), None)
                 score = QueryScore(store["id"], query["q"], query["set"], rank)
                 scores.append(score)
+                if source is None and rank is None:  # the baseline release has no floor
+                    unfloored = await _ask(client, query["q"], floor=False)
+                    log.floor_cut += any(file_ids_of.get(h["id"], set()) & gold for h in unfloored["hits"])
                 if rank != 1:
                     top = served["hits"][0]["text"] if served["hits"] else "(nothing)"
                     log.misses.append((score, [top]))

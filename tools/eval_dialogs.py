@@ -43,6 +43,7 @@ class StoreLog:
     outcomes: Counter[str] = field(default_factory=Counter)
     omitted_for_budget: int = 0
     top10_mismatch: int = 0  # k=10 call vs the first 10 of the k=33 call
+    floor_cut: int = 0  # questions with a gold turn in the unfloored top 10 that the served list lost
     seconds_remember: float = 0.0
     seconds_recall: float = 0.0
     merged_examples: list[tuple[str, str]] = field(default_factory=list)
@@ -127,6 +128,13 @@ async def run_ours(
                 continue
             log.seconds_recall += sw.seconds
             log.omitted_for_budget += int(served["omitted_for_budget"])
+            if served.get("below_floor"):
+                unfloored = _ranked(
+                    (await client.recall(question.text, k=10, budget_tokens=budget_tokens, floor=False))["hits"],
+                    by_memory,
+                )
+                lost = set().union(*unfloored) - set().union(*ranked) if unfloored else set()
+                log.floor_cut += bool(lost & set(question.evidence))
             deep = await client.recall(question.text, k=DIAGNOSTIC_K, budget_tokens=budget_tokens, explain=True)
             top = [str(h["id"]) for h in served["hits"]]
             if top != [str(h["id"]) for h in deep["hits"][:10]]:

@@ -168,6 +168,10 @@ def locomo_report(
                 ["hits left out for the budget (all recalls)", log.omitted_for_budget],
                 ["k=10 top list differs from the first 10 of k=33", log.top10_mismatch],
                 [
+                    "questions whose gold turn the relevance floor cut (in the unfloored top 10)",
+                    f"{log.floor_cut} of {len(scores)} ({100 * log.floor_cut / len(scores):.1f}%; target <= 2%)",
+                ],
+                [
                     "fused relevance only (top 33 of recall re-sorted by R), R@5 / R@10",
                     f"{fused[5].percent()} / {fused[10].percent()}",
                 ],
@@ -292,6 +296,8 @@ def agentstore_report(
         "",
         f"Relevance floor: {log.foreign_empty} of {log.foreign_asked} questions about attributes a store lacks "
         f"returned no hit ({100 * abstained:.0f}%); {log.said_none} recalls said none was relevant. "
+        f"The floor cut the gold of {log.floor_cut} of {len(scores)} questions "
+        f"({100 * log.floor_cut / max(len(scores), 1):.1f}%; target <= 3%). "
         f"Memories merged on load: {log.merged}.",
         "",
         "Questions whose gold memory was not first (rank, the first hit):",

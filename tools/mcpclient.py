@@ -98,6 +98,7 @@ class MemoryClient:
         budget_tokens: int = 32_000,
         explain: bool = False,
         filters: dict[str, Any] | None = None,
+        floor: bool | None = None,
     ) -> dict[str, Any]:
         """Recall without reinforcement, so scores never depend on the order of the questions."""
         arguments: dict[str, Any] = {
@@ -109,6 +110,8 @@ class MemoryClient:
         }
         if filters is not None:
             arguments["filters"] = filters
+        if floor is not None:
+            arguments["floor"] = floor
         return await self.call("recall", arguments)
 
 

@@ -24,6 +24,7 @@ from mcp_memory.config import Limits, RecallSettings
 from mcp_memory.embed.loader import Embedder
 from mcp_memory.errors import InvalidInputError, LimitExceededError, NotFoundError
 from mcp_memory.ids import new_id
+from mcp_memory.llm.client import LlmClient
 from mcp_memory.models import (
     Criteria,
     Merge,
@@ -48,9 +49,9 @@ from mcp_memory.schemas import (
     RememberItem,
     RememberResult,
 )
-from mcp_memory.services import inputs, question, rules, scoring, summarize, when
+from mcp_memory.services import inputs, question, rerank, rules, scoring, summarize, when
 from mcp_memory.services.checks import text_field
-from mcp_memory.services.recall import concurrently, fit_budget, memory_out, score
+from mcp_memory.services.recall import concurrently, fit_budget, floor_note, memory_out, score
 from mcp_memory.services.relations import relate
 from mcp_memory.services.sessions import SessionTracker
 from mcp_memory.storage.lifecycle import LifecycleStore
@@ -84,6 +85,10 @@ def content_hash(namespace: str | None, content: str) -> str:
     return hashlib.sha256(f"{namespace or ''}\x1f{content.lower()}".encode()).hexdigest()
 
 
+def link_words(via: str) -> str:
+    return repr(via) if via else "session"
+
+
 class MemoryService:
     def __init__(
         self,
@@ -93,8 +98,10 @@ class MemoryService:
         recall_config: RecallSettings,
         sessions: SessionTracker,
         clock: Callable[[], float] = time.time,
+        llm: LlmClient | None = None,
     ) -> None:
         self.clock = clock
+        self.llm = llm
         self.store = store
         self.rows = LifecycleStore(store)
         self.embedder = embedder
@@ -293,6 +300,7 @@ class MemoryService:
         preset: str | None = None,
         detail: Detail = "lean",
         as_of: datetime | None = None,
+        floor: bool = True,
     ) -> RecallResult:
         words, k, budget, preset = inputs.check_recall(query, k, budget_tokens, preset, self.limits, self.config)
         criteria = inputs.recall_criteria(scope, filters)
@@ -318,19 +326,46 @@ class MemoryService:
         )
         fused = scoring.Fusion(keyword_weight).fuse(dense, keyword)
         ranked = sorted(fused, key=lambda n: -fused[n])[:depth]
-        records = {r.rowid: r for r in await self.store.select_memories(scope, criteria, now, ns=ranked)}
+        seeds = [n for n in ranked[: scoring.LINK_SEEDS] if fused[n] > scoring.RELEVANCE_FLOOR]
+        reached = await self._follow_links(scope, seeds, dense)
+        for n in reached:
+            fused.setdefault(n, scoring.unseen(dense))
+        wanted = [*ranked, *(n for n in reached if n not in set(ranked))]
+        records = {r.rowid: r for r in await self.store.select_memories(scope, criteria, now, ns=wanted)}
+        ranked = [n for n in wanted if n in records]
+        linked = {
+            records[n].id: f"via link from {records[source].id} ({link_words(via)})"
+            for n, (source, via) in reached.items()
+            if n in records and source in records and (via or question.is_turn(records[n], records[source]))
+        }
         scored = score(
             ranked,
             records,
             fused=fused,
             dense=dense,
             keyword=keyword,
-            understanding=question.adjustments(words, records.values(), span),
+            understanding=question.adjustments(words, records.values(), span, linked),
             preset=preset,
             half_life_hours=self.config.recency_half_life_hours,
             now=now,
             span=span,
         )
+        below = 0
+        if floor and dense.visible >= scoring.FLOOR_MIN_MEMORIES:
+            # A memory a first hit names by a rare entity is relevant through it, however far its own words are.
+            entity_linked = {records[n].id for n, (_, via) in reached.items() if via and n in records}
+            kept = [hit for hit in scored if hit[2].fused > scoring.RELEVANCE_FLOOR or hit[1].id in entity_linked]
+            below, scored = len(scored) - len(kept), kept
+        rerank_note = None
+        if self.llm is not None and self.config.llm_rerank:
+            scored, rerank_note = await rerank.rerank(
+                self.llm,
+                scope.principal,
+                words,
+                scored,
+                self.config.llm_rerank_candidates,
+                self.config.llm_timeout_seconds,
+            )
         said_from = to_seconds(as_of) if as_of else now
         hits, used, omitted = fit_budget(scored, k, budget, terms=terms, detail=detail, explain=explain, now=said_from)
         if reinforce and hits:
@@ -343,7 +378,21 @@ class MemoryService:
             budget_tokens=budget,
             used_tokens=used,
             omitted_for_budget=omitted,
+            below_floor=below,
+            note="; ".join(filter(None, (floor_note(len(hits), k, below), rerank_note))) or None,
         )
+
+    async def _follow_links(self, scope: Scope, seeds: list[int], dense: DenseHits) -> dict[int, tuple[int, str]]:
+        """Memories linked to the first hits (rare shared entities, session neighbours): target ->
+        (the seed it was reached from, the entity or "" for a neighbour); the first link found wins."""
+        if not seeds:
+            return {}
+        reached: dict[int, tuple[int, str]] = {}
+        for link in await self.store.links(scope, seeds, dense.population):
+            # a seed reached from a better seed is one answer reached twice: it gains too
+            if link.target != link.source and link.target != seeds[0]:
+                reached.setdefault(link.target, (link.source, link.via))
+        return reached
 
     async def _centring(self, question: str, query: Vector) -> Centring | None:
         """What takes the language out of the dense search in a store that mixes scripts (ADR 10)."""

@@ -1,11 +1,12 @@
 """Question understanding without an LLM: when a question is about, who it names, and whether a
 memory is itself a question.
 
-Three rules from how conversations work (DESIGN.md section 6, step 3), each worth one standard
-deviation of dense similarity (ADR 10's unit):
+Three rules from how conversations work (DESIGN.md section 6, step 3), in ADR 10's unit (one
+standard deviation of dense similarity):
 
 - A question that names a time ("last week", "in April 2022", "去年五月") prefers what happened then
-  (``occurred_at`` inside the interval ``when.resolve`` gives); the rest stays, ranked as before.
+  (``occurred_at`` inside the interval ``when.resolve`` gives) by two, what one rare matching word
+  is worth; the rest stays, ranked as before.
 - A question that names a person prefers what that person said (a memory whose speaker is named,
   from ``metadata.speaker`` or a leading ``"Name: "``) or, for a memory with no speaker, what is said
   about them (the name in its text). In a dialog the speaker's name is in half the turns, so the
@@ -22,15 +23,17 @@ deviation of dense similarity (ADR 10's unit):
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from mcp_memory.models import MemoryRecord
 from mcp_memory.services.when import Span
 
 PERSON_BONUS = 1.0
+LINK_BONUS = 0.5  # a memory linked to one of the first hits: weaker evidence than a match of its own
 ENDS_ASKING_PENALTY = 1.0  # a memory that says something, then asks
-TIME_BONUS = 1.0
+# A time the question names is a word it names: worth what one rare matching word is (ADR 10).
+TIME_BONUS = 2.0
 
 _SPEAKER = re.compile(r"^([A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,2}):\s")
 _SPEAKER_KEYS = ("speaker", "author")
@@ -51,6 +54,12 @@ def speaker(record: MemoryRecord) -> str | None:
             return value.strip()
     match = _SPEAKER.match(record.content)
     return match.group(1) if match else None
+
+
+def is_turn(*records: MemoryRecord) -> bool:
+    """True when every record is a turn of a dialog (it has a speaker): only then is the memory stored
+    before or after one part of the same exchange; facts an agent stores in one call are not."""
+    return all(speaker(r) for r in records)
 
 
 def is_question(text: str) -> bool:
@@ -88,8 +97,14 @@ class Understanding:
         return total if self.cap is None else min(total, self.cap)
 
 
-def adjustments(question: str, records: Iterable[MemoryRecord], span: Span | None = None) -> dict[str, Understanding]:
-    """Per memory id, what the question's time, people and form do to its fused score, with the reasons."""
+def adjustments(
+    question: str,
+    records: Iterable[MemoryRecord],
+    span: Span | None = None,
+    linked: Mapping[str, str] | None = None,
+) -> dict[str, Understanding]:
+    """Per memory id, what the question's time, people and form (and a link from a first hit, with
+    ``linked``: memory id -> how it was reached) do to its fused score, with the reasons."""
     records = list(records)
     said = {r.id: speaker(r) for r in records}
     named = named_people(question, {s for s in said.values() if s})
@@ -114,6 +129,8 @@ def adjustments(question: str, records: Iterable[MemoryRecord], span: Span | Non
                 add(record, 0.0, "a question, not an answer", cap=0.0)
             elif form == "ends":
                 add(record, -ENDS_ASKING_PENALTY, "ends with a question")
+        if linked and record.id in linked:
+            add(record, LINK_BONUS, linked[record.id])
     return out
 
 

@@ -101,6 +101,18 @@ def score(
     return scored
 
 
+def floor_note(returned: int, k: int, below: int) -> str | None:
+    """What recall says when the relevance floor left it with fewer than ``k`` hits."""
+    if not below or returned >= k:
+        return None
+    if returned == 0:
+        return "no relevant memories: nothing here stands out from the ordinary for this question"
+    return (
+        f"only {returned} relevant: the other {below} memories searched are no closer to the question than "
+        "the store's ordinary memory (floor=false returns them anyway)"
+    )
+
+
 def fit_budget(
     scored: Sequence[tuple[float, MemoryRecord, Signals]],
     k: int,
@@ -188,25 +200,33 @@ def ago(seconds: float) -> str:
     return "just now"
 
 
+# A hit's whole overhead beyond its text stays under 200 characters: the rest of a lean hit takes
+# about 125, so its reason gets what is left.
+WHY_CHARS = 72
+
+
 def why(record: MemoryRecord, signals: Signals, terms: Sequence[str], now: float) -> str:
-    """Why a hit was returned, in a few words: the words it matched, its closeness, when it was said."""
+    """Why a hit was returned, in a few words, the strongest reasons first: the words it matched,
+    its closeness in meaning, what the question's time, people or a link added, when it was said."""
     parts: list[str] = []
     # Words nearly every memory contains ("user") carry no evidence and are no reason.
     matched = matched_terms(record.content, terms) if (signals.keyword_evidence or 0.0) >= 0.3 else []
     if matched:
-        shown = ", ".join(f"'{t}'" for t in matched[:3])
-        parts.append(f"matches {shown}" + (f" and {len(matched) - 3} more" if len(matched) > 3 else ""))
+        parts.append("matches " + ", ".join(f"'{t}'" for t in matched[:2]))
+    # the question's time, people and form, then a link (in that order from question.adjustments)
+    parts.extend(signals.understood.split("; ") if signals.understood else [])
     z = signals.dense_z
     if z is not None and z >= 2.0:
-        parts.append("close in meaning")
+        parts.insert(1 if matched else 0, "close in meaning")
     elif z is not None and z >= 1.0:
         parts.append("related in meaning")
     if not parts:
         parts.append("the nearest in meaning here" if signals.dense_rank == 1 else "weakly related")
-    if signals.understood:
-        parts.append(signals.understood)
-    parts.append(f"said {ago(now - record.occurred_at)}")
-    return "; ".join(parts)
+    kept: list[str] = []
+    for part in [*parts, f"said {ago(now - record.occurred_at)}"]:
+        if len("; ".join([*kept, part])) <= WHY_CHARS:
+            kept.append(part)
+    return "; ".join(kept)
 
 
 def memory_out(record: MemoryRecord) -> MemoryOut:

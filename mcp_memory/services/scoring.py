@@ -37,6 +37,15 @@ def frequency(access_count: int) -> float:
     return min(access_count / 10.0, 1.0)
 
 
+# The relevance floor (ADR 10): a memory whose fused evidence is not above the scope's ordinary
+# (dense at its mean, no rare word shared) is padding, not an answer. Below a handful of memories a
+# mean and a spread say nothing, so small scopes are not floored.
+RELEVANCE_FLOOR = 0.0
+# Recall follows links from this many of its first hits (ADR 10).
+LINK_SEEDS = 3
+FLOOR_MIN_MEMORIES = 5
+
+
 @dataclass(frozen=True, slots=True)
 class Fusion:
     """Score-aware fusion of the dense and the keyword side (ADR 10).
@@ -53,12 +62,16 @@ class Fusion:
 
     def fuse(self, dense: DenseHits, keyword: Sequence[tuple[int, float]]) -> dict[int, float]:
         std = dense.std if dense.std > 1e-9 else 1.0
-        # A memory only the keyword side found is at most as similar as the dense side's last hit.
-        unseen = (dense.hits[-1][1] - dense.mean) / std if dense.hits else 0.0
         scores = {n: (similarity - dense.mean) / std for n, similarity in dense.hits}
         for n, evidence in keyword_evidence(dense, keyword).items():
-            scores[n] = scores.get(n, unseen) + self.keyword_weight * evidence
+            scores[n] = scores.get(n, unseen(dense)) + self.keyword_weight * evidence
         return scores
+
+
+def unseen(dense: DenseHits) -> float:
+    """The dense evidence of a memory the dense side did not return: at most its last hit's."""
+    std = dense.std if dense.std > 1e-9 else 1.0
+    return (dense.hits[-1][1] - dense.mean) / std if dense.hits else 0.0
 
 
 def keyword_evidence(dense: DenseHits, keyword: Sequence[tuple[int, float]]) -> dict[int, float]:

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from mcp_memory import __version__
 from mcp_memory.errors import SchemaVersionError, StorageError
+from mcp_memory.storage import links
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 _V1 = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -148,10 +150,25 @@ ALTER TABLE conflicts ADD COLUMN judged_at REAL;
 ALTER TABLE conflicts ADD COLUMN judge_failures INTEGER NOT NULL DEFAULT 0;
 """
 
+# What each memory names (recall follows links between memories that share a rare one), and the
+# order of a session's memories (recall follows a memory's neighbours). The entities of the memories
+# already stored are written by links.backfill in the same transaction.
+_V7 = """
+CREATE TABLE memory_entities (
+    entity TEXT NOT NULL,
+    memory_n INTEGER NOT NULL REFERENCES memories(n) ON DELETE CASCADE,
+    PRIMARY KEY (entity, memory_n)
+) WITHOUT ROWID;
+CREATE INDEX memory_entities_memory ON memory_entities(memory_n);
+CREATE INDEX memories_session ON memories(session_key, n) WHERE session_key IS NOT NULL;
+"""
+
 # (version, script, the oldest code schema that may write a file at this version). Versions 2 and 3
 # only add tables, so code that knows version 1 may still write memories into such files.
 # Versions 4 and 5 change what a delete must clean (conflicts, summary lineage): older code may not
 # write such a file. Version 6 adds a nullable column that version-5 code never names: it may write.
+# Version 7's entities must be written with every memory: older code would leave new memories
+# unlinked, so it may not write.
 MIGRATIONS: list[tuple[int, str, int]] = [
     (1, _V1, 1),
     (2, _V2, 1),
@@ -159,7 +176,10 @@ MIGRATIONS: list[tuple[int, str, int]] = [
     (4, _V4, 4),
     (5, _V5, 5),
     (6, _V6, 5),
+    (7, _V7, 7),
 ]
+# Work a migration does beyond its SQL, in the same transaction.
+BACKFILLS: dict[int, Callable[[sqlite3.Connection], None]] = {7: links.backfill}
 
 
 def private_dir(path: Path) -> None:
@@ -227,6 +247,8 @@ def migrate(path: Path, busy_timeout_ms: int) -> None:
                 if current < number:  # another process may have migrated meanwhile
                     for statement in _statements(script):
                         conn.execute(statement)
+                    if number in BACKFILLS:
+                        BACKFILLS[number](conn)
                     for key, value in (
                         ("schema_version", str(number)),
                         ("min_code_schema", str(oldest)),

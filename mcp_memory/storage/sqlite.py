@@ -29,7 +29,8 @@ import numpy as np
 
 from mcp_memory.errors import ModelMismatchError, StorageError
 from mcp_memory.models import Criteria, MemoryRecord, Merge, NewMemory, Scope
-from mcp_memory.storage import writes
+from mcp_memory.storage import links, writes
+from mcp_memory.storage.links import Link
 from mcp_memory.storage.principal import PrincipalDb
 from mcp_memory.storage.rows import MEMORY_COLUMNS, attach_occurrences, fts_match, row_to_record, visible_clause
 from mcp_memory.storage.schema import migrate, private_dir
@@ -207,6 +208,12 @@ class SqliteStore:
         return run()
 
     # ----- reads ---------------------------------------------------------------------------
+
+    async def links(self, scope: Scope, sources: Sequence[int], population: int) -> list[Link]:
+        """The memories linked to ``sources`` (shared rare entities, session neighbours); recall reads
+        the targets through ``select_memories``, so what a scope may not see never comes back."""
+        db = await self._db(scope)
+        return await links.links(db.reader, sources, population)
 
     async def eligible(self, scope: Scope, criteria: Criteria, now: float) -> list[int]:
         db = await self._db(scope)

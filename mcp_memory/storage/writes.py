@@ -15,6 +15,7 @@ import orjson
 
 from mcp_memory.errors import ConflictError, NotFoundError
 from mcp_memory.models import SCHEDULER, Criteria, Merge, NewMemory, NewOccurrence, Scope
+from mcp_memory.storage import links
 from mcp_memory.storage.rows import visible_clause
 
 
@@ -72,6 +73,7 @@ async def apply(
         )
         await conn.execute("INSERT INTO vectors(memory_n, vec) VALUES (?, ?)", (n, item.vector))
         await conn.execute("INSERT INTO memories_fts(rowid, body) VALUES (?, ?)", (n, item.segmented))
+        await links.index_entities(conn, [(n, rec.content)])
         for occurrence in (item.occurrence, *item.more_occurrences):
             await insert_occurrence(conn, n, occurrence)
         await conn.execute("INSERT INTO changes(memory_n, op) VALUES (?, 'put')", (n,))

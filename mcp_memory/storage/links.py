@@ -1,0 +1,95 @@
+"""What memories name, and the links recall follows from its first hits (ADR 10).
+
+Each memory's entities (``text.entities``: names, identifiers, titles) are kept in
+``memory_entities``, written with the memory and deleted with it. Two memories are linked when they
+share an entity that few memories of the file name (at most ``LINK_SHARE`` of them, never fewer
+than two); a memory is also linked to the memories just before and after it in its session. Links
+are read when recall asks, not stored: an entity that becomes common stops linking at once, and a
+forgotten memory takes its entities with it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import aiosqlite
+
+from mcp_memory.storage.rows import rows_in
+from mcp_memory.text import entities
+
+LINK_SHARE = 0.05  # an entity in more than this share of the memories ("user", a speaker) links nothing
+MAX_LINKS = 20  # per memory, rarest entities first
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    source: int  # the memory recall reached first (row number)
+    target: int
+    via: str  # the shared entity, or "" for a session neighbour
+
+
+def entity_rows(n: int, content: str) -> list[tuple[str, int]]:
+    return [(entity, n) for entity in sorted(entities(content))]
+
+
+async def index_entities(conn: aiosqlite.Connection, memories: Iterable[tuple[int, str]]) -> None:
+    rows = [row for n, content in memories for row in entity_rows(n, content)]
+    if rows:
+        await conn.executemany("INSERT OR IGNORE INTO memory_entities(entity, memory_n) VALUES (?, ?)", rows)
+
+
+def backfill(conn: sqlite3.Connection) -> None:
+    """The entities of every memory already stored (the schema 7 migration)."""
+    memories = conn.execute("SELECT n, content FROM memories").fetchall()
+    rows = [row for n, content in memories for row in entity_rows(int(n), str(content))]
+    conn.executemany("INSERT OR IGNORE INTO memory_entities(entity, memory_n) VALUES (?, ?)", rows)
+
+
+async def links(conn: aiosqlite.Connection, sources: Sequence[int], population: int) -> list[Link]:
+    """The links of ``sources``: shared rare entities (at most MAX_LINKS a source), then session neighbours."""
+    if not sources:
+        return []
+    cap = max(2, int(LINK_SHARE * population))
+    named = await rows_in(conn, "SELECT entity, memory_n FROM memory_entities WHERE memory_n IN ({marks})", sources)
+    wanted = sorted({str(r[0]) for r in named})
+    counts = {
+        str(r[0]): int(r[1])
+        for r in await rows_in(
+            conn, "SELECT entity, COUNT(*) FROM memory_entities WHERE entity IN ({marks}) GROUP BY entity", wanted
+        )
+    }
+    rare = sorted((e for e in wanted if counts.get(e, 0) <= cap), key=lambda e: (counts[e], e))
+    sharing: dict[str, list[int]] = {}
+    for entity, n in await rows_in(
+        conn, "SELECT entity, memory_n FROM memory_entities WHERE entity IN ({marks})", rare
+    ):
+        sharing.setdefault(str(entity), []).append(int(n))
+    by_source: dict[int, list[str]] = {}
+    for entity, n in named:
+        by_source.setdefault(int(n), []).append(str(entity))
+    found: list[Link] = []
+    for source in sources:
+        seen: set[int] = {source}
+        for entity in sorted(by_source.get(source, []), key=lambda e: (counts.get(e, 0), e)):
+            if entity not in sharing:
+                continue
+            for target in sharing[entity]:
+                if target not in seen and len(seen) <= MAX_LINKS:
+                    seen.add(target)
+                    found.append(Link(source, target, entity))
+    found.extend(await session_neighbours(conn, sources))
+    return found
+
+
+async def session_neighbours(conn: aiosqlite.Connection, sources: Sequence[int]) -> list[Link]:
+    rows = await rows_in(
+        conn,
+        "SELECT m.n, "
+        "(SELECT p.n FROM memories p WHERE p.session_key = m.session_key AND p.n < m.n ORDER BY p.n DESC LIMIT 1), "
+        "(SELECT x.n FROM memories x WHERE x.session_key = m.session_key AND x.n > m.n ORDER BY x.n LIMIT 1) "
+        "FROM memories m WHERE m.session_key IS NOT NULL AND m.n IN ({marks})",
+        sources,
+    )
+    return [Link(int(r[0]), int(t), "") for r in rows for t in (r[1], r[2]) if t is not None]
