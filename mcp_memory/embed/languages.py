@@ -14,25 +14,19 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from mcp_memory.storage.vectors import Vector
 
+if TYPE_CHECKING:  # the loader imports this module
+    from mcp_memory.embed.loader import Model
+
 log = logging.getLogger(__name__)
 
 FOLDER = Path(__file__).parent / "language_means"
 PARALLEL = FOLDER / "parallel.tsv"
-
-
-class _Encoder(Protocol):
-    name: str
-    model_id: str
-
-    def passages(self, texts: list[str]) -> Vector: ...
-
-    def query(self, text: str) -> Vector: ...
 
 
 @dataclass(frozen=True)
@@ -49,7 +43,7 @@ def parallel_corpus() -> tuple[list[str], list[str]]:
     return [p[0] for p in pairs], [p[1] for p in pairs]
 
 
-def measure(model: _Encoder) -> dict[str, np.ndarray[tuple[int, ...], np.dtype[np.float32]]]:
+def measure(model: Model) -> dict[str, np.ndarray[tuple[int, ...], np.dtype[np.float32]]]:
     """Embed the parallel corpus with ``model``: the arrays ``tools/language_means.py`` saves."""
     english, chinese = parallel_corpus()
     return {
@@ -60,7 +54,7 @@ def measure(model: _Encoder) -> dict[str, np.ndarray[tuple[int, ...], np.dtype[n
     }
 
 
-def load(model: _Encoder) -> LanguageMeans | None:
+def load(model: Model) -> LanguageMeans | None:
     """The shipped means of ``model``, or None when none were measured for exactly this model."""
     path = FOLDER / f"{model.name}.npz"
     if not path.is_file():

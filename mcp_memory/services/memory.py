@@ -330,7 +330,7 @@ class MemoryService:
         reached = await self._follow_links(scope, seeds, dense)
         for n in reached:
             fused.setdefault(n, scoring.unseen(dense))
-        wanted = [*ranked, *(n for n in reached if n not in set(ranked))]
+        wanted = list(dict.fromkeys([*ranked, *reached]))
         records = {r.rowid: r for r in await self.store.select_memories(scope, criteria, now, ns=wanted)}
         ranked = [n for n in wanted if n in records]
         linked = {
