@@ -63,7 +63,6 @@ def score(
     dense_score, keyword_score = dict(dense.hits), dict(keyword)
     evidence = scoring.keyword_evidence(dense, keyword)
     dense_rank = {n: r for r, (n, _) in enumerate(dense.hits, start=1)}
-    std = dense.std if dense.std > 1e-9 else 1.0
     keyword_rank = {n: r for r, (n, _) in enumerate(keyword, start=1)}
     scored: list[tuple[float, MemoryRecord, Signals]] = []
     for n in ranked:
@@ -81,7 +80,7 @@ def score(
         v = scoring.value(preset, r, t, f, record.importance)
         signals = Signals(
             dense=dense_score.get(n),
-            dense_z=round((dense_score[n] - dense.mean) / std, 3) if n in dense_score else None,
+            dense_z=round(dense.z(dense_score[n]), 3) if n in dense_score else None,
             dense_rank=dense_rank.get(n),
             keyword=keyword_score.get(n),
             keyword_evidence=round(evidence[n], 3) if n in evidence else None,

@@ -61,8 +61,7 @@ class Fusion:
     keyword_weight: float
 
     def fuse(self, dense: DenseHits, keyword: Sequence[tuple[int, float]]) -> dict[int, float]:
-        std = dense.std if dense.std > 1e-9 else 1.0
-        scores = {n: (similarity - dense.mean) / std for n, similarity in dense.hits}
+        scores = {n: dense.z(similarity) for n, similarity in dense.hits}
         for n, evidence in keyword_evidence(dense, keyword).items():
             scores[n] = scores.get(n, unseen(dense)) + self.keyword_weight * evidence
         return scores
@@ -70,8 +69,7 @@ class Fusion:
 
 def unseen(dense: DenseHits) -> float:
     """The dense evidence of a memory the dense side did not return: at most its last hit's."""
-    std = dense.std if dense.std > 1e-9 else 1.0
-    return (dense.hits[-1][1] - dense.mean) / std if dense.hits else 0.0
+    return dense.z(dense.hits[-1][1]) if dense.hits else 0.0
 
 
 def keyword_evidence(dense: DenseHits, keyword: Sequence[tuple[int, float]]) -> dict[int, float]:

@@ -50,7 +50,10 @@ class DenseHits:
     std: float
     visible: int
     population: int = 0  # every row of the index, the number a keyword index's statistics count too
-    centred: bool = False
+
+    def z(self, similarity: float) -> float:
+        """How many standard deviations ``similarity`` stands above the visible rows' mean."""
+        return (similarity - self.mean) / (self.std if self.std > 1e-9 else 1.0)
 
 
 class VectorIndex:
@@ -189,7 +192,7 @@ class VectorIndex:
         top = np.argpartition(-scores, take - 1)[:take]
         top = top[np.argsort(-scores[top])]
         hits = [(int(self._n[i]), float(scores[i])) for i in top]
-        return DenseHits(hits, mean, std, visible, population=size, centred=mixed)
+        return DenseHits(hits, mean, std, visible, population=size)
 
     def _centred_scores(self, centring: Centring) -> npt.NDArray[np.float32]:
         """cos(p - mu_script(p), q') for every row, from one product with [q', mu_latin, mu_cjk]."""
