@@ -53,6 +53,7 @@ class Limits(_Section):
     max_recall_budget_tokens: int = Field(32_000, ge=16)
     default_resume_budget_tokens: int = Field(4_000, ge=200)
     max_checkpoint_bytes: int = Field(1_048_576, ge=1_024)
+    max_tree_depth: int = Field(64, ge=2, le=128, description="levels of a task tree, root to deepest leaf")
     max_http_body_bytes: int = Field(8_388_608, ge=2_048)
     pinned_cap_tokens: int = Field(2_000, ge=0)
     max_forget_ids: int = Field(1_000, ge=1)

@@ -9,12 +9,24 @@ from __future__ import annotations
 
 import logging
 import re
+from collections import Counter
 from typing import Any
+
+# The shape of an AWS secret access key: 40 characters of base64 with both cases (a git SHA-1 is
+# 40 characters too, but lowercase hex). Alone it is indistinguishable from other base64, so it is
+# only a secret in the context `_AWS_CONTEXT` finds: an access key id or the key's name nearby.
+_AWS_SECRET = re.compile(
+    r"(?<![A-Za-z0-9/+=])(?=[A-Za-z0-9/+]*[A-Z])(?=[A-Za-z0-9/+]*[a-z])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"
+)
+_AWS_CONTEXT = re.compile(r"(?i)\b(?:AKIA|ASIA)[0-9A-Z]{16}\b|aws|secret[_ -]?access[_ -]?key")
 
 _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     (
         "private-key",
-        re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)", re.S),
+        re.compile(
+            r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)",
+            re.S,
+        ),
     ),
     (
         "authorization",
@@ -26,17 +38,31 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("openai-key", re.compile(r"(?<![A-Za-z0-9])sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}")),
     ("github-token", re.compile(r"(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})")),
     ("aws-access-key", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
-    ("slack-token", re.compile(r"xox[abposr]-[A-Za-z0-9-]{10,}")),
+    ("slack-token", re.compile(r"\bxox[abposre]-[A-Za-z0-9-]{10,}|\bxapp-\d-[A-Za-z0-9-]{10,}")),
+    ("slack-webhook", re.compile(r"hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/-]{16,}")),
     ("google-api-key", re.compile(r"AIza[0-9A-Za-z_-]{35}")),
-    ("stripe-key", re.compile(r"\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,}")),
+    ("google-oauth", re.compile(r"\bGOCSPX-[A-Za-z0-9_-]{20,}|\bya29\.[0-9A-Za-z_-]{20,}")),
+    # An Entra ID (Azure AD) client secret: three characters, a digit, "Q~", then 31 to 34 more.
+    (
+        "azure-client-secret",
+        re.compile(r"(?<![A-Za-z0-9_~.-])[A-Za-z0-9_~.-]{3}\dQ~[A-Za-z0-9_~.-]{31,34}(?![A-Za-z0-9_~.-])"),
+    ),
+    # Storage and Service Bus connection strings, SAS signatures.
+    (
+        "azure-key",
+        re.compile(r"(?i)((?:AccountKey|SharedAccessKey|SharedAccessSignature)\s*=\s*)([A-Za-z0-9+/=%]{16,})"),
+    ),
+    ("azure-sas", re.compile(r"(?i)([?&]sig=)([A-Za-z0-9+/=%]{16,})")),
+    ("stripe-key", re.compile(r"\b(?:[rs]k_(?:live|test)_[A-Za-z0-9]{16,}|whsec_[A-Za-z0-9]{16,})")),
     ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
-    ("url-credentials", re.compile(r"(?<=://)[^/\s:@]{1,64}:[^/\s@]{1,128}(?=@)")),
+    # postgres://user:pass@host, redis://:pass@host, mongodb+srv://user:pass@cluster.
+    ("url-credentials", re.compile(r"(?<=://)[^/\s:@]{0,64}:[^/\s@]{1,128}(?=@)")),
     (
         "secret",
         re.compile(
-            r"(?i)(?<![A-Za-z0-9])((?:api[_-]?key|apikey|secret[_-]?key|client[_-]?secret|access[_-]?token|"
-            r"auth[_-]?token|refresh[_-]?token|password|passwd|pwd|token|secret)[\"']?\s*(?:[:=]|\bis\b)\s*)"
-            r"(?:\"|')?([^\s\"',;]{4,})"
+            r"(?i)(?<![A-Za-z0-9])((?:api[_-]?key|apikey|secret[_-]?(?:access[_-]?)?key|client[_-]?secret|"
+            r"access[_-]?token|auth[_-]?token|refresh[_-]?token|password|passwd|pwd|token|secret)[\"']?\s*"
+            r"(?:[:=]|\bis\b)\s*)(?:\"|')?(?!\[REDACTED)([^\s\"',;]{4,})"
         ),
     ),
     (
@@ -45,6 +71,8 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ),
 ]
 
+
+_MARKER = re.compile(r"\[REDACTED:([a-z0-9-]+)\]")
 
 _KNOWN: set[str] = set()  # secrets this process was configured with: scrubbed whatever their shape
 
@@ -63,6 +91,8 @@ def redact(text: str) -> str:
     for secret in _KNOWN:
         if secret in text:
             text = text.replace(secret, "[REDACTED:configured-key]")
+    if _AWS_CONTEXT.search(text):
+        text = _AWS_SECRET.sub("[REDACTED:aws-secret-key]", text)
     for kind, pattern in _PATTERNS:
         marker = f"[REDACTED:{kind}]"
         if pattern.groups:
@@ -70,6 +100,13 @@ def redact(text: str) -> str:
         else:
             text = pattern.sub(marker, text)
     return text
+
+
+def secret_kinds(text: str) -> list[str]:
+    """The kinds of credential ``text`` holds: empty when the redactor would leave it as it is."""
+    before = Counter(_MARKER.findall(text))
+    after = Counter(_MARKER.findall(redact(text)))
+    return sorted(kind for kind, n in after.items() if n > before[kind])
 
 
 # A JSON key that names a credential: its string values are secrets whatever they look like.

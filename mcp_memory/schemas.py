@@ -6,13 +6,27 @@ Inputs forbid unknown fields, so a misspelt argument fails loudly. Times are ISO
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from mcp_memory.models import Tier
 
 Outcome = Literal["stored", "merged", "rejected"]
+
+
+def _not_text(value: Any) -> Any:
+    """pydantic's lax mode turns "10" into 10 and "yes" into True; a tool argument is typed JSON,
+    so a quoted number or flag is the caller's mistake and is named as one."""
+    if isinstance(value, str):
+        raise ValueError(f"takes a JSON number or true/false, not the string {value[:24]!r}; drop the quotes")
+    return value
+
+
+# Numbers and flags as tool arguments: not coerced from strings.
+Int = Annotated[int, BeforeValidator(_not_text)]
+Float = Annotated[float, BeforeValidator(_not_text)]
+Bool = Annotated[bool, BeforeValidator(_not_text)]
 
 
 # ----- tool inputs -------------------------------------------------------------------------
@@ -30,7 +44,7 @@ class MemoryInput(_Input):
         "fact",
         description="fact, preference, decision, event, observation, instruction, goal, note, or your own word",
     )
-    importance: float | None = Field(
+    importance: Float | None = Field(
         None,
         description="0..1; estimated from the text when absent (decisions, ids, 'remember this' raise it)",
     )
@@ -39,10 +53,10 @@ class MemoryInput(_Input):
     occurred_at: datetime | None = Field(None, description="when it happened (ISO 8601); default now")
     task_id: str | None = None
     session_id: str | None = Field(None, description="your session id; else the server derives one")
-    ttl_seconds: int | None = Field(None, description="forget after this many seconds")
+    ttl_seconds: Int | None = Field(None, description="forget after this many seconds")
     supersedes: list[str] = Field(default_factory=list, description="ids this memory replaces (history kept)")
     key: str | None = Field(None, description="a later memory with the same key supersedes this one")
-    pinned: bool = Field(False, description="always return it with recall and resume (goals, rules, identity)")
+    pinned: Bool = Field(False, description="always return it with recall and resume (goals, rules, identity)")
 
 
 class RecallFilters(_Input):
@@ -54,9 +68,9 @@ class RecallFilters(_Input):
     namespace: str | None = Field(
         None, description="narrow to this namespace (only the caller's own namespace or principal-wide)"
     )
-    include_superseded: bool = False
-    include_archived: bool = False
-    include_expired: bool = False
+    include_superseded: Bool = False
+    include_archived: Bool = False
+    include_expired: Bool = False
 
 
 class ForgetFilter(_Input):

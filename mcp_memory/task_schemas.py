@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from mcp_memory.schemas import Bool, Float, Int
+
 NodeStatus = Literal["pending", "in_progress", "done", "blocked", "abandoned"]
 CheckpointReason = Literal[
     "node_completed",
@@ -41,9 +43,9 @@ class PendingAction(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     text: str
-    external: bool = Field(False, description="acts outside the agent (email, payment, deploy)")
-    irreversible: bool = False
-    cost: float | None = Field(None, description="estimated cost in the caller's unit")
+    external: Bool = Field(False, description="acts outside the agent (email, payment, deploy)")
+    irreversible: Bool = False
+    cost: Float | None = Field(None, description="estimated cost in the caller's unit")
 
 
 class ToolCallRecord(BaseModel):
@@ -58,8 +60,8 @@ class ToolCallRecord(BaseModel):
 class TokenUsage(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    input: int = Field(0, ge=0)
-    output: int = Field(0, ge=0)
+    input: Int = Field(0, ge=0)
+    output: Int = Field(0, ge=0)
 
 
 class TaskHead(BaseModel):
@@ -74,7 +76,7 @@ class TaskHead(BaseModel):
     last_tool_calls: list[ToolCallRecord] = Field(default_factory=list)
     snapshot: str = Field("", description="working-memory snapshot, free text")
     token_usage: TokenUsage = Field(default_factory=TokenUsage)
-    iterations: int = Field(0, ge=0)
+    iterations: Int = Field(0, ge=0)
 
 
 class TaskState(BaseModel):
@@ -140,7 +142,7 @@ class TaskEdit(BaseModel):
     op: Literal["add", "move", "set", "set_current"]
     node_id: str | None = Field(None, description="the node to move, change or make current")
     parent_id: str | None = Field(None, description="add/move: the new parent; add without parent creates the root")
-    position: int | None = Field(None, ge=0, description="add/move: index among the parent's children (default: last)")
+    position: Int | None = Field(None, ge=0, description="add/move: index among the parent's children (default: last)")
     node: TaskNode | None = Field(None, description="add: the new node (with any children)")
     status: NodeStatus | None = None
     title: str | None = None

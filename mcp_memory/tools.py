@@ -25,10 +25,13 @@ from mcp_memory.metrics import REMEMBERED, TOOL_CALLS, TOOL_SECONDS
 from mcp_memory.redact import redact
 from mcp_memory.resources import ResourceNotifier, pin_uris, task_uris
 from mcp_memory.schemas import (
+    Bool,
     Detail,
+    Float,
     ForgetFilter,
     ForgetResult,
     ForgetUserResult,
+    Int,
     MemoryInput,
     PinResult,
     RecallFilters,
@@ -186,16 +189,16 @@ def register_tools(
         ctx: Context,
         content: Annotated[str | None, Field(description="the text of one memory")] = None,
         kind: Annotated[str, Field(description=_doc("kind"))] = "fact",
-        importance: Annotated[float | None, Field(description="0..1; estimated when absent")] = None,
+        importance: Annotated[Float | None, Field(description="0..1; estimated when absent")] = None,
         tags: Annotated[list[str] | None, Field(description="labels to filter by later")] = None,
         metadata: Annotated[dict[str, Any] | None, Field(description=_doc("metadata"))] = None,
         occurred_at: Annotated[datetime | None, Field(description="when it happened, ISO 8601")] = None,
         task_id: Annotated[str | None, Field(description="the task this memory belongs to")] = None,
         session_id: Annotated[str | None, Field(description=_doc("session_id"))] = None,
-        ttl_seconds: Annotated[int | None, Field(description=_doc("ttl_seconds"))] = None,
+        ttl_seconds: Annotated[Int | None, Field(description=_doc("ttl_seconds"))] = None,
         supersedes: Annotated[list[str] | None, Field(description=_doc("supersedes"))] = None,
         key: Annotated[str | None, Field(description=_doc("key"))] = None,
-        pinned: Annotated[bool, Field(description="always return it with recall and resume")] = False,
+        pinned: Annotated[Bool, Field(description="always return it with recall and resume")] = False,
         memories: Annotated[
             list[MemoryInput] | None,
             Field(description="several memories at once, each with the fields above (content required)"),
@@ -242,11 +245,11 @@ def register_tools(
     async def recall(
         ctx: Context,
         query: Annotated[str, Field(description="the question or topic, in any language")],
-        k: Annotated[int | None, Field(description="how many memories at most (default 10)")] = None,
-        budget_tokens: Annotated[int | None, Field(description="token budget for the hits (default 2000)")] = None,
+        k: Annotated[Int | None, Field(description="how many memories at most (default 10)")] = None,
+        budget_tokens: Annotated[Int | None, Field(description="token budget for the hits (default 2000)")] = None,
         filters: RecallFilters | None = None,
-        explain: bool = False,
-        reinforce: bool = True,
+        explain: Bool = False,
+        reinforce: Bool = True,
         preset: Annotated[str | None, Field(description="assistant (default), chat or medical")] = None,
         detail: Annotated[Detail, Field(description="lean hits (default) or full records")] = "lean",
         as_of: Annotated[
@@ -254,7 +257,7 @@ def register_tools(
             Field(description='the moment "last week" or "yesterday" in the question count from (default now)'),
         ] = None,
         floor: Annotated[
-            bool, Field(description="leave out memories no closer to the question than the ordinary (default true)")
+            Bool, Field(description="leave out memories no closer to the question than the ordinary (default true)")
         ] = True,
     ) -> Annotated[CallToolResult, RecallResult]:
         result = await memory.recall(
@@ -281,7 +284,7 @@ def register_tools(
         ctx: Context,
         ids: list[str] | None = None,
         filters: Annotated[ForgetFilter | None, Field(description="tags, kinds, time range, task")] = None,
-        dry_run: bool = True,
+        dry_run: Bool = True,
     ) -> ForgetResult:
         result = await memory.forget(scopes.scope(ctx), ids=ids, where=filters, dry_run=dry_run)
         if result.deleted:
@@ -372,10 +375,10 @@ def register_task_tools(
         last_tool_calls: list[ToolCallRecord] | None = None,
         snapshot: Annotated[str | None, Field(description="working-memory snapshot, free text")] = None,
         token_usage: TokenUsage | None = None,
-        iterations: int | None = None,
+        iterations: Int | None = None,
         reason: CheckpointReason = "manual",
-        expected_head: Annotated[int | None, Field(description="the head_seq you last saw")] = None,
-        namespaced: Annotated[bool, Field(description="create the task in this connection's namespace only")] = False,
+        expected_head: Annotated[Int | None, Field(description="the head_seq you last saw")] = None,
+        namespaced: Annotated[Bool, Field(description="create the task in this connection's namespace only")] = False,
     ) -> CheckpointResult:
         given = {
             "tree": tree,
@@ -421,7 +424,7 @@ def register_task_tools(
         ctx: Context,
         task_id: str,
         checkpoint_id: Annotated[str | None, Field(description="roll back to this checkpoint")] = None,
-        budget_tokens: Annotated[int | None, Field(description="token budget (default 4000)")] = None,
+        budget_tokens: Annotated[Int | None, Field(description="token budget (default 4000)")] = None,
     ) -> ResumePacket:
         packet = await tasks.resume(
             scopes.scope(ctx), task_id, checkpoint_id=checkpoint_id, budget_tokens=budget_tokens
@@ -437,7 +440,7 @@ def register_task_tools(
     )
     @_as_tool_errors
     async def update_task(
-        ctx: Context, task_id: str, edits: list[TaskEdit], expected_head: int | None = None
+        ctx: Context, task_id: str, edits: list[TaskEdit], expected_head: Int | None = None
     ) -> TaskUpdateResult:
         result = await tasks.update_task(scopes.scope(ctx), task_id, edits, expected_head)
         await notifier.changed(task_uris(task_id, checkpoint=False))
@@ -469,7 +472,7 @@ def register_task_tools(
         annotations=ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True),
     )
     @_as_tool_errors
-    async def list_tasks(ctx: Context, cursor: str | None = None, limit: int = 20) -> TaskPage:
+    async def list_tasks(ctx: Context, cursor: str | None = None, limit: Int = 20) -> TaskPage:
         return await tasks.list_tasks(scopes.scope(ctx), cursor, limit)
 
     @mcp.tool(
@@ -479,6 +482,6 @@ def register_task_tools(
     )
     @_as_tool_errors
     async def list_checkpoints(
-        ctx: Context, task_id: str, cursor: str | None = None, limit: int = 20
+        ctx: Context, task_id: str, cursor: str | None = None, limit: Int = 20
     ) -> CheckpointPage:
         return await tasks.list_checkpoints(scopes.scope(ctx), task_id, cursor, limit)

@@ -14,6 +14,16 @@ pytestmark = pytest.mark.anyio
 
 UNKNOWN_ID = "01ZZZZZZZZZZZZZZZZZZZZZZZZ"
 
+
+def _chain(depth: int) -> dict[str, Any]:
+    node: dict[str, Any] = {"id": f"n{depth}", "title": "leaf"}
+    for level in range(depth - 1, 0, -1):
+        node = {"id": f"n{level}", "title": f"level {level}", "children": [node]}
+    return node
+
+
+DEEP_TREE = _chain(100)
+
 # (tool, arguments, words the message must contain)
 BAD_INPUTS: list[tuple[str, dict[str, Any], list[str]]] = [
     ("remember", {"content": ""}, ["content", "empty"]),
@@ -70,6 +80,16 @@ BAD_INPUTS: list[tuple[str, dict[str, Any], list[str]]] = [
         {"query": "coffee", "filters": {"occurred_after": "2026-02-01T00:00:00Z", "occurred_before": "2026-01-01"}},
         ["occurred_after"],
     ),
+    # A quoted number or flag is the caller's mistake, named, not silently coerced.
+    ("recall", {"query": "coffee", "k": "10"}, ["k", "not the string '10'"]),
+    ("recall", {"query": "coffee", "explain": "true"}, ["explain", "not the string"]),
+    ("remember", {"content": "A valid note about gardening", "importance": "0.9"}, ["importance", "string"]),
+    ("remember", {"memories": [{"content": "A valid note", "pinned": "yes"}]}, ["pinned", "string"]),
+    ("checkpoint", {"goal": "Ship it", "iterations": "3"}, ["iterations", "string"]),
+    # checkpoint's task_id is checked as remember's is.
+    ("checkpoint", {"task_id": "   ", "goal": "Ship it"}, ["task_id", "1 to 200"]),
+    ("checkpoint", {"task_id": "t" * 201, "goal": "Ship it"}, ["task_id", "1 to 200"]),
+    ("checkpoint", {"goal": "Ship it", "tree": DEEP_TREE}, ["tree", "deep", "limits.max_tree_depth"]),
     ("forget", {}, ["ids", "filter"]),
     ("forget", {"ids": []}, ["ids", "empty"]),
     ("forget", {"ids": [UNKNOWN_ID], "dry_run": False}, [UNKNOWN_ID]),

@@ -47,12 +47,16 @@ def data_files(data_dir: Path) -> set[str]:
 @pytest.mark.slow
 async def test_secrets_never_reach_the_data_files_or_the_logs(tmp_path: Path, mode: str) -> None:
     key, bearer, password = random_part(40), random_part(32), random_part(24)
-    canaries = {"openai-key": key, "bearer-token": bearer, "password": password}
+    aws_secret = _fake(_B64, 38) + "Aa"
+    canaries = {"openai-key": key, "bearer-token": bearer, "password": password, "aws-secret-key": aws_secret}
     plain = f"zqplain{secrets.token_hex(6)}"  # not a secret: it must be stored, and logged at DEBUG
     openai_key = f"sk-proj-{key}"
     header = f"Authorization: Bearer {bearer}"
     pw = f"password={password}"
-    content = f"Deploy notes {plain}: the OpenAI key is {openai_key}; call the API with {header} and log in with {pw}"
+    content = (
+        f"Deploy notes {plain}: the OpenAI key is {openai_key}; call the API with {header} and log in with {pw}; "
+        f"AWS_SECRET_ACCESS_KEY={aws_secret}"
+    )
 
     async with spawn_server(tmp_path, mode, env={"MCP_MEMORY_LOG_LEVEL": "DEBUG"}) as (client, server):
         stored = await call(
@@ -68,12 +72,35 @@ async def test_secrets_never_reach_the_data_files_or_the_logs(tmp_path: Path, mo
                     header: "a header as a metadata key",
                     "nested": {"list": [openai_key, {"deep": pw}]},
                 },
-                "key": f"deploy.{openai_key}",
-                "task_id": f"task {pw}",
-                "session_id": f"session {openai_key}",
+                "key": "deploy.notes",
             },
         )
         assert stored["stored"] == 1
+        # An identifier the caller reuses is stored as given: a credential in one is refused.
+        for field, value in (("key", f"deploy.{openai_key}"), ("task_id", f"task {pw}"), ("session_id", openai_key)):
+            refused = await call_error(client, "remember", {"content": f"zqnever {field}", field: value})
+            assert field in refused
+            assert "credential" in refused
+            assert value not in refused
+        refused = await call_error(client, "checkpoint", {"task_id": f"task-{openai_key}", "goal": "deploy"})
+        assert "task_id" in refused
+        assert "credential" in refused
+        refused = await call_error(
+            client, "checkpoint", {"goal": "deploy", "tree": {"id": f"step {pw}", "title": "step"}}
+        )
+        assert "tree" in refused
+        assert "credential" in refused
+        task = await call(
+            client,
+            "checkpoint",
+            {
+                "goal": f"Deploy with {openai_key}",
+                "variables": {"login": pw, openai_key: header},
+                "snapshot": f"next: call the API with {header}, aws secret {aws_secret}",
+                "last_tool_calls": [{"name": "deploy", "arguments": {"password": password}}],
+            },
+        )
+        assert task["created_task"]
         merged = await call(client, "remember", {"content": content, "metadata": {"again": header}})
         assert merged["merged"] == 1  # a second occurrence, with its own metadata row
         batch = await call(
@@ -146,3 +173,97 @@ def test_a_task_id_is_not_mistaken_for_a_key() -> None:
     task_id = f"task-{new_id()}"
     assert redact(f"No task by the id of {task_id!r} was found") == f"No task by the id of {task_id!r} was found"
     assert redact(f"the key is sk-{'a1' * 12} and OPENAI_API_KEY=sk-proj-{'b2' * 12}").count("[REDACTED:") == 2
+
+
+def _fake(alphabet: str, n: int) -> str:
+    """A random string of real shape: a fixed fake could be learnt by the patterns, a random one cannot."""
+    return "".join(secrets.choice(alphabet) for _ in range(n))
+
+
+_B64 = _ALNUM + "+/"
+_HEX = "0123456789abcdef"
+
+# (kind, the text around it with {s} for the secret): every kind the redactor must catch, real-shaped.
+SECRETS: list[tuple[str, str]] = [
+    (
+        "aws-secret-key",
+        "aws_secret_access_key = {s}",
+    ),
+    ("aws-secret-key", "AKIA" + _fake(string.ascii_uppercase + string.digits, 16) + " / {s}"),
+    ("aws-secret-key", "the AWS secret access key is {s}"),
+    ("azure-key", "DefaultEndpointsProtocol=https;AccountName=acme;AccountKey={s}==;EndpointSuffix=core.windows.net"),
+    ("azure-sas", "https://acme.blob.core.windows.net/c/f.txt?sv=2022-11-02&sr=b&sig={s}"),
+    ("azure-client-secret", "client secret: {s}"),
+    ("google-api-key", "GOOGLE_MAPS={s}"),
+    ("google-oauth", "oauth client secret {s}"),
+    ("slack-token", "bot token {s}"),
+    ("slack-webhook", "alerts post to https://{s}"),
+    ("stripe-key", "billing uses {s}"),
+    ("private-key", "{s}"),
+    ("url-credentials", "DATABASE_URL=postgresql://app:{s}@db.internal:5432/app"),
+    ("url-credentials", "cache at redis://:{s}@cache:6379/0"),
+    ("secret", "Server=db;Database=app;User Id=app;Password={s};"),
+    ("openai-key", "export OPENAI_API_KEY={s}"),
+    ("github-token", "GH_TOKEN {s}"),
+    ("jwt", "session {s}"),
+]
+
+
+def _secret_for(kind: str) -> str:
+    shapes = {
+        "aws-secret-key": lambda: _fake(_B64, 38) + "Aa",
+        "azure-key": lambda: _fake(_B64, 86),
+        "azure-sas": lambda: _fake(_ALNUM, 43) + "%3D",
+        "azure-client-secret": lambda: _fake(_ALNUM, 3) + "8Q~" + _fake(_ALNUM + "_~.-", 34),
+        "google-api-key": lambda: "AIza" + _fake(_ALNUM + "_-", 35),
+        "google-oauth": lambda: "GOCSPX-" + _fake(_ALNUM + "_-", 28),
+        "slack-token": lambda: "xoxb-" + _fake("0123456789", 12) + "-" + _fake(_ALNUM, 24),
+        "slack-webhook": lambda: (
+            "hooks.slack.com/services/T"
+            + _fake(string.ascii_uppercase, 8)
+            + "/B"
+            + _fake(string.ascii_uppercase, 8)
+            + "/"
+            + _fake(_ALNUM, 24)
+        ),
+        "stripe-key": lambda: "sk_live_" + _fake(_ALNUM, 24),
+        "private-key": lambda: (
+            "-----BEGIN OPENSSH PRIVATE KEY-----\n" + _fake(_B64, 64) + "\n-----END OPENSSH PRIVATE KEY-----"
+        ),
+        "url-credentials": lambda: _fake(_ALNUM, 16),
+        "secret": lambda: _fake(_ALNUM, 16),
+        "openai-key": lambda: "sk-proj-" + _fake(_ALNUM, 40),
+        "github-token": lambda: "ghp_" + _fake(_ALNUM, 36),
+        "jwt": lambda: "eyJ" + _fake(_ALNUM, 20) + ".eyJ" + _fake(_ALNUM, 30) + "." + _fake(_ALNUM, 43),
+    }
+    return shapes[kind]()
+
+
+@pytest.mark.parametrize(("kind", "context"), SECRETS)
+def test_each_kind_of_secret_is_redacted(kind: str, context: str) -> None:
+    secret = _secret_for(kind)
+    text = context.format(s=secret)
+    cleaned = redact(text)
+    assert secret not in cleaned
+    assert f"[REDACTED:{kind}]" in cleaned
+    assert redact(cleaned) == cleaned  # a second pass leaves the markers alone
+
+
+# What must survive untouched: things agents store that look random but are no secret.
+SURVIVORS = [
+    "fixed in commit " + _fake(_HEX, 40),
+    "the AWS deploy is at commit " + _fake(_HEX, 40),  # an AWS context does not make a SHA-1 a key
+    "artifact sha256:" + _fake(_HEX, 64),
+    "memory " + new_id(),
+    "task-" + new_id(),
+    "request 3f2b8c1e-9a4d-4e0b-8f6a-2c1d7e9b5a40",
+    "config at /home/dev/.aws/credentials and C:\\Users\\dev\\secrets\\notes.md",
+    "logo ![logo](data:image/png;base64," + _fake(_B64, 120) + "=)",
+    "the password policy needs 12 characters",
+    "https://example.com/docs?page=2&sort=asc",
+]
+
+
+@pytest.mark.parametrize("text", SURVIVORS)
+def test_what_is_no_secret_survives(text: str) -> None:
+    assert redact(text) == text

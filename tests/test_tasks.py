@@ -301,11 +301,16 @@ async def test_another_principals_task_answers_like_a_missing_one(data_dir: Path
 async def test_an_error_that_quotes_a_secret_returns_it_redacted(client: Client) -> None:
     await call(client, "checkpoint", first_checkpoint())
     secret = "sk-proj-" + "Q" * 40
+    message = await call_error(client, "list_checkpoints", {"task_id": f"billing-{secret}"})
+    assert secret not in message
+    assert "[REDACTED:openai-key]" in message
+    # A node id is reused as given, so a credential in one is refused, naming the field, not quoted.
     message = await call_error(
         client, "update_task", {"task_id": "billing-v2", "edits": [{"op": "set_current", "node_id": secret}]}
     )
+    assert "edits[0].node_id" in message
+    assert "credential" in message
     assert secret not in message
-    assert "[REDACTED:openai-key]" in message
 
 
 async def test_a_rollback_first_keeps_edits_made_since_the_last_checkpoint(client: Client) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from mcp_memory.errors import InvalidInputError
+from mcp_memory.redact import secret_kinds
 from mcp_memory.text import TextProblem, check_text
 
 
@@ -13,6 +14,21 @@ def text_field(name: str, value: str) -> None:
         check_text(value)
     except TextProblem as exc:
         raise InvalidInputError(name, str(exc)) from None
+
+
+def identifier(name: str, value: str) -> None:
+    """An id the caller reuses (a task id, a node id, a key): stored verbatim, so a credential in it
+    is refused rather than rewritten, which would leave the caller holding an id that matches nothing."""
+    text_field(name, value)
+    if not value.strip() or len(value) > 200:
+        raise InvalidInputError(name, "must be 1 to 200 characters, not all blank")
+    kinds = secret_kinds(value)
+    if kinds:
+        raise InvalidInputError(
+            name,
+            f"holds what looks like a credential ({', '.join(kinds)}); identifiers are stored as given and "
+            "cannot be redacted, so choose one without the secret",
+        )
 
 
 def json_strings(name: str, value: Any) -> None:

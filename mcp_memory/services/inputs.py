@@ -19,7 +19,7 @@ from mcp_memory.models import Criteria, MemoryRecord, Provenance, Scope, to_seco
 from mcp_memory.redact import redact, redact_value
 from mcp_memory.schemas import ForgetFilter, MemoryInput, RecallFilters
 from mcp_memory.services import rules, scoring
-from mcp_memory.services.checks import json_strings, text_field
+from mcp_memory.services.checks import identifier, json_strings, text_field
 from mcp_memory.text import language, strip_query_syntax
 
 _KIND = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
@@ -97,9 +97,7 @@ def check_memory(index: int, item: MemoryInput, limits: Limits) -> None:
         raise InvalidInputError(f"{where}.ttl_seconds", f"must be between 1 and {_MAX_TTL} seconds")
     for name, text in (("key", item.key), ("task_id", item.task_id), ("session_id", item.session_id)):
         if text is not None:
-            text_field(f"{where}.{name}", text)
-            if not text.strip() or len(text) > 200:
-                raise InvalidInputError(f"{where}.{name}", "must be 1 to 200 characters")
+            identifier(f"{where}.{name}", text)
     if len(item.supersedes) > limits.max_batch:
         raise LimitExceededError(
             f"{where}.supersedes",
@@ -130,7 +128,7 @@ def new_record(
         namespace=scope.namespace,
         kind=item.kind,
         content=content,
-        key=redact(item.key) if item.key else None,
+        key=item.key,
         tags=tags,
         metadata=redact_value(item.metadata),
         importance=importance,
@@ -147,7 +145,7 @@ def new_record(
         level=0,
         language=language(content),
         session_key=session,
-        task_id=redact(item.task_id) if item.task_id else None,
+        task_id=item.task_id,
         provenance=provenance,
         content_hash=h,
     )

@@ -167,7 +167,7 @@ class MemoryService:
             occurred = to_seconds(item.occurred_at) if item.occurred_at else now
             occurrence = NewOccurrence(
                 id=new_id(),
-                session_key=redact(item.session_id) if item.session_id else session,
+                session_key=item.session_id or session,
                 occurred_at=occurred,
                 metadata=redact_value(item.metadata),
                 provenance=ctx.provenance,
@@ -371,7 +371,7 @@ class MemoryService:
         if reinforce and hits:
             await self.store.reinforce(scope, [h.id for h in hits], now)
         return RecallResult(
-            query=query,
+            query=redact(query),  # the answer is stored in a transcript: no secret echoed back
             hits=hits,
             pinned=pinned,
             preset=preset,

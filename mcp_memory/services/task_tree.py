@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from mcp_memory.errors import InvalidInputError
+from mcp_memory.errors import InvalidInputError, LimitExceededError
 from mcp_memory.task_schemas import NodeStatus, TaskEdit, TaskHead, TaskNode
 
 MARK: dict[NodeStatus, str] = {
@@ -22,9 +22,22 @@ def walk(node: TaskNode, parent: TaskNode | None = None) -> Iterator[tuple[TaskN
         yield from walk(child, node)
 
 
-def validate(tree: TaskNode | None, field: str = "tree") -> None:
+def depth(tree: TaskNode | None) -> int:
+    """Levels from the root to the deepest leaf (0 for no tree), without recursion."""
+    deepest, stack = 0, [(tree, 1)] if tree is not None else []
+    while stack:
+        node, level = stack.pop()
+        deepest = max(deepest, level)
+        stack.extend((child, level + 1) for child in node.children)
+    return deepest
+
+
+def validate(tree: TaskNode | None, field: str, max_depth: int) -> None:
     if tree is None:
         return
+    levels = depth(tree)
+    if levels > max_depth:
+        raise LimitExceededError(field, f"is {levels} levels deep", limit_name="limits.max_tree_depth", limit=max_depth)
     seen: set[str] = set()
     for node, _ in walk(tree):
         if not node.id.strip() or len(node.id) > 200:
@@ -57,7 +70,7 @@ def _insert(parent: TaskNode, node: TaskNode, position: int | None) -> None:
     parent.children.insert(index, node)
 
 
-def apply_edits(head: TaskHead, edits: Sequence[TaskEdit]) -> TaskHead:
+def apply_edits(head: TaskHead, edits: Sequence[TaskEdit], max_depth: int) -> TaskHead:
     """A new head with every edit applied, or InvalidInputError naming the first bad edit (head untouched)."""
     new = head.model_copy(deep=True)
     for i, edit in enumerate(edits):
@@ -77,7 +90,7 @@ def apply_edits(head: TaskHead, edits: Sequence[TaskEdit]) -> TaskHead:
                     if find(new.tree, added.id) is not None:
                         raise InvalidInputError(f"{where}.node", f"node id {added.id!r} already exists")
                 _insert(parent, edit.node.model_copy(deep=True), edit.position)
-            validate(new.tree, f"{where}.node")
+            validate(new.tree, f"{where}.node", max_depth)
         elif edit.op == "move":
             node, old_parent = _require(new.tree, edit.node_id, f"{where}.node_id")
             if old_parent is None:
@@ -108,6 +121,7 @@ def apply_edits(head: TaskHead, edits: Sequence[TaskEdit]) -> TaskHead:
             new.current_node = node.id
     if new.current_node is not None and find(new.tree, new.current_node) is None:
         raise InvalidInputError("current_node", f"no node {new.current_node!r} in this task's tree")
+    validate(new.tree, "edits", max_depth)  # a move can deepen the tree too
     return new
 
 

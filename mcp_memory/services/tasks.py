@@ -19,7 +19,7 @@ from mcp_memory.models import Scope, to_datetime
 from mcp_memory.redact import redact, redact_value
 from mcp_memory.schemas import MemoryOut, RecallFilters
 from mcp_memory.services import packet, task_tree
-from mcp_memory.services.checks import text_field
+from mcp_memory.services.checks import identifier, text_field
 from mcp_memory.services.memory import MemoryService
 from mcp_memory.storage.envelope import (
     CheckpointFormatError,
@@ -38,6 +38,7 @@ from mcp_memory.task_schemas import (
     ResumePacket,
     TaskEdit,
     TaskHead,
+    TaskNode,
     TaskPage,
     TaskState,
     TaskSummary,
@@ -91,6 +92,19 @@ def _uncursor(cursor: str | None) -> Any:
         return orjson.loads(base64.urlsafe_b64decode(cursor.encode()))
     except (ValueError, orjson.JSONDecodeError):
         raise InvalidInputError("cursor", "is not a cursor this server returned; omit it to start over") from None
+
+
+def _refuse_secret_ids(changes: dict[str, Any]) -> None:
+    """Node ids are reused by the caller as given: a credential in one is refused, not redacted."""
+    current = changes.get("current_node")
+    if isinstance(current, str):
+        identifier("current_node", current)
+    try:
+        tree = TaskNode.model_validate(changes["tree"]) if isinstance(changes.get("tree"), dict) else None
+    except ValidationError:
+        return  # the merge names what is wrong with it
+    for node, _ in task_tree.walk(tree) if tree is not None else ():
+        identifier("tree", node.id)
 
 
 class TaskService:
@@ -170,7 +184,7 @@ class TaskService:
             err = exc.errors(include_input=False)[0]
             raise InvalidInputError(".".join(str(p) for p in err["loc"]) or "head", err["msg"]) from None
         text_field("snapshot", merged.snapshot)
-        task_tree.validate(merged.tree)
+        task_tree.validate(merged.tree, "tree", self.limits.max_tree_depth)
         if merged.current_node is not None and task_tree.find(merged.tree, merged.current_node) is None:
             raise InvalidInputError("current_node", f"no node {merged.current_node!r} in this task's tree")
         return merged
@@ -223,13 +237,14 @@ class TaskService:
         in_namespace: bool = False,
     ) -> CheckpointResult:
         """Save the head (creating the task on first use) and an immutable copy of it."""
-        for name, text in (("task_id", task_id), ("title", title), ("goal", goal)):
+        if task_id is not None:
+            identifier("task_id", task_id)
+        for name, text in (("title", title), ("goal", goal)):
             if text is not None:
                 text_field(name, text)
+        _refuse_secret_ids(changes)
         for i, item in enumerate(constraints or []):
             text_field(f"constraints[{i}]", item)
-        if task_id is not None and not 0 < len(task_id) <= 200:
-            raise InvalidInputError("task_id", "must be 1 to 200 characters")
         if in_namespace and scope.namespace is None:
             raise InvalidInputError("namespaced", "this connection has no namespace to create the task in")
         task_id = task_id or f"task-{new_id()}"
@@ -293,8 +308,15 @@ class TaskService:
             row = await self._row(scope, task_id)
             if expected_head is not None and expected_head != row.head_seq:
                 raise StaleHeadError(task_id, row.head_seq, expected_head)
+            for i, edit in enumerate(edits):
+                for name in ("node_id", "parent_id"):
+                    if (value := getattr(edit, name)) is not None:
+                        identifier(f"edits[{i}].{name}", value)
+                if edit.node is not None:
+                    for node, _ in task_tree.walk(edit.node):
+                        identifier(f"edits[{i}].node", node.id)
             clean_edits = [TaskEdit.model_validate(redact_value(e.model_dump(mode="json"))) for e in edits]
-            head = task_tree.apply_edits(await self._head(scope, row, []), clean_edits)
+            head = task_tree.apply_edits(await self._head(scope, row, []), clean_edits, self.limits.max_tree_depth)
             self._check_size(head)
             now = self.clock()
             new_row = replace(row, head=self._pack_head(head), head_seq=row.head_seq + 1, updated_at=now)
