@@ -39,6 +39,7 @@ from mcp_types import PROTOCOL_VERSION_META_KEY, ErrorData, JSONRPCError, JSONRP
 from mcp_memory.config import secret_from_environment
 from mcp_memory.errors import InvalidInputError, UpstreamError
 from mcp_memory.redact import redact
+from mcp_memory.stdio import Answering
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +193,7 @@ async def _relay(url: str, http: httpx2.AsyncClient, stamper: _Stamper, refusals
     ):
 
         async def upstream() -> None:
-            await _pump(local_read, remote_write, stamper.outbound)
+            await _pump(Answering(local_read, local_write), remote_write, stamper.outbound)
             # The client closed stdin: answers still on their way are delivered first (30 s at most).
             with anyio.move_on_after(30):
                 while stamper.pending:

@@ -40,6 +40,7 @@ from mcp_memory.services.memory import MemoryService
 from mcp_memory.services.sessions import SessionTracker
 from mcp_memory.services.stats import StatsService
 from mcp_memory.services.tasks import TaskService
+from mcp_memory.stdio import run_stdio
 from mcp_memory.storage.control import ControlStore
 from mcp_memory.storage.llm_usage import LlmLedger
 from mcp_memory.storage.sqlite import SqliteStore
@@ -255,7 +256,7 @@ async def open_runtime(
 
 async def serve_stdio(settings: Settings) -> None:
     async with open_runtime(settings, transport="stdio") as runtime:
-        await runtime.mcp.run_stdio_async()
+        await run_stdio(runtime.mcp)
 
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
