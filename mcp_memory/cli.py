@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import stat
 import sys
 import time
 from collections.abc import Sequence
@@ -158,6 +159,7 @@ def _err(text: str) -> None:
 async def _doctor(settings: Settings, explicit: Path | None) -> int:
     from mcp_memory.models import Scope
     from mcp_memory.server import open_runtime
+    from mcp_memory.storage.schema import loose_paths
 
     ok = True
     path = config_path(explicit)
@@ -168,6 +170,16 @@ async def _doctor(settings: Settings, explicit: Path | None) -> int:
     _out("settings in effect:")
     _out(orjson.dumps(settings.model_dump(mode="json"), option=orjson.OPT_INDENT_2).decode())
     scope = Scope(settings.principal, settings.namespace)
+    loose = loose_paths(settings.data_dir)
+    if loose:
+        ok = False
+        shown = ", ".join(f"{p.relative_to(settings.data_dir)} {stat.S_IMODE(p.stat().st_mode):o}" for p in loose[:3])
+        _out(
+            f"permissions: PROBLEM: {len(loose)} path(s) in {settings.data_dir} other users may open ({shown}); "
+            "opening the store below makes them owner-only (0700/0600)"
+        )
+    else:
+        _out(f"permissions: {settings.data_dir} is owner-only")
     try:
         async with open_runtime(settings, warm=False) as runtime:
             _out(f"data file: {runtime.store.path_for(scope)}")

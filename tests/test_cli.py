@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,36 @@ def test_doctor_reports_a_healthy_setup(tmp_path: Path, capsys: pytest.CaptureFi
     assert "embedding model:" in out
     assert str(principal_file(tmp_path, "alice")) in out
     assert "'memories': 3" in out
+
+
+def test_a_data_directory_open_to_others_is_reported_and_made_owner_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A directory an older version left at 0755 with 0644 files (or one a person copied in)."""
+    data_dir = tmp_path / "data"
+    _seed(data_dir)
+    loosened = [data_dir, *data_dir.rglob("*")]
+    for path in loosened:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    assert main(["--data-dir", str(data_dir), "--principal", "alice", "doctor"]) == 1
+    out = capsys.readouterr().out
+    assert "permissions: PROBLEM" in out
+    assert "status: BROKEN" in out
+    modes = {path: stat.S_IMODE(path.stat().st_mode) for path in [data_dir, *data_dir.rglob("*")]}
+    assert principal_file(data_dir, "alice") in modes  # positive control: the walk saw the data file
+    assert {path: mode for path, mode in modes.items() if mode & 0o077} == {}
+    assert {mode for path, mode in modes.items() if path.is_dir()} == {0o700}
+    assert main(["--data-dir", str(data_dir), "--principal", "alice", "doctor"]) == 0
+    assert "is owner-only" in capsys.readouterr().out
+    assert _recall(data_dir, "Miso the cat")[0] == TEXTS[0]  # nothing lost
+
+
+def test_new_data_files_are_owner_only(tmp_path: Path) -> None:
+    data_dir = tmp_path / "fresh"
+    _seed(data_dir)
+    paths = [data_dir, *data_dir.rglob("*")]
+    assert principal_file(data_dir, "alice") in paths
+    assert [p for p in paths if stat.S_IMODE(p.stat().st_mode) & 0o077] == []
 
 
 def test_doctor_fails_on_a_store_from_a_newer_version(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,7 +8,9 @@ transaction, so a crash leaves either the old or the new schema.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
+import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +18,8 @@ from pathlib import Path
 from mcp_memory import __version__
 from mcp_memory.errors import SchemaVersionError, StorageError
 from mcp_memory.storage import links
+
+log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 7
 
@@ -183,15 +187,59 @@ BACKFILLS: dict[int, Callable[[sqlite3.Connection], None]] = {7: links.backfill}
 
 
 def private_dir(path: Path) -> None:
-    """Create the data directory (and its parents) if missing; one this creates is owner-only (0700):
-    memories are private, and other local users may not even list the files."""
+    """Create a directory of the data (and its parents) if missing, owner-only (0700): memories are
+    private, and other local users may not even list the files. One that exists is made so too."""
     if not path.exists():
         path.mkdir(parents=True, exist_ok=True)
-        path.chmod(0o700)
+    _private(path, 0o700)
+
+
+def private_file(path: Path) -> None:
+    """A data file and its WAL and shared-memory files, owner-only (0600). SQLite gives a new WAL the
+    database's mode, so once the database is private its companions are born private too."""
+    for each in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        if each.exists():
+            _private(each, 0o600)
+
+
+def _private(path: Path, mode: int) -> None:
+    if stat.S_IMODE(path.stat().st_mode) & 0o077:
+        try:
+            path.chmod(mode)
+        except OSError as exc:
+            raise StorageError(
+                f"{str(path)!r} is open to other users and cannot be made private ({exc.strerror or exc}); "
+                "run `chmod -R go-rwx` on the data directory as its owner, or choose another data_dir"
+            ) from None
+
+
+def loose_paths(root: Path) -> list[Path]:
+    """Everything under ``root`` (itself included) that users other than its owner may open."""
+    if not root.exists():
+        return []
+    candidates = [root, *(path for path in root.rglob("*") if not path.is_symlink())]
+    return [path for path in candidates if stat.S_IMODE(path.stat().st_mode) & 0o077]
+
+
+def tighten(root: Path) -> int:
+    """Make a data directory made by an older version (0755, files 0644) owner-only; how many paths
+    were loose. A path that cannot be changed is a StorageError that names it and the fix."""
+    loose = loose_paths(root)
+    for path in loose:
+        _private(path, 0o700 if path.is_dir() else 0o600)
+    if loose:
+        log.warning(
+            "made %d path(s) in the data directory %s owner-only (0700 folders, 0600 files); "
+            "other users could read them before",
+            len(loose),
+            root,
+        )
+    return len(loose)
 
 
 def connect_sync(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=busy_timeout_ms / 1000)
+    private_file(path)  # before the WAL exists, so SQLite creates it private
     configure(conn, busy_timeout_ms)
     return conn
 
@@ -222,7 +270,7 @@ def file_schema(conn: sqlite3.Connection) -> tuple[int, int, str | None]:
 def migrate(path: Path, busy_timeout_ms: int) -> None:
     """Bring the file at ``path`` to SCHEMA_VERSION, or refuse a file from newer code."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(path.parent)
         conn = connect_sync(path, busy_timeout_ms)
     except (sqlite3.Error, OSError) as exc:
         raise StorageError(f"cannot open data file {str(path)!r}: {exc}") from exc
@@ -240,6 +288,7 @@ def migrate(path: Path, busy_timeout_ms: int) -> None:
         if version > 0:
             backup = path.with_name(f"{path.stem}.v{version}.{int(time.time())}.bak.db")
             conn.execute("VACUUM INTO ?", (str(backup),))
+            private_file(backup)
         for number, script, oldest in pending:
             conn.execute("BEGIN EXCLUSIVE")
             try:

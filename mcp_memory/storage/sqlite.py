@@ -33,7 +33,7 @@ from mcp_memory.storage import links, writes
 from mcp_memory.storage.links import Link
 from mcp_memory.storage.principal import PrincipalDb
 from mcp_memory.storage.rows import MEMORY_COLUMNS, attach_occurrences, fts_match, row_to_record, visible_clause
-from mcp_memory.storage.schema import migrate, private_dir
+from mcp_memory.storage.schema import migrate, private_dir, tighten
 from mcp_memory.storage.vectors import Centring, DenseHits, Vector, VectorIndex
 
 
@@ -54,6 +54,7 @@ class SqliteStore:
     async def __aenter__(self) -> SqliteStore:
         try:
             await anyio.to_thread.run_sync(private_dir, self.data_dir)
+            await anyio.to_thread.run_sync(tighten, self.data_dir)
         except OSError as exc:
             raise StorageError(
                 f"cannot create the data directory {str(self.data_dir)!r}: {exc.strerror or exc}; "
