@@ -19,6 +19,7 @@ _CJK = (
 CJK_RUN = re.compile(f"[{_CJK}]+")
 _CJK_CHAR = re.compile(f"[{_CJK}]")
 _LATIN_WORD = re.compile(r"[A-Za-z0-9\u00c0-\u024f]+")
+_LONGEST_WORD = 20
 # Query syntax characters: searched as words, never as operators (DESIGN.md section 6).
 _SYNTAX = re.compile(r"[\"'`()\[\]{}*^]")
 
@@ -153,9 +154,12 @@ def estimate_tokens(text: str) -> int:
     """Offline token estimate: ~1 per CJK character, ~1.3 per Latin word, ~0.5 per symbol."""
     cjk = len(_CJK_CHAR.findall(text))
     rest = _CJK_CHAR.sub(" ", text)
-    words = len(_LATIN_WORD.findall(rest))
+    words = _LATIN_WORD.findall(rest)
+    # A run past 20 characters is no word (words run together, an identifier, base64): a tokenizer
+    # cuts it into pieces of about three characters.
+    latin = sum(1.3 if len(w) <= _LONGEST_WORD else len(w) / 3 for w in words)
     symbols = sum(1 for c in rest if not c.isalnum() and not c.isspace())
-    return max(1, cjk + math.ceil(words * 1.3) + math.ceil(symbols * 0.5))
+    return max(1, cjk + math.ceil(latin) + math.ceil(symbols * 0.5))
 
 
 _SPEAKER_PREFIX = re.compile(r"^[A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,2}:\s")

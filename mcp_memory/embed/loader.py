@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -29,14 +30,20 @@ MAX_EMBED_TOKENS = 512
 TOKENS_PER_CALL = 1_024
 
 
-def clip(text: str, max_tokens: int = MAX_EMBED_TOKENS) -> str:
-    """The longest prefix of ``text`` within ``max_tokens`` (estimated), cut at a space when one is near."""
-    if estimate_tokens(text) <= max_tokens:
+# No token of these models spans more characters than this: a text is cut here before it is counted.
+MAX_CHARS_PER_TOKEN = 8
+
+
+def clip(text: str, max_tokens: int = MAX_EMBED_TOKENS, count: Callable[[str], int] = estimate_tokens) -> str:
+    """The longest prefix of ``text`` within ``max_tokens`` by ``count`` (the model's own tokenizer
+    where it has one, else the estimate), cut at a space when one is near."""
+    text = text[: max_tokens * MAX_CHARS_PER_TOKEN]
+    if count(text) <= max_tokens:
         return text
     low, high = 1, len(text)
     while low < high:  # the longest prefix that fits
         middle = (low + high + 1) // 2
-        if estimate_tokens(text[:middle]) <= max_tokens:
+        if count(text[:middle]) <= max_tokens:
             low = middle
         else:
             high = middle - 1
@@ -76,6 +83,10 @@ class Model(Protocol):
     def passages(self, texts: list[str]) -> Vector: ...
 
     def query(self, text: str) -> Vector: ...
+
+    def token_count(self, text: str) -> int:
+        """Tokens the model reads for ``text``: its tokenizer's count, or a conservative estimate."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -185,9 +196,10 @@ class Embedder:
 
     async def passages(self, texts: list[str]) -> Vector:
         model = await self.ready()
+        clipped = await anyio.to_thread.run_sync(lambda: [clip(t, count=model.token_count) for t in texts])
         parts: list[Vector] = [
             await anyio.to_thread.run_sync(model.passages, batch, limiter=self._limiter)
-            for batch in calls([clip(t) for t in texts], self.config.batch_size)
+            for batch in calls(clipped, self.config.batch_size)
         ]
         import numpy as np
 
@@ -195,4 +207,5 @@ class Embedder:
 
     async def query(self, text: str) -> Vector:
         model = await self.ready()
-        return await anyio.to_thread.run_sync(model.query, clip(text), limiter=self._limiter)
+        clipped = await anyio.to_thread.run_sync(lambda: clip(text, count=model.token_count))
+        return await anyio.to_thread.run_sync(model.query, clipped, limiter=self._limiter)

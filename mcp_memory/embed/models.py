@@ -16,6 +16,7 @@ import numpy as np
 from mcp_memory.errors import UpstreamError
 from mcp_memory.redact import known_secret
 from mcp_memory.storage.vectors import Vector
+from mcp_memory.text import estimate_tokens
 
 
 def _file_hash(path: Path) -> str:
@@ -56,6 +57,9 @@ class E5Model:
     def passages(self, texts: list[str]) -> Vector:
         return _normalise(self._model.passage(texts))
 
+    def token_count(self, text: str) -> int:
+        return int(self._model.token_count(text))
+
     def query(self, text: str) -> Vector:
         return _normalise(self._model.query(text))[0]  # type: ignore[no-any-return]
 
@@ -80,6 +84,9 @@ class UseModel:
 
     def passages(self, texts: list[str]) -> Vector:
         return _normalise(self._model.encode(texts))
+
+    def token_count(self, text: str) -> int:
+        return estimate_tokens(text)
 
     def query(self, text: str) -> Vector:
         return _normalise(self._model.encode([text]))[0]  # type: ignore[no-any-return]
@@ -122,6 +129,9 @@ class OpenAIModel:
 
     def passages(self, texts: list[str]) -> Vector:
         return self._embed(texts)
+
+    def token_count(self, text: str) -> int:
+        return estimate_tokens(text)
 
     def query(self, text: str) -> Vector:
         return self._embed([text])[0]  # type: ignore[no-any-return]
