@@ -49,3 +49,14 @@ async def test_long_memories_are_stored_whole_and_found_by_their_tail(
     assert time.perf_counter() - started < 60  # eight long memories, clipped: seconds, not minutes
     hits = await call(client, "recall", {"query": "KEY-9931", "reinforce": False})
     assert hit_texts(hits)[0] == text
+
+
+async def test_words_run_together_are_clipped_by_the_models_own_count(runtime: Runtime) -> None:
+    """16,000 characters without a space: the estimate once called that 2 tokens and e5 read ~9,000."""
+    model = await runtime.embedder.ready()
+    run_together = "".join(f"billingmigration{i}notes" for i in range(800))[:16_000]
+    assert model.token_count(run_together) > 4 * MAX_EMBED_TOKENS  # positive control: it is long
+    clipped = clip(run_together, count=model.token_count)
+    assert model.token_count(clipped) <= MAX_EMBED_TOKENS
+    assert len(clipped) > 500  # and not cut to nothing
+    assert estimate_tokens(run_together) > MAX_EMBED_TOKENS  # the estimate no longer misses it either
