@@ -11,6 +11,7 @@ import contextlib
 import multiprocessing
 import secrets
 import sqlite3
+import sys
 import time
 import traceback
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ import pytest
 from mcp.client import Client
 
 from mcp_memory.config import load_settings
+from mcp_memory.errors import StorageError
 from mcp_memory.models import Scope
 from mcp_memory.schemas import MemoryInput
 from mcp_memory.server import open_runtime
@@ -198,3 +200,47 @@ async def test_a_write_cancelled_while_waiting_for_the_lock_leaves_no_open_trans
             scope, [MemoryInput(content="Writes still work afterwards")], CallContext()
         )
         assert again.stored == 1
+
+
+_HOLD_THE_WRITE_LOCK = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN IMMEDIATE")
+print("locked", flush=True)
+sys.stdin.readline()
+conn.execute("ROLLBACK")
+"""
+
+
+@pytest.mark.anyio
+async def test_recall_does_not_wait_for_another_processs_write_transaction(tmp_path: Path) -> None:
+    """Reinforcement waits in memory, so a recall answers while another process holds the write lock."""
+    data_dir = tmp_path / "data"
+    # A short busy timeout: a recall that needed the lock would fail at once instead of waiting.
+    settings = load_settings(data_dir=data_dir, principal="alice", busy_timeout_ms=300)
+    async with open_runtime(settings) as runtime:
+        await runtime.memory.remember(
+            Scope("alice"), [MemoryInput(content="The staging cluster is called blue-falcon")], CallContext()
+        )
+        # Another process, in the middle of a write until it reads a line.
+        argv = [sys.executable, "-c", _HOLD_THE_WRITE_LOCK, str(principal_file(data_dir, "alice"))]
+        async with await anyio.open_process(argv) as holder:
+            assert holder.stdout is not None
+            assert holder.stdin is not None
+            assert (await holder.stdout.receive()).strip() == b"locked"
+            with pytest.raises(StorageError, match="busy"):  # positive control: writes do wait, and give up
+                await runtime.memory.remember(
+                    Scope("alice"), [MemoryInput(content="The prod cluster is called red-heron")], CallContext()
+                )
+            for _ in range(3):
+                result = await runtime.memory.recall(Scope("alice"), "staging cluster name", detail="full")
+            assert result.hits[0].text == "The staging cluster is called blue-falcon"
+            assert result.hits[0].access_count == 2  # this process's own reinforcement shows at once
+            await holder.stdin.send(b"done\n")
+            await holder.wait()
+    conn = sqlite3.connect(principal_file(data_dir, "alice"))
+    try:
+        counts = conn.execute("SELECT access_count FROM memories").fetchall()
+    finally:
+        conn.close()
+    assert counts == [(3,)]  # written at close, once the lock was free

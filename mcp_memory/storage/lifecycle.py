@@ -61,6 +61,7 @@ class LifecycleStore:
 
     async def decay_rows(self, scope: Scope) -> list[tuple[int, float, int, float]]:
         """(n, importance, access_count, last access or creation) of every active, unpinned memory."""
+        await self.store.flush_reinforcement(scope)  # decay reads the counts: recall's go first
         conn = await self.store.reader(scope)
         rows = await conn.execute_fetchall(
             "SELECT n, importance, access_count, COALESCE(last_accessed_at, created_at) FROM memories "

@@ -1,7 +1,8 @@
 """PrincipalDb: one principal's open file and the vector index derived from it.
 
 A writer and a reader connection, the locks that order them, and the in-process index, which
-follows the file by replaying the ``changes`` log (cheap when nothing moved). SqliteStore opens
+follows the file by replaying the ``changes`` log, only when ``PRAGMA data_version`` says a
+connection committed since the last look. SqliteStore opens
 one per principal and runs every query through it.
 """
 
@@ -15,6 +16,7 @@ import aiosqlite
 import anyio
 import numpy as np
 
+from mcp_memory.models import MemoryRecord
 from mcp_memory.storage.vectors import IndexRow, VectorIndex
 
 
@@ -35,6 +37,25 @@ class PrincipalDb:
         self.data_version = -1
         # A forget whose WAL could not be emptied (another process was reading): retried after each commit.
         self.scrub_pending = False
+        # Recall's reinforcement not written yet, and the batch being written: id -> (count, last access).
+        self.pending: dict[str, tuple[int, float]] = {}
+        self.flushing: dict[str, tuple[int, float]] = {}
+
+    def reinforced(self, ids: Sequence[str], now: float) -> None:
+        self.reinforce_again(dict.fromkeys(ids, (1, now)))
+
+    def reinforce_again(self, counts: dict[str, tuple[int, float]]) -> None:
+        for ident, (count, last) in counts.items():
+            before, seen = self.pending.get(ident, (0, 0.0))
+            self.pending[ident] = (before + count, max(seen, last))
+
+    def overlay(self, records: Sequence[MemoryRecord]) -> None:
+        """This process's reinforcement not yet on disk, added to records read from it."""
+        for buffer in (self.flushing, self.pending):
+            for record in records:
+                if (found := buffer.get(record.id)) is not None:
+                    record.access_count += found[0]
+                    record.last_accessed_at = max(record.last_accessed_at or 0.0, found[1])
 
     async def close(self) -> None:
         await self.reader.close()
@@ -100,9 +121,9 @@ class PrincipalDb:
                     index = VectorIndex(dim)
                     index.upsert(await self.index_rows(None))
                     self.last_seq, self.index, self.data_version = last_seq, index, version
-        if version != self.data_version:
-            self.data_version = version
-        await self.catch_up()
+        if version != self.data_version:  # some connection committed since: replay the change log
+            await self.catch_up()
+            self.data_version = version  # read before the replay, so a commit during it is seen next time
         assert self.index is not None
         return self.index
 

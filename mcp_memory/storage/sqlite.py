@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 import re
 import sqlite3
 import time
@@ -26,6 +27,7 @@ from types import TracebackType
 import aiosqlite
 import anyio
 import numpy as np
+from anyio.abc import TaskGroup
 
 from mcp_memory.errors import ModelMismatchError, StorageError
 from mcp_memory.models import Criteria, MemoryRecord, Merge, NewMemory, Scope
@@ -35,6 +37,12 @@ from mcp_memory.storage.principal import PrincipalDb
 from mcp_memory.storage.rows import MEMORY_COLUMNS, attach_occurrences, fts_match, row_to_record, visible_clause
 from mcp_memory.storage.schema import migrate, private_dir, tighten
 from mcp_memory.storage.vectors import Centring, DenseHits, Vector, VectorIndex
+
+log = logging.getLogger(__name__)
+
+# Recall's reinforcement waits in memory at most this long before it is written (and at close):
+# reads never take the write lock, and a crash loses at most these seconds of access counts.
+REINFORCE_FLUSH_SECONDS = 2.0
 
 
 def principal_file(data_dir: Path, principal: str) -> Path:
@@ -50,6 +58,7 @@ class SqliteStore:
         self.busy_timeout_ms = busy_timeout_ms
         self._dbs: dict[str, PrincipalDb] = {}
         self._open_lock = anyio.Lock()
+        self._group: TaskGroup | None = None
 
     async def __aenter__(self) -> SqliteStore:
         try:
@@ -60,11 +69,20 @@ class SqliteStore:
                 f"cannot create the data directory {str(self.data_dir)!r}: {exc.strerror or exc}; "
                 "set data_dir (or --data-dir) to a writable folder"
             ) from None
+        self._group = anyio.create_task_group()
+        await self._group.__aenter__()
+        self._group.start_soon(self._flush_every, REINFORCE_FLUSH_SECONDS)
         return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        if self._group is not None:
+            self._group.cancel_scope.cancel()
+            await self._group.__aexit__(None, None, None)
+            self._group = None
+        with anyio.CancelScope(shield=True):
+            await self.flush_reinforcement()
         dbs, self._dbs = list(self._dbs.values()), {}
         for db in dbs:
             await db.close()
@@ -263,6 +281,7 @@ class SqliteStore:
             sql += f" LIMIT {int(limit)}"
         records = [row_to_record(r) for r in await db.reader.execute_fetchall(sql, params)]
         await attach_occurrences(db.reader, records)
+        db.overlay(records)
         return records
 
     async def find_by_hash(self, scope: Scope, hashes: Sequence[str], now: float) -> dict[str, str]:
@@ -304,15 +323,38 @@ class SqliteStore:
             await conn.execute("UPDATE memories SET pinned = ? WHERE n = ?", (int(pinned), n))
 
     async def reinforce(self, scope: Scope, ids: Sequence[str], now: float) -> None:
-        """Recall strengthens what it returns: access count and last access."""
-        if not ids:
-            return
-        async with self.transaction(scope) as conn:
-            await conn.execute(
-                "UPDATE memories SET access_count = access_count + 1, last_accessed_at = ? "
-                f"WHERE id IN ({','.join('?' * len(ids))})",
-                [now, *ids],
-            )
+        """Recall strengthens what it returns (access count, last access) without taking the write
+        lock: the counts wait in memory and are written in batches (ADR 11)."""
+        (await self._db(scope)).reinforced(ids, now)
+
+    async def flush_reinforcement(self, scope: Scope | None = None) -> None:
+        """Write the buffered reinforcement of one principal (or of every open one) now."""
+        principals = [scope.principal] if scope is not None else list(self._dbs)
+        for principal in principals:
+            db = self._dbs.get(principal)
+            if db is None or not db.pending:
+                continue
+            db.flushing, db.pending = db.pending, {}
+            try:
+                async with self.transaction(Scope(principal)) as conn:
+                    await conn.executemany(
+                        "UPDATE memories SET access_count = access_count + ?, "
+                        "last_accessed_at = MAX(COALESCE(last_accessed_at, 0), ?) WHERE id = ?",
+                        [(count, last, ident) for ident, (count, last) in db.flushing.items()],
+                    )
+            except StorageError as exc:  # busy: the counts go back and wait for the next flush
+                log.warning("reinforcement of %d memories not written yet: %s", len(db.flushing), exc)
+                db.reinforce_again(db.flushing)
+            finally:
+                db.flushing = {}
+
+    async def _flush_every(self, seconds: float) -> None:
+        while True:
+            await anyio.sleep(seconds)
+            try:
+                await self.flush_reinforcement()
+            except Exception:  # never let the flusher die: the next round retries
+                log.exception("reinforcement flush failed")
 
     async def delete(
         self, scope: Scope, ns: Sequence[int], *, unpinned_only: bool = False, derived: bool = False
