@@ -141,6 +141,15 @@ class NewMemory:
 
 
 @dataclass(frozen=True, slots=True)
+class Applied:
+    """What a write did: per inserted id, the ids it superseded; per insert that found its text
+    already live (stored meanwhile by another process), the id it merged into instead."""
+
+    superseded: dict[str, list[str]]
+    merged: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
 class Merge:
     """An occurrence of an existing memory (a duplicate that was not stored again)."""
 

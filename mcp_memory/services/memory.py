@@ -26,6 +26,7 @@ from mcp_memory.errors import InvalidInputError, LimitExceededError, NotFoundErr
 from mcp_memory.ids import new_id
 from mcp_memory.llm.client import LlmClient
 from mcp_memory.models import (
+    Applied,
     Criteria,
     Merge,
     NewMemory,
@@ -147,6 +148,8 @@ class MemoryService:
             self._check_pin_cap(await self._pinned_tokens(scope, now) + sum(new_pins), "memories.pinned")
         dim = await self._model_dim(scope)
         existing = await self.store.find_by_hash(scope, [h for *_, h in prepared], now)
+        # Said again after it was replaced: the restatement replaces what replaced it.
+        restated = await self.store.replaced_by_hash(scope, [h for *_, h in prepared if h not in existing], now)
         session = self.sessions.touch(scope, ctx.provenance, now)
         inserts: list[NewMemory] = []
         merges: list[Merge] = []
@@ -191,6 +194,8 @@ class MemoryService:
                         target,
                     )
                     target = target or close
+                if target is None and h in restated and restated[h] not in replaces:
+                    replaces = [*replaces, restated[h]]
             if target is not None:
                 batch_hash[h] = target  # a repeat of this item later in the batch merges where it did
                 fresh = tuple(r for r in replaces if r != target and r not in replaced_in_batch)
@@ -224,7 +229,16 @@ class MemoryService:
             batch_vecs.append((vector, record.id, content, item.kind))
             results[i] = RememberItem(index=i, outcome="stored", id=record.id, conflicts_with=conflicts)
 
-        superseded = await self.store.apply(scope, inserts, merges) if inserts or merges else {}
+        applied = await self.store.apply(scope, inserts, merges) if inserts or merges else Applied({}, {})
+        superseded = applied.superseded
+        for i, result in enumerate(results):  # stored meanwhile by another process: merged into its copy
+            if result is not None and result.outcome == "stored" and result.id in applied.merged:
+                results[i] = RememberItem(
+                    index=result.index,
+                    outcome="merged",
+                    id=applied.merged[result.id],
+                    reason="the same memory is already stored; this occurrence was recorded",
+                )
         for result in results:  # "remember this, pinned" about something already stored pins that memory
             if result is not None and result.outcome == "merged" and result.id and items[result.index].pinned:
                 await self.pin(scope, result.id, True)

@@ -21,7 +21,7 @@ from mcp_memory.storage import links
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 _V1 = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -167,12 +167,38 @@ CREATE INDEX memory_entities_memory ON memory_entities(memory_n);
 CREATE INDEX memories_session ON memories(session_key, n) WHERE session_key IS NOT NULL;
 """
 
+# One live copy of a text per scope (the hash includes the namespace): a said-again memory merges.
+# Only what `remember` writes as itself is unique: a keyed memory may repeat another's words, and
+# summaries and consolidated facts (level >= 1) may carry a source's text while it is archived.
+# Copies that two processes stored before this index existed are superseded by the oldest copy.
+
+
+def live_copy(t: str) -> str:
+    """The rows of table alias ``t`` that the unique index of version 8 covers."""
+    return f"{t}.superseded_by IS NULL AND {t}.tier = 'active' AND {t}.key IS NULL AND {t}.level = 0"
+
+
+_OLDER_COPY = (
+    f"EXISTS (SELECT 1 FROM memories k WHERE k.content_hash = m.content_hash AND k.n < m.n AND {live_copy('k')})"
+)
+_V8 = f"""
+INSERT INTO changes(memory_n, op) SELECT m.n, 'put' FROM memories m WHERE {live_copy("m")} AND {_OLDER_COPY};
+UPDATE memories AS m SET
+    valid_to = CAST(strftime('%s', 'now') AS REAL),
+    superseded_by = (SELECT k.id FROM memories k WHERE k.content_hash = m.content_hash AND k.n < m.n
+                     AND {live_copy("k")} ORDER BY k.n LIMIT 1)
+WHERE {live_copy("m")} AND {_OLDER_COPY};
+CREATE UNIQUE INDEX memories_live_copy ON memories(content_hash)
+    WHERE superseded_by IS NULL AND tier = 'active' AND key IS NULL AND level = 0;
+"""
+
 # (version, script, the oldest code schema that may write a file at this version). Versions 2 and 3
 # only add tables, so code that knows version 1 may still write memories into such files.
 # Versions 4 and 5 change what a delete must clean (conflicts, summary lineage): older code may not
 # write such a file. Version 6 adds a nullable column that version-5 code never names: it may write.
 # Version 7's entities must be written with every memory: older code would leave new memories
-# unlinked, so it may not write.
+# unlinked, so it may not write. Version 8's unique index only refuses what version-7 code would
+# store twice in a race between processes: it may write.
 MIGRATIONS: list[tuple[int, str, int]] = [
     (1, _V1, 1),
     (2, _V2, 1),
@@ -181,6 +207,7 @@ MIGRATIONS: list[tuple[int, str, int]] = [
     (5, _V5, 5),
     (6, _V6, 5),
     (7, _V7, 7),
+    (8, _V8, 7),
 ]
 # Work a migration does beyond its SQL, in the same transaction.
 BACKFILLS: dict[int, Callable[[sqlite3.Connection], None]] = {7: links.backfill}

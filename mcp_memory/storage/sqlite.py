@@ -30,7 +30,7 @@ import numpy as np
 from anyio.abc import TaskGroup
 
 from mcp_memory.errors import ModelMismatchError, StorageError
-from mcp_memory.models import Criteria, MemoryRecord, Merge, NewMemory, Scope
+from mcp_memory.models import Applied, Criteria, MemoryRecord, Merge, NewMemory, Scope
 from mcp_memory.storage import links, writes
 from mcp_memory.storage.links import Link
 from mcp_memory.storage.principal import PrincipalDb
@@ -297,6 +297,37 @@ class SqliteStore:
         )
         return {str(h): str(i) for h, i in rows}
 
+    async def replaced_by_hash(self, scope: Scope, hashes: Sequence[str], now: float) -> dict[str, str]:
+        """content hash -> the live memory that replaced the latest copy of that text (following
+        replacements of replacements), for texts no live memory says now."""
+        if not hashes:
+            return {}
+        db = await self._db(scope)
+        rows = await db.reader.execute_fetchall(
+            f"SELECT content_hash, superseded_by FROM memories m WHERE content_hash IN ({','.join('?' * len(hashes))}) "
+            "AND m.namespace IS ? AND m.superseded_by IS NOT NULL ORDER BY m.n",
+            [*hashes, scope.namespace],
+        )
+        latest = {str(h): str(by) for h, by in rows}  # the last copy wins
+        found: dict[str, str] = {}
+        for h, head in latest.items():
+            for _ in range(50):  # a chain of replacements, bounded
+                step = list(
+                    await db.reader.execute_fetchall(
+                        "SELECT superseded_by, tier = 'active' AND (expires_at IS NULL OR expires_at > ?) "
+                        "FROM memories WHERE id = ?",
+                        (now, head),
+                    )
+                )
+                if not step:
+                    break
+                if step[0][0] is None:
+                    if step[0][1]:
+                        found[h] = head
+                    break
+                head = str(step[0][0])
+        return found
+
     async def count(self, scope: Scope) -> dict[str, int]:
         db = await self._db(scope)
         counts: dict[str, int] = {}
@@ -307,16 +338,15 @@ class SqliteStore:
 
     # ----- writes --------------------------------------------------------------------------
 
-    async def apply(self, scope: Scope, inserts: Sequence[NewMemory], merges: Sequence[Merge]) -> dict[str, list[str]]:
+    async def apply(self, scope: Scope, inserts: Sequence[NewMemory], merges: Sequence[Merge]) -> Applied:
         """Insert new memories and record merged occurrences in one transaction.
 
-        Returns, per inserted id, the ids it superseded (by ``supersedes`` or by ``key``).
+        Returns what each insert superseded and which inserts merged into a live copy instead.
         Raises NotFoundError, writing nothing, when a ``supersedes`` id is not in the scope.
         """
         now = time.time()
         async with self.transaction(scope) as conn:
-            superseded = await writes.apply(conn, scope, inserts, merges, now)
-        return superseded
+            return await writes.apply(conn, scope, inserts, merges, now)
 
     async def set_pinned(self, scope: Scope, n: int, pinned: bool) -> None:
         async with self.transaction(scope) as conn:

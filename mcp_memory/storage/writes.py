@@ -14,23 +14,42 @@ import aiosqlite
 import orjson
 
 from mcp_memory.errors import ConflictError, NotFoundError
-from mcp_memory.models import SCHEDULER, Criteria, Merge, NewMemory, NewOccurrence, Scope
+from mcp_memory.models import SCHEDULER, Applied, Criteria, Merge, NewMemory, NewOccurrence, Scope
 from mcp_memory.storage import links
 from mcp_memory.storage.rows import visible_clause
+from mcp_memory.storage.schema import live_copy
 
 
 async def apply(
     conn: aiosqlite.Connection, scope: Scope, inserts: Sequence[NewMemory], merges: Sequence[Merge], now: float
-) -> dict[str, list[str]]:
+) -> Applied:
     """Insert new memories and record merged occurrences.
 
-    Returns, per inserted id, the ids it superseded (by ``supersedes`` or by ``key``).
+    Returns, per inserted id, the ids it superseded (by ``supersedes`` or by ``key``), and the
+    inserts that became occurrences of a live copy of their text (another process stored it first).
     Raises NotFoundError when a ``supersedes`` id is not in the scope (the caller rolls back).
     """
     superseded: dict[str, list[str]] = {}
+    merged: dict[str, str] = {}
+    merges = list(merges)
     where, params = visible_clause(scope, Criteria(include_expired=True, include_archived=True), now)
     for item in inserts:
         rec = item.record
+        copy = await _live_copy(conn, item, now)
+        if copy is not None:  # the text is already live: this statement is one more occurrence of it
+            await _check_named(conn, item.supersedes, where, params)
+            merged[rec.id] = copy
+            for occurrence in (item.occurrence, *item.more_occurrences):
+                merges.append(
+                    Merge(
+                        target_id=copy,
+                        occurrence=occurrence,
+                        seen_at=now,
+                        supersedes=(*item.supersedes, *item.inferred_supersedes),
+                        expires_at=rec.expires_at,
+                    )
+                )
+            continue
         cursor = await conn.execute(
             "INSERT INTO memories (id, namespace, kind, content, key, tags, metadata, importance, pinned, "
             "occurred_at, created_at, last_accessed_at, access_count, valid_from, valid_to, superseded_by, "
@@ -101,17 +120,7 @@ async def apply(
                 item.summarizes,
             )
             await conn.execute(f"UPDATE memories SET tier = 'archived' WHERE id IN ({marks})", item.summarizes)
-        old: list[tuple[int, str]] = []
-        if item.supersedes:
-            marks = ",".join("?" * len(item.supersedes))
-            found = await conn.execute_fetchall(
-                f"SELECT m.n, m.id FROM memories m WHERE m.id IN ({marks}) AND {where}",
-                [*item.supersedes, *params],
-            )
-            old.extend((int(r[0]), str(r[1])) for r in found)
-            missing = set(item.supersedes) - {i for _, i in old}
-            if missing:
-                raise NotFoundError("memory", sorted(missing)[0])
+        old = await _check_named(conn, item.supersedes, where, params)
         if item.inferred_supersedes:
             # Replaced by the rules, not named by the caller: one already gone or replaced is skipped.
             marks = ",".join("?" * len(item.inferred_supersedes))
@@ -169,7 +178,46 @@ async def apply(
                 superseded[merge.target_id] = sorted(
                     {*superseded.get(merge.target_id, []), *(str(i) for _, i in found)}
                 )
-    return superseded
+    return Applied(superseded, merged)
+
+
+async def _check_named(
+    conn: aiosqlite.Connection, ids: Sequence[str], where: str, params: Sequence[object]
+) -> list[tuple[int, str]]:
+    """(n, id) of each memory a caller's ``supersedes`` names; NotFoundError for one not in the scope."""
+    if not ids:
+        return []
+    found = await conn.execute_fetchall(
+        f"SELECT m.n, m.id FROM memories m WHERE m.id IN ({','.join('?' * len(ids))}) AND {where}",
+        [*ids, *params],
+    )
+    named = [(int(r[0]), str(r[1])) for r in found]
+    missing = set(ids) - {i for _, i in named}
+    if missing:
+        raise NotFoundError("memory", sorted(missing)[0])
+    return named
+
+
+async def _live_copy(conn: aiosqlite.Connection, item: NewMemory, now: float) -> str | None:
+    """The id of the live memory that already says ``item``'s text, checked inside the write
+    transaction (so two processes cannot both miss it). A copy that expired is replaced instead."""
+    rec = item.record
+    if rec.key is not None or rec.level != 0 or rec.tier != "active" or rec.superseded_by is not None:
+        return None
+    rows = list(
+        await conn.execute_fetchall(
+            f"SELECT m.n, m.id, m.expires_at FROM memories m WHERE m.content_hash = ? AND {live_copy('m')}",
+            (rec.content_hash,),
+        )
+    )
+    if not rows:
+        return None
+    n, ident, expires_at = rows[0]
+    if expires_at is None or float(expires_at) > now:
+        return str(ident)
+    await conn.execute("UPDATE memories SET valid_to = ?, superseded_by = ? WHERE n = ?", (now, rec.id, int(n)))
+    await conn.execute("INSERT INTO changes(memory_n, op) VALUES (?, 'put')", (int(n),))
+    return None
 
 
 async def insert_occurrence(conn: aiosqlite.Connection, n: int, occ: NewOccurrence) -> None:
