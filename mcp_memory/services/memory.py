@@ -160,7 +160,9 @@ class MemoryService:
             # a restatement of a stored memory is embedded too: it may replace what was said since
             if not self._plain(item) or h in existing or (h not in batch_hash and not batch_hash.setdefault(h, ""))
         ]
-        vectors = await self.embedder.passages([c for _, _, c, _ in to_embed]) if to_embed else None
+        vectors = (
+            await self.embedder.passages([c for _, _, c, _ in to_embed], owner=scope.principal) if to_embed else None
+        )
         embedded = {i: vectors[j] for j, (i, *_) in enumerate(to_embed)} if vectors is not None else {}
         batch_hash.clear()
         batch_vecs: list[tuple[np.ndarray[Any, Any], str, str, str]] = []  # vector, id, content, kind

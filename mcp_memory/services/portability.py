@@ -108,7 +108,7 @@ async def import_lines(
     fresh = [r for r in records if r.id not in present]
     for start in range(0, len(fresh), batch):
         chunk = fresh[start : start + batch]
-        vectors = await embedder.passages([r.content for r in chunk])
+        vectors = await embedder.passages([r.content for r in chunk], owner=scope.principal)
         inserts = []
         for record, vector in zip(chunk, vectors, strict=True):
             occurrence = NewOccurrence(
@@ -144,7 +144,7 @@ async def reindex(store: SqliteStore, embedder: Embedder, scope: Scope, batch: i
     rows = await store.all_ids(scope)
     for start in range(0, len(rows), batch):
         chunk = rows[start : start + batch]
-        vectors = await embedder.passages([content for _, content in chunk])
+        vectors = await embedder.passages([content for _, content in chunk], owner=scope.principal)
         await store.replace_vectors(
             scope,
             [(n, np.asarray(v, np.float32).tobytes()) for (n, _), v in zip(chunk, vectors, strict=True)],
