@@ -17,7 +17,7 @@ import anyio
 import numpy as np
 
 from mcp_memory.models import MemoryRecord
-from mcp_memory.storage.vectors import IndexRow, VectorIndex
+from mcp_memory.storage.vectors import IndexColumns, IndexRow, VectorIndex
 
 
 class PrincipalDb:
@@ -109,6 +109,24 @@ class PrincipalDb:
             for r in rows
         ]
 
+    async def index_columns(self, dim: int) -> IndexColumns:
+        """Every row of the index, read as columns: one buffer of vectors, not an object per row."""
+        rows = list(
+            await self.reader.execute_fetchall(
+                "SELECT m.n, v.vec, m.namespace, (m.tier = 'active' AND m.superseded_by IS NULL), m.expires_at, "
+                "m.language IN ('zh', 'ja', 'ko') FROM memories m JOIN vectors v ON v.memory_n = m.n"
+            )
+        )
+        ns, vecs, namespaces, live, expires, cjk = zip(*rows, strict=True) if rows else ((),) * 6
+        return IndexColumns(
+            ns=np.array(ns, dtype=np.int64),
+            vectors=np.frombuffer(b"".join(vecs), dtype=np.float32).reshape(len(rows), dim),
+            namespaces=list(namespaces),
+            live=np.array(live, dtype=bool),
+            expires=np.array([np.inf if e is None else e for e in expires], dtype=np.float64),
+            cjk=np.array(cjk, dtype=bool),
+        )
+
     async def sync(self, dim: int) -> VectorIndex:
         """The principal's index, loaded on first use and caught up with other processes."""
         version_rows = await self.reader.execute_fetchall("PRAGMA data_version")
@@ -119,7 +137,7 @@ class PrincipalDb:
                     seq_rows = await self.reader.execute_fetchall("SELECT COALESCE(MAX(seq), 0) FROM changes")
                     last_seq = int(next(iter(seq_rows))[0])
                     index = VectorIndex(dim)
-                    index.upsert(await self.index_rows(None))
+                    index.load(await self.index_columns(dim))
                     self.last_seq, self.index, self.data_version = last_seq, index, version
         if version != self.data_version:  # some connection committed since: replay the change log
             await self.catch_up()

@@ -30,6 +30,18 @@ class IndexRow:
 
 
 @dataclass(frozen=True, slots=True)
+class IndexColumns:
+    """Every row of an index as columns: what a bulk load reads in one pass."""
+
+    ns: npt.NDArray[np.int64]
+    vectors: Vector  # (rows, dim)
+    namespaces: list[str | None]
+    live: npt.NDArray[np.bool_]
+    expires: npt.NDArray[np.float64]  # inf: never
+    cjk: npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True, slots=True)
 class Centring:
     """How to take the language out of a search in a mixed store: the question already moved off its
     script's mean (``query``), and each script's mean passage from a parallel corpus (``prior``), which
@@ -118,6 +130,29 @@ class VectorIndex:
             self._live[pos] = row.live
             self._expires[pos] = np.inf if row.expires_at is None else row.expires_at
             self._count(pos, 1)
+
+    def load(self, columns: IndexColumns) -> None:
+        """Fill an empty index at once from column arrays (a store's first read, in one buffer)."""
+        assert self._size == 0, "load fills an empty index; upsert changes a loaded one"
+        size = len(columns.ns)
+        self._grow(size)
+        self._mat[:size] = columns.vectors
+        self._n[:size] = columns.ns
+        self._ns[:size] = [self._code(namespace) for namespace in columns.namespaces]
+        self._live[:size] = columns.live
+        self._expires[:size] = columns.expires
+        self._cjk[:size] = columns.cjk
+        self._size = size
+        self._pos = dict(zip(columns.ns.tolist(), range(size), strict=True))
+        for script in (0, 1):
+            rows = self._mat[:size][self._cjk[:size] == bool(script)]
+            self._sums[script] = rows.sum(axis=0, dtype=np.float64)
+            self._counts[script] = len(rows)
+
+    @property
+    def nbytes(self) -> int:
+        """Memory the index holds (its arrays, at their capacity)."""
+        return sum(int(getattr(self, name).nbytes) for name in ("_mat", "_n", "_ns", "_live", "_expires", "_cjk"))
 
     def _count(self, pos: int, sign: int) -> None:
         script = int(self._cjk[pos])
