@@ -183,6 +183,14 @@ class HttpSettings(_Section):
     jwt: JwtSettings = JwtSettings()
 
 
+class PoolSettings(_Section):
+    """Open principals in one server process: their files, threads and vector indexes."""
+
+    max_open: int = Field(64, ge=1, le=100_000, description="principal files open at once (each holds two connections)")
+    idle_seconds: float = Field(600.0, gt=0, description="a principal unused this long is closed")
+    index_budget_mb: int = Field(1_024, ge=1, description="vector indexes held in memory, all principals together")
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX,
@@ -207,6 +215,7 @@ class Settings(BaseSettings):
     lifecycle: LifecycleSettings = LifecycleSettings()
     llm: LlmSettings = LlmSettings()
     http: HttpSettings = HttpSettings()
+    pool: PoolSettings = PoolSettings()
 
     @field_validator("data_dir")
     @classmethod

@@ -108,7 +108,8 @@ class Scheduler:
                         if lost.is_set():
                             break
                         try:
-                            await self._principal(Scope(principal), moment, now, totals, lost)
+                            async with self.store.lease(principal):  # the pool leaves it open meanwhile
+                                await self._principal(Scope(principal), moment, now, totals, lost)
                         except _LeaseLost:
                             break
                         except Exception as exc:  # one user's failure does not stop the others' passes

@@ -12,19 +12,20 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
 import orjson
+from mcp.server.context import ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 
 from mcp_memory import __version__, metrics
 from mcp_memory.config import HttpSettings, Settings, pin_native_threads
 from mcp_memory.embed.loader import Embedder, EmbedderConfig
-from mcp_memory.errors import InvalidInputError
+from mcp_memory.errors import InvalidInputError, MemoryServerError
 from mcp_memory.jwt_auth import JwtVerifier
 from mcp_memory.llm.client import LlmClient, LlmConfig
 from mcp_memory.models import Scope
@@ -43,7 +44,7 @@ from mcp_memory.services.tasks import TaskService
 from mcp_memory.stdio import run_stdio
 from mcp_memory.storage.control import ControlStore
 from mcp_memory.storage.llm_usage import LlmLedger
-from mcp_memory.storage.sqlite import SqliteStore
+from mcp_memory.storage.sqlite import PoolLimits, SqliteStore
 from mcp_memory.storage.tasks import TaskStore
 from mcp_memory.storage.tokens import TokenStore
 from mcp_memory.tools import (
@@ -183,7 +184,12 @@ async def open_runtime(
     """Everything one process serves with, opened once and closed in reverse order."""
     pin_native_threads(settings.embedding.threads)
     async with AsyncExitStack() as stack:
-        store = await stack.enter_async_context(SqliteStore(settings.data_dir, settings.busy_timeout_ms))
+        pool = PoolLimits(
+            max_open=settings.pool.max_open,
+            idle_seconds=settings.pool.idle_seconds,
+            index_budget_bytes=settings.pool.index_budget_mb << 20,
+        )
+        store = await stack.enter_async_context(SqliteStore(settings.data_dir, settings.busy_timeout_ms, pool))
         embedder = Embedder(embedder_config(settings))
         embedder.start()  # in the background: the handshake never waits for the model
         llm = llm_client(settings, clock)  # one client per process: one budget and one breaker
@@ -208,6 +214,7 @@ async def open_runtime(
             subscriptions=notifier.bus,
         )
         notifier.install(mcp)
+        mcp.middleware.append(principal_lease(store, scopes))
         mcp.middleware.append(unknown_argument_guard(mcp))
         tasks = TaskService(TaskStore(store), memory, settings.limits, clock=clock)
         register_tools(mcp, memory, scopes, notifier)
@@ -252,6 +259,24 @@ async def open_runtime(
             # its worker thread after the loop has gone. Closing waits for the warm-up and the pass.
         if failure is not None:
             raise failure
+
+
+def principal_lease(store: SqliteStore, scopes: ScopeResolver) -> ServerMiddleware[Any]:
+    """Server middleware: the caller's principal stays open for the request and for as long as its
+    MCP session lives (the pool closes only principals nobody holds)."""
+
+    async def lease(ctx: ServerRequestContext[Any, Any], call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+        try:
+            principal = scopes.scope(ctx).principal
+        except MemoryServerError:
+            return await call_next(ctx)  # no identity: the handler refuses it with the reason
+        # The connection outlives each request's ServerSession: it is the MCP session (the SDK has no
+        # public accessor for it; without it the lease holds for the request only).
+        connection = getattr(getattr(ctx, "session", None), "_connection", None)
+        async with store.lease(principal, connection):
+            return await call_next(ctx)
+
+    return lease
 
 
 async def serve_stdio(settings: Settings) -> None:

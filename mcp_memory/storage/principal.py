@@ -8,6 +8,8 @@ one per principal and runs every query through it.
 
 from __future__ import annotations
 
+import time
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -37,9 +39,18 @@ class PrincipalDb:
         self.data_version = -1
         # A forget whose WAL could not be emptied (another process was reading): retried after each commit.
         self.scrub_pending = False
+        # The pool (SqliteStore) closes a file no call and no session holds, least recently used first.
+        self.users = 0
+        self.holders: weakref.WeakSet[object] = weakref.WeakSet()
+        self.last_used = time.monotonic()
         # Recall's reinforcement not written yet, and the batch being written: id -> (count, last access).
         self.pending: dict[str, tuple[int, float]] = {}
         self.flushing: dict[str, tuple[int, float]] = {}
+
+    @property
+    def evictable(self) -> bool:
+        """Nothing holds it: no call in flight, no open session, no transaction, no index load."""
+        return not (self.users or len(self.holders) or self.write_lock.locked() or self.index_lock.locked())
 
     def reinforced(self, ids: Sequence[str], now: float) -> None:
         self.reinforce_again(dict.fromkeys(ids, (1, now)))

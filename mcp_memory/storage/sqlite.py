@@ -21,6 +21,7 @@ import sqlite3
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
@@ -52,10 +53,21 @@ def principal_file(data_dir: Path, principal: str) -> Path:
     return data_dir / "principals" / f"{slug}-{digest}.db"
 
 
+@dataclass(frozen=True)
+class PoolLimits:
+    """How many principals one process keeps open (their files, threads and vector indexes)."""
+
+    max_open: int = 64
+    idle_seconds: float = 600.0
+    index_budget_bytes: int = 1 << 30
+
+
 class SqliteStore:
-    def __init__(self, data_dir: Path, busy_timeout_ms: int = 10_000) -> None:
+    def __init__(self, data_dir: Path, busy_timeout_ms: int = 10_000, pool: PoolLimits | None = None) -> None:
         self.data_dir = data_dir
         self.busy_timeout_ms = busy_timeout_ms
+        self.pool = pool or PoolLimits()
+        self.evictions = {"files": 0, "indexes": 0}
         self._dbs: dict[str, PrincipalDb] = {}
         self._open_lock = anyio.Lock()
         self._group: TaskGroup | None = None
@@ -106,10 +118,12 @@ class SqliteStore:
     async def _db(self, scope: Scope) -> PrincipalDb:
         db = self._dbs.get(scope.principal)
         if db is not None:
+            db.last_used = time.monotonic()
             return db
         async with self._open_lock:
             db = self._dbs.get(scope.principal)
             if db is None:
+                await self._make_room(self.pool.max_open - 1)
                 path = self.path_for(scope)
                 await anyio.to_thread.run_sync(migrate, path, self.busy_timeout_ms)
                 try:
@@ -122,6 +136,71 @@ class SqliteStore:
                     "INSERT OR IGNORE INTO meta(key, value) VALUES ('principal', ?)", (scope.principal,)
                 )
         return db
+
+    # ----- the pool ------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def lease(self, principal: str, holder: object | None = None) -> AsyncIterator[None]:
+        """Keep ``principal``'s file open while a call runs, and while ``holder`` (its MCP session)
+        lives: the pool never closes a principal that is in use."""
+        db = await self._db(Scope(principal))
+        db.users += 1
+        if holder is not None:
+            db.holders.add(holder)
+        try:
+            yield
+        finally:
+            db.users -= 1
+            db.last_used = time.monotonic()
+
+    async def _make_room(self, keep: int, idle_seconds: float | None = None) -> None:
+        """Close unheld principals, least recently used first, until at most ``keep`` are open (or,
+        with ``idle_seconds``, every unheld one unused that long). Called under the open lock."""
+        now = time.monotonic()
+        idle = sorted((db.last_used, principal) for principal, db in self._dbs.items() if db.evictable)
+        for last_used, principal in idle:
+            if idle_seconds is not None:
+                if now - last_used < idle_seconds:
+                    break
+            elif len(self._dbs) <= keep:
+                break
+            db = self._dbs[principal]
+            if not db.evictable:
+                continue  # taken while an earlier one closed
+            await self.flush_reinforcement(Scope(principal))
+            if not db.evictable or db.pending:
+                continue
+            del self._dbs[principal]
+            await db.close()
+            self.evictions["files"] += 1
+
+    def _trim_indexes(self, keep: PrincipalDb) -> None:
+        """Drop the vector indexes of unheld principals, least recently used first, while all of them
+        together hold more than the budget; each reloads on its next recall."""
+        loaded = [db for db in self._dbs.values() if db.index is not None]
+        total = sum(db.index.nbytes for db in loaded if db.index is not None)
+        for db in sorted(loaded, key=lambda d: d.last_used):
+            if total <= self.pool.index_budget_bytes:
+                break
+            if db is keep or db.users or db.index_lock.locked() or db.index is None:
+                continue
+            total -= db.index.nbytes
+            db.index = None
+            self.evictions["indexes"] += 1
+
+    def open_principals(self) -> list[str]:
+        return list(self._dbs)
+
+    def pool_figures(self) -> dict[str, int]:
+        """Open principal files, vector indexes held and their bytes, and evictions so far."""
+        indexes = [db.index for db in self._dbs.values() if db.index is not None]
+        return {
+            "open_principals": len(self._dbs),
+            "indexes": len(indexes),
+            "index_bytes": sum(index.nbytes for index in indexes),
+            "evicted_files": self.evictions["files"],
+            "evicted_indexes": self.evictions["indexes"],
+        }
 
     @asynccontextmanager
     async def transaction(self, scope: Scope) -> AsyncIterator[aiosqlite.Connection]:
@@ -190,7 +269,12 @@ class SqliteStore:
 
     async def sync(self, scope: Scope, dim: int) -> VectorIndex:
         """The principal's index, loaded on first use and caught up with other processes."""
-        return await (await self._db(scope)).sync(dim)
+        db = await self._db(scope)
+        loaded = db.index is not None
+        index = await db.sync(dim)
+        if not loaded:
+            self._trim_indexes(keep=db)
+        return index
 
     async def dense_search(
         self, scope: Scope, query: Vector, criteria: Criteria, limit: int, now: float
@@ -379,12 +463,15 @@ class SqliteStore:
                 db.flushing = {}
 
     async def _flush_every(self, seconds: float) -> None:
+        """Background upkeep: buffered reinforcement written, idle principals closed."""
         while True:
             await anyio.sleep(seconds)
             try:
                 await self.flush_reinforcement()
-            except Exception:  # never let the flusher die: the next round retries
-                log.exception("reinforcement flush failed")
+                async with self._open_lock:
+                    await self._make_room(self.pool.max_open, idle_seconds=self.pool.idle_seconds)
+            except Exception:  # never let the upkeep die: the next round retries
+                log.exception("store upkeep failed")
 
     async def delete(
         self, scope: Scope, ns: Sequence[int], *, unpinned_only: bool = False, derived: bool = False

@@ -1,0 +1,85 @@
+"""The principal pool: files no call or session holds are closed, and reopen with nothing lost."""
+
+from __future__ import annotations
+
+import gc
+import os
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp.client import Client
+
+from mcp_memory.config import load_settings
+from mcp_memory.models import Scope
+from mcp_memory.schemas import MemoryInput
+from mcp_memory.server import Runtime, open_runtime
+from mcp_memory.services.memory import CallContext
+from tests.conftest import call
+
+pytestmark = pytest.mark.anyio
+
+
+def _open_files() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+async def _remember(runtime: Runtime, principal: str, text: str) -> None:
+    await runtime.memory.remember(Scope(principal), [MemoryInput(content=text)], CallContext())
+
+
+async def _recall(runtime: Runtime, principal: str, query: str) -> list[str]:
+    result = await runtime.memory.recall(Scope(principal), query, reinforce=False)
+    return [h.text for h in result.hits]
+
+
+async def test_principals_past_the_limit_are_closed_and_reopen_with_nothing_lost(data_dir: Path) -> None:
+    settings = load_settings(data_dir=data_dir, principal="p0", pool={"max_open": 3})
+    async with open_runtime(settings) as runtime:
+        store = runtime.store
+        before = _open_files()
+        for i in range(12):
+            await _remember(runtime, f"p{i}", f"Principal {i} keeps the spare key in drawer {i}")
+            assert store.pool_figures()["open_principals"] <= 3
+        figures = store.pool_figures()
+        assert figures["evicted_files"] >= 9
+        assert _open_files() - before <= 3 * 8  # a handful of descriptors per open principal, not per principal
+        for i in range(12):  # every one reopens transparently, everything it had still there
+            assert await _recall(runtime, f"p{i}", "where is the spare key") == [
+                f"Principal {i} keeps the spare key in drawer {i}"
+            ]
+        assert store.pool_figures()["open_principals"] <= 3
+
+
+async def test_a_principal_with_an_open_session_is_never_closed(data_dir: Path, mode: str) -> None:
+    settings = load_settings(data_dir=data_dir, principal="alice", pool={"max_open": 1})
+    async with open_runtime(settings) as runtime:
+        async with Client(runtime.mcp, mode=mode) as alice:
+            await call(alice, "remember", {"content": "Alice's locker is number 42"})
+            for i in range(5):  # others come and go while alice's session stays open, idle
+                await _remember(runtime, f"other{i}", f"Other {i} parks on level {i}")
+            figures = runtime.store.pool_figures()
+            assert figures["evicted_files"] >= 4  # positive control: the others were closed
+            assert "alice" in runtime.store.open_principals()
+            found = await call(alice, "recall", {"query": "locker number", "reinforce": False})
+            assert [h["text"] for h in found["hits"]] == ["Alice's locker is number 42"]
+        del alice
+        gc.collect()
+        await _remember(runtime, "late", "A late arrival")
+        assert "alice" not in runtime.store.open_principals()  # the session ended: now she may go
+
+
+async def test_idle_principals_are_closed_and_vector_indexes_kept_within_budget(data_dir: Path) -> None:
+    settings = load_settings(
+        data_dir=data_dir, principal="p0", pool={"idle_seconds": 0.5, "index_budget_mb": 1, "max_open": 50}
+    )
+    async with open_runtime(settings) as runtime:
+        for i in range(4):
+            await _remember(runtime, f"p{i}", f"Principal {i} keeps the spare key in drawer {i}")
+            await _recall(runtime, f"p{i}", "spare key")  # loads each index
+        assert runtime.store.pool_figures()["indexes"] >= 1
+        with anyio.fail_after(15):
+            while runtime.store.pool_figures()["open_principals"]:  # noqa: ASYNC110 -- polling the pool's own clock
+                await anyio.sleep(0.2)
+        assert runtime.store.pool_figures()["evicted_files"] >= 4
+        assert await _recall(runtime, "p2", "spare key") == ["Principal 2 keeps the spare key in drawer 2"]
