@@ -6,6 +6,7 @@ lifespan is not used to own anything (on SSE it runs once per connection).
 
 from __future__ import annotations
 
+import functools
 import logging
 import signal
 import socket
@@ -185,7 +186,7 @@ async def open_runtime(
     pin_native_threads(settings.embedding.threads)
     async with AsyncExitStack() as stack:
         pool = PoolLimits(
-            max_open=settings.pool.max_open,
+            max_open=open_file_budget(settings.pool.max_open),
             idle_seconds=settings.pool.idle_seconds,
             index_budget_bytes=settings.pool.index_budget_mb << 20,
         )
@@ -240,6 +241,13 @@ async def open_runtime(
             "Memories in the vector indexes of the principals this process has served.",
             store.indexed_total,
         )
+        for key, help_text in (
+            ("open_principals", "Principal files this process holds open (bounded by pool.max_open)."),
+            ("index_bytes", "Bytes of the vector indexes held (bounded by pool.index_budget_mb)."),
+            ("evicted_files", "Principal files the pool has closed since start (they reopen on use)."),
+            ("evicted_indexes", "Vector indexes the pool has dropped since start (they reload on use)."),
+        ):
+            metrics.add_gauge(f"mcp_memory_pool_{key}", help_text, functools.partial(_pool_figure, store, key))
         failure: BaseException | None = None
         stop = anyio.Event()
         async with anyio.create_task_group() as background:
@@ -261,6 +269,42 @@ async def open_runtime(
             raise failure
 
 
+def _pool_figure(store: SqliteStore, key: str) -> float:
+    return float(store.pool_figures()[key])
+
+
+# Each open principal holds about five descriptors (two connections to its file, its WAL and
+# shared memory), eight with the migration check of a file being opened; the rest of the process
+# (client sockets, control files, the model) keeps the reserve.
+FDS_PER_PRINCIPAL = 8
+FD_RESERVE = 64
+
+
+def open_file_budget(max_open: int) -> int:
+    """pool.max_open, lowered to what the process's descriptor limit (ulimit -n) can hold."""
+    try:
+        import resource
+    except ImportError:  # Windows: no such limit to fit
+        return max_open
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return max_open
+    fits = max(1, (soft - FD_RESERVE) // FDS_PER_PRINCIPAL)
+    if fits < max_open:
+        log.warning(
+            "pool.max_open %d lowered to %d: the process may open %d files (ulimit -n); "
+            "raise the limit to keep more principals open",
+            max_open,
+            fits,
+            soft,
+        )
+        return fits
+    return max_open
+
+
+_HELD = "mcp_memory.held_principals"  # in a connection's state: the principals its session holds
+
+
 def principal_lease(store: SqliteStore, scopes: ScopeResolver) -> ServerMiddleware[Any]:
     """Server middleware: the caller's principal stays open for the request and for as long as its
     MCP session lives (the pool closes only principals nobody holds)."""
@@ -271,8 +315,13 @@ def principal_lease(store: SqliteStore, scopes: ScopeResolver) -> ServerMiddlewa
         except MemoryServerError:
             return await call_next(ctx)  # no identity: the handler refuses it with the reason
         # The connection outlives each request's ServerSession: it is the MCP session (the SDK has no
-        # public accessor for it; without it the lease holds for the request only).
+        # public accessor for it; without it the lease holds for the request only). Its exit stack
+        # unwinds when the session ends, which lets the principal go.
         connection = getattr(getattr(ctx, "session", None), "_connection", None)
+        held = getattr(connection, "state", None)
+        if isinstance(held, dict) and principal not in held.setdefault(_HELD, set()):
+            held[_HELD].add(principal)
+            connection.exit_stack.callback(store.release, principal, connection)  # type: ignore[union-attr]
         async with store.lease(principal, connection):
             return await call_next(ctx)
 

@@ -125,17 +125,32 @@ class SqliteStore:
             if db is None:
                 await self._make_room(self.pool.max_open - 1)
                 path = self.path_for(scope)
-                await anyio.to_thread.run_sync(migrate, path, self.busy_timeout_ms)
                 try:
-                    db = PrincipalDb(path, await self._connect(path), await self._connect(path), self.busy_timeout_ms)
-                except sqlite3.Error as exc:
-                    raise StorageError(f"cannot open data file {str(path)!r}: {exc}") from exc
+                    db = await self._open(path)
+                except StorageError:
+                    if not any(other.evictable for other in self._dbs.values()):
+                        raise
+                    # Out of descriptors, most likely: close every principal nobody holds, once.
+                    log.warning("opening a principal failed with %d open; closing the idle ones", len(self._dbs))
+                    await self._make_room(0)
+                    db = await self._open(path)
                 self._dbs[scope.principal] = db
                 # The file name is a hash: the scheduler reads the principal back from here.
                 await db.writer.execute(
                     "INSERT OR IGNORE INTO meta(key, value) VALUES ('principal', ?)", (scope.principal,)
                 )
         return db
+
+    async def _open(self, path: Path) -> PrincipalDb:
+        await anyio.to_thread.run_sync(migrate, path, self.busy_timeout_ms)
+        reader: aiosqlite.Connection | None = None
+        try:
+            reader = await self._connect(path)
+            return PrincipalDb(path, reader, await self._connect(path), self.busy_timeout_ms)
+        except sqlite3.Error as exc:
+            if reader is not None:
+                await reader.close()
+            raise StorageError(f"cannot open data file {str(path)!r}: {exc}") from exc
 
     # ----- the pool ------------------------------------------------------------------------
 
@@ -152,6 +167,12 @@ class SqliteStore:
         finally:
             db.users -= 1
             db.last_used = time.monotonic()
+
+    def release(self, principal: str, holder: object) -> None:
+        """``holder`` (a session) no longer keeps ``principal`` open."""
+        db = self._dbs.get(principal)
+        if db is not None:
+            db.holders.discard(holder)
 
     async def _make_room(self, keep: int, idle_seconds: float | None = None) -> None:
         """Close unheld principals, least recently used first, until at most ``keep`` are open (or,
