@@ -96,6 +96,8 @@ class Scheduler:
             "facts_extracted": 0,
             "facts_refused": 0,
             "memories_skipped_for_facts": 0,
+            "expired_erased": 0,
+            "changes_pruned": 0,
         }
         totals["principals_failed"] = 0
         outcome = "done"
@@ -177,6 +179,10 @@ class Scheduler:
         merged = await self.lifecycle.consolidate(scope, moment, written_at=now)
         totals["facts"] += merged.facts
         totals["consolidated"] += merged.consolidated
+        check()
+        kept = await self.lifecycle.upkeep(scope, moment)
+        totals["expired_erased"] += kept.erased
+        totals["changes_pruned"] += kept.changes_pruned
         check()
         compressed = await self.lifecycle.compress(scope, moment, written_at=now)
         totals["summaries"] += compressed.summaries

@@ -11,9 +11,13 @@ from mcp.client import Client
 
 from mcp_memory.cli import main
 from mcp_memory.config import LifecycleSettings, load_settings
+from mcp_memory.models import Scope
+from mcp_memory.schemas import MemoryInput
 from mcp_memory.server import Runtime, open_runtime
 from mcp_memory.services import scoring
 from mcp_memory.services.lifecycle import retention, strength_hours
+from mcp_memory.services.memory import CallContext
+from mcp_memory.storage.lifecycle import LifecycleStore
 from tests.conftest import Clock, call, hit_texts
 
 pytestmark = pytest.mark.anyio
@@ -154,3 +158,45 @@ async def test_above_the_watermark_passes_evict_more_but_only_back_to_the_waterm
     # capacity 10 x watermark 0.8: the pass archives the two faintest, back to 8, not all ten
     assert await evicted_with(10, "full") == (2, 1)
     assert await evicted_with(5, "fuller") == (6, 1)
+
+
+async def test_an_expired_memory_is_erased_by_the_pass_not_only_hidden(
+    runtime: Runtime, client: Client, clock: Clock, data_dir: Path
+) -> None:
+    canary = "zqexpiring7731"
+    await call(client, "remember", {"content": f"The one-time door code is {canary}", "ttl_seconds": 3600})
+    await call(client, "remember", {"content": "The door code policy lives in the handbook"})
+    clock.advance(2 * HOUR)
+    hidden = await call(client, "recall", {"query": "door code", "reinforce": False})
+    assert all(canary not in h["text"] for h in hidden["hits"])  # expired: hidden from recall at once
+    assert _in_files(data_dir, canary)  # positive control: still in the file until a pass
+    report = await runtime.scheduler.run_once()
+    assert report["expired_erased"] == 1
+    assert not _in_files(data_dir, canary)
+    kept = await call(client, "recall", {"query": "door code", "reinforce": False})
+    assert [h["text"] for h in kept["hits"]] == ["The door code policy lives in the handbook"]
+
+
+def _in_files(data_dir: Path, needle: str) -> list[str]:
+    return [p.name for p in data_dir.rglob("*") if p.is_file() and needle.encode() in p.read_bytes()]
+
+
+async def test_the_change_log_is_pruned_and_a_process_behind_it_rebuilds_its_index(data_dir: Path) -> None:
+    """Two runtimes on one directory are two processes' indexes: the second read the log before the
+    first wrote 30 memories and pruned all but 5 entries; its next recall must still see them all."""
+    alice = Scope("alice")
+    settings = load_settings(data_dir=data_dir, principal="alice")
+    async with open_runtime(settings) as first, open_runtime(settings) as second:
+        assert (await second.memory.recall(alice, "warm the index", reinforce=False)).hits == []
+        for i in range(30):
+            text = f"Build {i} of the billing service is tagged v{i}.0"
+            await first.memory.remember(alice, [MemoryInput(content=text)], CallContext())
+        assert await LifecycleStore(first.store).prune_changes(alice, keep=5) == 25
+        found = await second.memory.recall(
+            alice, "which tag has build 3 of billing", reinforce=False, explain=True, detail="full"
+        )
+        assert found.hits[0].text == "Build 3 of the billing service is tagged v3.0"
+        signals = found.hits[0].signals
+        assert signals is not None
+        assert signals.dense_rank is not None  # found through the rebuilt vector index, not keywords alone
+        assert len(await second.store.sync(alice, (await second.embedder.ready()).dim)) == 30

@@ -100,6 +100,17 @@ class _Group:
     context: str = ""  # what the prompt says before the memories
 
 
+# Entries of the change log kept for other processes to replay; one that fell further behind
+# reloads its vector index from the file instead.
+CHANGES_KEPT = 10_000
+
+
+@dataclass(frozen=True)
+class UpkeepOutcome:
+    erased: int
+    changes_pruned: int
+
+
 class LifecycleService:
     def __init__(
         self, store: SqliteStore, embedder: Embedder, settings: LifecycleSettings, llm: LlmClient | None = None
@@ -140,6 +151,14 @@ class LifecycleService:
             else:
                 evicted = await self.rows.archive(scope, evict)
         return DecayOutcome(examined=len(rows), evicted=evicted, compress_candidates=compress, aggressive=aggressive)
+
+    async def upkeep(self, scope: Scope, now: float) -> UpkeepOutcome:
+        """Erase what has expired (its text gone from the file, as a forget leaves it) and keep the
+        change log to its last CHANGES_KEPT entries (ADR 1)."""
+        expired = await self.rows.expired(scope, now)
+        erased = (await self.store.delete(scope, expired))[0] if expired else 0
+        pruned = await self.rows.prune_changes(scope, CHANGES_KEPT)
+        return UpkeepOutcome(erased=erased, changes_pruned=pruned)
 
     def _compressible(self, record: MemoryRecord, now: float) -> bool:
         idle = max(now - (record.last_accessed_at or record.created_at), 0.0) / 3600

@@ -59,6 +59,21 @@ class LifecycleStore:
 
         return await anyio.to_thread.run_sync(read)
 
+    async def expired(self, scope: Scope, now: float) -> list[int]:
+        """Row numbers of every memory whose time to live has run out (every namespace, pinned too)."""
+        conn = await self.store.reader(scope)
+        rows = await conn.execute_fetchall(
+            "SELECT n FROM memories WHERE expires_at IS NOT NULL AND expires_at <= ?", (now,)
+        )
+        return [int(r[0]) for r in rows]
+
+    async def prune_changes(self, scope: Scope, keep: int) -> int:
+        """Drop all but the last ``keep`` entries of the change log; a process that had not read the
+        dropped ones rebuilds its vector index from the file (PrincipalDb.catch_up)."""
+        async with self.store.transaction(scope) as conn:
+            cursor = await conn.execute("DELETE FROM changes WHERE seq <= (SELECT MAX(seq) FROM changes) - ?", (keep,))
+            return int(cursor.rowcount or 0)
+
     async def decay_rows(self, scope: Scope) -> list[tuple[int, float, int, float]]:
         """(n, importance, access_count, last access or creation) of every active, unpinned memory."""
         await self.store.flush_reinforcement(scope)  # decay reads the counts: recall's go first

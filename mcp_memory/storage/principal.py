@@ -84,6 +84,11 @@ class PrincipalDb:
             )
             if not rows:
                 return
+            if int(rows[0][0]) > self.last_seq + 1:  # the log was pruned past what this index read
+                self.index = VectorIndex(self.index.dim)
+                self.index.load(await self.index_columns(self.index.dim))
+                self.last_seq = int(rows[-1][0])
+                return
             touched = sorted({int(r[1]) for r in rows})
             found = await self.index_rows(touched)
             self.index.upsert(found)
