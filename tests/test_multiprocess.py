@@ -28,7 +28,7 @@ from mcp.client import Client
 from mcp_memory.config import load_settings
 from mcp_memory.errors import StorageError
 from mcp_memory.models import Scope
-from mcp_memory.schemas import MemoryInput
+from mcp_memory.schemas import MemoryInput, MemoryOut
 from mcp_memory.server import open_runtime
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage.sqlite import principal_file
@@ -234,8 +234,10 @@ async def test_recall_does_not_wait_for_another_processs_write_transaction(tmp_p
                 )
             for _ in range(3):
                 result = await runtime.memory.recall(Scope("alice"), "staging cluster name", detail="full")
-            assert result.hits[0].text == "The staging cluster is called blue-falcon"
-            assert result.hits[0].access_count == 2  # this process's own reinforcement shows at once
+            hit = result.hits[0]
+            assert isinstance(hit, MemoryOut)  # detail="full"
+            assert hit.text == "The staging cluster is called blue-falcon"
+            assert hit.access_count == 2  # this process's own reinforcement shows at once
             await holder.stdin.send(b"done\n")
             await holder.wait()
     conn = sqlite3.connect(principal_file(data_dir, "alice"))

@@ -30,7 +30,7 @@ def _deep(levels: int) -> str:
 
 
 # (line as sent, the id the answer must carry, the JSON-RPC code)
-UNREADABLE: list[tuple[str, int | None, int]] = [
+UNREADABLE: list[tuple[str, int | str | None, int]] = [
     (
         '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"recall","arguments":{"query":"a \\ud800 b"}}}',
         2,

@@ -93,17 +93,29 @@ def _env(data_dir: Path) -> dict[str, str]:
     }
 
 
-def create_tokens(data_dir: Path, principals: list[str], per_principal: int) -> list[tuple[str, str]]:
+def server_command(source: Path | None) -> tuple[list[str], dict[str, str], Path | None]:
+    """argv prefix, extra environment and working directory that run `mcp-memory`: this checkout's
+    entry point, or the package in ``source`` (a baseline release) on this checkout's venv."""
+    if source is None:
+        return [str(SERVER_BIN)], {}, None
+    return [sys.executable, "-m", "mcp_memory"], {"PYTHONPATH": str(source)}, source
+
+
+def create_tokens(
+    data_dir: Path, principals: list[str], per_principal: int, source: Path | None = None
+) -> list[tuple[str, str]]:
     """(principal, token) per client, each from `mcp-memory token create` as an operator would (8 at a time)."""
     wanted = [(p, i) for p in principals for i in range(per_principal)]
+    prefix, extra, cwd = server_command(source)
     out: list[tuple[str, str]] = []
     for start in range(0, len(wanted), 8):
         running = [
             (
                 principal,
                 subprocess.Popen(
-                    [str(SERVER_BIN), "token", "create", "--principal", principal, "--label", f"bench-{i}"],
-                    env=_env(data_dir),
+                    [*prefix, "token", "create", "--principal", principal, "--label", f"bench-{i}"],
+                    env={**_env(data_dir), **extra},
+                    cwd=cwd,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
                     text=True,
@@ -119,13 +131,15 @@ def create_tokens(data_dir: Path, principals: list[str], per_principal: int) -> 
     return out
 
 
-def start_server(data_dir: Path, transport: str, stateless: bool) -> Server:
+def start_server(data_dir: Path, transport: str, stateless: bool, source: Path | None = None) -> Server:
     log = data_dir.parent / "server.log"
     flags = ["--stateless"] if stateless else []
+    prefix, extra, cwd = server_command(source)
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            [str(SERVER_BIN), "serve", "--transport", transport, "--port", "0", *flags],
-            env=_env(data_dir),
+            [*prefix, "serve", "--transport", transport, "--port", "0", *flags],
+            env={**_env(data_dir), **extra},
+            cwd=cwd,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=sink,
@@ -358,7 +372,7 @@ def _ms(values: Sequence[float], q: float) -> str:
     return f"{1000 * percentile(values, q):.0f}" if values else "-"
 
 
-async def run(args: argparse.Namespace, command: str) -> str:
+async def run(args: argparse.Namespace, command: str, source: Path | None = None) -> str:
     seconds = args.seconds or (15 if args.quick else 60)
     preload_n = args.preload or (100 if args.quick else 250)
     principals = [f"bench-p{k}" for k in range(args.principals)]
@@ -367,8 +381,8 @@ async def run(args: argparse.Namespace, command: str) -> str:
     with tempfile.TemporaryDirectory(prefix="mcp-memory-bench-http-") as tmp:
         data_dir = Path(tmp) / "data"
         _progress(f"tokens: {per} per principal for {len(principals)} principals")
-        pairs = create_tokens(data_dir, principals, per)
-        server = start_server(data_dir, args.transport, args.stateless)
+        pairs = create_tokens(data_dir, principals, per, source)
+        server = start_server(data_dir, args.transport, args.stateless, source)
         pid = server.process.pid
         tally = Tally()
         try:
@@ -504,6 +518,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--stateless", action="store_true", help="streamable HTTP without sessions")
     p.add_argument("--mode", choices=["legacy", "2026-07-28"], default="legacy", help="protocol generation")
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument(
+        "--baseline", metavar="REV", help="first measure the server of git revision REV, then this checkout's"
+    )
     return p
 
 
@@ -515,6 +532,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit("--stateless applies to --transport http only")
     shown = sys.argv[1:] if argv is None else list(argv)
     command = "OMP_NUM_THREADS=1 .venv/bin/python tools/bench_http.py " + shlex.join(shown)
+    if args.baseline:
+        from eval_retrieval import checkout
+
+        with tempfile.TemporaryDirectory(prefix="mcp-memory-bench-baseline-") as tmp:
+            source = checkout(args.baseline, Path(tmp) / "src")
+            _progress(f"baseline: the server of {args.baseline}")
+            print(f"## Baseline: {args.baseline}\n")
+            print(anyio.run(run, args, command.strip(), source))
+        print("\n## This checkout\n")
     print(anyio.run(run, args, command.strip()))
     return 0
 
