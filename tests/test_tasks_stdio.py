@@ -402,11 +402,15 @@ async def test_secrets_in_a_checkpoint_never_reach_the_data_files_or_the_logs(tm
         await call(client, "checkpoint", {**args, "iterations": 2})
         packet = await call(client, "resume", {"task_id": "deploy"})
         full = await read_text(client, packet["full_checkpoint_uri"])
-        # A failing call whose error message (logged at INFO) carries a key and the plain marker.
-        failed = await call_error(
+        # A failing call whose error message (logged at INFO) quotes a key and the plain marker.
+        failed = await call_error(client, "resume", {"task_id": f"{plain} sk-proj-{canaries['error-key']}"})
+        assert plain in failed
+        # A key inside a node id is refused outright, naming the field and quoting nothing.
+        refused = await call_error(
             client, "checkpoint", {"task_id": "deploy", "current_node": f"{plain} sk-proj-{canaries['error-key']}"}
         )
-        assert plain in failed
+        assert "current_node" in refused
+        assert plain not in refused
         while_running = files_revealing(server.data_dir, {**canaries, "plain": plain, "in-snapshot": in_snapshot})
         assert {".db", "-wal", "-shm"} <= data_files(server.data_dir)  # the WAL is live and was searched
     after_exit = files_revealing(server.data_dir, {**canaries, "plain": plain, "in-snapshot": in_snapshot})

@@ -7,6 +7,8 @@ import threading
 from mcp_memory.ids import new_id
 from mcp_memory.models import Provenance, Scope
 
+_PRUNE_ABOVE = 10_000
+
 
 class SessionTracker:
     def __init__(self, idle_seconds: float) -> None:
@@ -22,4 +24,6 @@ class SessionTracker:
             expired = current is None or now - current[1] > self.idle_seconds
             session = f"s-{new_id()}" if expired or current is None else current[0]
             self._sessions[key] = (session, now)
+            if len(self._sessions) > _PRUNE_ABOVE:  # many callers come and go: forget the idle ones
+                self._sessions = {k: v for k, v in self._sessions.items() if now - v[1] <= self.idle_seconds}
             return session
