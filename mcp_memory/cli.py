@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import stat
 import sys
 import time
 from collections.abc import Sequence
@@ -159,7 +158,7 @@ def _err(text: str) -> None:
 async def _doctor(settings: Settings, explicit: Path | None) -> int:
     from mcp_memory.models import Scope
     from mcp_memory.server import open_runtime
-    from mcp_memory.storage.schema import loose_paths
+    from mcp_memory.storage.schema import file_mode, loose_paths
 
     ok = True
     path = config_path(explicit)
@@ -173,7 +172,7 @@ async def _doctor(settings: Settings, explicit: Path | None) -> int:
     loose = loose_paths(settings.data_dir)
     if loose:
         ok = False
-        shown = ", ".join(f"{p.relative_to(settings.data_dir)} {stat.S_IMODE(p.stat().st_mode):o}" for p in loose[:3])
+        shown = ", ".join(f"{p.relative_to(settings.data_dir)} {file_mode(p) or 0:o}" for p in loose[:3])
         _out(
             f"permissions: PROBLEM: {len(loose)} path(s) in {settings.data_dir} other users may open ({shown}); "
             "opening the store below makes them owner-only (0700/0600)"

@@ -68,30 +68,18 @@ def unreadable_answer(exc: Exception) -> types.JSONRPCError:
     return types.JSONRPCError(jsonrpc="2.0", id=ident, error=types.ErrorData(code=code, message=message[:500]))
 
 
-class Answering:
-    """A read stream that answers the transport's parse failures instead of passing them on."""
+class ForwardingReadStream:
+    """A read stream around another: everything but ``receive`` is passed through."""
 
-    def __init__(self, inner: ReadStream[SessionMessage | Exception], replies: WriteStream[SessionMessage]) -> None:
+    def __init__(self, inner: ReadStream[SessionMessage | Exception]) -> None:
         self._inner = inner
-        self._replies = replies
 
     @property
     def last_context(self) -> Any:
         return getattr(self._inner, "last_context", None)
 
     async def receive(self) -> SessionMessage | Exception:
-        while True:
-            item = await self._inner.receive()
-            if not isinstance(item, Exception):
-                return item
-            answer = unreadable_answer(item)
-            log.warning(
-                "answered an unreadable message (id %r) with JSON-RPC error %d: %s",
-                answer.id,
-                answer.error.code,
-                answer.error.message,
-            )
-            await self._replies.send(SessionMessage(answer))
+        return await self._inner.receive()
 
     async def aclose(self) -> None:
         await self._inner.aclose()
@@ -112,6 +100,28 @@ class Answering:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.aclose()
+
+
+class Answering(ForwardingReadStream):
+    """A read stream that answers the transport's parse failures instead of passing them on."""
+
+    def __init__(self, inner: ReadStream[SessionMessage | Exception], replies: WriteStream[SessionMessage]) -> None:
+        super().__init__(inner)
+        self._replies = replies
+
+    async def receive(self) -> SessionMessage | Exception:
+        while True:
+            item = await self._inner.receive()
+            if not isinstance(item, Exception):
+                return item
+            answer = unreadable_answer(item)
+            log.warning(
+                "answered an unreadable message (id %r) with JSON-RPC error %d: %s",
+                answer.id,
+                answer.error.code,
+                answer.error.message,
+            )
+            await self._replies.send(SessionMessage(answer))
 
 
 async def run_stdio(mcp: MCPServer) -> None:

@@ -11,8 +11,6 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
-from typing import Self
 
 import anyio
 import pytest
@@ -21,6 +19,7 @@ from mcp.client._transport import ReadStream, TransportStreams
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.message import SessionMessage
 
+from mcp_memory.stdio import ForwardingReadStream
 from mcp_memory.storage.sqlite import principal_file
 from tests.conftest import call, call_error, hit_texts
 from tests.readme_configs import readme_client_configs
@@ -32,37 +31,17 @@ SERVER = BIN / "mcp-memory"
 PRINCIPAL = "stdio-user"
 
 
-class TappedReadStream:
+class TappedReadStream(ForwardingReadStream):
     """The client's read stream, recording every item parsed from the server's stdout."""
 
     def __init__(self, inner: ReadStream[SessionMessage | Exception], seen: list[SessionMessage | Exception]) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._seen = seen
 
     async def receive(self) -> SessionMessage | Exception:
         item = await self._inner.receive()
         self._seen.append(item)
         return item
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    def __aiter__(self) -> Self:
-        return self
-
-    async def __anext__(self) -> SessionMessage | Exception:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc_val: BaseException | None, exc_tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
 
 
 @dataclass

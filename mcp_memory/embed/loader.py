@@ -217,6 +217,11 @@ def shared_twin(config: EmbedderConfig, model: Model) -> Model:
         return twin
 
 
+def _clipped_query(model: Model, text: str) -> Vector:
+    """A question's vector; the clip runs in the same worker call, not a thread hop of its own."""
+    return model.query(clip(text, count=model.token_count))
+
+
 class Embedder:
     def __init__(self, config: EmbedderConfig) -> None:
         self.config = config
@@ -289,13 +294,12 @@ class Embedder:
 
     async def query(self, text: str) -> Vector:
         model = await self.ready()
-        clipped = await anyio.to_thread.run_sync(lambda: clip(text, count=model.token_count))
         twin = self._twin
         if twin is not None:  # queries' own engine: a recall never waits behind someone's long batch
             async with self._query_lock:
-                return await anyio.to_thread.run_sync(twin.query, clipped)
+                return await anyio.to_thread.run_sync(_clipped_query, twin, text)
         async with self._gate.turn(None):
-            return await anyio.to_thread.run_sync(model.query, clipped)
+            return await anyio.to_thread.run_sync(_clipped_query, model, text)
 
     def _groups(self, model: Model, texts: list[str]) -> list[list[str]]:
         clipped = [clip(t, count=model.token_count) for t in texts]

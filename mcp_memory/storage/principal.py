@@ -21,6 +21,12 @@ import numpy as np
 from mcp_memory.models import MemoryRecord
 from mcp_memory.storage.vectors import IndexColumns, IndexRow, VectorIndex
 
+# What the vector index holds of a memory: row number, vector, namespace, live, expiry, script.
+_INDEX_ROWS = (
+    "SELECT m.n, v.vec, m.namespace, (m.tier = 'active' AND m.superseded_by IS NULL), m.expires_at, "
+    "m.language IN ('zh', 'ja', 'ko') FROM memories m JOIN vectors v ON v.memory_n = m.n"
+)
+
 
 class PrincipalDb:
     """One principal's file: a writer and a reader connection, and the derived vector index."""
@@ -96,23 +102,16 @@ class PrincipalDb:
             self.index.remove([n for n in touched if n not in present])
             self.last_seq = int(rows[-1][0])
 
-    async def index_rows(self, ns: Sequence[int] | None) -> list[IndexRow]:
-        sql = (
-            "SELECT m.n, v.vec, m.namespace, (m.tier = 'active' AND m.superseded_by IS NULL), m.expires_at, "
-            "m.language IN ('zh', 'ja', 'ko') "
-            "FROM memories m JOIN vectors v ON v.memory_n = m.n"
-        )
+    async def index_rows(self, ns: Sequence[int]) -> list[IndexRow]:
+        """The index rows of the memories ``ns`` (a replay of the change log)."""
         rows: list[Any] = []
-        if ns is None:
-            rows = list(await self.reader.execute_fetchall(sql))
-        else:
-            for start in range(0, len(ns), 500):
-                chunk = ns[start : start + 500]
-                rows.extend(
-                    await self.reader.execute_fetchall(
-                        f"{sql} WHERE m.n IN ({','.join('?' * len(chunk))})", tuple(chunk)
-                    )
+        for start in range(0, len(ns), 500):
+            chunk = ns[start : start + 500]
+            rows.extend(
+                await self.reader.execute_fetchall(
+                    f"{_INDEX_ROWS} WHERE m.n IN ({','.join('?' * len(chunk))})", tuple(chunk)
                 )
+            )
         return [
             IndexRow(
                 n=int(r[0]),
@@ -127,12 +126,7 @@ class PrincipalDb:
 
     async def index_columns(self, dim: int) -> IndexColumns:
         """Every row of the index, read as columns: one buffer of vectors, not an object per row."""
-        rows = list(
-            await self.reader.execute_fetchall(
-                "SELECT m.n, v.vec, m.namespace, (m.tier = 'active' AND m.superseded_by IS NULL), m.expires_at, "
-                "m.language IN ('zh', 'ja', 'ko') FROM memories m JOIN vectors v ON v.memory_n = m.n"
-            )
-        )
+        rows = list(await self.reader.execute_fetchall(_INDEX_ROWS))
         ns, vecs, namespaces, live, expires, cjk = zip(*rows, strict=True) if rows else ((),) * 6
         return IndexColumns(
             ns=np.array(ns, dtype=np.int64),

@@ -229,10 +229,21 @@ def private_file(path: Path) -> None:
             _private(each, 0o600)
 
 
+def file_mode(path: Path) -> int | None:
+    """The permission bits of ``path``, or None when it is gone: another process on the data
+    directory removes its WAL, journal and temporary files while this one looks."""
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        return None
+
+
 def _private(path: Path, mode: int) -> None:
-    if stat.S_IMODE(path.stat().st_mode) & 0o077:
+    if (file_mode(path) or 0) & 0o077:
         try:
             path.chmod(mode)
+        except FileNotFoundError:
+            return
         except OSError as exc:
             raise StorageError(
                 f"{str(path)!r} is open to other users and cannot be made private ({exc.strerror or exc}); "
@@ -245,7 +256,7 @@ def loose_paths(root: Path) -> list[Path]:
     if not root.exists():
         return []
     candidates = [root, *(path for path in root.rglob("*") if not path.is_symlink())]
-    return [path for path in candidates if stat.S_IMODE(path.stat().st_mode) & 0o077]
+    return [path for path in candidates if (file_mode(path) or 0) & 0o077]
 
 
 def tighten(root: Path) -> int:
