@@ -8,7 +8,8 @@ import anyio
 import pytest
 from mcp.client import Client
 
-from mcp_memory.embed.loader import MAX_EMBED_TOKENS, TOKENS_PER_CALL, ModelGate, calls, clip
+from mcp_memory.embed.gate import QUESTIONS, TOKENS_PER_CALL, ModelGate, SharedCalls
+from mcp_memory.embed.loader import MAX_EMBED_TOKENS, calls, clip
 from mcp_memory.server import Runtime
 from mcp_memory.text import estimate_tokens
 from tests.conftest import call, hit_texts
@@ -100,3 +101,105 @@ async def test_a_call_cancelled_while_waiting_for_the_model_leaves_the_gate_usab
     with anyio.fail_after(1):
         async with gate.turn(None):
             pass
+
+
+async def test_a_short_passage_call_may_use_the_question_engine_and_a_long_one_may_not() -> None:
+    gate = ModelGate(engines=2)
+    async with gate.turn("A") as first:  # engine 0 busy with A's memories
+        assert first == 0
+        async with gate.turn("B", short=True) as borrowed:
+            assert borrowed == 1  # the twin was idle: a memory or two may run there
+        with anyio.move_on_after(0.05) as waited:
+            async with gate.turn("C"):
+                raise AssertionError("a long call never takes the question engine")
+        assert waited.cancelled_caught
+        async with gate.turn(None) as question:
+            assert question == 1
+
+
+async def test_engine_zero_serves_waiting_memories_before_questions_once_a_twin_exists() -> None:
+    gate = ModelGate(engines=2)
+    order: list[tuple[str, int]] = []
+    release = anyio.Event()
+
+    async def hold(owner: str | None) -> None:
+        async with gate.turn(owner) as engine:
+            await release.wait()
+            order.append((f"held {owner}", engine))
+
+    async def wait_turn(label: str, owner: str | None) -> None:
+        async with gate.turn(owner) as engine:
+            order.append((label, engine))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(hold, "A")
+        group.start_soon(hold, None)  # both engines busy
+        await anyio.wait_all_tasks_blocked()
+        group.start_soon(wait_turn, "memory", "B")
+        await anyio.wait_all_tasks_blocked()
+        group.start_soon(wait_turn, "question", None)
+        await anyio.wait_all_tasks_blocked()
+        release.set()
+    assert ("memory", 0) in order
+    assert ("question", 1) in order
+
+
+async def test_questions_waiting_together_are_embedded_in_one_call_exactly_as_alone() -> None:
+    """Eight questions arrive while the only engine is busy: one call embeds all eight, and each
+    caller gets the row of its own text; a ninth arriving after that call started waits for the next."""
+    import numpy as np
+
+    gate = ModelGate()
+    shared = SharedCalls(gate)
+    batches: list[list[str]] = []
+
+    def embed(engine: int, texts: list[str]) -> np.ndarray:
+        batches.append(list(texts))
+        return np.array([[float(len(t)), float(engine)] for t in texts], dtype=np.float32)
+
+    texts = [f"question {'?' * i}" for i in range(8)]
+    answers: dict[str, np.ndarray] = {}
+
+    async def ask(text: str) -> None:
+        answers[text] = await shared.run(QUESTIONS, [text], 0, embed)
+
+    async with anyio.create_task_group() as group, gate.turn("A"):  # the engine is busy: they wait together
+        for text in texts:
+            group.start_soon(ask, text)
+        await anyio.wait_all_tasks_blocked()
+    assert batches == [texts]
+    assert all(answers[t][0][0] == len(t) for t in texts)
+
+
+async def test_shared_calls_survive_the_caller_who_was_to_run_them_going_away() -> None:
+    import numpy as np
+
+    gate = ModelGate()
+    shared = SharedCalls(gate)
+
+    def embed(engine: int, texts: list[str]) -> np.ndarray:
+        return np.array([[float(len(t))] for t in texts], dtype=np.float32)
+
+    got: list[float] = []
+
+    async def follower() -> None:
+        got.append(float((await shared.run(QUESTIONS, ["follower"], 0, embed))[0][0]))
+
+    # The engine is busy: the leader opens a shared call and waits; the follower joins it.
+    async with anyio.create_task_group() as group, anyio.create_task_group() as leader, gate.turn("A"):
+        leader.start_soon(shared.run, QUESTIONS, ["leader"], 0, embed)
+        await anyio.wait_all_tasks_blocked()
+        group.start_soon(follower)
+        await anyio.wait_all_tasks_blocked()
+        leader.cancel_scope.cancel()  # the leader goes away before the engine frees
+        await anyio.wait_all_tasks_blocked()
+    assert got == [float(len("follower"))]
+
+
+async def test_a_question_asked_again_comes_from_the_owners_cache_unchanged(runtime: Runtime) -> None:
+    first = await runtime.embedder.query("what does the user like to drink?", owner="alice")
+    again = await runtime.embedder.query("what does the user like to drink?", owner="alice")
+    model = await runtime.embedder.ready()
+    assert again is first
+    assert not first.flags.writeable
+    assert float(first @ model.query("what does the user like to drink?")) > 0.999

@@ -12,6 +12,7 @@ p50/p95 during the batch, the batch's own time, and one such memory alone. Markd
 from __future__ import annotations
 
 import argparse
+import itertools
 import random
 import string
 import sys
@@ -62,9 +63,13 @@ async def measure(args: argparse.Namespace) -> str:
                 await call(light, "remember", {"content": f"Note {i}: the staging cluster {i} is called falcon-{i}"})
             await call(heavy, "recall", {"query": "warm up", "reinforce": False})
 
+            asked = itertools.count()
+
             async def recall_once() -> float:
+                # a new question each time: a repeated one comes from the server's cache, not the model
+                query = f"what is staging cluster {next(asked)} called"
                 started = time.perf_counter()
-                await call(light, "recall", {"query": "what is the staging cluster called", "reinforce": False})
+                await call(light, "recall", {"query": query, "reinforce": False})
                 return time.perf_counter() - started
 
             idle = [await recall_once() for _ in range(args.recalls)]

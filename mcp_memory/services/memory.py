@@ -328,7 +328,7 @@ class MemoryService:
         depth = max(self.config.candidates, k * 3)
 
         async def dense_side() -> DenseHits:
-            qvec = await self.embedder.query(words)
+            qvec = await self.embedder.query(words, owner=scope.principal)
             return await self.store.dense_ranking(scope, qvec, criteria, depth, now, await self._centring(words, qvec))
 
         # The keyword search and the pins need no vector: they run while the question is embedded.
