@@ -24,6 +24,8 @@ from mcpclient import MemoryClient, ServerSpec, Stopwatch, memory_status, open_s
 from stats import markdown_table, median, percentile, verdict
 
 from mcp_memory.embed.loader import EmbedderConfig, Model, build_model
+from mcp_memory.models import Scope
+from mcp_memory.storage.sqlite import SqliteStore
 
 Check = tuple[str, str, bool]
 
@@ -138,6 +140,21 @@ async def bench_writes(work: Path, model: Model, singles: int, batched: int) -> 
     ]
 
 
+async def index_load_seconds(data_dir: Path, principal: str, dim: int, runs: int = 3) -> float:
+    """The vector index's first load in a freshly opened store (the file in the page cache, as on a
+    server that has served it before), median of ``runs``: what a principal's first recall pays
+    after the pool evicted it."""
+    times: list[float] = []
+    for _ in range(runs):
+        async with SqliteStore(data_dir) as store:
+            with Stopwatch() as sw:
+                index = await store.sync(Scope(principal), dim)
+            times.append(sw.seconds)
+            if not len(index):
+                raise RuntimeError(f"the index of {data_dir} is empty")
+    return median(times)
+
+
 async def bench_recall_at(
     work: Path, model: Model, pool: fill_store.Pool, size: int, queries: list[str], singles: int
 ) -> tuple[list[object], list[Check]]:
@@ -145,6 +162,7 @@ async def bench_recall_at(
     data_dir = Path(tempfile.mkdtemp(dir=work))
     _progress(f"recall: filling a store of {size} memories")
     how = await fill_store.fill(data_dir, "bench", pool, model, size)
+    load = await index_load_seconds(data_dir, "bench", model.dim)
     checks: list[Check] = []
     async with open_server(ServerSpec(data_dir)) as client:
         with Stopwatch() as sw:
@@ -171,13 +189,18 @@ async def bench_recall_at(
             ("resident memory at 10k, model loaded, <= 250 MB", f"{mem['VmRSS']:.0f} MiB", mem["VmRSS"] <= 250),
         ]
     if size == 100_000:
-        checks.append(("recall at 100k p95 <= 100 ms", f"{p95:.1f} ms", p95 <= 100))
+        checks += [
+            ("recall at 100k p95 <= 100 ms", f"{p95:.1f} ms", p95 <= 100),
+            ("recall at 100k p50 <= 40 ms", f"{p50:.1f} ms", p50 <= 40),
+            ("index load at 100k <= 1 s", f"{load:.2f} s", load <= 1.0),
+        ]
     row: list[object] = [
         f"{size:,}",
         len(times),
         f"{p50:.1f}",
         f"{p95:.1f}",
         f"{1000 * first:.0f}",
+        f"{1000 * load:.0f}",
         f"{mem['VmRSS']:.0f} / {mem['VmHWM']:.0f}",
         f"{s50:.1f} / {s95:.1f} (n={singles})",
         how,
@@ -221,7 +244,8 @@ async def run(quick: bool, runs: int, recalls: int, cache_dir: Path) -> str:
                 "recalls",
                 "recall p50 ms",
                 "recall p95 ms",
-                "first recall ms (index load)",
+                "first recall ms (model and index)",
+                "index load ms (in-process, median of 3)",
                 "server VmRSS / VmHWM MiB",
                 "then `remember` x1 p50 / p95 ms",
                 "how the store was filled",

@@ -8,6 +8,7 @@ one per principal and runs every query through it.
 
 from __future__ import annotations
 
+import logging
 import time
 import weakref
 from collections.abc import Sequence
@@ -20,6 +21,8 @@ import numpy as np
 
 from mcp_memory.models import MemoryRecord
 from mcp_memory.storage.vectors import IndexColumns, IndexRow, VectorIndex
+
+log = logging.getLogger(__name__)
 
 # What the vector index holds of a memory: row number, vector, namespace, live, expiry, script.
 _INDEX_ROWS = (
@@ -146,8 +149,10 @@ class PrincipalDb:
                 if self.index is None:
                     seq_rows = await self.reader.execute_fetchall("SELECT COALESCE(MAX(seq), 0) FROM changes")
                     last_seq = int(next(iter(seq_rows))[0])
+                    started = time.perf_counter()
                     index = VectorIndex(dim)
                     index.load(await self.index_columns(dim))
+                    log.info("vector index of %d memories loaded in %.2f s", len(index), time.perf_counter() - started)
                     self.last_seq, self.index, self.data_version = last_seq, index, version
         if version != self.data_version:  # some connection committed since: replay the change log
             await self.catch_up()
