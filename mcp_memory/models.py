@@ -10,6 +10,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+import numpy as np
+import numpy.typing as npt
+
+# One embedding (or a matrix of them, one per row), unit length.
+Vector = npt.NDArray[np.float32]
+
 
 @dataclass(frozen=True, slots=True)
 class Scope:
@@ -160,3 +166,30 @@ class Merge:
     # When the restatement expires (None: never). A memory lives as long as its longest-lived
     # statement: said once for an hour and once for good, it is kept for good.
     expires_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Centring:
+    """How to take the language out of a search in a mixed store: the question already moved off its
+    script's mean (``query``), and each script's mean passage from a parallel corpus (``prior``), which
+    the store's own mean is shrunk towards with the weight of ``prior_weight`` memories."""
+
+    query: Vector
+    prior: tuple[Vector, Vector]  # Latin, CJK
+    prior_weight: float
+
+
+@dataclass(frozen=True, slots=True)
+class DenseHits:
+    """The best rows with their similarity, and the spread of similarity over every visible row:
+    what lets recall say how far above the ordinary a hit stands."""
+
+    hits: list[tuple[int, float]]
+    mean: float
+    std: float
+    visible: int
+    population: int = 0  # every row of the index, the number a keyword index's statistics count too
+
+    def z(self, similarity: float) -> float:
+        """How many standard deviations ``similarity`` stands above the visible rows' mean."""
+        return (similarity - self.mean) / (self.std if self.std > 1e-9 else 1.0)

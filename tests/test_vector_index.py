@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from mcp_memory.storage.vectors import Centring, IndexColumns, IndexRow, VectorIndex
+from mcp_memory.models import Centring
+from mcp_memory.storage.vectors import IndexColumns, IndexRow, VectorIndex
 
 DIM = 16
 

@@ -28,7 +28,7 @@ from mcp_memory.embed.gate import (
 )
 from mcp_memory.embed.languages import LanguageMeans
 from mcp_memory.errors import UpstreamError
-from mcp_memory.storage.vectors import Vector
+from mcp_memory.models import Vector
 from mcp_memory.text import estimate_tokens
 
 # The local models read at most 512 tokens (multilingual-e5-small was trained on that), and a

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from mcp_memory.errors import UpstreamError
+from mcp_memory.models import Vector
 from mcp_memory.redact import known_secret
-from mcp_memory.storage.vectors import Vector
 from mcp_memory.text import estimate_tokens
 
 

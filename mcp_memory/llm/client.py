@@ -11,17 +11,33 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import orjson
 
 from mcp_memory.errors import LlmPausedError, UpstreamError
 from mcp_memory.redact import known_secret, redact
-from mcp_memory.storage.llm_usage import LlmLedger
 
 if TYPE_CHECKING:  # the openai package is imported only when an LLM is configured
     from openai.types.chat import ChatCompletionMessageParam
+
+
+class UsageLedger(Protocol):
+    """Where the per-principal daily budget is kept, shared by every process on the data directory
+    (the composition root passes the control store's; a backend provides its own)."""
+
+    async def used(self, principal: str, day: int) -> tuple[int, int, int]:
+        """Calls, tokens and failures charged to ``principal`` on ``day``."""
+        ...
+
+    async def reserve(self, principal: str, day: int, max_calls: int, max_tokens: int) -> bool:
+        """Take one call from the budget if it allows one, atomically across processes."""
+        ...
+
+    async def charge(self, principal: str, day: int, *, calls: int = 0, tokens: int = 0, failures: int = 0) -> None:
+        """Add what a call cost."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -59,7 +75,7 @@ class LlmStats:
 
 class LlmClient:
     def __init__(
-        self, config: LlmConfig, clock: Callable[[], float] = time.time, ledger: LlmLedger | None = None
+        self, config: LlmConfig, clock: Callable[[], float] = time.time, ledger: UsageLedger | None = None
     ) -> None:
         """``ledger`` keeps the budget in the data directory, shared by every process; without it
         the budget is this process's own (tests of the client alone)."""

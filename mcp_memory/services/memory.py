@@ -27,12 +27,15 @@ from mcp_memory.ids import new_id
 from mcp_memory.llm.client import LlmClient
 from mcp_memory.models import (
     Applied,
+    Centring,
     Criteria,
+    DenseHits,
     Merge,
     NewMemory,
     NewOccurrence,
     Provenance,
     Scope,
+    Vector,
     to_datetime,
     to_seconds,
 )
@@ -57,7 +60,6 @@ from mcp_memory.services.relations import relate
 from mcp_memory.services.sessions import SessionTracker
 from mcp_memory.storage.lifecycle import LifecycleStore
 from mcp_memory.storage.sqlite import SqliteStore
-from mcp_memory.storage.vectors import Centring, DenseHits, Vector
 from mcp_memory.text import (
     CJK_LANGUAGES,
     estimate_tokens,

@@ -16,12 +16,11 @@ import anyio
 import orjson
 from pydantic import BaseModel
 
-from mcp_memory.models import MemoryRecord, to_datetime
+from mcp_memory.models import DenseHits, MemoryRecord, to_datetime
 from mcp_memory.schemas import Detail, Hit, MemoryOut, Signals
 from mcp_memory.services import scoring
 from mcp_memory.services.question import Understanding
 from mcp_memory.services.when import Span
-from mcp_memory.storage.vectors import DenseHits
 from mcp_memory.text import estimate_tokens, has_cjk
 
 

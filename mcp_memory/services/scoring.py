@@ -11,8 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from mcp_memory.models import MemoryRecord
-from mcp_memory.storage.vectors import DenseHits
+from mcp_memory.models import DenseHits, MemoryRecord
 
 _Hit = TypeVar("_Hit", bound=tuple[float, MemoryRecord, object])
 

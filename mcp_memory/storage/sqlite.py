@@ -31,13 +31,13 @@ import numpy as np
 from anyio.abc import TaskGroup
 
 from mcp_memory.errors import ModelMismatchError, StorageError
-from mcp_memory.models import Applied, Criteria, MemoryRecord, Merge, NewMemory, Scope
+from mcp_memory.models import Applied, Centring, Criteria, DenseHits, MemoryRecord, Merge, NewMemory, Scope, Vector
 from mcp_memory.storage import links, writes
 from mcp_memory.storage.links import Link
 from mcp_memory.storage.principal import PrincipalDb
 from mcp_memory.storage.rows import MEMORY_COLUMNS, attach_occurrences, fts_match, row_to_record, visible_clause
 from mcp_memory.storage.schema import migrate, private_dir, tighten
-from mcp_memory.storage.vectors import Centring, DenseHits, Vector, VectorIndex
+from mcp_memory.storage.vectors import VectorIndex
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-Vector = npt.NDArray[np.float32]
+from mcp_memory.models import Centring, DenseHits, Vector
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,33 +39,6 @@ class IndexColumns:
     live: npt.NDArray[np.bool_]
     expires: npt.NDArray[np.float64]  # inf: never
     cjk: npt.NDArray[np.bool_]
-
-
-@dataclass(frozen=True, slots=True)
-class Centring:
-    """How to take the language out of a search in a mixed store: the question already moved off its
-    script's mean (``query``), and each script's mean passage from a parallel corpus (``prior``), which
-    the store's own mean is shrunk towards with the weight of ``prior_weight`` memories."""
-
-    query: Vector
-    prior: tuple[Vector, Vector]  # Latin, CJK
-    prior_weight: float
-
-
-@dataclass(frozen=True, slots=True)
-class DenseHits:
-    """The best rows with their similarity, and the spread of similarity over every visible row:
-    what lets recall say how far above the ordinary a hit stands."""
-
-    hits: list[tuple[int, float]]
-    mean: float
-    std: float
-    visible: int
-    population: int = 0  # every row of the index, the number a keyword index's statistics count too
-
-    def z(self, similarity: float) -> float:
-        """How many standard deviations ``similarity`` stands above the visible rows' mean."""
-        return (similarity - self.mean) / (self.std if self.std > 1e-9 else 1.0)
 
 
 class VectorIndex:
