@@ -73,3 +73,18 @@ def test_a_loaded_index_takes_changes_and_removals() -> None:
     assert rows[45].n not in [n for n, _ in found]
     assert index.search(rows[46].vector, namespace="work", limit=1, now=0.0)[0][0] == rows[46].n
     assert index.nbytes > 50 * DIM * 4
+
+
+def test_a_batch_of_neighbour_searches_is_each_search_alone() -> None:
+    """remember asks for the neighbours of a whole batch in one product: the answer per row is what
+    a search for that row alone returns (live, unexpired, the namespace's own rows or with the
+    principal-wide ones)."""
+    index = VectorIndex(DIM)
+    index.upsert(_rows(120))
+    queries = np.stack([r.vector for r in _rows(9, seed=11)])
+    for namespace, exact in (("work", True), ("home", False), (None, False)):
+        batched = index.neighbours(queries, namespace=namespace, limit=5, now=1_050.0, exact_namespace=exact)
+        alone = [index.search(q, namespace=namespace, limit=5, now=1_050.0, exact_namespace=exact) for q in queries]
+        assert [[n for n, _ in row] for row in batched] == [[n for n, _ in row] for row in alone]
+        assert all(len(row) == 5 for row in batched)  # positive control: there was something to find
+    assert VectorIndex(DIM).neighbours(queries, namespace=None, limit=5, now=0.0) == [[]] * len(queries)

@@ -23,7 +23,7 @@ from mcp_memory.embed.loader import Model
 from mcp_memory.ids import new_id
 from mcp_memory.models import MemoryRecord, NewMemory, NewOccurrence, Provenance, Scope
 from mcp_memory.services import rules
-from mcp_memory.services.memory import content_hash
+from mcp_memory.services.intake import content_hash
 from mcp_memory.storage.sqlite import SqliteStore
 from mcp_memory.text import language, normalize, segment_for_index
 

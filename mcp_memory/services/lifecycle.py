@@ -30,7 +30,7 @@ from mcp_memory.ids import new_id
 from mcp_memory.llm.client import LlmClient
 from mcp_memory.models import SCHEDULER, MemoryRecord, NewMemory, NewOccurrence, Scope
 from mcp_memory.services import rules, scoring, summarize
-from mcp_memory.services.memory import content_hash
+from mcp_memory.services.intake import content_hash
 from mcp_memory.storage.envelope import unpack
 from mcp_memory.storage.lifecycle import LifecycleStore, TaskSummaryRow
 from mcp_memory.storage.sqlite import SqliteStore

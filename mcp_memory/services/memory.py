@@ -10,36 +10,31 @@ and how recall ranks and packs its hits in ``recall``; the service runs each cal
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import numpy as np
 
 from mcp_memory.config import Limits, RecallSettings
 from mcp_memory.embed.loader import Embedder
 from mcp_memory.errors import InvalidInputError, LimitExceededError, NotFoundError
-from mcp_memory.ids import new_id
 from mcp_memory.llm.client import LlmClient
 from mcp_memory.models import (
     Applied,
     Centring,
     Criteria,
     DenseHits,
-    Merge,
-    NewMemory,
-    NewOccurrence,
     Provenance,
     Scope,
     Vector,
     to_datetime,
     to_seconds,
 )
-from mcp_memory.redact import redact, redact_value
+from mcp_memory.redact import redact
 from mcp_memory.schemas import (
     Detail,
     ForgetFilter,
@@ -53,10 +48,10 @@ from mcp_memory.schemas import (
     RememberItem,
     RememberResult,
 )
-from mcp_memory.services import inputs, question, rerank, rules, scoring, summarize, when
+from mcp_memory.services import inputs, intake, question, rerank, scoring, summarize, when
 from mcp_memory.services.checks import text_field
 from mcp_memory.services.recall import concurrently, fit_budget, floor_note, memory_out, score
-from mcp_memory.services.relations import relate
+from mcp_memory.services.relations import Thresholds, stored_neighbours
 from mcp_memory.services.sessions import SessionTracker
 from mcp_memory.storage.lifecycle import LifecycleStore
 from mcp_memory.storage.sqlite import SqliteStore
@@ -66,8 +61,6 @@ from mcp_memory.text import (
     keyword_terms,
     language,
     looks_like_identifier_query,
-    normalize,
-    segment_for_index,
 )
 
 log = logging.getLogger(__name__)
@@ -82,10 +75,6 @@ class CallContext:
     """What the transport knows about the caller, besides the Scope: provenance only."""
 
     provenance: Provenance = field(default_factory=Provenance)
-
-
-def content_hash(namespace: str | None, content: str) -> str:
-    return hashlib.sha256(f"{namespace or ''}\x1f{content.lower()}".encode()).hexdigest()
 
 
 def link_words(via: str) -> str:
@@ -131,145 +120,77 @@ class MemoryService:
     # ----- remember ------------------------------------------------------------------------
 
     async def remember(self, scope: Scope, items: Sequence[MemoryInput], ctx: CallContext) -> RememberResult:
+        """Prepare the batch, read what is known about it (stored copies, vectors, one neighbour
+        search), classify every item, write once, report."""
         inputs.check_batch(items, self.limits)
-
         now = self.clock()
-        results: list[RememberItem | None] = [None] * len(items)
-        prepared: list[tuple[int, MemoryInput, str, str]] = []  # index, item, content, hash
-        for i, item in enumerate(items):
-            content = normalize(redact(item.content))
-            if rules.is_throwaway(content):
-                results[i] = RememberItem(
-                    index=i, outcome="rejected", reason="an acknowledgement carries nothing worth recalling"
-                )
-                continue
-            prepared.append((i, item, content, content_hash(scope.namespace, content)))
-
-        new_pins = [estimate_tokens(content) for _, item, content, _ in prepared if item.pinned]
+        batch = intake.prepare(scope, items)
+        new_pins = [estimate_tokens(p.content) for p in batch.prepared if p.item.pinned]
         if new_pins:
             self._check_pin_cap(await self._pinned_tokens(scope, now) + sum(new_pins), "memories.pinned")
         dim = await self._model_dim(scope)
-        existing = await self.store.find_by_hash(scope, [h for *_, h in prepared], now)
-        # Said again after it was replaced: the restatement replaces what replaced it.
-        restated = await self.store.replaced_by_hash(scope, [h for *_, h in prepared if h not in existing], now)
+        known = await self._known(scope, batch, now)
         session = self.sessions.touch(scope, ctx.provenance, now)
-        inserts: list[NewMemory] = []
-        merges: list[Merge] = []
-        batch_hash: dict[str, str] = {}
-        to_embed = [
-            (i, item, content, h)
-            for i, item, content, h in prepared
-            # a restatement of a stored memory is embedded too: it may replace what was said since
-            if not self._plain(item) or h in existing or (h not in batch_hash and not batch_hash.setdefault(h, ""))
-        ]
-        vectors = (
-            await self.embedder.passages([c for _, _, c, _ in to_embed], owner=scope.principal) if to_embed else None
-        )
-        embedded = {i: vectors[j] for j, (i, *_) in enumerate(to_embed)} if vectors is not None else {}
-        batch_hash.clear()
-        batch_vecs: list[tuple[np.ndarray[Any, Any], str, str, str]] = []  # vector, id, content, kind
-        replaced_in_batch: set[str] = set()
-
-        for i, item, content, h in prepared:
-            occurred = to_seconds(item.occurred_at) if item.occurred_at else now
-            occurrence = NewOccurrence(
-                id=new_id(),
-                session_key=item.session_id or session,
-                occurred_at=occurred,
-                metadata=redact_value(item.metadata),
-                provenance=ctx.provenance,
-            )
-            target = None
-            replaces: list[str] = []
-            conflicts: list[str] = []
-            if self._plain(item):
-                target = existing.get(h) or batch_hash.get(h)
-                if i in embedded:
-                    close, replaces, conflicts = await relate(
-                        self.store,
-                        self.embedder,
-                        self.config.duplicate_similarity,
-                        scope,
-                        embedded[i],
-                        content,
-                        item.kind,
-                        batch_vecs,
-                        now,
-                        target,
-                    )
-                    target = target or close
-                if target is None and h in restated and restated[h] not in replaces:
-                    replaces = [*replaces, restated[h]]
-            if target is not None:
-                batch_hash[h] = target  # a repeat of this item later in the batch merges where it did
-                fresh = tuple(r for r in replaces if r != target and r not in replaced_in_batch)
-                replaced_in_batch.update(fresh)
-                lasts = now + item.ttl_seconds if item.ttl_seconds else None
-                merges.append(
-                    Merge(target_id=target, occurrence=occurrence, seen_at=now, supersedes=fresh, expires_at=lasts)
-                )
-                results[i] = RememberItem(
-                    index=i,
-                    outcome="merged",
-                    id=target,
-                    reason="the same memory is already stored; this occurrence was recorded",
-                )
-                continue
-            record = inputs.new_record(scope, item, content, h, occurred, now, occurrence.session_key, ctx.provenance)
-            vector = embedded[i]
-            inserts.append(
-                NewMemory(
-                    record=record,
-                    vector=vector.astype(np.float32).tobytes(),
-                    segmented=segment_for_index(content),
-                    occurrence=occurrence,
-                    supersedes=tuple(item.supersedes),
-                    inferred_supersedes=tuple(r for r in replaces if r not in replaced_in_batch),
-                    conflicts=tuple(conflicts),
-                )
-            )
-            replaced_in_batch.update(replaces)
-            batch_hash[h] = record.id
-            batch_vecs.append((vector, record.id, content, item.kind))
-            results[i] = RememberItem(index=i, outcome="stored", id=record.id, conflicts_with=conflicts)
-
-        applied = await self.store.apply(scope, inserts, merges) if inserts or merges else Applied({}, {})
-        superseded = applied.superseded
-        for i, result in enumerate(results):  # stored meanwhile by another process: merged into its copy
-            if result is not None and result.outcome == "stored" and result.id in applied.merged:
-                results[i] = RememberItem(
-                    index=result.index,
-                    outcome="merged",
-                    id=applied.merged[result.id],
-                    reason="the same memory is already stored; this occurrence was recorded",
-                )
-        for result in results:  # "remember this, pinned" about something already stored pins that memory
-            if result is not None and result.outcome == "merged" and result.id and items[result.index].pinned:
-                await self.pin(scope, result.id, True)
-        final: list[RememberItem] = []
-        for result in results:
-            assert result is not None
-            if result.outcome in ("stored", "merged") and result.id in superseded:
-                result = result.model_copy(update={"superseded": superseded[result.id]})
-            final.append(result)
+        plan = intake.classify(scope, batch, known, ctx.provenance, session, now)
+        applied = await self.store.apply(scope, plan.inserts, plan.merges) if plan.inserts or plan.merges else None
+        result = await self._report(scope, items, plan, applied or Applied({}, {}))
         log.info(
             "remember: %d stored, %d merged, %d rejected (dim %d)",
-            len(inserts),
-            len(merges),
-            sum(r.outcome == "rejected" for r in final),
+            len(plan.inserts),
+            len(plan.merges),
+            result.rejected,
             dim,
         )
+        return result
+
+    async def _known(self, scope: Scope, batch: intake.Intake, now: float) -> intake.Known:
+        """Stored copies by hash, the vectors classify needs (one embedding call) and their stored
+        neighbours (one search)."""
+        hashes = [p.hash for p in batch.prepared]
+        existing = await self.store.find_by_hash(scope, hashes, now)
+        # Said again after it was replaced: the restatement replaces what replaced it.
+        restated = await self.store.replaced_by_hash(scope, [h for h in hashes if h not in existing], now)
+        wanted = intake.to_embed(batch.prepared, existing)
+        model = await self.embedder.ready()
+        thresholds = Thresholds.of(
+            model.duplicate_similarity, model.related_similarity, self.config.duplicate_similarity
+        )
+        if not wanted:
+            return intake.Known(existing, restated, {}, {}, thresholds)
+        vectors = await self.embedder.passages([p.content for p in wanted], owner=scope.principal)
+        plain = [j for j, p in enumerate(wanted) if p.plain]
+        close = await stored_neighbours(self.store, scope, vectors[plain], thresholds.related, now)
+        return intake.Known(
+            existing,
+            restated,
+            {p.index: vectors[j] for j, p in enumerate(wanted)},
+            {wanted[j].index: found for j, found in zip(plain, close, strict=True)},
+            thresholds,
+        )
+
+    async def _report(
+        self, scope: Scope, items: Sequence[MemoryInput], plan: intake.Plan, applied: Applied
+    ) -> RememberResult:
+        """Each item's outcome after the write: an insert another process made first is a merge; a
+        merge asked to pin pins the memory; what each memory superseded."""
+        final: list[RememberItem] = []
+        for result in plan.results:
+            assert result is not None
+            if result.outcome == "stored" and result.id in applied.merged:  # stored meanwhile elsewhere
+                result = RememberItem(
+                    index=result.index, outcome="merged", id=applied.merged[result.id], reason=intake.MERGED_REASON
+                )
+            if result.outcome == "merged" and result.id and items[result.index].pinned:
+                await self.pin(scope, result.id, True)  # "remember this, pinned" about a stored memory
+            if result.outcome in ("stored", "merged") and result.id in applied.superseded:
+                result = result.model_copy(update={"superseded": applied.superseded[result.id]})
+            final.append(result)
         return RememberResult(
             items=final,
             stored=sum(r.outcome == "stored" for r in final),
             merged=sum(r.outcome == "merged" for r in final),
             rejected=sum(r.outcome == "rejected" for r in final),
         )
-
-    @staticmethod
-    def _plain(item: MemoryInput) -> bool:
-        """Only a memory that replaces nothing may merge into a duplicate."""
-        return item.key is None and not item.supersedes
 
     async def _pinned_tokens(self, scope: Scope, now: float) -> int:
         pinned = await self.store.select_memories(scope, Criteria(pinned=True), now)

@@ -6,62 +6,87 @@ its own thresholds (or ``recall.duplicate_similarity`` when configured).
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
+from dataclasses import dataclass
 
-import numpy as np
-
-from mcp_memory.embed.loader import Embedder
-from mcp_memory.models import Criteria, Scope
+from mcp_memory.models import Criteria, Scope, Vector
 from mcp_memory.services import rules
 from mcp_memory.storage.sqlite import SqliteStore
 
+# Stored memories compared with each new one: the closest few decide.
+NEIGHBOURS = 5
 
-async def relate(
-    store: SqliteStore,
-    embedder: Embedder,
-    duplicate_similarity: float | None,
-    scope: Scope,
-    vector: np.ndarray[Any, Any],
-    content: str,
-    kind: str,
-    batch: list[tuple[np.ndarray[Any, Any], str, str, str]],
-    now: float,
-    merge_into: str | None = None,
-) -> tuple[str | None, list[str], list[str]]:
-    """What a new memory is to the close ones already stored: (merge into, supersedes, conflicts with).
+
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    duplicate: float  # this close and saying the same: one memory
+    related: float  # this close: about the same subject (supersession, conflicts)
+
+    @staticmethod
+    def of(duplicate: float, related: float, configured: float | None) -> Thresholds:
+        """The model's thresholds, or ``recall.duplicate_similarity`` when configured."""
+        dup = configured or duplicate
+        return Thresholds(dup, min(related, dup))
+
+
+@dataclass(frozen=True, slots=True)
+class Neighbour:
+    score: float
+    id: str
+    content: str
+    kind: str
+
+
+@dataclass(frozen=True, slots=True)
+class Relation:
+    merge_into: str | None
+    supersedes: list[str]
+    conflicts: list[str]
+
+
+async def stored_neighbours(
+    store: SqliteStore, scope: Scope, vectors: Vector, related: float, now: float
+) -> list[list[Neighbour]]:
+    """Per row of ``vectors``, the live memories of the scope's own namespace at least ``related``
+    close: one search and one read for the whole batch."""
+    if not len(vectors):
+        return []
+    criteria = Criteria(namespace_only=True)
+    rows = await store.dense_neighbours(scope, vectors, criteria, NEIGHBOURS, now)
+    close = {n for row in rows for n, score in row if score >= related}
+    records = {r.rowid: r for r in await store.select_memories(scope, criteria, now, ns=sorted(close))} if close else {}
+    return [
+        [
+            Neighbour(score, records[n].id, records[n].content, records[n].kind)
+            for n, score in row
+            if score >= related and n in records
+        ]
+        for row in rows
+    ]
+
+
+def relate(
+    content: str, kind: str, candidates: Iterable[Neighbour], thresholds: Thresholds, merge_into: str | None = None
+) -> Relation:
+    """What a new memory is to the close ones (stored, or earlier in its batch).
 
     Rules in ``rules.relation``: the same statement merges; a word-for-word denial or a stated
     change supersedes (history kept); a swapped preference or decision is kept and flagged.
     A restatement (``merge_into``, or a close equal found here) is the user's latest word
     too: what it replaces is superseded although the memory itself is not stored again.
     """
-    model = await embedder.ready()
-    duplicate = duplicate_similarity or model.duplicate_similarity
-    related = min(model.related_similarity, duplicate)
-    candidates: list[tuple[float, str, str, str]] = [
-        (float(other @ vector), other_id, other_content, other_kind)
-        for other, other_id, other_content, other_kind in batch
-    ]
-    hits = await store.dense_search(scope, vector, Criteria(namespace_only=True), 5, now)
-    close = {n: score for n, score in hits if score >= related}
-    if close:
-        stored = await store.select_memories(scope, Criteria(namespace_only=True), now, ns=list(close))
-        candidates.extend((close[r.rowid], r.id, r.content, r.kind) for r in stored)
     supersede: list[str] = []
     conflicts: list[str] = []
-    for score, other_id, other_content, other_kind in sorted(candidates, key=lambda c: -c[0]):
-        if other_kind != kind or score < related:
+    for other in sorted(candidates, key=lambda c: -c.score):
+        if other.kind != kind or other.score < thresholds.related or other.id == merge_into:
             continue
-        if other_id == merge_into:
-            continue
-        relation = rules.relation(other_content, content, kind)
-        if relation == "same" and score >= duplicate:
-            merge_into = merge_into or other_id
-            continue
-        if relation in ("negation", "changed"):
-            supersede.append(other_id)
+        relation = rules.relation(other.content, content, kind)
+        if relation == "same" and other.score >= thresholds.duplicate:
+            merge_into = merge_into or other.id
+        elif relation in ("negation", "changed"):
+            supersede.append(other.id)
         elif relation == "conflict":
-            conflicts.append(other_id)
+            conflicts.append(other.id)
     if merge_into is not None:
-        return merge_into, [i for i in supersede if i != merge_into], []
-    return None, supersede, conflicts
+        return Relation(merge_into, [i for i in supersede if i != merge_into], [])
+    return Relation(None, supersede, conflicts)

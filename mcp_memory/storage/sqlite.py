@@ -302,6 +302,26 @@ class SqliteStore:
     ) -> list[tuple[int, float]]:
         return (await self.dense_ranking(scope, query, criteria, limit, now)).hits
 
+    async def dense_neighbours(
+        self, scope: Scope, queries: Vector, criteria: Criteria, limit: int, now: float
+    ) -> list[list[tuple[int, float]]]:
+        """Per row of ``queries``, the closest live rows of the scope (its own namespace only when
+        ``criteria.namespace_only``): one search for a whole batch of new memories."""
+        if criteria.narrows or criteria.include_superseded or criteria.include_archived or criteria.include_expired:
+            raise ValueError("dense_neighbours searches live rows by namespace only")
+        index = await self.sync(scope, queries.shape[1])
+        run = functools.partial(
+            index.neighbours,
+            queries,
+            namespace=scope.namespace,
+            limit=limit,
+            now=now,
+            exact_namespace=criteria.namespace_only,
+        )
+        if len(index) * len(queries) > 20_000:  # a large product must not stall the other clients
+            return await anyio.to_thread.run_sync(run)
+        return run()
+
     async def dense_ranking(
         self,
         scope: Scope,

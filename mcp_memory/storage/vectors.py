@@ -170,20 +170,7 @@ class VectorIndex:
         size = self._size
         if size == 0 or limit <= 0:
             return DenseHits([], 0.0, 0.0, 0)
-        ns = self._ns[:size]
-        code = self._ns_codes.get(namespace, -1)
-        if exact_namespace:
-            mask = ns == code
-        else:
-            mask = ns == 0
-            if namespace is not None:
-                mask |= ns == code
-        if not include_dead:
-            mask &= self._live[:size]
-        if not include_expired:
-            mask &= self._expires[:size] > now
-        if allow is not None:
-            mask &= np.isin(self._n[:size], allow)
+        mask = self._mask(namespace, now, include_dead, include_expired, exact_namespace, allow)
         visible = int(mask.sum())
         if visible == 0:
             return DenseHits([], 0.0, 0.0, 0)
@@ -201,6 +188,55 @@ class VectorIndex:
         top = top[np.argsort(-scores[top])]
         hits = [(int(self._n[i]), float(scores[i])) for i in top]
         return DenseHits(hits, mean, std, visible, population=size)
+
+    def neighbours(
+        self, queries: Vector, *, namespace: str | None, limit: int, now: float, exact_namespace: bool = False
+    ) -> list[list[tuple[int, float]]]:
+        """Per row of ``queries``, the top ``limit`` (n, cosine) among live, unexpired rows visible
+        from ``namespace``: one matrix product for the whole batch."""
+        size = self._size
+        if size == 0 or limit <= 0:
+            return [[] for _ in range(len(queries))]
+        mask = self._mask(namespace, now, False, False, exact_namespace, None)
+        take = min(limit, int(mask.sum()))
+        if take == 0:
+            return [[] for _ in range(len(queries))]
+        scores = np.where(mask[:, None], self._mat[:size] @ queries.T, -np.inf)  # (rows, queries)
+        out: list[list[tuple[int, float]]] = []
+        for column in scores.T:
+            top = np.argpartition(-column, take - 1)[:take]
+            top = top[np.argsort(-column[top])]
+            out.append([(int(self._n[i]), float(column[i])) for i in top])
+        return out
+
+    def _mask(
+        self,
+        namespace: str | None,
+        now: float,
+        include_dead: bool,
+        include_expired: bool,
+        exact_namespace: bool,
+        allow: npt.NDArray[np.int64] | None,
+    ) -> npt.NDArray[np.bool_]:
+        """The rows a search may return: its namespace (plus principal-wide rows unless exact),
+        live and unexpired unless asked otherwise, and in ``allow`` when given."""
+        size = self._size
+        ns = self._ns[:size]
+        code = self._ns_codes.get(namespace, -1)
+        if exact_namespace:
+            mask = ns == code
+        else:
+            mask = ns == 0
+            if namespace is not None:
+                mask |= ns == code
+        if not include_dead:
+            mask &= self._live[:size]
+        if not include_expired:
+            mask &= self._expires[:size] > now
+        if allow is not None:
+            mask &= np.isin(self._n[:size], allow)
+        out: npt.NDArray[np.bool_] = mask
+        return out
 
     def _centred_scores(self, centring: Centring) -> npt.NDArray[np.float32]:
         """cos(p - mu_script(p), q') for every row, from one product with [q', mu_latin, mu_cjk]."""

@@ -1,0 +1,172 @@
+"""The steps of `remember` that decide, without touching storage: prepare the batch, then classify
+each item against what is stored and what came earlier in the batch.
+
+`MemoryService.remember` runs them in order: ``prepare`` (redact, normalise, reject throwaways,
+hash), the reads (stored copies by hash, one embedding call, one neighbour search for the batch),
+``classify`` (merge, insert, supersede, conflict per item), then one write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from mcp_memory.ids import new_id
+from mcp_memory.models import Merge, NewMemory, NewOccurrence, Provenance, Scope, Vector, to_seconds
+from mcp_memory.redact import redact, redact_value
+from mcp_memory.schemas import MemoryInput, RememberItem
+from mcp_memory.services import inputs, rules
+from mcp_memory.services.relations import Neighbour, Thresholds, relate
+from mcp_memory.text import normalize, segment_for_index
+
+MERGED_REASON = "the same memory is already stored; this occurrence was recorded"
+
+
+def content_hash(namespace: str | None, content: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(f"{namespace or ''}\x1f{content.lower()}".encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """One item worth keeping: its position in the call, its redacted text and that text's hash."""
+
+    index: int
+    item: MemoryInput
+    content: str
+    hash: str
+
+    @property
+    def plain(self) -> bool:
+        """Only a memory that replaces nothing may merge into a duplicate."""
+        return self.item.key is None and not self.item.supersedes
+
+
+@dataclass
+class Intake:
+    results: list[RememberItem | None]  # rejected items already answered; the rest filled by classify
+    prepared: list[Prepared]
+
+
+def prepare(scope: Scope, items: Sequence[MemoryInput]) -> Intake:
+    """Redact and normalise every text, answer the throwaways, hash the rest."""
+    results: list[RememberItem | None] = [None] * len(items)
+    prepared: list[Prepared] = []
+    for i, item in enumerate(items):
+        content = normalize(redact(item.content))
+        if rules.is_throwaway(content):
+            results[i] = RememberItem(
+                index=i, outcome="rejected", reason="an acknowledgement carries nothing worth recalling"
+            )
+            continue
+        prepared.append(Prepared(i, item, content, content_hash(scope.namespace, content)))
+    return Intake(results, prepared)
+
+
+def to_embed(prepared: list[Prepared], existing: dict[str, str]) -> list[Prepared]:
+    """The items whose vector classify needs: every one that may replace something, a restatement of
+    a stored memory (it may replace what was said since), and the first of each new text."""
+    seen: set[str] = set()  # new texts, plain, already taken once
+    out: list[Prepared] = []
+    for p in prepared:
+        if not p.plain or p.hash in existing:
+            out.append(p)
+        elif p.hash not in seen:
+            seen.add(p.hash)
+            out.append(p)
+    return out
+
+
+@dataclass(frozen=True)
+class Known:
+    """What storage and the model said about the batch before anything is decided."""
+
+    existing: dict[str, str]  # hash -> the live memory with that text
+    restated: dict[str, str]  # hash -> what replaced the superseded memory with that text
+    vectors: dict[int, Vector]  # item index -> its vector
+    neighbours: dict[int, list[Neighbour]]  # item index -> stored memories close to it
+    thresholds: Thresholds
+
+
+@dataclass
+class Plan:
+    results: list[RememberItem | None]
+    inserts: list[NewMemory] = field(default_factory=list)
+    merges: list[Merge] = field(default_factory=list)
+    # Decided earlier in the batch: what a later item must see.
+    by_hash: dict[str, str] = field(default_factory=dict)
+    inserted: list[Neighbour] = field(default_factory=list)  # with the vectors in ``inserted_vectors``
+    inserted_vectors: list[Vector] = field(default_factory=list)
+    replaced: set[str] = field(default_factory=set)
+
+
+def classify(scope: Scope, intake: Intake, known: Known, provenance: Provenance, session: str, now: float) -> Plan:
+    """Per item, in order: merge into a live copy (stored or earlier in the batch) or insert, with
+    what it supersedes and what it conflicts with."""
+    plan = Plan(list(intake.results))
+    for p in intake.prepared:
+        _classify_one(scope, p, known, plan, provenance, session, now)
+    return plan
+
+
+def _classify_one(
+    scope: Scope, p: Prepared, known: Known, plan: Plan, provenance: Provenance, session: str, now: float
+) -> None:
+    item = p.item
+    occurrence = NewOccurrence(
+        id=new_id(),
+        session_key=item.session_id or session,
+        occurred_at=to_seconds(item.occurred_at) if item.occurred_at else now,
+        metadata=redact_value(item.metadata),
+        provenance=provenance,
+    )
+    target = None
+    replaces: list[str] = []
+    conflicts: list[str] = []
+    if p.plain:
+        target = known.existing.get(p.hash) or plan.by_hash.get(p.hash)
+        if p.index in known.vectors:
+            vector = known.vectors[p.index]
+            earlier = [
+                Neighbour(float(v @ vector), n.id, n.content, n.kind)
+                for v, n in zip(plan.inserted_vectors, plan.inserted, strict=True)
+            ]
+            found = relate(
+                p.content, item.kind, [*earlier, *known.neighbours.get(p.index, [])], known.thresholds, target
+            )
+            target, replaces, conflicts = target or found.merge_into, found.supersedes, found.conflicts
+        if target is None and p.hash in known.restated and known.restated[p.hash] not in replaces:
+            replaces = [*replaces, known.restated[p.hash]]
+    if target is not None:
+        _merge(p, target, replaces, occurrence, plan, now)
+        return
+    record = inputs.new_record(
+        scope, item, p.content, p.hash, occurrence.occurred_at, now, occurrence.session_key, provenance
+    )
+    vector = known.vectors[p.index]
+    plan.inserts.append(
+        NewMemory(
+            record=record,
+            vector=vector.astype("float32").tobytes(),
+            segmented=segment_for_index(p.content),
+            occurrence=occurrence,
+            supersedes=tuple(item.supersedes),
+            inferred_supersedes=tuple(r for r in replaces if r not in plan.replaced),
+            conflicts=tuple(conflicts),
+        )
+    )
+    plan.replaced.update(replaces)
+    plan.by_hash[p.hash] = record.id
+    plan.inserted.append(Neighbour(1.0, record.id, p.content, item.kind))
+    plan.inserted_vectors.append(vector)
+    plan.results[p.index] = RememberItem(index=p.index, outcome="stored", id=record.id, conflicts_with=conflicts)
+
+
+def _merge(p: Prepared, target: str, replaces: list[str], occurrence: NewOccurrence, plan: Plan, now: float) -> None:
+    plan.by_hash[p.hash] = target  # a repeat of this item later in the batch merges where it did
+    fresh = tuple(r for r in replaces if r != target and r not in plan.replaced)
+    plan.replaced.update(fresh)
+    lasts = now + p.item.ttl_seconds if p.item.ttl_seconds else None
+    plan.merges.append(Merge(target_id=target, occurrence=occurrence, seen_at=now, supersedes=fresh, expires_at=lasts))
+    plan.results[p.index] = RememberItem(index=p.index, outcome="merged", id=target, reason=MERGED_REASON)
