@@ -46,7 +46,8 @@ from mcp_memory.services.tasks import TaskService
 from mcp_memory.stdio import run_stdio
 from mcp_memory.storage.control import ControlStore
 from mcp_memory.storage.llm_usage import LlmLedger
-from mcp_memory.storage.sqlite import PoolLimits, SqliteStore
+from mcp_memory.storage.pool import PoolLimits
+from mcp_memory.storage.sqlite import SqliteStore
 from mcp_memory.storage.tasks import TaskStore
 from mcp_memory.storage.tokens import TokenStore
 from mcp_memory.tools import (

@@ -20,7 +20,7 @@ from mcp_types import ResourceUpdatedNotification
 
 from mcp_memory.config import Settings, load_settings
 from mcp_memory.server import Runtime, open_runtime
-from mcp_memory.storage.sqlite import principal_file
+from mcp_memory.storage.pool import principal_file
 from tests.fake_openai import LLM_KEY, LLM_KEY_ENV, FakeOpenAI, fake_openai_server
 
 MODES = ["legacy", "2026-07-28"]

@@ -18,7 +18,7 @@ from mcp_memory.models import Scope
 from mcp_memory.schemas import MemoryInput
 from mcp_memory.server import open_runtime
 from mcp_memory.services.memory import CallContext
-from mcp_memory.storage.sqlite import principal_file
+from mcp_memory.storage.pool import principal_file
 
 TEXTS = ["Alice's cat is called Miso", "The VPN config lives in ~/vpn/work.ovpn", "我们周五发版"]
 

@@ -14,8 +14,8 @@ from mcp_memory.models import Scope
 from mcp_memory.schemas import MemoryInput, RememberItem
 from mcp_memory.server import open_runtime
 from mcp_memory.services.memory import CallContext
+from mcp_memory.storage.pool import principal_file
 from mcp_memory.storage.schema import SCHEMA_VERSION
-from mcp_memory.storage.sqlite import principal_file
 from tests.conftest import call
 
 pytestmark = pytest.mark.anyio

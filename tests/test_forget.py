@@ -13,7 +13,7 @@ from mcp.client import Client
 
 from mcp_memory.config import load_settings
 from mcp_memory.server import open_runtime
-from mcp_memory.storage.sqlite import principal_file
+from mcp_memory.storage.pool import principal_file
 from tests.conftest import Clock, call, call_error, hit_texts, row_counts
 
 pytestmark = pytest.mark.anyio

@@ -13,7 +13,7 @@ from mcp_memory.config import load_settings
 from mcp_memory.models import Scope
 from mcp_memory.server import open_runtime
 from mcp_memory.storage.lifecycle import LifecycleStore
-from mcp_memory.storage.sqlite import principal_file
+from mcp_memory.storage.pool import principal_file
 from tests.conftest import Clock, call, call_error, hit_texts
 
 pytestmark = pytest.mark.anyio

@@ -31,7 +31,7 @@ from mcp.client import Client
 from mcp.shared.exceptions import MCPError
 
 from mcp_memory.ids import new_id
-from mcp_memory.storage.sqlite import principal_file
+from mcp_memory.storage.pool import principal_file
 from tests.conftest import call
 from tests.netserver import NetServer, connect, create_token, initialize, post, revoke, rpc, running, sse_session
 

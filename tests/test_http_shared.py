@@ -22,7 +22,7 @@ from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
-from mcp_memory.storage.sqlite import principal_file
+from mcp_memory.storage.pool import principal_file
 from tests.conftest import call, hit_texts
 from tests.netserver import SERVER_BIN, NetServer, connect, create_token, forced_model, running
 

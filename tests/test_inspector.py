@@ -19,7 +19,7 @@ from typing import Literal
 import orjson
 import pytest
 
-from mcp_memory.storage.sqlite import principal_file
+from mcp_memory.storage.pool import principal_file
 from tests.inspector_cli import (
     ERA_OF_MODE,
     ConfigTarget,

@@ -83,7 +83,7 @@ def test_a_migration_backup_goes_when_text_is_forgotten(tmp_path: Path, monkeypa
     from mcp_memory.config import load_settings
     from mcp_memory.models import Scope
     from mcp_memory.server import open_runtime
-    from mcp_memory.storage.sqlite import principal_file
+    from mcp_memory.storage.pool import principal_file
 
     path = principal_file(tmp_path, "alice")
     path.parent.mkdir(parents=True)

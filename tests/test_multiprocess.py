@@ -31,7 +31,7 @@ from mcp_memory.models import Scope
 from mcp_memory.schemas import MemoryInput, MemoryOut
 from mcp_memory.server import open_runtime
 from mcp_memory.services.memory import CallContext
-from mcp_memory.storage.sqlite import principal_file
+from mcp_memory.storage.pool import principal_file
 from tests.conftest import call, row_counts
 
 pytestmark = pytest.mark.slow

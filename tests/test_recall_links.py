@@ -9,7 +9,7 @@ import pytest
 from mcp.client import Client
 
 from mcp_memory.server import Runtime
-from mcp_memory.storage.sqlite import principal_file
+from mcp_memory.storage.pool import principal_file
 from tests.conftest import call
 
 pytestmark = pytest.mark.anyio

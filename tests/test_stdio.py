@@ -20,7 +20,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.message import SessionMessage
 
 from mcp_memory.stdio import ForwardingReadStream
-from mcp_memory.storage.sqlite import principal_file
+from mcp_memory.storage.pool import principal_file
 from tests.conftest import call, call_error, hit_texts
 from tests.readme_configs import readme_client_configs
 

@@ -15,7 +15,7 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_memory.config import load_settings
 from mcp_memory.server import open_runtime
-from mcp_memory.storage.sqlite import principal_file
+from mcp_memory.storage.pool import principal_file
 from tests.conftest import Clock, call, call_error
 
 pytestmark = pytest.mark.anyio

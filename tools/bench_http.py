@@ -45,7 +45,7 @@ from mcp.shared.exceptions import MCPError
 from mcpclient import SERVER_BIN, memory_status
 from stats import markdown_table, percentile
 
-from mcp_memory.storage.sqlite import principal_file
+from mcp_memory.storage.pool import principal_file
 
 REPO = Path(__file__).resolve().parent.parent
 WEIGHTS = {"recall": 40, "remember": 30, "checkpoint": 15, "resume": 15}

@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from mcp_memory.services.tasks import serialised_size
+from mcp_memory.services.task_views import serialised_size
 from mcp_memory.task_schemas import TaskHead
 
 PHASES = [

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 import orjson
 
@@ -44,17 +45,7 @@ def check_batch(items: Sequence[MemoryInput], limits: Limits) -> None:
 def check_memory(index: int, item: MemoryInput, limits: Limits) -> None:
     """One memory to remember; a failure names ``memories[index]`` and the field."""
     where = f"memories[{index}]"
-    text_field(f"{where}.content", item.content)
-    if not item.content.strip():
-        raise InvalidInputError(f"{where}.content", "is empty; send the text to remember")
-    size = len(item.content.encode("utf-8"))
-    if size > limits.max_content_bytes:
-        raise LimitExceededError(
-            f"{where}.content",
-            f"is {size} bytes; split it into smaller memories",
-            limit_name="limits.max_content_bytes",
-            limit=limits.max_content_bytes,
-        )
+    _check_content(where, item.content, limits)
     if not _KIND.match(item.kind):
         raise InvalidInputError(
             f"{where}.kind",
@@ -63,36 +54,8 @@ def check_memory(index: int, item: MemoryInput, limits: Limits) -> None:
         )
     if item.importance is not None and not 0.0 <= item.importance <= 1.0:
         raise InvalidInputError(f"{where}.importance", "must be between 0 and 1")
-    if len(item.tags) > limits.max_tags:
-        raise LimitExceededError(
-            f"{where}.tags",
-            f"has {len(item.tags)} tags",
-            limit_name="limits.max_tags",
-            limit=limits.max_tags,
-        )
-    for i, tag in enumerate(item.tags):
-        text_field(f"{where}.tags[{i}]", tag)
-        if not tag.strip():
-            raise InvalidInputError(f"{where}.tags[{i}]", "is empty; drop it or give it text")
-        if len(tag) > limits.max_tag_chars:
-            raise LimitExceededError(
-                f"{where}.tags[{i}]",
-                f"is {len(tag)} characters",
-                limit_name="limits.max_tag_chars",
-                limit=limits.max_tag_chars,
-            )
-    json_strings(f"{where}.metadata", item.metadata)
-    try:
-        meta_size = len(orjson.dumps(item.metadata))
-    except TypeError as exc:
-        raise InvalidInputError(f"{where}.metadata", f"is not JSON: {exc}") from None
-    if meta_size > limits.max_metadata_bytes:
-        raise LimitExceededError(
-            f"{where}.metadata",
-            f"is {meta_size} bytes of JSON",
-            limit_name="limits.max_metadata_bytes",
-            limit=limits.max_metadata_bytes,
-        )
+    _check_tags(where, item.tags, limits)
+    _check_metadata(where, item.metadata, limits)
     if item.ttl_seconds is not None and not 0 < item.ttl_seconds <= _MAX_TTL:
         raise InvalidInputError(f"{where}.ttl_seconds", f"must be between 1 and {_MAX_TTL} seconds")
     for name, text in (("key", item.key), ("task_id", item.task_id), ("session_id", item.session_id)):
@@ -109,6 +72,53 @@ def check_memory(index: int, item: MemoryInput, limits: Limits) -> None:
         text_field(f"{where}.supersedes[{i}]", ident)
     if item.key is not None and item.supersedes:
         raise InvalidInputError(f"{where}.supersedes", "give either key or supersedes, not both")
+
+
+def _check_content(where: str, content: str, limits: Limits) -> None:
+    text_field(f"{where}.content", content)
+    if not content.strip():
+        raise InvalidInputError(f"{where}.content", "is empty; send the text to remember")
+    size = len(content.encode("utf-8"))
+    if size > limits.max_content_bytes:
+        raise LimitExceededError(
+            f"{where}.content",
+            f"is {size} bytes; split it into smaller memories",
+            limit_name="limits.max_content_bytes",
+            limit=limits.max_content_bytes,
+        )
+
+
+def _check_tags(where: str, tags: Sequence[str], limits: Limits) -> None:
+    if len(tags) > limits.max_tags:
+        raise LimitExceededError(
+            f"{where}.tags", f"has {len(tags)} tags", limit_name="limits.max_tags", limit=limits.max_tags
+        )
+    for i, tag in enumerate(tags):
+        text_field(f"{where}.tags[{i}]", tag)
+        if not tag.strip():
+            raise InvalidInputError(f"{where}.tags[{i}]", "is empty; drop it or give it text")
+        if len(tag) > limits.max_tag_chars:
+            raise LimitExceededError(
+                f"{where}.tags[{i}]",
+                f"is {len(tag)} characters",
+                limit_name="limits.max_tag_chars",
+                limit=limits.max_tag_chars,
+            )
+
+
+def _check_metadata(where: str, metadata: dict[str, Any], limits: Limits) -> None:
+    json_strings(f"{where}.metadata", metadata)
+    try:
+        meta_size = len(orjson.dumps(metadata))
+    except TypeError as exc:
+        raise InvalidInputError(f"{where}.metadata", f"is not JSON: {exc}") from None
+    if meta_size > limits.max_metadata_bytes:
+        raise LimitExceededError(
+            f"{where}.metadata",
+            f"is {meta_size} bytes of JSON",
+            limit_name="limits.max_metadata_bytes",
+            limit=limits.max_metadata_bytes,
+        )
 
 
 def new_record(

@@ -29,7 +29,7 @@ from mcp_memory.errors import ConflictError, StorageError, UpstreamError
 from mcp_memory.ids import new_id
 from mcp_memory.llm.client import LlmClient
 from mcp_memory.models import SCHEDULER, MemoryRecord, NewMemory, NewOccurrence, Scope
-from mcp_memory.services import rules, scoring, summarize
+from mcp_memory.services import consolidation, scoring, summarize
 from mcp_memory.services.intake import content_hash
 from mcp_memory.storage.envelope import unpack
 from mcp_memory.storage.lifecycle import LifecycleStore, TaskSummaryRow
@@ -45,7 +45,6 @@ MAX_GROUPS_PER_PASS = 50  # summaries tried per principal, level and pass
 TASK_IDLE_HOURS = 24  # a finished task is summarized once it has not changed for this long
 SEMANTIC_KINDS = ("preference", "constraint")  # held by the user: consolidated, never summarized away
 MAX_NEW_PER_PASS = 2_000  # memories a consolidation pass compares with all those before them
-COMPARE_BLOCK = 256  # new memories per matrix product: 256 x (all of one kind) floats at a time
 
 
 def strength_hours(base_hours: float, importance: float, access_count: int) -> float:
@@ -300,37 +299,10 @@ class LifecycleService:
         related = min(model.related_similarity, model.duplicate_similarity)
         vectors = await self.rows.vectors(scope, [r.rowid for r in records])
         records = [r for r in records if r.rowid in vectors]
-        group = list(range(len(records)))
-
-        def root(i: int) -> int:
-            while group[i] != i:
-                group[i] = group[group[i]]
-                i = group[i]
-            return i
-
-        by_bucket: dict[tuple[str | None, str], list[int]] = {}
-        for i, record in enumerate(records):
-            by_bucket.setdefault((record.namespace, record.kind), []).append(i)
-        for bucket in by_bucket.values():
-            new = [i for i in bucket if records[i].rowid in fresh]
-            if len(bucket) < 2 or not new:
-                continue
-            everything = np.stack([vectors[records[i].rowid] for i in bucket])
-            for start in range(0, len(new), COMPARE_BLOCK):  # a block of new rows against all: bounded memory
-                block = new[start : start + COMPARE_BLOCK]
-                similar = np.stack([vectors[records[i].rowid] for i in block]) @ everything.T
-                for a, b in np.argwhere(similar >= related):
-                    i, j = block[a], bucket[b]
-                    if i != j and root(i) != root(j) and rules.same_facts(records[i].content, records[j].content):
-                        group[root(j)] = root(i)
-        groups: dict[int, list[MemoryRecord]] = {}
-        for i, record in enumerate(records):
-            groups.setdefault(root(i), []).append(record)
+        groups = consolidation.same_fact_groups(records, vectors, fresh, related)
         facts = consolidated = 0
         done = True  # every group was looked at: the new memories need not be compared again
-        for members in groups.values():
-            if len(members) < 2:
-                continue
+        for members in groups:
             if facts >= MAX_GROUPS_PER_PASS:
                 done = False  # the rest waits for the next pass, which compares the same new ones again
                 break

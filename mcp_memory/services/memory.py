@@ -28,6 +28,7 @@ from mcp_memory.models import (
     Centring,
     Criteria,
     DenseHits,
+    MemoryRecord,
     Provenance,
     Scope,
     Vector,
@@ -50,7 +51,7 @@ from mcp_memory.schemas import (
 )
 from mcp_memory.services import inputs, intake, question, rerank, scoring, summarize, when
 from mcp_memory.services.checks import text_field
-from mcp_memory.services.recall import concurrently, fit_budget, floor_note, memory_out, score
+from mcp_memory.services.recall import Scored, concurrently, fit_budget, floor_note, memory_out, score
 from mcp_memory.services.relations import Thresholds, stored_neighbours
 from mcp_memory.services.sessions import SessionTracker
 from mcp_memory.storage.lifecycle import LifecycleStore
@@ -79,6 +80,14 @@ class CallContext:
 
 def link_words(via: str) -> str:
     return repr(via) if via else "session"
+
+
+@dataclass(frozen=True)
+class _Gathered:
+    ranked: list[int]  # row numbers, best first, that the scope may see
+    records: dict[int, MemoryRecord]
+    linked: dict[str, str]  # memory id -> how a link reached it
+    entity_linked: set[str]  # reached through a shared rare entity: kept above the floor
 
 
 class MemoryService:
@@ -246,44 +255,21 @@ class MemoryService:
         terms = keyword_terms(words)
         now = self.clock()
         span = when.resolve(words, to_seconds(as_of) if as_of else now)
-
         await self._model_dim(scope)
         depth = max(self.config.candidates, k * 3)
-
-        async def dense_side() -> DenseHits:
-            qvec = await self.embedder.query(words, owner=scope.principal)
-            return await self.store.dense_ranking(scope, qvec, criteria, depth, now, await self._centring(words, qvec))
-
-        # The keyword search and the pins need no vector: they run while the question is embedded.
-        dense, keyword, pinned = await concurrently(
-            dense_side(),
-            self.store.keyword_search(scope, terms, criteria, depth, now),
-            self.pinned(scope),
-        )
+        dense, keyword, pinned = await self._searches(scope, words, terms, criteria, depth, now)
         keyword_weight = (
             self.config.identifier_keyword_weight if looks_like_identifier_query(words) else self.config.keyword_weight
         )
         fused = scoring.Fusion(keyword_weight).fuse(dense, keyword)
-        ranked = sorted(fused, key=lambda n: -fused[n])[:depth]
-        seeds = [n for n in ranked[: scoring.LINK_SEEDS] if fused[n] > scoring.RELEVANCE_FLOOR]
-        reached = await self._follow_links(scope, seeds, dense)
-        for n in reached:
-            fused.setdefault(n, scoring.unseen(dense))
-        wanted = list(dict.fromkeys([*ranked, *reached]))
-        records = {r.rowid: r for r in await self.store.select_memories(scope, criteria, now, ns=wanted)}
-        ranked = [n for n in wanted if n in records]
-        linked = {
-            records[n].id: f"via link from {records[source].id} ({link_words(via)})"
-            for n, (source, via) in reached.items()
-            if n in records and source in records and (via or question.is_turn(records[n], records[source]))
-        }
+        found = await self._gather(scope, fused, dense, criteria, depth, now)
         scored = score(
-            ranked,
-            records,
+            found.ranked,
+            found.records,
             fused=fused,
             dense=dense,
             keyword=keyword,
-            understanding=question.adjustments(words, records.values(), span, linked),
+            understanding=question.adjustments(words, found.records.values(), span, found.linked),
             preset=preset,
             half_life_hours=self.config.recency_half_life_hours,
             now=now,
@@ -291,20 +277,9 @@ class MemoryService:
         )
         below = 0
         if floor and dense.visible >= scoring.FLOOR_MIN_MEMORIES:
-            # A memory a first hit names by a rare entity is relevant through it, however far its own words are.
-            entity_linked = {records[n].id for n, (_, via) in reached.items() if via and n in records}
-            kept = [hit for hit in scored if hit[2].fused > scoring.RELEVANCE_FLOOR or hit[1].id in entity_linked]
+            kept = [h for h in scored if h[2].fused > scoring.RELEVANCE_FLOOR or h[1].id in found.entity_linked]
             below, scored = len(scored) - len(kept), kept
-        rerank_note = None
-        if self.llm is not None and self.config.llm_rerank:
-            scored, rerank_note = await rerank.rerank(
-                self.llm,
-                scope.principal,
-                words,
-                scored,
-                self.config.llm_rerank_candidates,
-                self.config.llm_timeout_seconds,
-            )
+        scored, rerank_note = await self._rerank(scope, words, scored)
         said_from = to_seconds(as_of) if as_of else now
         hits, used, omitted = fit_budget(scored, k, budget, terms=terms, detail=detail, explain=explain, now=said_from)
         if reinforce and hits:
@@ -320,6 +295,48 @@ class MemoryService:
             below_floor=below,
             note="; ".join(filter(None, (floor_note(len(hits), k, below), rerank_note))) or None,
         )
+
+    async def _rerank(self, scope: Scope, words: str, scored: list[Scored]) -> tuple[list[Scored], str | None]:
+        """The LLM's order of the best candidates, when configured (else as they are)."""
+        if self.llm is None or not self.config.llm_rerank:
+            return scored, None
+        candidates, timeout = self.config.llm_rerank_candidates, self.config.llm_timeout_seconds
+        return await rerank.rerank(self.llm, scope.principal, words, scored, candidates, timeout)
+
+    async def _searches(
+        self, scope: Scope, words: str, terms: list[str], criteria: Criteria, depth: int, now: float
+    ) -> tuple[DenseHits, list[tuple[int, float]], list[MemoryOut]]:
+        """The dense ranking, the keyword ranking and the pins; the keyword search and the pins need
+        no vector, so they run while the question is embedded."""
+
+        async def dense_side() -> DenseHits:
+            qvec = await self.embedder.query(words, owner=scope.principal)
+            return await self.store.dense_ranking(scope, qvec, criteria, depth, now, await self._centring(words, qvec))
+
+        dense, keyword, pinned = await concurrently(
+            dense_side(), self.store.keyword_search(scope, terms, criteria, depth, now), self.pinned(scope)
+        )
+        return dense, keyword, pinned
+
+    async def _gather(
+        self, scope: Scope, fused: dict[int, float], dense: DenseHits, criteria: Criteria, depth: int, now: float
+    ) -> _Gathered:
+        """The best fused candidates and the memories their links reach, read in one go."""
+        ranked = sorted(fused, key=lambda n: -fused[n])[:depth]
+        seeds = [n for n in ranked[: scoring.LINK_SEEDS] if fused[n] > scoring.RELEVANCE_FLOOR]
+        reached = await self._follow_links(scope, seeds, dense)
+        for n in reached:
+            fused.setdefault(n, scoring.unseen(dense))
+        wanted = list(dict.fromkeys([*ranked, *reached]))
+        records = {r.rowid: r for r in await self.store.select_memories(scope, criteria, now, ns=wanted)}
+        linked = {
+            records[n].id: f"via link from {records[source].id} ({link_words(via)})"
+            for n, (source, via) in reached.items()
+            if n in records and source in records and (via or question.is_turn(records[n], records[source]))
+        }
+        # A memory a first hit names by a rare entity is relevant through it, however far its own words are.
+        entity_linked = {records[n].id for n, (_, via) in reached.items() if via and n in records}
+        return _Gathered([n for n in wanted if n in records], records, linked, entity_linked)
 
     async def _follow_links(self, scope: Scope, seeds: list[int], dense: DenseHits) -> dict[int, tuple[int, str]]:
         """Memories linked to the first hits (rare shared entities, session neighbours): target ->

@@ -14,7 +14,15 @@ import orjson
 
 from mcp_memory.schemas import MemoryOut
 from mcp_memory.services import task_tree
-from mcp_memory.task_schemas import CheckpointInfo, MemoryBrief, ResumePacket, TaskState
+from mcp_memory.task_schemas import (
+    CheckpointInfo,
+    MemoryBrief,
+    ResumePacket,
+    TaskHead,
+    TaskNode,
+    TaskState,
+    ToolCallRecord,
+)
 from mcp_memory.text import estimate_tokens
 
 LONG_PAUSE_SECONDS = 24 * 3600
@@ -62,54 +70,24 @@ def build(
     full_uri: str | None,
 ) -> ResumePacket:
     head = state.head
-    current = None
-    if head.current_node is not None:
-        found = task_tree.find(head.tree, head.current_node)
-        if found is not None:
-            current = found[0].model_copy(update={"children": []})
+    current = _current(head)
     packet_hints = hints(state, elapsed)
     used = sum(_tokens(x) for x in (state.goal, state.constraints, packet_hints, warnings))
     used += _tokens(current.model_dump(mode="json")) if current else 0
     used += _tokens([a.model_dump(mode="json") for a in head.pending_actions])
-
-    # The tree: up to about 40% of what is left, folding finished work first.
-    room = max(budget - used, 0)
-    tree_text = task_tree.outline(head.tree, head.current_node)
-    lines = tree_text.count("\n") + 1
-    while lines > 1 and _tokens(tree_text) > max(room * 0.4, 40):
-        lines = max(1, lines // 2) if lines > 8 else lines - 1
-        tree_text = task_tree.outline(head.tree, head.current_node, max_lines=lines)
+    tree_text = _tree(head, max(budget - used, 0))
     used += _tokens(tree_text)
+    kept_memories = _briefs(memories, budget - used)
+    used += sum(_tokens(b.model_dump(mode="json")) for b in kept_memories)
 
-    kept_memories: list[MemoryBrief] = []
-    for memory in memories:
-        brief = _brief(memory)
-        cost = _tokens(brief.model_dump(mode="json"))
-        if used + cost > budget:
-            break
-        kept_memories.append(brief)
-        used += cost
-
-    variables: dict[str, Any] = head.variables
-    if used + _tokens(variables) > budget:
-        variables = dict.fromkeys(head.variables, _OMITTED)
+    variables = head.variables if _tokens(head.variables) <= budget - used else dict.fromkeys(head.variables, _OMITTED)
+    if variables is not head.variables:
         warnings = [*warnings, "variables were too large for the budget: read the full checkpoint"]
     used += _tokens(variables)
-    tool_calls = list(head.last_tool_calls)
-    while tool_calls and used + _tokens([c.model_dump(mode="json") for c in tool_calls]) > budget:
-        tool_calls.pop(0)  # oldest first
+    tool_calls = _recent_calls(head, budget - used)
     used += _tokens([c.model_dump(mode="json") for c in tool_calls])
 
-    left = budget - used
-    # Latin text runs about 4 characters a token and CJK about 1: cutting there before estimating keeps
-    # a 1 MB snapshot from being measured whole only to learn that it does not fit.
-    excerpt = head.snapshot[: max(left, 0) * 4]
-    if _tokens(excerpt) > left:
-        # Cut to the budget (a token is ~3 characters of Latin text, ~1 of CJK: halve until it fits).
-        length = max(left, 0) * 3
-        excerpt = excerpt[:length]
-        while excerpt and _tokens(excerpt) > left:
-            excerpt = excerpt[: len(excerpt) * 3 // 4]
+    excerpt = _excerpt(head.snapshot, budget - used)
     used += _tokens(excerpt) if excerpt else 0
 
     packet = ResumePacket(
@@ -139,6 +117,56 @@ def build(
         used_tokens=used,
     )
     return _fit(packet, state, budget)
+
+
+def _current(head: TaskHead) -> TaskNode | None:
+    """The node the task is at, without its children (the tree shows them)."""
+    found = task_tree.find(head.tree, head.current_node) if head.current_node is not None else None
+    return found[0].model_copy(update={"children": []}) if found is not None else None
+
+
+def _tree(head: TaskHead, room: int) -> str:
+    """The tree in up to about 40% of what is left, folding finished work first."""
+    tree_text = task_tree.outline(head.tree, head.current_node)
+    lines = tree_text.count("\n") + 1
+    while lines > 1 and _tokens(tree_text) > max(room * 0.4, 40):
+        lines = max(1, lines // 2) if lines > 8 else lines - 1
+        tree_text = task_tree.outline(head.tree, head.current_node, max_lines=lines)
+    return tree_text
+
+
+def _briefs(memories: list[MemoryOut], room: int) -> list[MemoryBrief]:
+    """The memories, best first, while they fit in ``room`` tokens."""
+    kept: list[MemoryBrief] = []
+    for memory in memories:
+        brief = _brief(memory)
+        cost = _tokens(brief.model_dump(mode="json"))
+        if cost > room:
+            break
+        kept.append(brief)
+        room -= cost
+    return kept
+
+
+def _recent_calls(head: TaskHead, room: int) -> list[ToolCallRecord]:
+    """The last tool calls, the oldest dropped first until they fit in ``room`` tokens."""
+    calls = list(head.last_tool_calls)
+    while calls and _tokens([c.model_dump(mode="json") for c in calls]) > room:
+        calls.pop(0)
+    return calls
+
+
+def _excerpt(snapshot: str, left: int) -> str:
+    """The head of the snapshot that fits in ``left`` tokens."""
+    # Latin text runs about 4 characters a token and CJK about 1: cutting there before estimating keeps
+    # a 1 MB snapshot from being measured whole only to learn that it does not fit.
+    excerpt = snapshot[: max(left, 0) * 4]
+    if _tokens(excerpt) > left:
+        # Cut to the budget (a token is ~3 characters of Latin text, ~1 of CJK: halve until it fits).
+        excerpt = excerpt[: max(left, 0) * 3]
+        while excerpt and _tokens(excerpt) > left:
+            excerpt = excerpt[: len(excerpt) * 3 // 4]
+    return excerpt
 
 
 def _brief(memory: MemoryOut) -> MemoryBrief:

@@ -43,6 +43,9 @@ async def concurrently(*calls: Awaitable[Any]) -> list[Any]:
     return results
 
 
+Scored = tuple[float, MemoryRecord, Signals]  # value, the memory, why
+
+
 def score(
     ranked: Sequence[int],
     records: Mapping[int, MemoryRecord],
@@ -55,7 +58,7 @@ def score(
     half_life_hours: float,
     now: float,
     span: Span | None = None,
-) -> list[tuple[float, MemoryRecord, Signals]]:
+) -> list[Scored]:
     """The value of every candidate but the pinned ones (they come back apart): best first, the newer
     side of a supersession ahead of the older. For a question that names a time (``span``), recency
     is closeness of ``occurred_at`` to that time, not of the last access to now."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from mcp_memory.services import rules
@@ -122,61 +122,69 @@ def extractive(sources: Sequence[str]) -> Summary:
     """
     budget = int(sum(estimate_tokens(s) for s in sources) * MAX_RATIO)
     sentences = facts(sources)
-    stated = [_terms(f) for f in sentences]
-    wanted: set[str] = set().union(*(identifiers(s) for s in sources)) if sources else set()
-    id_weight = max(len(stated), 1) / max(len(wanted), 1)  # facts and identifiers weigh alike
-    info = [(_terms(x), identifiers(x) & wanted, estimate_tokens(x)) for x in sentences]
-    facts_with: dict[str, set[int]] = {}
-    for index, terms in enumerate(stated):
-        for term in terms:
-            facts_with.setdefault(term, set()).add(index)
-    # How far sentence i keeps each fact it shares a word with.
-    keeps = [
-        {f: _kept(stated[f], terms) for f in set().union(*(facts_with.get(t, set()) for t in terms))}
-        for terms, _, _ in info
-    ]
+    cover = _Coverage(sources, sentences, budget)
+    fitting = [i for i in range(len(sentences)) if cover.info[i][2] <= budget]
+    seeds = sorted(fitting, key=lambda i: -cover.alone(i))[:3]
+    options = [cover.grow([]), cover.grow([], by_ratio=False), *(cover.grow([i]) for i in seeds)]
+    _, chosen = max(options, key=lambda option: option[0])
+    return measure(sources, " ".join(sentences[i] for i in sorted(chosen)))
 
-    def grow(seed: list[int], by_ratio: bool = True) -> tuple[float, list[int]]:
-        kept = [0.0] * len(stated)
+
+class _Coverage:
+    """The facts of the sources, the identifiers they name, and how far each sentence keeps them."""
+
+    def __init__(self, sources: Sequence[str], sentences: list[str], budget: int) -> None:
+        self.budget = budget
+        self.stated = [_terms(f) for f in sentences]
+        wanted: set[str] = set().union(*(identifiers(s) for s in sources)) if sources else set()
+        self.id_weight = max(len(self.stated), 1) / max(len(wanted), 1)  # facts and identifiers weigh alike
+        self.info = [(_terms(x), identifiers(x) & wanted, estimate_tokens(x)) for x in sentences]
+        facts_with: dict[str, set[int]] = {}
+        for index, terms in enumerate(self.stated):
+            for term in terms:
+                facts_with.setdefault(term, set()).add(index)
+        # How far sentence i keeps each fact it shares a word with.
+        self.keeps = [
+            {f: _kept(self.stated[f], terms) for f in set().union(*(facts_with.get(t, set()) for t in terms))}
+            for terms, _, _ in self.info
+        ]
+
+    def alone(self, i: int) -> float:
+        return sum(self.keeps[i].values()) + self.id_weight * len(self.info[i][1])
+
+    def grow(self, seed: list[int], by_ratio: bool = True) -> tuple[float, list[int]]:
+        """Sentences picked greedily (``seed`` first) while they fit the budget: (gain, picked)."""
+        kept = [0.0] * len(self.stated)
         ids: set[str] = set()
         total = 0.0
-
-        def gain(i: int) -> float:
-            more = sum(max(0.0, k - kept[f]) for f, k in keeps[i].items())
-            return more + id_weight * len(info[i][1] - ids)
-
         picked: list[int] = []
         used = 0
         candidates = list(seed)
+
+        def gain(i: int) -> float:
+            more = sum(max(0.0, k - kept[f]) for f, k in self.keeps[i].items())
+            return more + self.id_weight * len(self.info[i][1] - ids)
+
         while True:
-            if candidates:
-                choice: int | None = candidates.pop()
-            else:
-                best: tuple[float, int] | None = None
-                for i in range(len(sentences)):
-                    if i in picked or used + info[i][2] > budget:
-                        continue
-                    ratio = gain(i) / max(info[i][2], 1) if by_ratio else gain(i)
-                    if ratio > 1e-9 and (best is None or ratio > best[0]):
-                        best = (ratio, i)
-                choice = None if best is None else best[1]
+            choice = candidates.pop() if candidates else self._best(gain, picked, used, by_ratio)
             if choice is None:
                 return total, picked
             total += gain(choice)
-            for f, k in keeps[choice].items():
+            for f, k in self.keeps[choice].items():
                 kept[f] = max(kept[f], k)
-            ids |= info[choice][1]
+            ids |= self.info[choice][1]
             picked.append(choice)
-            used += info[choice][2]
+            used += self.info[choice][2]
 
-    def alone(i: int) -> float:
-        return sum(keeps[i].values()) + id_weight * len(info[i][1])
-
-    fitting = [i for i in range(len(sentences)) if info[i][2] <= budget]
-    seeds = sorted(fitting, key=lambda i: -alone(i))[:3]
-    options = [grow([]), grow([], by_ratio=False), *(grow([i]) for i in seeds)]
-    _, chosen = max(options, key=lambda option: option[0])
-    return measure(sources, " ".join(sentences[i] for i in sorted(chosen)))
+    def _best(self, gain: Callable[[int], float], picked: list[int], used: int, by_ratio: bool) -> int | None:
+        best: tuple[float, int] | None = None
+        for i in range(len(self.info)):
+            if i in picked or used + self.info[i][2] > self.budget:
+                continue
+            ratio = gain(i) / max(self.info[i][2], 1) if by_ratio else gain(i)
+            if ratio > 1e-9 and (best is None or ratio > best[0]):
+                best = (ratio, i)
+        return None if best is None else best[1]
 
 
 def invented(sources: Sequence[str], summary: str) -> str | None:

@@ -76,46 +76,12 @@ def apply_edits(head: TaskHead, edits: Sequence[TaskEdit], max_depth: int) -> Ta
     for i, edit in enumerate(edits):
         where = f"edits[{i}]"
         if edit.op == "add":
-            if edit.node is None:
-                raise InvalidInputError(f"{where}.node", "is required to add a node")
-            if edit.parent_id is None:
-                if new.tree is not None:
-                    raise InvalidInputError(
-                        f"{where}.parent_id", f"the task already has a root ({new.tree.id!r}); a tree has one root"
-                    )
-                new.tree = edit.node.model_copy(deep=True)
-            else:
-                parent, _ = _require(new.tree, edit.parent_id, f"{where}.parent_id")
-                for added, _ in walk(edit.node):
-                    if find(new.tree, added.id) is not None:
-                        raise InvalidInputError(f"{where}.node", f"node id {added.id!r} already exists")
-                _insert(parent, edit.node.model_copy(deep=True), edit.position)
-            validate(new.tree, f"{where}.node", max_depth)
+            _add(new, edit, where, max_depth)
         elif edit.op == "move":
-            node, old_parent = _require(new.tree, edit.node_id, f"{where}.node_id")
-            if old_parent is None:
-                raise InvalidInputError(f"{where}.node_id", f"{node.id!r} is the root; the root cannot move")
-            target, _ = _require(new.tree, edit.parent_id, f"{where}.parent_id")
-            if find(node, target.id) is not None:
-                raise InvalidInputError(
-                    f"{where}.parent_id", f"moving {node.id!r} under {target.id!r} would make a cycle"
-                )
-            old_parent.children.remove(node)
-            _insert(target, node, edit.position)
+            _move(new, edit, where)
         elif edit.op == "set":
             node, _ = _require(new.tree, edit.node_id, f"{where}.node_id")
-            if edit.title is not None:
-                node.title = edit.title
-            if edit.notes is not None:
-                node.notes = edit.notes
-            if edit.status is not None:
-                node.status = edit.status
-                if edit.status != "blocked" and edit.blocked_reason is None:
-                    node.blocked_reason = None
-            if edit.blocked_reason is not None:
-                node.blocked_reason = edit.blocked_reason
-            if node.status == "blocked" and not node.blocked_reason:
-                raise InvalidInputError(f"{where}.blocked_reason", "a blocked node needs a reason")
+            _set(node, edit, where)
         else:  # set_current
             node, _ = _require(new.tree, edit.node_id, f"{where}.node_id")
             new.current_node = node.id
@@ -123,6 +89,50 @@ def apply_edits(head: TaskHead, edits: Sequence[TaskEdit], max_depth: int) -> Ta
         raise InvalidInputError("current_node", f"no node {new.current_node!r} in this task's tree")
     validate(new.tree, "edits", max_depth)  # a move can deepen the tree too
     return new
+
+
+def _add(head: TaskHead, edit: TaskEdit, where: str, max_depth: int) -> None:
+    if edit.node is None:
+        raise InvalidInputError(f"{where}.node", "is required to add a node")
+    if edit.parent_id is None:
+        if head.tree is not None:
+            raise InvalidInputError(
+                f"{where}.parent_id", f"the task already has a root ({head.tree.id!r}); a tree has one root"
+            )
+        head.tree = edit.node.model_copy(deep=True)
+    else:
+        parent, _ = _require(head.tree, edit.parent_id, f"{where}.parent_id")
+        for added, _ in walk(edit.node):
+            if find(head.tree, added.id) is not None:
+                raise InvalidInputError(f"{where}.node", f"node id {added.id!r} already exists")
+        _insert(parent, edit.node.model_copy(deep=True), edit.position)
+    validate(head.tree, f"{where}.node", max_depth)
+
+
+def _move(head: TaskHead, edit: TaskEdit, where: str) -> None:
+    node, old_parent = _require(head.tree, edit.node_id, f"{where}.node_id")
+    if old_parent is None:
+        raise InvalidInputError(f"{where}.node_id", f"{node.id!r} is the root; the root cannot move")
+    target, _ = _require(head.tree, edit.parent_id, f"{where}.parent_id")
+    if find(node, target.id) is not None:
+        raise InvalidInputError(f"{where}.parent_id", f"moving {node.id!r} under {target.id!r} would make a cycle")
+    old_parent.children.remove(node)
+    _insert(target, node, edit.position)
+
+
+def _set(node: TaskNode, edit: TaskEdit, where: str) -> None:
+    if edit.title is not None:
+        node.title = edit.title
+    if edit.notes is not None:
+        node.notes = edit.notes
+    if edit.status is not None:
+        node.status = edit.status
+        if edit.status != "blocked" and edit.blocked_reason is None:
+            node.blocked_reason = None
+    if edit.blocked_reason is not None:
+        node.blocked_reason = edit.blocked_reason
+    if node.status == "blocked" and not node.blocked_reason:
+        raise InvalidInputError(f"{where}.blocked_reason", "a blocked node needs a reason")
 
 
 def outline(tree: TaskNode | None, current: str | None, max_lines: int | None = None) -> str:

@@ -2,25 +2,24 @@
 
 from __future__ import annotations
 
-import base64
 import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-import orjson
 from pydantic import ValidationError
 
 from mcp_memory.config import Limits
 from mcp_memory.errors import InvalidInputError, LimitExceededError, NotFoundError, StorageError
 from mcp_memory.ids import new_id
-from mcp_memory.models import Scope, to_datetime
+from mcp_memory.models import Scope
 from mcp_memory.redact import redact, redact_value
 from mcp_memory.schemas import MemoryOut, RecallFilters
 from mcp_memory.services import packet, task_tree
 from mcp_memory.services.checks import identifier, text_field
 from mcp_memory.services.memory import MemoryService
+from mcp_memory.services.task_views import checkpoint_uri, dt, from_cursor, info, serialised_size, task_uri, to_cursor
 from mcp_memory.storage.envelope import (
     CheckpointFormatError,
     CorruptCheckpointError,
@@ -51,49 +50,6 @@ HEAD_FIELDS = frozenset(TaskHead.model_fields)
 _RETRIES = 5
 
 
-def task_uri(task_id: str) -> str:
-    return f"memory://tasks/{task_id}"
-
-
-def checkpoint_uri(task_id: str, checkpoint_id: str) -> str:
-    return f"memory://tasks/{task_id}/checkpoints/{checkpoint_id}"
-
-
-def _dt(seconds: float) -> Any:
-    return to_datetime(seconds)
-
-
-def _info(row: CheckpointRow) -> CheckpointInfo:
-    return CheckpointInfo(
-        id=row.id,
-        task_id=row.task_id,
-        seq=row.seq,
-        parent_id=row.parent_id,
-        reason=row.reason,
-        created_at=_dt(row.created_at),
-        size=row.size,
-        checksum=row.checksum,
-    )
-
-
-def serialised_size(head: TaskHead) -> int:
-    """What the checkpoint limit measures: the structured JSON plus the snapshot's UTF-8 bytes."""
-    return len(orjson.dumps(head.model_dump(mode="json", exclude={"snapshot"}))) + len(head.snapshot.encode("utf-8"))
-
-
-def _cursor(value: Any) -> str:
-    return base64.urlsafe_b64encode(orjson.dumps(value)).decode()
-
-
-def _uncursor(cursor: str | None) -> Any:
-    if cursor is None:
-        return None
-    try:
-        return orjson.loads(base64.urlsafe_b64decode(cursor.encode()))
-    except (ValueError, orjson.JSONDecodeError):
-        raise InvalidInputError("cursor", "is not a cursor this server returned; omit it to start over") from None
-
-
 def _refuse_secret_ids(changes: dict[str, Any]) -> None:
     """Node ids are reused by the caller as given: a credential in one is refused, not redacted."""
     current = changes.get("current_node")
@@ -105,6 +61,27 @@ def _refuse_secret_ids(changes: dict[str, Any]) -> None:
         return  # the merge names what is wrong with it
     for node, _ in task_tree.walk(tree) if tree is not None else ():
         identifier("tree", node.id)
+
+
+def _check_checkpoint(
+    scope: Scope,
+    task_id: str | None,
+    title: str | None,
+    goal: str | None,
+    constraints: list[str] | None,
+    changes: dict[str, Any],
+    in_namespace: bool,
+) -> None:
+    if task_id is not None:
+        identifier("task_id", task_id)
+    for name, text in (("title", title), ("goal", goal)):
+        if text is not None:
+            text_field(name, text)
+    _refuse_secret_ids(changes)
+    for i, item in enumerate(constraints or []):
+        text_field(f"constraints[{i}]", item)
+    if in_namespace and scope.namespace is None:
+        raise InvalidInputError("namespaced", "this connection has no namespace to create the task in")
 
 
 class TaskService:
@@ -237,45 +214,11 @@ class TaskService:
         in_namespace: bool = False,
     ) -> CheckpointResult:
         """Save the head (creating the task on first use) and an immutable copy of it."""
-        if task_id is not None:
-            identifier("task_id", task_id)
-        for name, text in (("title", title), ("goal", goal)):
-            if text is not None:
-                text_field(name, text)
-        _refuse_secret_ids(changes)
-        for i, item in enumerate(constraints or []):
-            text_field(f"constraints[{i}]", item)
-        if in_namespace and scope.namespace is None:
-            raise InvalidInputError("namespaced", "this connection has no namespace to create the task in")
+        _check_checkpoint(scope, task_id, title, goal, constraints, changes, in_namespace)
         task_id = task_id or f"task-{new_id()}"
         for _ in range(_RETRIES):
             now = self.clock()
-            warnings: list[str] = []
-            row = await self.tasks.get(scope, task_id)
-            if row is None:
-                if not goal:
-                    raise InvalidInputError("goal", "is required when a task is created; say what the task is for")
-                base_head, base_seq = TaskHead(), None
-                row = TaskRow(
-                    task_id=task_id,
-                    namespace=scope.namespace if in_namespace else None,
-                    title=redact(title or goal[:80]),
-                    goal=redact(goal),
-                    constraints=[redact(c) for c in constraints or []],
-                    head=b"",
-                    head_seq=0,
-                    created_at=now,
-                    updated_at=now,
-                    latest_checkpoint_id=None,
-                )
-            else:
-                base_head, base_seq = await self._head(scope, row, warnings), row.head_seq
-                row = replace(
-                    row,
-                    title=redact(title) if title is not None else row.title,
-                    goal=redact(goal) if goal is not None else row.goal,
-                    constraints=[redact(c) for c in constraints] if constraints is not None else row.constraints,
-                )
+            row, base_head, base_seq = await self._base(scope, task_id, title, goal, constraints, in_namespace, now)
             if expected_head is not None and expected_head != (base_seq or 0):
                 raise StaleHeadError(task_id, base_seq or 0, expected_head)
             # The stored head was redacted when it was written: only what this call brings needs it.
@@ -295,9 +238,50 @@ class TaskService:
                 continue  # another client moved the head: re-read and re-apply these fields
             await self.memory.reopen_task(scope, new_row.task_id, head.tree.status if head.tree else None)
             return CheckpointResult(
-                checkpoint=_info(cp), created_task=base_seq is None, head_seq=seq, serialized_size=serialised_size(head)
+                checkpoint=info(cp), created_task=base_seq is None, head_seq=seq, serialized_size=serialised_size(head)
             )
         raise StaleHeadError(task_id, -1, None)
+
+    async def _base(
+        self,
+        scope: Scope,
+        task_id: str,
+        title: str | None,
+        goal: str | None,
+        constraints: list[str] | None,
+        in_namespace: bool,
+        now: float,
+    ) -> tuple[TaskRow, TaskHead, int | None]:
+        """The task as stored with this call's title, goal and constraints (a new one if there is
+        none), its head, and the head's sequence number (None: the task is new)."""
+        row = await self.tasks.get(scope, task_id)
+        if row is None:
+            if not goal:
+                raise InvalidInputError("goal", "is required when a task is created; say what the task is for")
+            new = TaskRow(
+                task_id=task_id,
+                namespace=scope.namespace if in_namespace else None,
+                title=redact(title or goal[:80]),
+                goal=redact(goal),
+                constraints=[redact(c) for c in constraints or []],
+                head=b"",
+                head_seq=0,
+                created_at=now,
+                updated_at=now,
+                latest_checkpoint_id=None,
+            )
+            return new, TaskHead(), None
+        head = await self._head(scope, row, [])
+        return (
+            replace(
+                row,
+                title=redact(title) if title is not None else row.title,
+                goal=redact(goal) if goal is not None else row.goal,
+                constraints=[redact(c) for c in constraints] if constraints is not None else row.constraints,
+            ),
+            head,
+            row.head_seq,
+        )
 
     async def update_task(
         self, scope: Scope, task_id: str, edits: Sequence[TaskEdit], expected_head: int | None = None
@@ -387,8 +371,8 @@ class TaskService:
             constraints=row.constraints,
             head=head,
             head_seq=row.head_seq,
-            created_at=_dt(row.created_at),
-            updated_at=_dt(row.updated_at),
+            created_at=dt(row.created_at),
+            updated_at=dt(row.updated_at),
             latest_checkpoint_id=row.latest_checkpoint_id,
         )
 
@@ -401,7 +385,7 @@ class TaskService:
         if row.latest_checkpoint_id is None:
             return None
         cp = await self.tasks.checkpoint(scope, task_id, row.latest_checkpoint_id)
-        return _info(cp) if cp else None
+        return info(cp) if cp else None
 
     async def read_checkpoint(self, scope: Scope, task_id: str, checkpoint_id: str) -> dict[str, Any]:
         """The complete checkpoint: its description, the structured part and the whole snapshot."""
@@ -414,7 +398,7 @@ class TaskService:
         except (CorruptCheckpointError, CheckpointFormatError) as exc:
             raise StorageError(f"checkpoint {checkpoint_id!r} cannot be read: {exc}") from None
         return {
-            "checkpoint": _info(row).model_dump(mode="json"),
+            "checkpoint": info(row).model_dump(mode="json"),
             "format_version": envelope.format_version,
             **envelope.structured,
             "snapshot": envelope.snapshot,
@@ -423,7 +407,7 @@ class TaskService:
     async def list_tasks(self, scope: Scope, cursor: str | None = None, limit: int = 20) -> TaskPage:
         if not 1 <= limit <= 200:
             raise InvalidInputError("limit", "must be between 1 and 200")
-        after = _uncursor(cursor)
+        after = from_cursor(cursor)
         rows = await self.tasks.list_tasks(scope, tuple(after) if after else None, limit + 1)
         summaries = []
         for row in rows[:limit]:
@@ -437,14 +421,14 @@ class TaskService:
                     head_seq=row.head_seq,
                     current_node=head.current_node,
                     status=head.tree.status if head.tree else None,
-                    updated_at=_dt(row.updated_at),
+                    updated_at=dt(row.updated_at),
                     checkpoints=row.checkpoints,
                 )
             )
         more = len(rows) > limit
         return TaskPage(
             tasks=summaries,
-            next_cursor=_cursor([rows[limit - 1].updated_at, rows[limit - 1].task_id]) if more else None,
+            next_cursor=to_cursor([rows[limit - 1].updated_at, rows[limit - 1].task_id]) if more else None,
         )
 
     async def list_checkpoints(
@@ -453,13 +437,13 @@ class TaskService:
         if not 1 <= limit <= 200:
             raise InvalidInputError("limit", "must be between 1 and 200")
         await self._row(scope, task_id)
-        before = _uncursor(cursor)
+        before = from_cursor(cursor)
         if before is not None and not isinstance(before, int):
             raise InvalidInputError("cursor", "is not a cursor this server returned; omit it to start over")
         rows = await self.tasks.list_checkpoints(scope, task_id, before, limit + 1)
         more = len(rows) > limit
         return CheckpointPage(
-            checkpoints=[_info(r) for r in rows[:limit]], next_cursor=_cursor(rows[limit - 1].seq) if more else None
+            checkpoints=[info(r) for r in rows[:limit]], next_cursor=to_cursor(rows[limit - 1].seq) if more else None
         )
 
     # ----- resume --------------------------------------------------------------------------

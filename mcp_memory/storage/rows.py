@@ -14,41 +14,41 @@ import orjson
 
 from mcp_memory.models import Criteria, MemoryRecord, Provenance, Scope
 
-MEMORY_COLUMNS = (
-    "n, id, namespace, kind, content, key, tags, metadata, importance, pinned, occurred_at, created_at, "
-    "last_accessed_at, access_count, valid_from, valid_to, superseded_by, expires_at, tier, level, language, "
-    "session_key, task_id, client_name, client_version, transport, content_hash"
-)
+# One list of a memory row's columns, in order: the SELECT, the INSERT and both mappings follow it.
+RECORD_FIELDS = (
+    "id", "namespace", "kind", "content", "key", "tags", "metadata", "importance", "pinned", "occurred_at",
+    "created_at", "last_accessed_at", "access_count", "valid_from", "valid_to", "superseded_by", "expires_at",
+    "tier", "level", "language", "session_key", "task_id", "client_name", "client_version", "transport",
+    "content_hash",
+)  # fmt: skip
+_JSON_FIELDS = frozenset({"tags", "metadata"})
+_PROVENANCE_FIELDS = ("client_name", "client_version", "transport")
+
+MEMORY_COLUMNS = ", ".join(("n", *RECORD_FIELDS))
+INSERT_MEMORY = f"INSERT INTO memories ({', '.join(RECORD_FIELDS)}) VALUES ({','.join('?' * len(RECORD_FIELDS))})"
+
+
+def record_values(rec: MemoryRecord) -> tuple[Any, ...]:
+    """A record as the values of INSERT_MEMORY."""
+    values: list[Any] = []
+    for name in RECORD_FIELDS:
+        value = getattr(rec.provenance if name in _PROVENANCE_FIELDS else rec, name)
+        if name in _JSON_FIELDS:
+            value = orjson.dumps(value).decode()
+        elif name == "pinned":
+            value = int(value)
+        values.append(value)
+    return tuple(values)
 
 
 def row_to_record(row: Sequence[Any]) -> MemoryRecord:
-    return MemoryRecord(
-        rowid=row[0],
-        id=row[1],
-        namespace=row[2],
-        kind=row[3],
-        content=row[4],
-        key=row[5],
-        tags=orjson.loads(row[6]),
-        metadata=orjson.loads(row[7]),
-        importance=row[8],
-        pinned=bool(row[9]),
-        occurred_at=row[10],
-        created_at=row[11],
-        last_accessed_at=row[12],
-        access_count=row[13],
-        valid_from=row[14],
-        valid_to=row[15],
-        superseded_by=row[16],
-        expires_at=row[17],
-        tier=row[18],
-        level=row[19],
-        language=row[20],
-        session_key=row[21],
-        task_id=row[22],
-        provenance=Provenance(client_name=row[23], client_version=row[24], transport=row[25]),
-        content_hash=row[26],
-    )
+    """A row read with MEMORY_COLUMNS as a record."""
+    fields = dict(zip(RECORD_FIELDS, row[1:], strict=True))
+    for name in _JSON_FIELDS:
+        fields[name] = orjson.loads(fields[name])
+    fields["pinned"] = bool(fields["pinned"])
+    provenance = Provenance(**{name: fields.pop(name) for name in _PROVENANCE_FIELDS})
+    return MemoryRecord(rowid=row[0], provenance=provenance, **fields)
 
 
 def visible_clause(scope: Scope, criteria: Criteria, now: float, alias: str = "m") -> tuple[str, list[Any]]:

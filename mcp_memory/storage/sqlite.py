@@ -14,14 +14,11 @@ stores share are in ``rows``.
 from __future__ import annotations
 
 import functools
-import hashlib
 import logging
-import re
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from types import TracebackType
 
@@ -34,9 +31,10 @@ from mcp_memory.errors import ModelMismatchError, StorageError
 from mcp_memory.models import Applied, Centring, Criteria, DenseHits, MemoryRecord, Merge, NewMemory, Scope, Vector
 from mcp_memory.storage import links, writes
 from mcp_memory.storage.links import Link
+from mcp_memory.storage.pool import PoolLimits, PrincipalPool, principal_file
 from mcp_memory.storage.principal import PrincipalDb
 from mcp_memory.storage.rows import MEMORY_COLUMNS, attach_occurrences, fts_match, row_to_record, visible_clause
-from mcp_memory.storage.schema import migrate, private_dir, tighten
+from mcp_memory.storage.schema import private_dir, tighten
 from mcp_memory.storage.vectors import VectorIndex
 
 log = logging.getLogger(__name__)
@@ -46,30 +44,11 @@ log = logging.getLogger(__name__)
 REINFORCE_FLUSH_SECONDS = 2.0
 
 
-def principal_file(data_dir: Path, principal: str) -> Path:
-    """A file name no principal string can steer outside the data directory."""
-    slug = re.sub(r"[^a-z0-9_-]+", "_", principal.lower())[:40].strip("_") or "p"
-    digest = hashlib.sha256(principal.encode("utf-8")).hexdigest()[:16]
-    return data_dir / "principals" / f"{slug}-{digest}.db"
-
-
-@dataclass(frozen=True)
-class PoolLimits:
-    """How many principals one process keeps open (their files, threads and vector indexes)."""
-
-    max_open: int = 64
-    idle_seconds: float = 600.0
-    index_budget_bytes: int = 1 << 30
-
-
 class SqliteStore:
     def __init__(self, data_dir: Path, busy_timeout_ms: int = 10_000, pool: PoolLimits | None = None) -> None:
         self.data_dir = data_dir
         self.busy_timeout_ms = busy_timeout_ms
-        self.pool = pool or PoolLimits()
-        self.evictions = {"files": 0, "indexes": 0}
-        self._dbs: dict[str, PrincipalDb] = {}
-        self._open_lock = anyio.Lock()
+        self.pool = PrincipalPool(data_dir, busy_timeout_ms, pool or PoolLimits(), self._flush_principal)
         self._group: TaskGroup | None = None
 
     async def __aenter__(self) -> SqliteStore:
@@ -95,133 +74,28 @@ class SqliteStore:
             self._group = None
         with anyio.CancelScope(shield=True):
             await self.flush_reinforcement()
-        dbs, self._dbs = list(self._dbs.values()), {}
-        for db in dbs:
-            await db.close()
+        await self.pool.close()
 
     # ----- opening -------------------------------------------------------------------------
 
     def path_for(self, scope: Scope) -> Path:
         return principal_file(self.data_dir, scope.principal)
 
-    async def _connect(self, path: Path) -> aiosqlite.Connection:
-        conn = await aiosqlite.connect(path, isolation_level=None, timeout=self.busy_timeout_ms / 1000)
-        for pragma in (
-            f"PRAGMA busy_timeout = {self.busy_timeout_ms}",
-            "PRAGMA synchronous = NORMAL",
-            "PRAGMA foreign_keys = ON",
-            "PRAGMA secure_delete = ON",
-        ):
-            await conn.execute(pragma)
-        return conn
-
     async def _db(self, scope: Scope) -> PrincipalDb:
-        db = self._dbs.get(scope.principal)
-        if db is not None:
-            db.last_used = time.monotonic()
-            return db
-        async with self._open_lock:
-            db = self._dbs.get(scope.principal)
-            if db is None:
-                await self._make_room(self.pool.max_open - 1)
-                path = self.path_for(scope)
-                try:
-                    db = await self._open(path)
-                except StorageError:
-                    if not any(other.evictable for other in self._dbs.values()):
-                        raise
-                    # Out of descriptors, most likely: close every principal nobody holds, once.
-                    log.warning("opening a principal failed with %d open; closing the idle ones", len(self._dbs))
-                    await self._make_room(0)
-                    db = await self._open(path)
-                self._dbs[scope.principal] = db
-                # The file name is a hash: the scheduler reads the principal back from here.
-                await db.writer.execute(
-                    "INSERT OR IGNORE INTO meta(key, value) VALUES ('principal', ?)", (scope.principal,)
-                )
-        return db
+        return await self.pool.get(scope.principal)
 
-    async def _open(self, path: Path) -> PrincipalDb:
-        await anyio.to_thread.run_sync(migrate, path, self.busy_timeout_ms)
-        reader: aiosqlite.Connection | None = None
-        try:
-            reader = await self._connect(path)
-            return PrincipalDb(path, reader, await self._connect(path), self.busy_timeout_ms)
-        except sqlite3.Error as exc:
-            if reader is not None:
-                await reader.close()
-            raise StorageError(f"cannot open data file {str(path)!r}: {exc}") from exc
-
-    # ----- the pool ------------------------------------------------------------------------
-
-    @asynccontextmanager
-    async def lease(self, principal: str, holder: object | None = None) -> AsyncIterator[None]:
-        """Keep ``principal``'s file open while a call runs, and while ``holder`` (its MCP session)
-        lives: the pool never closes a principal that is in use."""
-        db = await self._db(Scope(principal))
-        db.users += 1
-        if holder is not None:
-            db.holders.add(holder)
-        try:
-            yield
-        finally:
-            db.users -= 1
-            db.last_used = time.monotonic()
+    def lease(self, principal: str, holder: object | None = None) -> AbstractAsyncContextManager[None]:
+        """Keep ``principal``'s file open while a call runs and while ``holder`` (its session) lives."""
+        return self.pool.lease(principal, holder)
 
     def release(self, principal: str, holder: object) -> None:
-        """``holder`` (a session) no longer keeps ``principal`` open."""
-        db = self._dbs.get(principal)
-        if db is not None:
-            db.holders.discard(holder)
-
-    async def _make_room(self, keep: int, idle_seconds: float | None = None) -> None:
-        """Close unheld principals, least recently used first, until at most ``keep`` are open (or,
-        with ``idle_seconds``, every unheld one unused that long). Called under the open lock."""
-        now = time.monotonic()
-        idle = sorted((db.last_used, principal) for principal, db in self._dbs.items() if db.evictable)
-        for last_used, principal in idle:
-            if idle_seconds is not None:
-                if now - last_used < idle_seconds:
-                    break
-            elif len(self._dbs) <= keep:
-                break
-            db = self._dbs[principal]
-            if not db.evictable:
-                continue  # taken while an earlier one closed
-            await self.flush_reinforcement(Scope(principal))
-            if not db.evictable or db.pending:
-                continue
-            del self._dbs[principal]
-            await db.close()
-            self.evictions["files"] += 1
-
-    def _trim_indexes(self, keep: PrincipalDb) -> None:
-        """Drop the vector indexes of unheld principals, least recently used first, while all of them
-        together hold more than the budget; each reloads on its next recall."""
-        loaded = [db for db in self._dbs.values() if db.index is not None]
-        total = sum(db.index.nbytes for db in loaded if db.index is not None)
-        for db in sorted(loaded, key=lambda d: d.last_used):
-            if total <= self.pool.index_budget_bytes:
-                break
-            if db is keep or db.users or db.index_lock.locked() or db.index is None:
-                continue
-            total -= db.index.nbytes
-            db.index = None
-            self.evictions["indexes"] += 1
+        self.pool.release(principal, holder)
 
     def open_principals(self) -> list[str]:
-        return list(self._dbs)
+        return self.pool.principals()
 
     def pool_figures(self) -> dict[str, int]:
-        """Open principal files, vector indexes held and their bytes, and evictions so far."""
-        indexes = [db.index for db in self._dbs.values() if db.index is not None]
-        return {
-            "open_principals": len(self._dbs),
-            "indexes": len(indexes),
-            "index_bytes": sum(index.nbytes for index in indexes),
-            "evicted_files": self.evictions["files"],
-            "evicted_indexes": self.evictions["indexes"],
-        }
+        return self.pool.figures()
 
     @asynccontextmanager
     async def transaction(self, scope: Scope) -> AsyncIterator[aiosqlite.Connection]:
@@ -294,7 +168,7 @@ class SqliteStore:
         loaded = db.index is not None
         index = await db.sync(dim)
         if not loaded:
-            self._trim_indexes(keep=db)
+            self.pool.trim_indexes(keep=db)
         return index
 
     async def dense_search(
@@ -484,9 +358,9 @@ class SqliteStore:
 
     async def flush_reinforcement(self, scope: Scope | None = None) -> None:
         """Write the buffered reinforcement of one principal (or of every open one) now."""
-        principals = [scope.principal] if scope is not None else list(self._dbs)
+        principals = [scope.principal] if scope is not None else self.pool.principals()
         for principal in principals:
-            db = self._dbs.get(principal)
+            db = self.pool.get_open(principal)
             if db is None or not db.pending:
                 continue
             db.flushing, db.pending = db.pending, {}
@@ -503,14 +377,16 @@ class SqliteStore:
             finally:
                 db.flushing = {}
 
+    async def _flush_principal(self, principal: str) -> None:
+        await self.flush_reinforcement(Scope(principal))
+
     async def _flush_every(self, seconds: float) -> None:
         """Background upkeep: buffered reinforcement written, idle principals closed."""
         while True:
             await anyio.sleep(seconds)
             try:
                 await self.flush_reinforcement()
-                async with self._open_lock:
-                    await self._make_room(self.pool.max_open, idle_seconds=self.pool.idle_seconds)
+                await self.pool.close_idle()
             except Exception:  # never let the upkeep die: the next round retries
                 log.exception("store upkeep failed")
 
@@ -569,10 +445,10 @@ class SqliteStore:
 
     def indexed_total(self) -> int:
         """Memories in every vector index this process has loaded (for /metrics)."""
-        return sum(len(db.index) for db in list(self._dbs.values()) if db.index is not None)
+        return sum(len(db.index) for db in self.pool.open_dbs() if db.index is not None)
 
     def index_size(self, scope: Scope) -> int | None:
-        db = self._dbs.get(scope.principal)
+        db = self.pool.get_open(scope.principal)
         return len(db.index) if db is not None and db.index is not None else None
 
     async def replace_vectors(self, scope: Scope, vectors: Sequence[tuple[int, bytes]]) -> None:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import aiosqlite
 import orjson
 
 from mcp_memory.errors import ConflictError
@@ -124,27 +125,8 @@ class TaskStore:
 
         ``base_seq`` None means the task must not exist yet. Raises StaleHeadError otherwise.
         """
-        where, params = _visible(scope)
         async with self.store.transaction(scope) as conn:
-            rows = list(
-                await conn.execute_fetchall(
-                    "SELECT t.head_seq, t.namespace FROM tasks t WHERE t.task_id = ?", [task.task_id]
-                )
-            )
-            if rows:
-                visible = list(
-                    await conn.execute_fetchall(
-                        f"SELECT 1 FROM tasks t WHERE t.task_id = ? AND {where}", [task.task_id, *params]
-                    )
-                )
-                if not visible:
-                    # Another namespace's task by this id: the caller may not see it, nor take the id.
-                    raise ConflictError(f"the task id {task.task_id!r} is taken; choose another task_id")
-                current = int(rows[0][0])
-                if base_seq != current:
-                    raise StaleHeadError(task.task_id, current, base_seq)
-            elif base_seq is not None:
-                raise StaleHeadError(task.task_id, 0, base_seq)
+            await _check_head(conn, scope, task.task_id, base_seq)
             await conn.execute(
                 "INSERT INTO tasks(task_id, namespace, title, goal, constraints, head, head_seq, created_at, "
                 "updated_at, latest_checkpoint_id) VALUES (?,?,?,?,?,?,?,?,?,?) "
@@ -164,21 +146,13 @@ class TaskStore:
                     task.latest_checkpoint_id,
                 ),
             )
-            for checkpoint in checkpoints:
-                await conn.execute(
-                    f"INSERT INTO checkpoints({_CHECKPOINT_COLUMNS}, envelope) VALUES (?,?,?,?,?,?,?,?,?)",
-                    (
-                        checkpoint.id,
-                        checkpoint.task_id,
-                        checkpoint.seq,
-                        checkpoint.parent_id,
-                        checkpoint.reason,
-                        checkpoint.created_at,
-                        checkpoint.size,
-                        checkpoint.checksum,
-                        checkpoint.envelope,
-                    ),
-                )
+            await conn.executemany(
+                f"INSERT INTO checkpoints({_CHECKPOINT_COLUMNS}, envelope) VALUES (?,?,?,?,?,?,?,?,?)",
+                [
+                    (c.id, c.task_id, c.seq, c.parent_id, c.reason, c.created_at, c.size, c.checksum, c.envelope)
+                    for c in checkpoints
+                ],
+            )
 
     async def checkpoint(self, scope: Scope, task_id: str, checkpoint_id: str) -> CheckpointRow | None:
         """One checkpoint with its envelope, if the task is visible to the scope."""
@@ -216,3 +190,23 @@ class TaskStore:
             [task_id, before_seq if before_seq is not None else 2**62, limit],
         )
         return [_checkpoint(r) for r in rows]
+
+
+async def _check_head(conn: aiosqlite.Connection, scope: Scope, task_id: str, base_seq: int | None) -> None:
+    """Inside the write: the task's head is still at ``base_seq`` (None: there is no such task), and
+    a task of that id, if any, is one the scope may see."""
+    rows = list(await conn.execute_fetchall("SELECT t.head_seq FROM tasks t WHERE t.task_id = ?", [task_id]))
+    if not rows:
+        if base_seq is not None:
+            raise StaleHeadError(task_id, 0, base_seq)
+        return
+    where, params = _visible(scope)
+    visible = list(
+        await conn.execute_fetchall(f"SELECT 1 FROM tasks t WHERE t.task_id = ? AND {where}", [task_id, *params])
+    )
+    if not visible:
+        # Another namespace's task by this id: the caller may not see it, nor take the id.
+        raise ConflictError(f"the task id {task_id!r} is taken; choose another task_id")
+    current = int(rows[0][0])
+    if base_seq != current:
+        raise StaleHeadError(task_id, current, base_seq)

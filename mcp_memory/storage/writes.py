@@ -16,7 +16,7 @@ import orjson
 from mcp_memory.errors import ConflictError, NotFoundError
 from mcp_memory.models import SCHEDULER, Applied, Criteria, Merge, NewMemory, NewOccurrence, Scope
 from mcp_memory.storage import links
-from mcp_memory.storage.rows import visible_clause
+from mcp_memory.storage.rows import INSERT_MEMORY, record_values, visible_clause
 from mcp_memory.storage.schema import live_copy
 
 
@@ -34,151 +34,151 @@ async def apply(
     merges = list(merges)
     where, params = visible_clause(scope, Criteria(include_expired=True, include_archived=True), now)
     for item in inserts:
-        rec = item.record
         copy = await _live_copy(conn, item, now)
         if copy is not None:  # the text is already live: this statement is one more occurrence of it
             await _check_named(conn, item.supersedes, where, params)
-            merged[rec.id] = copy
-            for occurrence in (item.occurrence, *item.more_occurrences):
-                merges.append(
-                    Merge(
-                        target_id=copy,
-                        occurrence=occurrence,
-                        seen_at=now,
-                        supersedes=(*item.supersedes, *item.inferred_supersedes),
-                        expires_at=rec.expires_at,
-                    )
-                )
+            merged[item.record.id] = copy
+            merges.extend(_as_merges(item, copy, now))
             continue
-        cursor = await conn.execute(
-            "INSERT INTO memories (id, namespace, kind, content, key, tags, metadata, importance, pinned, "
-            "occurred_at, created_at, last_accessed_at, access_count, valid_from, valid_to, superseded_by, "
-            "expires_at, tier, level, language, session_key, task_id, client_name, client_version, "
-            "transport, content_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (
-                rec.id,
-                rec.namespace,
-                rec.kind,
-                rec.content,
-                rec.key,
-                orjson.dumps(rec.tags).decode(),
-                orjson.dumps(rec.metadata).decode(),
-                rec.importance,
-                int(rec.pinned),
-                rec.occurred_at,
-                rec.created_at,
-                rec.last_accessed_at,
-                rec.access_count,
-                rec.valid_from,
-                rec.valid_to,
-                rec.superseded_by,
-                rec.expires_at,
-                rec.tier,
-                rec.level,
-                rec.language,
-                rec.session_key,
-                rec.task_id,
-                rec.provenance.client_name,
-                rec.provenance.client_version,
-                rec.provenance.transport,
-                rec.content_hash,
-            ),
-        )
-        n = cursor.lastrowid
-        assert n is not None
-        await conn.executemany(
-            "INSERT OR IGNORE INTO memory_tags(tag, memory_n) VALUES (?, ?)",
-            [(t, n) for t in rec.tags],
-        )
-        await conn.execute("INSERT INTO vectors(memory_n, vec) VALUES (?, ?)", (n, item.vector))
-        await conn.execute("INSERT INTO memories_fts(rowid, body) VALUES (?, ?)", (n, item.segmented))
-        await links.index_entities(conn, [(n, rec.content)])
-        for occurrence in (item.occurrence, *item.more_occurrences):
-            await insert_occurrence(conn, n, occurrence)
-        await conn.execute("INSERT INTO changes(memory_n, op) VALUES (?, 'put')", (n,))
-        await conn.executemany(
-            "INSERT OR IGNORE INTO conflicts(memory_id, other_id, created_at) VALUES (?, ?, ?)",
-            [(a, b, rec.created_at) for other in item.conflicts for a, b in ((rec.id, other), (other, rec.id))],
-        )
+        n = await _insert(conn, item)
         if item.summarizes:
-            marks = ",".join("?" * len(item.summarizes))
-            # The pass read its candidates earlier: a source forgotten, pinned, superseded or
-            # expired since then must not be summarized (nor its text brought back).
-            live = await conn.execute_fetchall(
-                f"SELECT COUNT(*) FROM memories WHERE id IN ({marks}) AND tier = 'active' AND pinned = 0 "
-                "AND level < ? AND superseded_by IS NULL AND (expires_at IS NULL OR expires_at > ?)",
-                [*item.summarizes, rec.level, rec.created_at],
-            )
-            if int(next(iter(live))[0]) != len(item.summarizes):
-                raise ConflictError("the memories to summarize changed since the pass read them")
-            await conn.executemany(
-                "INSERT OR IGNORE INTO summary_sources(summary_id, source_id) VALUES (?, ?)",
-                [(rec.id, source) for source in item.summarizes],
-            )
-            await conn.execute(
-                f"INSERT INTO changes(memory_n, op) SELECT n, 'put' FROM memories WHERE id IN ({marks})",
-                item.summarizes,
-            )
-            await conn.execute(f"UPDATE memories SET tier = 'archived' WHERE id IN ({marks})", item.summarizes)
-        old = await _check_named(conn, item.supersedes, where, params)
-        if item.inferred_supersedes:
-            # Replaced by the rules, not named by the caller: one already gone or replaced is skipped.
-            marks = ",".join("?" * len(item.inferred_supersedes))
-            found = await conn.execute_fetchall(
-                f"SELECT m.n, m.id FROM memories m WHERE m.id IN ({marks}) AND m.superseded_by IS NULL AND {where}",
-                [*item.inferred_supersedes, *params],
-            )
-            old.extend((int(r[0]), str(r[1])) for r in found)
-        if rec.key is not None:
-            found = await conn.execute_fetchall(
-                "SELECT n, id FROM memories WHERE key = ? AND namespace IS ? AND superseded_by IS NULL AND n != ?",
-                (rec.key, rec.namespace, n),
-            )
-            old.extend((int(r[0]), str(r[1])) for r in found)
-        for old_n, _ in old:
-            await conn.execute(
-                "UPDATE memories SET valid_to = ?, superseded_by = ? WHERE n = ? AND superseded_by IS NULL",
-                (rec.created_at, rec.id, old_n),
-            )
-            await conn.execute("INSERT INTO changes(memory_n, op) VALUES (?, 'put')", (old_n,))
-        # A summary built on a memory now replaced would go on saying the old thing: it is taken
-        # apart (its other sources return; the next pass may summarize them again).
-        for above in await ancestors(conn, [i for _, i in old]):
-            if above != rec.id:
-                await undo(conn, above, 0)
-        superseded[rec.id] = sorted({i for _, i in old})
+            await _archive_sources(conn, item)
+        superseded[item.record.id] = await _supersede(conn, item, n, where, params)
     for merge in merges:
-        rows = await conn.execute_fetchall("SELECT n FROM memories WHERE id = ?", (merge.target_id,))
-        if rows:
-            target_n = int(next(iter(rows))[0])
-            await insert_occurrence(conn, target_n, merge.occurrence)
-            await conn.execute(  # the longest-lived statement sets the expiry (NULL: never)
-                "UPDATE memories SET expires_at = CASE WHEN ? IS NULL THEN NULL ELSE MAX(expires_at, ?) END "
-                "WHERE n = ? AND expires_at IS NOT NULL",
-                (merge.expires_at, merge.expires_at, target_n),
-            )
-            if merge.seen_at is not None:
-                await conn.execute(
-                    "UPDATE memories SET last_accessed_at = MAX(COALESCE(last_accessed_at, created_at), ?) WHERE n = ?",
-                    (merge.seen_at, target_n),
-                )
-            if merge.supersedes:
-                marks = ",".join("?" * len(merge.supersedes))
-                found = await conn.execute_fetchall(
-                    f"SELECT m.n, m.id FROM memories m WHERE m.id IN ({marks}) AND m.superseded_by IS NULL "
-                    f"AND m.n != ? AND {where}",
-                    [*merge.supersedes, target_n, *params],
-                )
-                for old_n, _ in found:
-                    await conn.execute(
-                        "UPDATE memories SET valid_to = ?, superseded_by = ? WHERE n = ?",
-                        (merge.seen_at or now, merge.target_id, old_n),
-                    )
-                    await conn.execute("INSERT INTO changes(memory_n, op) VALUES (?, 'put')", (old_n,))
-                superseded[merge.target_id] = sorted(
-                    {*superseded.get(merge.target_id, []), *(str(i) for _, i in found)}
-                )
+        found = await _merge(conn, merge, where, params, now)
+        if found is not None:
+            superseded[merge.target_id] = sorted({*superseded.get(merge.target_id, []), *found})
     return Applied(superseded, merged)
+
+
+def _as_merges(item: NewMemory, copy: str, now: float) -> list[Merge]:
+    """An insert whose text another process stored first, as occurrences of that copy."""
+    return [
+        Merge(
+            target_id=copy,
+            occurrence=occurrence,
+            seen_at=now,
+            supersedes=(*item.supersedes, *item.inferred_supersedes),
+            expires_at=item.record.expires_at,
+        )
+        for occurrence in (item.occurrence, *item.more_occurrences)
+    ]
+
+
+async def _insert(conn: aiosqlite.Connection, item: NewMemory) -> int:
+    """The memory row and everything derived from it: tags, vector, keyword text, entities,
+    occurrences, the change-log entry and the conflict flags. Returns its row number."""
+    rec = item.record
+    cursor = await conn.execute(INSERT_MEMORY, record_values(rec))
+    n = cursor.lastrowid
+    assert n is not None
+    await conn.executemany("INSERT OR IGNORE INTO memory_tags(tag, memory_n) VALUES (?, ?)", [(t, n) for t in rec.tags])
+    await conn.execute("INSERT INTO vectors(memory_n, vec) VALUES (?, ?)", (n, item.vector))
+    await conn.execute("INSERT INTO memories_fts(rowid, body) VALUES (?, ?)", (n, item.segmented))
+    await links.index_entities(conn, [(n, rec.content)])
+    for occurrence in (item.occurrence, *item.more_occurrences):
+        await insert_occurrence(conn, n, occurrence)
+    await conn.execute("INSERT INTO changes(memory_n, op) VALUES (?, 'put')", (n,))
+    await conn.executemany(
+        "INSERT OR IGNORE INTO conflicts(memory_id, other_id, created_at) VALUES (?, ?, ?)",
+        [(a, b, rec.created_at) for other in item.conflicts for a, b in ((rec.id, other), (other, rec.id))],
+    )
+    return n
+
+
+async def _archive_sources(conn: aiosqlite.Connection, item: NewMemory) -> None:
+    """A summary's sources are archived under it, if every one is still what the pass read."""
+    rec = item.record
+    marks = ",".join("?" * len(item.summarizes))
+    # The pass read its candidates earlier: a source forgotten, pinned, superseded or
+    # expired since then must not be summarized (nor its text brought back).
+    live = await conn.execute_fetchall(
+        f"SELECT COUNT(*) FROM memories WHERE id IN ({marks}) AND tier = 'active' AND pinned = 0 "
+        "AND level < ? AND superseded_by IS NULL AND (expires_at IS NULL OR expires_at > ?)",
+        [*item.summarizes, rec.level, rec.created_at],
+    )
+    if int(next(iter(live))[0]) != len(item.summarizes):
+        raise ConflictError("the memories to summarize changed since the pass read them")
+    await conn.executemany(
+        "INSERT OR IGNORE INTO summary_sources(summary_id, source_id) VALUES (?, ?)",
+        [(rec.id, source) for source in item.summarizes],
+    )
+    await conn.execute(
+        f"INSERT INTO changes(memory_n, op) SELECT n, 'put' FROM memories WHERE id IN ({marks})", item.summarizes
+    )
+    await conn.execute(f"UPDATE memories SET tier = 'archived' WHERE id IN ({marks})", item.summarizes)
+
+
+async def _supersede(
+    conn: aiosqlite.Connection, item: NewMemory, n: int, where: str, params: Sequence[object]
+) -> list[str]:
+    """Mark what a new memory replaces (named by the caller, inferred by the rules, or holding the
+    same key) as superseded by it, and take apart the summaries built on them. Returns their ids."""
+    rec = item.record
+    old = await _check_named(conn, item.supersedes, where, params)
+    if item.inferred_supersedes:
+        # Replaced by the rules, not named by the caller: one already gone or replaced is skipped.
+        marks = ",".join("?" * len(item.inferred_supersedes))
+        found = await conn.execute_fetchall(
+            f"SELECT m.n, m.id FROM memories m WHERE m.id IN ({marks}) AND m.superseded_by IS NULL AND {where}",
+            [*item.inferred_supersedes, *params],
+        )
+        old.extend((int(r[0]), str(r[1])) for r in found)
+    if rec.key is not None:
+        found = await conn.execute_fetchall(
+            "SELECT n, id FROM memories WHERE key = ? AND namespace IS ? AND superseded_by IS NULL AND n != ?",
+            (rec.key, rec.namespace, n),
+        )
+        old.extend((int(r[0]), str(r[1])) for r in found)
+    for old_n, _ in old:
+        await conn.execute(
+            "UPDATE memories SET valid_to = ?, superseded_by = ? WHERE n = ? AND superseded_by IS NULL",
+            (rec.created_at, rec.id, old_n),
+        )
+        await conn.execute("INSERT INTO changes(memory_n, op) VALUES (?, 'put')", (old_n,))
+    # A summary built on a memory now replaced would go on saying the old thing: it is taken
+    # apart (its other sources return; the next pass may summarize them again).
+    for above in await ancestors(conn, [i for _, i in old]):
+        if above != rec.id:
+            await undo(conn, above, 0)
+    return sorted({i for _, i in old})
+
+
+async def _merge(
+    conn: aiosqlite.Connection, merge: Merge, where: str, params: Sequence[object], now: float
+) -> list[str] | None:
+    """One more occurrence of a stored memory: its expiry and last sighting follow, and what the
+    restatement replaces is superseded by it. Returns those ids (None: the target is gone)."""
+    rows = await conn.execute_fetchall("SELECT n FROM memories WHERE id = ?", (merge.target_id,))
+    if not rows:
+        return None
+    target_n = int(next(iter(rows))[0])
+    await insert_occurrence(conn, target_n, merge.occurrence)
+    await conn.execute(  # the longest-lived statement sets the expiry (NULL: never)
+        "UPDATE memories SET expires_at = CASE WHEN ? IS NULL THEN NULL ELSE MAX(expires_at, ?) END "
+        "WHERE n = ? AND expires_at IS NOT NULL",
+        (merge.expires_at, merge.expires_at, target_n),
+    )
+    if merge.seen_at is not None:
+        await conn.execute(
+            "UPDATE memories SET last_accessed_at = MAX(COALESCE(last_accessed_at, created_at), ?) WHERE n = ?",
+            (merge.seen_at, target_n),
+        )
+    if not merge.supersedes:
+        return None
+    marks = ",".join("?" * len(merge.supersedes))
+    found = await conn.execute_fetchall(
+        f"SELECT m.n, m.id FROM memories m WHERE m.id IN ({marks}) AND m.superseded_by IS NULL "
+        f"AND m.n != ? AND {where}",
+        [*merge.supersedes, target_n, *params],
+    )
+    for old_n, _ in found:
+        await conn.execute(
+            "UPDATE memories SET valid_to = ?, superseded_by = ? WHERE n = ?",
+            (merge.seen_at or now, merge.target_id, old_n),
+        )
+        await conn.execute("INSERT INTO changes(memory_n, op) VALUES (?, 'put')", (old_n,))
+    return [str(i) for _, i in found]
 
 
 async def _check_named(
