@@ -193,3 +193,22 @@ class DenseHits:
     def z(self, similarity: float) -> float:
         """How many standard deviations ``similarity`` stands above the visible rows' mean."""
         return (similarity - self.mean) / (self.std if self.std > 1e-9 else 1.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    source: int  # the memory recall reached first (row number)
+    target: int
+    via: str  # the shared entity, or "" for a session neighbour
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSummaryRow:
+    """What a task summary (L3) needs of a task's record."""
+
+    task_id: str
+    namespace: str | None
+    title: str
+    goal: str
+    head: bytes
+    updated_at: float

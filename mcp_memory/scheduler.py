@@ -24,9 +24,7 @@ from mcp_memory.metrics import PASSES, Process
 from mcp_memory.models import Scope
 from mcp_memory.services.facts import FactService
 from mcp_memory.services.lifecycle import LifecycleService
-from mcp_memory.storage.control import ControlStore
-from mcp_memory.storage.lifecycle import LifecycleStore
-from mcp_memory.storage.sqlite import SqliteStore
+from mcp_memory.services.ports import MemoryStore, PassControl
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +40,8 @@ def _utc(seconds: float) -> str:
 class Scheduler:
     def __init__(
         self,
-        store: SqliteStore,
-        control: ControlStore,
+        store: MemoryStore,
+        control: PassControl,
         lifecycle: LifecycleService,
         settings: LifecycleSettings,
         clock: Callable[[], float] = time.time,
@@ -106,7 +104,7 @@ class Scheduler:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._keep_lease, now, lost)
                 try:
-                    for principal in await LifecycleStore(self.store).known_principals():
+                    for principal in await self.store.lifecycle.known_principals():
                         if lost.is_set():
                             break
                         try:

@@ -17,16 +17,15 @@ from mcp_memory.errors import InvalidInputError
 from mcp_memory.models import Scope, to_datetime
 from mcp_memory.schemas import ForgetUserResult
 from mcp_memory.services.checks import text_field
-from mcp_memory.storage.counts import CountStore
-from mcp_memory.storage.sqlite import SqliteStore
+from mcp_memory.services.ports import MemoryStore
 
 CODE_SECONDS = 300
 
 
 class ErasureService:
-    def __init__(self, store: SqliteStore, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, store: MemoryStore, clock: Callable[[], float] = time.time) -> None:
         self.store = store
-        self.rows = CountStore(store)
+        self.rows = store.counts
         self.clock = clock
         self._codes: dict[str, tuple[str, float]] = {}
         self._lock = threading.Lock()

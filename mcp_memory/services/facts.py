@@ -27,8 +27,7 @@ from mcp_memory.models import SCHEDULER, MemoryRecord, Scope, to_datetime
 from mcp_memory.schemas import MemoryInput
 from mcp_memory.services import summarize
 from mcp_memory.services.memory import CallContext, MemoryService
-from mcp_memory.storage.lifecycle import LifecycleStore
-from mcp_memory.storage.sqlite import SqliteStore
+from mcp_memory.services.ports import MemoryStore
 from mcp_memory.templates import template
 from mcp_memory.text import identifiers, language, normalize
 
@@ -59,8 +58,8 @@ class ExtractOutcome:
 
 
 class FactService:
-    def __init__(self, store: SqliteStore, memory: MemoryService, llm: LlmClient | None) -> None:
-        self.rows = LifecycleStore(store)
+    def __init__(self, store: MemoryStore, memory: MemoryService, llm: LlmClient | None) -> None:
+        self.rows = store.lifecycle
         self.memory = memory
         self.llm = llm
 

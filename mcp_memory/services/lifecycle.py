@@ -28,12 +28,11 @@ from mcp_memory.embed.loader import Embedder
 from mcp_memory.errors import ConflictError, StorageError, UpstreamError
 from mcp_memory.ids import new_id
 from mcp_memory.llm.client import LlmClient
-from mcp_memory.models import SCHEDULER, MemoryRecord, NewMemory, NewOccurrence, Scope
+from mcp_memory.models import SCHEDULER, MemoryRecord, NewMemory, NewOccurrence, Scope, TaskSummaryRow
 from mcp_memory.services import consolidation, scoring, summarize
 from mcp_memory.services.intake import content_hash
+from mcp_memory.services.ports import MemoryStore
 from mcp_memory.storage.envelope import unpack
-from mcp_memory.storage.lifecycle import LifecycleStore, TaskSummaryRow
-from mcp_memory.storage.sqlite import SqliteStore
 from mcp_memory.task_schemas import TaskHead
 from mcp_memory.templates import template
 from mcp_memory.text import estimate_tokens, language, normalize, segment_for_index
@@ -112,11 +111,11 @@ class UpkeepOutcome:
 
 class LifecycleService:
     def __init__(
-        self, store: SqliteStore, embedder: Embedder, settings: LifecycleSettings, llm: LlmClient | None = None
+        self, store: MemoryStore, embedder: Embedder, settings: LifecycleSettings, llm: LlmClient | None = None
     ) -> None:
         self.llm = llm
         self.store = store
-        self.rows = LifecycleStore(store)
+        self.rows = store.lifecycle
         self.embedder = embedder
         self.settings = settings
 

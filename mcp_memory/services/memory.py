@@ -51,11 +51,10 @@ from mcp_memory.schemas import (
 )
 from mcp_memory.services import inputs, intake, question, rerank, scoring, summarize, when
 from mcp_memory.services.checks import text_field
+from mcp_memory.services.ports import MemoryStore
 from mcp_memory.services.recall import Scored, concurrently, fit_budget, floor_note, memory_out, score
 from mcp_memory.services.relations import Thresholds, stored_neighbours
 from mcp_memory.services.sessions import SessionTracker
-from mcp_memory.storage.lifecycle import LifecycleStore
-from mcp_memory.storage.sqlite import SqliteStore
 from mcp_memory.text import (
     CJK_LANGUAGES,
     estimate_tokens,
@@ -93,7 +92,7 @@ class _Gathered:
 class MemoryService:
     def __init__(
         self,
-        store: SqliteStore,
+        store: MemoryStore,
         embedder: Embedder,
         limits: Limits,
         recall_config: RecallSettings,
@@ -104,7 +103,7 @@ class MemoryService:
         self.clock = clock
         self.llm = llm
         self.store = store
-        self.rows = LifecycleStore(store)
+        self.rows = store.lifecycle
         self.embedder = embedder
         self.limits = limits
         self.config = recall_config

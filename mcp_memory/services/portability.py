@@ -28,15 +28,14 @@ from mcp_memory.errors import InvalidInputError
 from mcp_memory.ids import new_id
 from mcp_memory.models import MemoryRecord, NewMemory, NewOccurrence, Provenance, Scope
 from mcp_memory.redact import redact, redact_value
-from mcp_memory.storage.lifecycle import LifecycleStore
-from mcp_memory.storage.sqlite import SqliteStore
+from mcp_memory.services.ports import MemoryStore
 from mcp_memory.text import TextProblem, check_text, segment_for_index
 
 _FIELDS = set(MemoryRecord.__dataclass_fields__) - {"rowid", "occurrence_ids", "provenance"}
 
 
-async def export_lines(store: SqliteStore, scope: Scope) -> AsyncIterator[bytes]:
-    failures = await LifecycleStore(store).compression_failures(scope)
+async def export_lines(store: MemoryStore, scope: Scope) -> AsyncIterator[bytes]:
+    failures = await store.lifecycle.compression_failures(scope)
     for record in await store.export_rows(scope):
         row: dict[str, Any] = asdict(record)
         row.pop("rowid")
@@ -80,7 +79,7 @@ def _parse(number: int, line: bytes) -> _Line:
     return _Line(number, record, failures)
 
 
-async def _check_links(store: SqliteStore, scope: Scope, lines: list[_Line]) -> None:
+async def _check_links(store: MemoryStore, scope: Scope, lines: list[_Line]) -> None:
     """Refuse, before anything is written, a line naming a memory neither in the file nor in the store."""
     in_file = {line.record.id for line in lines}
     named = {i for line in lines for i in (*line.record.source_ids, *line.record.conflicts_with)} - in_file
@@ -96,7 +95,7 @@ async def _check_links(store: SqliteStore, scope: Scope, lines: list[_Line]) -> 
 
 
 async def import_lines(
-    store: SqliteStore, embedder: Embedder, scope: Scope, lines: Iterable[bytes], batch: int = 64
+    store: MemoryStore, embedder: Embedder, scope: Scope, lines: Iterable[bytes], batch: int = 64
 ) -> tuple[int, int]:
     """Insert exported memories, re-embedded; returns (imported, skipped as already present)."""
     parsed = [_parse(i, line) for i, line in enumerate(lines, start=1) if line.strip()]
@@ -129,7 +128,7 @@ async def import_lines(
             )
         await store.apply(Scope(scope.principal, None), inserts, [])
     # After every row, whatever batch a summary and its sources came in.
-    await LifecycleStore(store).restore_lineage(
+    await store.lifecycle.restore_lineage(
         scope,
         sources=[(r.id, source) for r in records for source in r.source_ids],
         conflicts=[(r.id, other) for r in records for other in r.conflicts_with],
@@ -138,7 +137,7 @@ async def import_lines(
     return len(fresh), len(present)
 
 
-async def reindex(store: SqliteStore, embedder: Embedder, scope: Scope, batch: int = 64) -> int:
+async def reindex(store: MemoryStore, embedder: Embedder, scope: Scope, batch: int = 64) -> int:
     """Re-embed every memory of the principal with the configured model and record that model."""
     model = await embedder.ready()
     rows = await store.all_ids(scope)

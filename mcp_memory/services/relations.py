@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from mcp_memory.models import Criteria, Scope, Vector
 from mcp_memory.services import rules
-from mcp_memory.storage.sqlite import SqliteStore
+from mcp_memory.services.ports import MemoryStore
 
 # Stored memories compared with each new one: the closest few decide.
 NEIGHBOURS = 5
@@ -45,7 +45,7 @@ class Relation:
 
 
 async def stored_neighbours(
-    store: SqliteStore, scope: Scope, vectors: Vector, related: float, now: float
+    store: MemoryStore, scope: Scope, vectors: Vector, related: float, now: float
 ) -> list[list[Neighbour]]:
     """Per row of ``vectors``, the live memories of the scope's own namespace at least ``related``
     close: one search and one read for the whole batch."""

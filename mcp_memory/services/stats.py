@@ -12,22 +12,19 @@ from mcp_memory.models import Scope
 from mcp_memory.schemas import StatsResult
 from mcp_memory.services import summarize
 from mcp_memory.services.facts import FACT_KINDS
-from mcp_memory.storage.control import ControlStore
-from mcp_memory.storage.counts import CountStore
-from mcp_memory.storage.lifecycle import LifecycleStore
-from mcp_memory.storage.sqlite import SqliteStore
+from mcp_memory.services.ports import MemoryStore, PassControl
 
 
 class StatsService:
     def __init__(
-        self, store: SqliteStore, control: ControlStore, *, full_paths: bool = True, llm: LlmClient | None = None
+        self, store: MemoryStore, control: PassControl, *, full_paths: bool = True, llm: LlmClient | None = None
     ) -> None:
         self.llm = llm
         # A remote client learns the file's name, not where the server keeps its data.
         self.full_paths = full_paths
         self.store = store
-        self.rows = LifecycleStore(store)
-        self.counts = CountStore(store)
+        self.rows = store.lifecycle
+        self.counts = store.counts
         self.control = control
         self.started = time.monotonic()
 

@@ -8,13 +8,12 @@ erasure receipt counts the whole principal (it deletes the whole principal).
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiosqlite
 
 from mcp_memory.models import Criteria, Scope
 from mcp_memory.storage.rows import visible_clause
-from mcp_memory.storage.sqlite import SqliteStore
 
 _EVERYTHING = Criteria(include_superseded=True, include_archived=True, include_expired=True)
 _CURRENT = Criteria(include_archived=False, include_expired=True)
@@ -31,6 +30,10 @@ async def _one(conn: aiosqlite.Connection, sql: str, params: list[Any]) -> int:
 def _namespaces(scope: Scope) -> list[str | None]:
     """The namespaces the scope sees: its own and the principal-wide one."""
     return [None] if scope.namespace is None else [None, scope.namespace]
+
+
+if TYPE_CHECKING:  # the store builds this one around itself
+    from mcp_memory.storage.sqlite import SqliteStore
 
 
 class CountStore:

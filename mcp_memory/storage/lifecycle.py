@@ -9,31 +9,20 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiosqlite
 import anyio
 import numpy as np
 import orjson
 
-from mcp_memory.models import SCHEDULER, MemoryRecord, NewOccurrence, Provenance, Scope
+from mcp_memory.models import SCHEDULER, MemoryRecord, NewOccurrence, Provenance, Scope, TaskSummaryRow
 from mcp_memory.storage import writes
 from mcp_memory.storage.counts import fact_check_key
 from mcp_memory.storage.rows import MEMORY_COLUMNS, attach_occurrences, row_to_record
-from mcp_memory.storage.sqlite import SqliteStore
 
-
-@dataclass(frozen=True, slots=True)
-class TaskSummaryRow:
-    """What a task summary (L3) needs of a task's record."""
-
-    task_id: str
-    namespace: str | None
-    title: str
-    goal: str
-    head: bytes
-    updated_at: float
+if TYPE_CHECKING:  # the store builds this one around itself
+    from mcp_memory.storage.sqlite import SqliteStore
 
 
 class LifecycleStore:

@@ -12,22 +12,15 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 import aiosqlite
 
+from mcp_memory.models import Link
 from mcp_memory.storage.rows import rows_in
 from mcp_memory.text import entities
 
 LINK_SHARE = 0.05  # an entity in more than this share of the memories ("user", a speaker) links nothing
 MAX_LINKS = 20  # per memory, rarest entities first
-
-
-@dataclass(frozen=True, slots=True)
-class Link:
-    source: int  # the memory recall reached first (row number)
-    target: int
-    via: str  # the shared entity, or "" for a session neighbour
 
 
 def entity_rows(n: int, content: str) -> list[tuple[str, int]]:

@@ -133,3 +133,45 @@ async def attach_occurrences(conn: aiosqlite.Connection, records: list[MemoryRec
         list(by_id),
     ):
         by_id[str(summary_id)].source_ids.append(str(source_id))
+
+
+async def live_by_hash(conn: aiosqlite.Connection, scope: Scope, hashes: Sequence[str], now: float) -> dict[str, str]:
+    """content hash -> id of a live memory in exactly the scope's namespace."""
+    found = await conn.execute_fetchall(
+        f"SELECT content_hash, id FROM memories m WHERE content_hash IN ({','.join('?' * len(hashes))}) "
+        "AND m.namespace IS ? AND m.superseded_by IS NULL AND m.tier = 'active' "
+        "AND (m.expires_at IS NULL OR m.expires_at > ?)",
+        [*hashes, scope.namespace, now],
+    )
+    return {str(h): str(i) for h, i in found}
+
+
+async def replaced_by_hash(
+    conn: aiosqlite.Connection, scope: Scope, hashes: Sequence[str], now: float
+) -> dict[str, str]:
+    """content hash -> the live memory that replaced the latest copy of that text (following
+    replacements of replacements), for texts no live memory says now."""
+    copies = await conn.execute_fetchall(
+        f"SELECT content_hash, superseded_by FROM memories m WHERE content_hash IN ({','.join('?' * len(hashes))}) "
+        "AND m.namespace IS ? AND m.superseded_by IS NOT NULL ORDER BY m.n",
+        [*hashes, scope.namespace],
+    )
+    latest = {str(h): str(by) for h, by in copies}  # the last copy wins
+    found: dict[str, str] = {}
+    for h, head in latest.items():
+        for _ in range(50):  # a chain of replacements, bounded
+            step = list(
+                await conn.execute_fetchall(
+                    "SELECT superseded_by, tier = 'active' AND (expires_at IS NULL OR expires_at > ?) "
+                    "FROM memories WHERE id = ?",
+                    (now, head),
+                )
+            )
+            if not step:
+                break
+            if step[0][0] is None:
+                if step[0][1]:
+                    found[h] = head
+                break
+            head = str(step[0][0])
+    return found

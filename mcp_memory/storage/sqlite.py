@@ -28,12 +28,32 @@ import numpy as np
 from anyio.abc import TaskGroup
 
 from mcp_memory.errors import ModelMismatchError, StorageError
-from mcp_memory.models import Applied, Centring, Criteria, DenseHits, MemoryRecord, Merge, NewMemory, Scope, Vector
+from mcp_memory.models import (
+    Applied,
+    Centring,
+    Criteria,
+    DenseHits,
+    Link,
+    MemoryRecord,
+    Merge,
+    NewMemory,
+    Scope,
+    Vector,
+)
 from mcp_memory.storage import links, writes
-from mcp_memory.storage.links import Link
+from mcp_memory.storage.counts import CountStore
+from mcp_memory.storage.lifecycle import LifecycleStore
 from mcp_memory.storage.pool import PoolLimits, PrincipalPool, principal_file
 from mcp_memory.storage.principal import PrincipalDb
-from mcp_memory.storage.rows import MEMORY_COLUMNS, attach_occurrences, fts_match, row_to_record, visible_clause
+from mcp_memory.storage.rows import (
+    MEMORY_COLUMNS,
+    attach_occurrences,
+    fts_match,
+    live_by_hash,
+    replaced_by_hash,
+    row_to_record,
+    visible_clause,
+)
 from mcp_memory.storage.schema import private_dir, tighten
 from mcp_memory.storage.vectors import VectorIndex
 
@@ -49,6 +69,8 @@ class SqliteStore:
         self.data_dir = data_dir
         self.busy_timeout_ms = busy_timeout_ms
         self.pool = PrincipalPool(data_dir, busy_timeout_ms, pool or PoolLimits(), self._flush_principal)
+        self.lifecycle = LifecycleStore(self)  # the lifecycle passes' reads and writes, on these files
+        self.counts = CountStore(self)  # what stats and receipts count
         self._group: TaskGroup | None = None
 
     async def __aenter__(self) -> SqliteStore:
@@ -285,47 +307,12 @@ class SqliteStore:
 
     async def find_by_hash(self, scope: Scope, hashes: Sequence[str], now: float) -> dict[str, str]:
         """content hash -> id of a live memory in exactly the scope's namespace."""
-        if not hashes:
-            return {}
-        db = await self._db(scope)
-        rows = await db.reader.execute_fetchall(
-            f"SELECT content_hash, id FROM memories m WHERE content_hash IN ({','.join('?' * len(hashes))}) "
-            "AND m.namespace IS ? AND m.superseded_by IS NULL AND m.tier = 'active' "
-            "AND (m.expires_at IS NULL OR m.expires_at > ?)",
-            [*hashes, scope.namespace, now],
-        )
-        return {str(h): str(i) for h, i in rows}
+        return await live_by_hash((await self._db(scope)).reader, scope, hashes, now) if hashes else {}
 
     async def replaced_by_hash(self, scope: Scope, hashes: Sequence[str], now: float) -> dict[str, str]:
         """content hash -> the live memory that replaced the latest copy of that text (following
         replacements of replacements), for texts no live memory says now."""
-        if not hashes:
-            return {}
-        db = await self._db(scope)
-        rows = await db.reader.execute_fetchall(
-            f"SELECT content_hash, superseded_by FROM memories m WHERE content_hash IN ({','.join('?' * len(hashes))}) "
-            "AND m.namespace IS ? AND m.superseded_by IS NOT NULL ORDER BY m.n",
-            [*hashes, scope.namespace],
-        )
-        latest = {str(h): str(by) for h, by in rows}  # the last copy wins
-        found: dict[str, str] = {}
-        for h, head in latest.items():
-            for _ in range(50):  # a chain of replacements, bounded
-                step = list(
-                    await db.reader.execute_fetchall(
-                        "SELECT superseded_by, tier = 'active' AND (expires_at IS NULL OR expires_at > ?) "
-                        "FROM memories WHERE id = ?",
-                        (now, head),
-                    )
-                )
-                if not step:
-                    break
-                if step[0][0] is None:
-                    if step[0][1]:
-                        found[h] = head
-                    break
-                head = str(step[0][0])
-        return found
+        return await replaced_by_hash((await self._db(scope)).reader, scope, hashes, now) if hashes else {}
 
     async def count(self, scope: Scope) -> dict[str, int]:
         db = await self._db(scope)

@@ -1,0 +1,353 @@
+"""What the services need from a backend, as protocols: the record store and its lifecycle rows.
+
+The composition root (``server.open_runtime``) builds a backend's objects and hands them to the
+services, which never name a backend class. A backend is a module whose store satisfies
+``MemoryStore`` (SQLite today: ``storage.sqlite.SqliteStore``); ADR 13 lists what each method
+must guarantee.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from mcp_memory.models import (
+    Applied,
+    Centring,
+    Criteria,
+    DenseHits,
+    Link,
+    MemoryRecord,
+    Merge,
+    NewMemory,
+    NewOccurrence,
+    Scope,
+    TaskSummaryRow,
+    Vector,
+)
+
+
+class LifecycleRows(Protocol):
+    """The reads and writes of the lifecycle passes (decay, compression, consolidation, facts)."""
+
+    async def known_principals(self) -> list[str]:
+        """Every principal with a file in the data directory (for the scheduler)."""
+        ...
+
+    async def expired(self, scope: Scope, now: float) -> list[int]:
+        """Row numbers of every memory whose time to live has run out (every namespace, pinned too)."""
+        ...
+
+    async def prune_changes(self, scope: Scope, keep: int) -> int:
+        """Drop all but the last ``keep`` entries of the change log; a process that had not read the
+        dropped ones rebuilds its vector index from the file (PrincipalDb.catch_up)."""
+        ...
+
+    async def decay_rows(self, scope: Scope) -> list[tuple[int, float, int, float]]:
+        """(n, importance, access_count, last access or creation) of every active, unpinned memory."""
+        ...
+
+    async def compression_candidates(
+        self,
+        scope: Scope,
+        max_failures: int,
+        keep_kinds: Sequence[str] = (),
+        *,
+        levels: Sequence[int] = (0,),
+        task_id: str | None = None,
+    ) -> list[MemoryRecord]:
+        """Active, unpinned memories of ``levels`` in every namespace (of one task with ``task_id``),
+        but those that resisted compression, those of ``keep_kinds`` (facts the user holds,
+        consolidated rather than summarized) and the facts the LLM extracted."""
+        ...
+
+    async def tasks_with_memories(self, scope: Scope, idle_since: float) -> list[TaskSummaryRow]:
+        """Every task not updated since ``idle_since`` that still has active, unpinned memories
+        below L3 (a finished one is summarized as a whole)."""
+        ...
+
+    async def consolidation_candidates(
+        self, scope: Scope, kinds: Sequence[str], *, after: int = 0, limit: int = -1
+    ) -> list[MemoryRecord]:
+        """Active, unpinned, current raw memories of ``kinds`` in every namespace written after
+        memory ``after``, oldest first (at most ``limit``; -1: all), with their conflicts."""
+        ...
+
+    async def consolidation_mark(self, scope: Scope) -> int:
+        """The newest memory the consolidation has compared with everything before it."""
+        ...
+
+    async def mark_consolidated(self, scope: Scope, upto: int) -> None: ...
+
+    async def vectors(self, scope: Scope, ns: Sequence[int]) -> dict[int, np.ndarray]:
+        """The stored vectors of memories ``ns``."""
+        ...
+
+    async def occurrences(self, scope: Scope, ns: Sequence[int]) -> dict[int, list[NewOccurrence]]:
+        """Every occurrence of memories ``ns``, oldest first, as they would be written again."""
+        ...
+
+    async def unjudged_conflicts(self, scope: Scope, limit: int) -> list[tuple[MemoryRecord, MemoryRecord]]:
+        """Flagged pairs not yet put to the LLM whose both sides are current and active, oldest flag first."""
+        ...
+
+    async def settle_conflict(self, scope: Scope, older: str, newer: str, verdict: str, now: float) -> str | None:
+        """Apply a judgement: "replaces" supersedes ``older`` by ``newer`` (history kept) and
+        "both_true" lifts the flag; anything else marks the pair judged, still flagged. Returns the
+        verdict applied ("replaces" becomes "unsure" when a side is pinned), or None when the pair
+        changed since it was read (a side forgotten or replaced): nothing is written then."""
+        ...
+
+    async def judgement_failed(self, scope: Scope, older: str, newer: str, now: float, give_up_after: int) -> bool:
+        """Count a failed judgement of the pair; at ``give_up_after`` it is marked judged (it stays
+        flagged for the user). True when it was given up."""
+        ...
+
+    async def extraction_failed(self, scope: Scope, namespace: str | None) -> int:
+        """Count a failed extraction of the namespace's next batch; returns the failures so far."""
+        ...
+
+    async def extraction_namespaces(self, scope: Scope) -> list[str | None]:
+        """The namespaces that hold raw memories (each is read for facts on its own)."""
+        ...
+
+    async def extraction_batch(
+        self, scope: Scope, namespace: str | None, skip_kinds: Sequence[str], limit: int
+    ) -> list[MemoryRecord]:
+        """Raw memories of one namespace written after its extraction mark (oldest first), but the
+        scheduler's own, the superseded, the short-lived and those of ``skip_kinds`` (already facts)."""
+        ...
+
+    async def mark_extracted(self, scope: Scope, namespace: str | None, upto: int) -> None:
+        """The namespace's memories up to ``upto`` are read (or given up on); its failures reset."""
+        ...
+
+    async def unread_for_facts(self, scope: Scope, skip_kinds: Sequence[str]) -> int:
+        """Memories the extraction has still to read, in the namespaces the scope sees."""
+        ...
+
+    async def link_sources(self, scope: Scope, derived_id: str, source_ids: Sequence[str]) -> bool:
+        """Record that ``derived_id`` was made from ``source_ids`` (not archived): forgetting a
+        source then takes the derived memory with it, as it does a summary. False, writing
+        nothing, when a source is gone (forgotten since the derived memory was made)."""
+        ...
+
+    async def record_compression_failure(self, scope: Scope, ids: Sequence[str]) -> None: ...
+
+    async def compression_failures(self, scope: Scope) -> dict[str, int]:
+        """memory id -> how often it failed compression, for every memory still stored (for export)."""
+        ...
+
+    async def restore_lineage(
+        self,
+        scope: Scope,
+        sources: Sequence[tuple[str, str]],
+        conflicts: Sequence[tuple[str, str]],
+        failures: Sequence[tuple[str, int]],
+    ) -> None:
+        """Write back what an import read besides the rows: (summary, source) links, flagged conflicts
+        (stored both ways) and compression failures, in one transaction.
+
+        A row is written only when every memory it names is stored: one forgotten by another process
+        since the import checked is not linked to. Nothing is removed; failures only grow."""
+        ...
+
+    async def summaries_holding(self, scope: Scope, memory_id: str) -> list[str]:
+        """The summaries (or facts) built directly on ``memory_id``."""
+        ...
+
+    async def task_summaries(self, scope: Scope, task_id: str) -> list[str]:
+        """The task summaries (L3) of ``task_id``, in every namespace of the principal."""
+        ...
+
+    async def undo_summary(self, scope: Scope, summary_id: str, resist: int = 0) -> list[str]:
+        """Put a summary's sources back in the active tier and delete the summary; returns the sources.
+
+        With ``resist`` the sources are marked as having failed compression that often, so an
+        undone summary is not simply made again by the next pass."""
+        ...
+
+    async def archive(self, scope: Scope, ns: Sequence[int]) -> int:
+        """Move memories to the archive tier (kept, out of default recall)."""
+        ...
+
+    async def count_fact_check(self, scope: Scope, namespace: str | None, passed: bool) -> None:
+        """One more summary in ``namespace`` that passed (or failed) the fact check, for `stats`."""
+        ...
+
+
+class CountRows(Protocol):
+    """What stats and deletion receipts count."""
+
+    async def tier_counts(self, scope: Scope) -> dict[str, int]:
+        """Memories visible in the scope by tier, level and state (superseded, expired, pinned)."""
+        ...
+
+    async def visible_counts(self, scope: Scope) -> dict[str, int]:
+        """The rows the scope sees, table by table."""
+        ...
+
+    async def principal_counts(self, scope: Scope) -> dict[str, int]:
+        """What the principal has, table by table (every namespace): the erasure receipt."""
+        ...
+
+    async def pending(self, scope: Scope, max_failures: int) -> dict[str, int]:
+        """Lifecycle work left in the scope, and how its summaries fared in the fact check."""
+        ...
+
+
+class MemoryStore(Protocol):
+    """The system of record for memories, with its vector search, one principal at a time."""
+
+    @property
+    def lifecycle(self) -> LifecycleRows: ...
+
+    @property
+    def counts(self) -> CountRows: ...
+
+    def path_for(self, scope: Scope) -> Path: ...
+
+    def lease(self, principal: str, holder: object | None = None) -> AbstractAsyncContextManager[None]:
+        """Keep ``principal``'s file open while a call runs and while ``holder`` (its session) lives."""
+        ...
+
+    def release(self, principal: str, holder: object) -> None: ...
+
+    def pool_figures(self) -> dict[str, int]: ...
+
+    async def check_model(self, scope: Scope, model_id: str, dim: int) -> None:
+        """Record the embedding model on first use; refuse vectors from another model."""
+        ...
+
+    async def stored_model(self, scope: Scope) -> tuple[str | None, int | None]: ...
+
+    async def sync(self, scope: Scope, dim: int) -> object:
+        """The principal's index, loaded on first use and caught up with other processes."""
+        ...
+
+    async def dense_neighbours(
+        self, scope: Scope, queries: Vector, criteria: Criteria, limit: int, now: float
+    ) -> list[list[tuple[int, float]]]:
+        """Per row of ``queries``, the closest live rows of the scope (its own namespace only when
+        ``criteria.namespace_only``): one search for a whole batch of new memories."""
+        ...
+
+    async def dense_ranking(
+        self,
+        scope: Scope,
+        query: Vector,
+        criteria: Criteria,
+        limit: int,
+        now: float,
+        centring: Centring | None = None,
+    ) -> DenseHits: ...
+
+    async def links(self, scope: Scope, sources: Sequence[int], population: int) -> list[Link]:
+        """The memories linked to ``sources`` (shared rare entities, session neighbours); recall reads
+        the targets through ``select_memories``, so what a scope may not see never comes back."""
+        ...
+
+    async def keyword_search(
+        self, scope: Scope, terms: Sequence[str], criteria: Criteria, limit: int, now: float
+    ) -> list[tuple[int, float]]:
+        """Top ``limit`` (n, bm25) where a larger score is better."""
+        ...
+
+    async def select_memories(
+        self,
+        scope: Scope,
+        criteria: Criteria,
+        now: float,
+        *,
+        ns: Sequence[int] | None = None,
+        limit: int | None = None,
+        order: str = "m.n",
+    ) -> list[MemoryRecord]: ...
+
+    async def find_by_hash(self, scope: Scope, hashes: Sequence[str], now: float) -> dict[str, str]:
+        """content hash -> id of a live memory in exactly the scope's namespace."""
+        ...
+
+    async def replaced_by_hash(self, scope: Scope, hashes: Sequence[str], now: float) -> dict[str, str]:
+        """content hash -> the live memory that replaced the latest copy of that text (following
+        replacements of replacements), for texts no live memory says now."""
+        ...
+
+    async def count(self, scope: Scope) -> dict[str, int]: ...
+
+    async def apply(self, scope: Scope, inserts: Sequence[NewMemory], merges: Sequence[Merge]) -> Applied:
+        """Insert new memories and record merged occurrences in one transaction.
+
+        Returns what each insert superseded and which inserts merged into a live copy instead.
+        Raises NotFoundError, writing nothing, when a ``supersedes`` id is not in the scope."""
+        ...
+
+    async def set_pinned(self, scope: Scope, n: int, pinned: bool) -> None: ...
+
+    async def reinforce(self, scope: Scope, ids: Sequence[str], now: float) -> None:
+        """Recall strengthens what it returns (access count, last access) without taking the write
+        lock: the counts wait in memory and are written in batches (ADR 11)."""
+        ...
+
+    async def flush_reinforcement(self, scope: Scope | None = None) -> None:
+        """Write the buffered reinforcement of one principal (or of every open one) now."""
+        ...
+
+    async def delete(
+        self, scope: Scope, ns: Sequence[int], *, unpinned_only: bool = False, derived: bool = False
+    ) -> tuple[int, bool]:
+        """Delete memories everywhere and leave no recoverable text (FTS rewrite, WAL truncate);
+        with ``derived`` the facts extracted from them too (a user's forget).
+
+        Returns the count and whether the WAL was emptied now (else at a later commit)."""
+        ...
+
+    async def erase_principal(self, scope: Scope, now: float) -> dict[str, int]:
+        """Delete everything the principal has and keep only a content-free record that it happened.
+
+        Rows go with secure_delete on, the keyword index is rebuilt empty, the file is vacuumed (no
+        free page keeps old bytes), the WAL is emptied, and migration backups of the file are removed.
+        Other processes see the deletions through the change log. Returns the counts per table."""
+        ...
+
+    def indexed_total(self) -> int:
+        """Memories in every vector index this process has loaded (for /metrics)."""
+        ...
+
+    def index_size(self, scope: Scope) -> int | None: ...
+
+    async def replace_vectors(self, scope: Scope, vectors: Sequence[tuple[int, bytes]]) -> None: ...
+
+    async def set_model(self, scope: Scope, model_id: str, dim: int) -> None: ...
+
+    async def all_ids(self, scope: Scope) -> list[tuple[int, str]]:
+        """Every memory of the principal (all namespaces), for export and reindex."""
+        ...
+
+    async def export_rows(self, scope: Scope) -> list[MemoryRecord]: ...
+
+    async def existing_ids(self, scope: Scope, ids: Sequence[str]) -> set[str]: ...
+
+
+class PassControl(Protocol):
+    """Leases that let one process at a time run a lifecycle pass, and the record of passes."""
+
+    async def acquire(self, name: str, holder: str, now: float, seconds: float) -> bool:
+        """Take (or renew) the lease ``name`` unless another live holder has it."""
+        ...
+
+    async def holder(self, name: str) -> tuple[str, float] | None:
+        """Who holds the lease ``name`` and until when (it may have expired), or None."""
+        ...
+
+    async def release(self, name: str, holder: str) -> None: ...
+
+    async def record(
+        self, name: str, holder: str, started: float, finished: float, outcome: str, details: dict[str, Any]
+    ) -> None: ...
+
+    async def recent(self, limit: int = 10) -> list[dict[str, Any]]: ...
