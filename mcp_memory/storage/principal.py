@@ -133,7 +133,8 @@ class PrincipalDb:
         ns, vecs, namespaces, live, expires, cjk = zip(*rows, strict=True) if rows else ((),) * 6
         return IndexColumns(
             ns=np.array(ns, dtype=np.int64),
-            vectors=np.frombuffer(b"".join(vecs), dtype=np.float32).reshape(len(rows), dim),
+            # One writable buffer the index adopts as its matrix.
+            vectors=np.frombuffer(bytearray().join(vecs), dtype=np.float32).reshape(len(rows), dim),
             namespaces=list(namespaces),
             live=np.array(live, dtype=bool),
             expires=np.array([np.inf if e is None else e for e in expires], dtype=np.float64),

@@ -59,6 +59,9 @@ class VectorIndex:
     def __len__(self) -> int:
         return self._size
 
+    # The per-row columns beside the vectors, with their types.
+    _COLUMNS = (("_n", np.int64), ("_ns", np.int32), ("_live", bool), ("_expires", np.float64), ("_cjk", bool))
+
     def _grow(self, need: int) -> None:
         cap = len(self._n)
         if need <= cap:
@@ -67,13 +70,7 @@ class VectorIndex:
         mat = np.zeros((new_cap, self.dim), dtype=np.float32)
         mat[: self._size] = self._mat[: self._size]
         self._mat = mat
-        for name, dtype in (
-            ("_n", np.int64),
-            ("_ns", np.int32),
-            ("_live", bool),
-            ("_expires", np.float64),
-            ("_cjk", bool),
-        ):
+        for name, dtype in self._COLUMNS:
             old = getattr(self, name)
             arr = np.zeros(new_cap, dtype=dtype)
             arr[: self._size] = old[: self._size]
@@ -108,8 +105,14 @@ class VectorIndex:
         """Fill an empty index at once from column arrays (a store's first read, in one buffer)."""
         assert self._size == 0, "load fills an empty index; upsert changes a loaded one"
         size = len(columns.ns)
-        self._grow(size)
-        self._mat[:size] = columns.vectors
+        vectors = columns.vectors
+        if vectors.flags.writeable and vectors.flags.c_contiguous and vectors.dtype == np.float32:
+            self._mat = vectors  # the buffer the rows were read into becomes the index: no second copy
+            for name, dtype in self._COLUMNS:
+                setattr(self, name, np.zeros(size, dtype=dtype))
+        else:
+            self._grow(size)
+            self._mat[:size] = vectors
         self._n[:size] = columns.ns
         self._ns[:size] = [self._code(namespace) for namespace in columns.namespaces]
         self._live[:size] = columns.live
@@ -117,10 +120,12 @@ class VectorIndex:
         self._cjk[:size] = columns.cjk
         self._size = size
         self._pos = dict(zip(columns.ns.tolist(), range(size), strict=True))
-        for script in (0, 1):
-            rows = self._mat[:size][self._cjk[:size] == bool(script)]
-            self._sums[script] = rows.sum(axis=0, dtype=np.float64)
-            self._counts[script] = len(rows)
+        # Each script's sum as two products over the matrix (a mask would copy most of it).
+        mat = self._mat[:size]
+        everything = np.ones(size, dtype=np.float32) @ mat
+        chinese = self._cjk[:size].astype(np.float32) @ mat
+        self._sums[:] = (everything - chinese, chinese)
+        self._counts[:] = (size - int(self._cjk[:size].sum()), int(self._cjk[:size].sum()))
 
     @property
     def nbytes(self) -> int:
