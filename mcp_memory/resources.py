@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
+import anyio
 import orjson
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import MCPServer
@@ -25,6 +28,7 @@ from mcp.shared.subscriptions import ResourceUpdated, ServerEvent
 from mcp_types import EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
 
 from mcp_memory.errors import MemoryServerError, NotFoundError
+from mcp_memory.models import Scope
 from mcp_memory.schemas import MemoryOut
 from mcp_memory.scope import ScopeResolver
 from mcp_memory.services import task_tree
@@ -206,6 +210,7 @@ class _PrincipalBus:
         self._scopes = scopes
         self._inner = InMemorySubscriptionBus()
         self._publisher: ContextVar[str | None] = ContextVar("mcp_memory_publisher", default=None)
+        self.owners: Counter[str] = Counter()  # principals with a listener open, and how many
 
     async def publish(self, event: ServerEvent) -> None:
         await self._inner.publish(event)
@@ -225,7 +230,16 @@ class _PrincipalBus:
             if publisher is None or publisher == owner:
                 listener(event)
 
-        return self._inner.subscribe(deliver)
+        unsubscribe = self._inner.subscribe(deliver)
+        self.owners[owner] += 1
+
+        def leave() -> None:
+            unsubscribe()
+            self.owners[owner] -= 1
+            if self.owners[owner] <= 0:
+                del self.owners[owner]
+
+        return leave
 
 
 class ResourceNotifier:
@@ -233,7 +247,8 @@ class ResourceNotifier:
 
     Both protocol generations: ``subscriptions/listen`` streams (2026-07-28) through the bus, and
     ``resources/subscribe`` (earlier versions) through each subscribed session. Only changes made
-    by this process are seen; stateless HTTP has no connection to notify.
+    by this process are announced here at once; ``ChangeWatcher`` announces what other processes and
+    the lifecycle passes changed. Stateless HTTP has no connection to notify.
     """
 
     def __init__(self, scopes: ScopeResolver) -> None:
@@ -259,8 +274,14 @@ class ResourceNotifier:
         subscribers[:] = [(s, p) for s, p in subscribers if s is not ctx.session]
         return EmptyResult()
 
+    def watched(self) -> set[str]:
+        """The principals someone in this process listens for."""
+        return set(self.bus.owners) | {p for subscribers in self._legacy.values() for _, p in subscribers}
+
     async def changed(self, uris: list[str]) -> None:
-        principal = self.scopes.scope().principal
+        await self.changed_for(self.scopes.scope().principal, uris)
+
+    async def changed_for(self, principal: str, uris: list[str]) -> None:
         for uri in uris:
             await self.bus.publish_for(principal, ResourceUpdated(uri=uri))
             alive = []
@@ -284,3 +305,61 @@ def pin_uris() -> list[str]:
 def task_uris(task_id: str, checkpoint: bool) -> list[str]:
     uris = [f"memory://tasks/{task_id}", "memory://tasks"]
     return [*uris, f"memory://tasks/{task_id}/checkpoints"] if checkpoint else uris
+
+
+@dataclass(frozen=True)
+class _Seen:
+    mark: int  # the change log's last entry
+    pinned: tuple[tuple[str, str], ...]  # (id, text) of each pinned memory
+    heads: dict[str, int]  # task id -> head sequence number
+
+
+class ChangeWatcher:
+    """Announces to this process's subscribers what changed in the store from elsewhere: another
+    process on the same data directory, or a lifecycle pass (``mcp-memory maintain``). Every
+    ``interval`` seconds, for each principal someone here listens for, it compares the change log's
+    mark, the pinned memories and the task heads with what it saw last."""
+
+    def __init__(
+        self, notifier: ResourceNotifier, memory: MemoryService, tasks: TaskService, interval: float = 1.0
+    ) -> None:
+        self.notifier = notifier
+        self.memory = memory
+        self.tasks = tasks
+        self.interval = interval
+        self._seen: dict[str, _Seen] = {}
+
+    async def run(self, stop: anyio.Event) -> None:
+        while not stop.is_set():
+            with anyio.move_on_after(self.interval):
+                await stop.wait()
+            for principal in sorted(self.notifier.watched()):
+                try:
+                    await self.look(principal)
+                except Exception as exc:  # the next round looks again
+                    log.warning("watching %s's changes failed: %s", principal, exc)
+            for gone in set(self._seen) - self.notifier.watched():
+                del self._seen[gone]
+
+    async def look(self, principal: str) -> None:
+        """Compare ``principal``'s store with the last look and announce what moved."""
+        scope = Scope(principal)
+        now = _Seen(
+            await self.memory.change_mark(scope),
+            tuple((m.id, m.text) for m in await self.memory.pinned(scope)),
+            await self.tasks.heads(scope),
+        )
+        before = self._seen.get(principal)
+        self._seen[principal] = now
+        if before is None:
+            return
+        uris: list[str] = []
+        if now.mark != before.mark:
+            uris.append("memory://stats")
+        if now.pinned != before.pinned:
+            uris.extend(pin_uris())
+        for task_id in sorted(set(now.heads) | set(before.heads)):
+            if now.heads.get(task_id) != before.heads.get(task_id):
+                uris.extend(task_uris(task_id, checkpoint=True))
+        if uris:
+            await self.notifier.changed_for(principal, list(dict.fromkeys(uris)))

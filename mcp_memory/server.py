@@ -33,7 +33,7 @@ from mcp_memory.llm.client import LlmClient, LlmConfig
 from mcp_memory.models import Scope
 from mcp_memory.prompts import register_prompts
 from mcp_memory.redact import RedactingFilter
-from mcp_memory.resources import ResourceNotifier, register_resources
+from mcp_memory.resources import ChangeWatcher, ResourceNotifier, register_resources
 from mcp_memory.scheduler import Scheduler
 from mcp_memory.scope import ScopeResolver, current_request_id, record_request
 from mcp_memory.services.erasure import ErasureService
@@ -174,6 +174,7 @@ class Runtime:
     tasks: TaskService
     scheduler: Scheduler
     mcp: MCPServer[Any]
+    watcher: ChangeWatcher
 
 
 @asynccontextmanager
@@ -237,7 +238,9 @@ async def open_runtime(
             clock=clock,
             facts=FactService(store, memory, llm),
         )
-        runtime = Runtime(settings, store, embedder, memory, tasks, scheduler, mcp)
+        runtime = Runtime(
+            settings, store, embedder, memory, tasks, scheduler, mcp, ChangeWatcher(notifier, memory, tasks)
+        )
         metrics.add_gauge(
             "mcp_memory_memories_indexed",
             "Memories in the vector indexes of the principals this process has served.",
@@ -259,6 +262,8 @@ async def open_runtime(
                 background.start_soon(memory.warm, Scope(settings.principal, settings.namespace))
             if warm and settings.lifecycle.enabled:
                 background.start_soon(scheduler.run, stop)
+            if warm:  # what other processes and the passes change reaches this process's subscribers
+                background.start_soon(runtime.watcher.run, stop)
             try:
                 yield runtime
             except BaseException as exc:  # re-raised below, outside the task group, unwrapped

@@ -402,6 +402,10 @@ class MemoryService:
             for summary_id in await self.rows.task_summaries(scope, task_id):
                 await self.rows.undo_summary(scope, summary_id)
 
+    async def change_mark(self, scope: Scope) -> int:
+        """Moves with every write of any process to the principal's memories (a lifecycle pass too)."""
+        return await self.store.change_mark(scope)
+
     async def pinned(self, scope: Scope) -> list[MemoryOut]:
         """Every pinned memory visible in the scope, most important first."""
         records = await self.store.select_memories(

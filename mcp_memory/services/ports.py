@@ -209,6 +209,10 @@ class MemoryStore(Protocol):
     @property
     def counts(self) -> CountRows: ...
 
+    async def change_mark(self, scope: Scope) -> int:
+        """A number that moves with every write of any process to the principal's memories."""
+        ...
+
     def path_for(self, scope: Scope) -> Path: ...
 
     def lease(self, principal: str, holder: object | None = None) -> AbstractAsyncContextManager[None]:

@@ -19,6 +19,7 @@ from mcp_memory.schemas import MemoryOut, RecallFilters
 from mcp_memory.services import packet, task_tree
 from mcp_memory.services.checks import identifier, text_field
 from mcp_memory.services.memory import MemoryService
+from mcp_memory.services.task_checks import check_checkpoint
 from mcp_memory.services.task_views import checkpoint_uri, dt, from_cursor, info, serialised_size, task_uri, to_cursor
 from mcp_memory.storage.envelope import (
     CheckpointFormatError,
@@ -37,7 +38,6 @@ from mcp_memory.task_schemas import (
     ResumePacket,
     TaskEdit,
     TaskHead,
-    TaskNode,
     TaskPage,
     TaskState,
     TaskSummary,
@@ -48,40 +48,6 @@ log = logging.getLogger(__name__)
 
 HEAD_FIELDS = frozenset(TaskHead.model_fields)
 _RETRIES = 5
-
-
-def _refuse_secret_ids(changes: dict[str, Any]) -> None:
-    """Node ids are reused by the caller as given: a credential in one is refused, not redacted."""
-    current = changes.get("current_node")
-    if isinstance(current, str):
-        identifier("current_node", current)
-    try:
-        tree = TaskNode.model_validate(changes["tree"]) if isinstance(changes.get("tree"), dict) else None
-    except ValidationError:
-        return  # the merge names what is wrong with it
-    for node, _ in task_tree.walk(tree) if tree is not None else ():
-        identifier("tree", node.id)
-
-
-def _check_checkpoint(
-    scope: Scope,
-    task_id: str | None,
-    title: str | None,
-    goal: str | None,
-    constraints: list[str] | None,
-    changes: dict[str, Any],
-    in_namespace: bool,
-) -> None:
-    if task_id is not None:
-        identifier("task_id", task_id)
-    for name, text in (("title", title), ("goal", goal)):
-        if text is not None:
-            text_field(name, text)
-    _refuse_secret_ids(changes)
-    for i, item in enumerate(constraints or []):
-        text_field(f"constraints[{i}]", item)
-    if in_namespace and scope.namespace is None:
-        raise InvalidInputError("namespaced", "this connection has no namespace to create the task in")
 
 
 class TaskService:
@@ -214,7 +180,7 @@ class TaskService:
         in_namespace: bool = False,
     ) -> CheckpointResult:
         """Save the head (creating the task on first use) and an immutable copy of it."""
-        _check_checkpoint(scope, task_id, title, goal, constraints, changes, in_namespace)
+        check_checkpoint(scope, task_id, title, goal, constraints, changes, in_namespace)
         task_id = task_id or f"task-{new_id()}"
         for _ in range(_RETRIES):
             now = self.clock()
@@ -379,6 +345,10 @@ class TaskService:
     async def state(self, scope: Scope, task_id: str, warnings: list[str] | None = None) -> TaskState:
         row = await self._row(scope, task_id)
         return self._state(row, await self._head(scope, row, warnings if warnings is not None else []))
+
+    async def heads(self, scope: Scope) -> dict[str, int]:
+        """Every task of the principal with its head's sequence number (what a watcher compares)."""
+        return await self.tasks.heads(scope)
 
     async def latest_checkpoint(self, scope: Scope, task_id: str) -> CheckpointInfo | None:
         row = await self._row(scope, task_id)

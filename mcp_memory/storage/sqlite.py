@@ -314,6 +314,11 @@ class SqliteStore:
         replacements of replacements), for texts no live memory says now."""
         return await replaced_by_hash((await self._db(scope)).reader, scope, hashes, now) if hashes else {}
 
+    async def change_mark(self, scope: Scope) -> int:
+        """The last entry of the principal's change log: it moves with every write of any process."""
+        rows = await (await self._db(scope)).reader.execute_fetchall("SELECT COALESCE(MAX(seq), 0) FROM changes")
+        return int(next(iter(rows))[0])
+
     async def count(self, scope: Scope) -> dict[str, int]:
         db = await self._db(scope)
         counts: dict[str, int] = {}

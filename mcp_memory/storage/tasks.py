@@ -167,6 +167,11 @@ class TaskStore:
         )
         return _checkpoint(rows[0], with_envelope=True) if rows else None
 
+    async def heads(self, scope: Scope) -> dict[str, int]:
+        """Every task of the principal (all namespaces) with its head's sequence number."""
+        conn = await self.store.reader(scope)
+        return {str(t): int(s) for t, s in await conn.execute_fetchall("SELECT task_id, head_seq FROM tasks")}
+
     async def list_tasks(self, scope: Scope, after: tuple[float, str] | None, limit: int) -> list[TaskRow]:
         """Most recently updated first; ``after`` is the (updated_at, task_id) of the last row seen."""
         where, params = _visible(scope)

@@ -1,0 +1,166 @@
+"""One behaviour suite for every storage backend, run through the services as the tools use them.
+
+Each test takes ``backend`` as a parameter: SQLite today. The scale-out issue adds PostgreSQL and
+Qdrant here, as more parameters of ``BACKENDS`` and more branches of ``backend_settings``, without
+touching ``services/``. "Another process" is a second runtime on the same data: its own store,
+connections and vector index, as a second server process has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+
+import anyio
+import pytest
+
+from mcp_memory.config import Settings, load_settings
+from mcp_memory.errors import ConflictError, NotFoundError
+from mcp_memory.models import Scope
+from mcp_memory.schemas import Hit, MemoryInput, MemoryOut
+from mcp_memory.server import Runtime, open_runtime
+from mcp_memory.services.erasure import ErasureService
+from mcp_memory.services.memory import CallContext
+from mcp_memory.storage.tasks import StaleHeadError
+from tests.conftest import Clock
+
+pytestmark = pytest.mark.anyio
+
+BACKENDS = ["sqlite"]
+ALICE = Scope("alice")
+BOB = Scope("bob")
+
+
+def backend_settings(backend: str, data_dir: Path) -> Settings:
+    """The configuration that serves ``backend`` on ``data_dir``."""
+    if backend == "sqlite":
+        return load_settings(data_dir=data_dir, principal="alice")
+    raise AssertionError(f"no settings for backend {backend!r}")
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def open_backend(backend: str, data_dir: Path, clock: Clock) -> Callable[[], AbstractAsyncContextManager[Runtime]]:
+    """Opens a runtime (a server process's worth of state) on the backend; call it twice for two."""
+    return lambda: open_runtime(backend_settings(backend, data_dir), clock=clock)
+
+
+@pytest.fixture
+async def rt(open_backend: Callable[[], AbstractAsyncContextManager[Runtime]]) -> AsyncIterator[Runtime]:
+    async with open_backend() as runtime:
+        yield runtime
+
+
+async def remember(rt: Runtime, scope: Scope, *texts: str) -> list[str]:
+    result = await rt.memory.remember(scope, [MemoryInput(content=t) for t in texts], CallContext())
+    return [item.id for item in result.items if item.id]
+
+
+async def texts(rt: Runtime, scope: Scope, query: str) -> list[str]:
+    result = await rt.memory.recall(scope, query, reinforce=False)
+    return [hit.text for hit in result.hits if isinstance(hit, Hit | MemoryOut)]
+
+
+async def test_what_is_remembered_is_recalled_and_forgetting_removes_it(rt: Runtime) -> None:
+    [tea] = await remember(rt, ALICE, "The user drinks oolong tea without sugar")
+    await remember(rt, ALICE, "The user lives in Berlin", "The user uses vim keybindings")
+    assert (await texts(rt, ALICE, "what does the user drink?"))[0] == "The user drinks oolong tea without sugar"
+    await rt.memory.forget(ALICE, ids=[tea], dry_run=False)
+    assert "The user drinks oolong tea without sugar" not in await texts(rt, ALICE, "what does the user drink?")
+    with pytest.raises(NotFoundError):
+        await rt.memory.forget(ALICE, ids=[tea], dry_run=False)
+
+
+async def test_no_principal_reads_or_forgets_another_principals_memory(rt: Runtime) -> None:
+    [secret] = await remember(rt, ALICE, "Alice's locker code is kept in the blue notebook")
+    await remember(rt, BOB, "Bob parks on level three")
+    assert await texts(rt, BOB, "where is the locker code kept?") == ["Bob parks on level three"]
+    with pytest.raises(NotFoundError):
+        await rt.memory.forget(BOB, ids=[secret], dry_run=False)
+    assert "Alice's locker code is kept in the blue notebook" in await texts(rt, ALICE, "locker code")
+
+
+async def test_a_namespace_sees_its_own_and_principal_wide_memories_only(rt: Runtime) -> None:
+    await remember(rt, Scope("alice", "work"), "The staging cluster is called falcon")
+    await remember(rt, Scope("alice", "home"), "The home router is called falcon too")
+    await remember(rt, ALICE, "Falcon is the user's favourite bird")
+    seen = await texts(rt, Scope("alice", "work"), "what is called falcon?")
+    assert "The staging cluster is called falcon" in seen
+    assert "Falcon is the user's favourite bird" in seen
+    assert "The home router is called falcon too" not in seen
+
+
+async def test_forget_user_erases_one_principal_and_leaves_the_other(rt: Runtime, clock: Clock) -> None:
+    await remember(rt, ALICE, "Alice prefers window seats")
+    await remember(rt, BOB, "Bob prefers aisle seats")
+    await rt.tasks.checkpoint(ALICE, "trip", changes={"current_node": None}, goal="Book the trip")
+    erasure = ErasureService(rt.store, clock=clock)
+    code = (await erasure.forget_user(ALICE)).confirmation_code
+    assert code is not None
+    done = await erasure.forget_user(ALICE, code)
+    assert not done.dry_run
+    assert await texts(rt, ALICE, "which seats?") == []
+    with pytest.raises(NotFoundError):
+        await rt.tasks.state(ALICE, "trip")
+    assert await texts(rt, BOB, "which seats?") == ["Bob prefers aisle seats"]
+
+
+async def test_a_task_resumes_where_it_was_checkpointed_and_a_stale_head_is_refused(rt: Runtime) -> None:
+    first = await rt.tasks.checkpoint(
+        ALICE, "migrate", changes={"variables": {"done": 3}, "snapshot": "step three of nine"}, goal="Migrate billing"
+    )
+    assert first.created_task
+    packet = await rt.tasks.resume(ALICE, "migrate")
+    assert packet.variables == {"done": 3}
+    assert packet.snapshot_excerpt == "step three of nine"
+    with pytest.raises(StaleHeadError):
+        await rt.tasks.checkpoint(ALICE, "migrate", changes={"variables": {"done": 4}}, expected_head=0)
+    await rt.tasks.checkpoint(Scope("alice", "home"), "chores", changes={}, goal="Chores", in_namespace=True)
+    with pytest.raises(ConflictError):  # another namespace's task id is not taken over
+        await rt.tasks.checkpoint(Scope("alice", "work"), "chores", changes={}, goal="Work", in_namespace=True)
+
+
+async def test_one_process_at_a_time_holds_a_pass_lease(
+    open_backend: Callable[[], AbstractAsyncContextManager[Runtime]],
+) -> None:
+    async with open_backend() as one, open_backend() as two:
+        first, second = one.scheduler.control, two.scheduler.control
+        assert await first.acquire("decay", "process-one", 1_000.0, 60)
+        assert not await second.acquire("decay", "process-two", 1_010.0, 60)
+        assert await second.acquire("decay", "process-two", 1_061.0, 60)  # the lease ran out
+        await second.release("decay", "process-two")
+        assert await first.acquire("decay", "process-one", 1_062.0, 60)
+
+
+async def test_another_process_sees_a_write_and_a_forget_at_its_next_read(
+    open_backend: Callable[[], AbstractAsyncContextManager[Runtime]],
+) -> None:
+    async with open_backend() as one, open_backend() as two:
+        await remember(two, ALICE, "Warm-up memory so both processes hold an index")
+        assert await texts(one, ALICE, "warm-up") == ["Warm-up memory so both processes hold an index"]
+        [fresh] = await remember(two, ALICE, "The deploy freeze starts on Friday at noon")
+        assert "The deploy freeze starts on Friday at noon" in await texts(one, ALICE, "when does the freeze start?")
+        await two.memory.forget(ALICE, ids=[fresh], dry_run=False)
+        assert "The deploy freeze starts on Friday at noon" not in await texts(one, ALICE, "deploy freeze")
+
+
+async def test_two_processes_storing_one_text_at_once_store_it_once(
+    open_backend: Callable[[], AbstractAsyncContextManager[Runtime]],
+) -> None:
+    text = "The on-call rotation changes every Monday at nine"
+    async with open_backend() as one, open_backend() as two:
+        ids: list[list[str]] = []
+
+        async def store(runtime: Runtime) -> None:
+            ids.append(await remember(runtime, ALICE, text))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(store, one)
+            group.start_soon(store, two)
+        assert len({i for found in ids for i in found}) == 1
+        assert await texts(one, ALICE, "on-call rotation") == [text]
