@@ -318,7 +318,8 @@ class ChangeWatcher:
     """Announces to this process's subscribers what changed in the store from elsewhere: another
     process on the same data directory, or a lifecycle pass (``mcp-memory maintain``). Every
     ``interval`` seconds, for each principal someone here listens for, it compares the change log's
-    mark, the pinned memories and the task heads with what it saw last."""
+    mark and the task heads with what it saw last, and the pinned memories when the mark moved
+    (every write to a memory, a pin included, moves it)."""
 
     def __init__(
         self, notifier: ResourceNotifier, memory: MemoryService, tasks: TaskService, interval: float = 1.0
@@ -344,12 +345,13 @@ class ChangeWatcher:
     async def look(self, principal: str) -> None:
         """Compare ``principal``'s store with the last look and announce what moved."""
         scope = Scope(principal)
-        now = _Seen(
-            await self.memory.change_mark(scope),
-            tuple((m.id, m.text) for m in await self.memory.pinned(scope)),
-            await self.tasks.heads(scope),
-        )
         before = self._seen.get(principal)
+        mark = await self.memory.change_mark(scope)
+        if before is not None and mark == before.mark:
+            pinned = before.pinned
+        else:
+            pinned = tuple((m.id, m.text) for m in await self.memory.pinned(scope))
+        now = _Seen(mark, pinned, await self.tasks.heads(scope))
         self._seen[principal] = now
         if before is None:
             return

@@ -8,6 +8,7 @@ hash), the reads (stored copies by hash, one embedding call, one neighbour searc
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -23,8 +24,6 @@ MERGED_REASON = "the same memory is already stored; this occurrence was recorded
 
 
 def content_hash(namespace: str | None, content: str) -> str:
-    import hashlib
-
     return hashlib.sha256(f"{namespace or ''}\x1f{content.lower()}".encode()).hexdigest()
 
 
@@ -96,8 +95,7 @@ class Plan:
     merges: list[Merge] = field(default_factory=list)
     # Decided earlier in the batch: what a later item must see.
     by_hash: dict[str, str] = field(default_factory=dict)
-    inserted: list[Neighbour] = field(default_factory=list)  # with the vectors in ``inserted_vectors``
-    inserted_vectors: list[Vector] = field(default_factory=list)
+    inserted: list[tuple[Vector, str, str, str]] = field(default_factory=list)  # vector, id, content, kind
     replaced: set[str] = field(default_factory=set)
 
 
@@ -128,10 +126,7 @@ def _classify_one(
         target = known.existing.get(p.hash) or plan.by_hash.get(p.hash)
         if p.index in known.vectors:
             vector = known.vectors[p.index]
-            earlier = [
-                Neighbour(float(v @ vector), n.id, n.content, n.kind)
-                for v, n in zip(plan.inserted_vectors, plan.inserted, strict=True)
-            ]
+            earlier = [Neighbour(float(v @ vector), i, text, kind) for v, i, text, kind in plan.inserted]
             found = relate(
                 p.content, item.kind, [*earlier, *known.neighbours.get(p.index, [])], known.thresholds, target
             )
@@ -158,8 +153,7 @@ def _classify_one(
     )
     plan.replaced.update(replaces)
     plan.by_hash[p.hash] = record.id
-    plan.inserted.append(Neighbour(1.0, record.id, p.content, item.kind))
-    plan.inserted_vectors.append(vector)
+    plan.inserted.append((vector, record.id, p.content, item.kind))
     plan.results[p.index] = RememberItem(index=p.index, outcome="stored", id=record.id, conflicts_with=conflicts)
 
 

@@ -17,10 +17,11 @@ import functools
 import logging
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from types import TracebackType
+from typing import TypeVar
 
 import aiosqlite
 import anyio
@@ -62,6 +63,17 @@ log = logging.getLogger(__name__)
 # Recall's reinforcement waits in memory at most this long before it is written (and at close):
 # reads never take the write lock, and a crash loses at most these seconds of access counts.
 REINFORCE_FLUSH_SECONDS = 2.0
+
+
+T = TypeVar("T")
+
+# Rows a vector scan may cover on the event loop; a larger one runs on a worker thread so that it
+# does not stall the other clients.
+SCAN_ON_LOOP = 20_000
+
+
+async def _scan(run: Callable[[], T], rows: int) -> T:
+    return await anyio.to_thread.run_sync(run) if rows > SCAN_ON_LOOP else run()
 
 
 class SqliteStore:
@@ -214,9 +226,7 @@ class SqliteStore:
             now=now,
             exact_namespace=criteria.namespace_only,
         )
-        if len(index) * len(queries) > 20_000:  # a large product must not stall the other clients
-            return await anyio.to_thread.run_sync(run)
-        return run()
+        return await _scan(run, len(index) * len(queries))
 
     async def dense_ranking(
         self,
@@ -243,9 +253,7 @@ class SqliteStore:
             allow=allow,
             centring=centring,
         )
-        if len(index) > 20_000:  # a large scan must not stall the other clients on the event loop
-            return await anyio.to_thread.run_sync(run)
-        return run()
+        return await _scan(run, len(index))
 
     # ----- reads ---------------------------------------------------------------------------
 
@@ -342,6 +350,8 @@ class SqliteStore:
     async def set_pinned(self, scope: Scope, n: int, pinned: bool) -> None:
         async with self.transaction(scope) as conn:
             await conn.execute("UPDATE memories SET pinned = ? WHERE n = ?", (int(pinned), n))
+            # Every write to a memory moves the change log, a pin too: watchers read pins only then.
+            await conn.execute("INSERT INTO changes(memory_n, op) VALUES (?, 'put')", (n,))
 
     async def reinforce(self, scope: Scope, ids: Sequence[str], now: float) -> None:
         """Recall strengthens what it returns (access count, last access) without taking the write

@@ -125,7 +125,8 @@ class VectorIndex:
         everything = np.ones(size, dtype=np.float32) @ mat
         chinese = self._cjk[:size].astype(np.float32) @ mat
         self._sums[:] = (everything - chinese, chinese)
-        self._counts[:] = (size - int(self._cjk[:size].sum()), int(self._cjk[:size].sum()))
+        cjk = int(self._cjk[:size].sum())
+        self._counts[:] = (size - cjk, cjk)
 
     @property
     def nbytes(self) -> int:
