@@ -275,6 +275,21 @@ def tighten(root: Path) -> int:
     return len(loose)
 
 
+def _journal_wal(conn: sqlite3.Connection, busy_timeout_ms: int) -> None:
+    """Put the file in WAL mode. While another process closes the file's last connection (it
+    checkpoints and removes the WAL) this answers "database is locked" without waiting for the busy
+    timeout, so it is retried here within that timeout (seen when servers start one after another)."""
+    deadline = time.monotonic() + busy_timeout_ms / 1000
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
 def connect_sync(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=busy_timeout_ms / 1000)
     private_file(path)  # before the WAL exists, so SQLite creates it private
@@ -284,7 +299,7 @@ def connect_sync(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
 
 def configure(conn: sqlite3.Connection, busy_timeout_ms: int) -> None:
     conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-    conn.execute("PRAGMA journal_mode = WAL")
+    _journal_wal(conn, busy_timeout_ms)
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("PRAGMA foreign_keys = ON")
     # Freed pages are zeroed, so forgotten text is not left behind in the file.
