@@ -84,6 +84,11 @@ class RecallSettings(_Section):
         2.0, ge=0, description="standard deviations of meaning-based similarity one rare matching word is worth"
     )
     identifier_keyword_weight: float = Field(4.0, ge=0)
+    second_opinion: bool = Field(
+        True,
+        description="beside multilingual-e5, ask a second model (USE-multilingual) to reorder the first candidates",
+    )
+    second_opinion_candidates: int = Field(20, ge=2, le=100, description="how many of the first candidates it reorders")
     llm_rerank: bool = Field(False, description="let the [llm] model reorder the first candidates (needs llm.enabled)")
     llm_rerank_candidates: int = Field(20, ge=2, le=50, description="how many of the first candidates it reorders")
     llm_timeout_seconds: float = Field(

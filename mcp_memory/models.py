@@ -144,6 +144,15 @@ class NewMemory:
     summarizes: tuple[str, ...] = ()  # a summary's sources: linked, and moved to the archive tier
     inferred_supersedes: tuple[str, ...] = ()  # replaced by the rules: skipped if already gone
     more_occurrences: tuple[NewOccurrence, ...] = ()  # a consolidated fact carries its sources' occurrences
+    second: SecondVector | None = None  # the second model's vector, when one is configured (ADR 14)
+
+
+@dataclass(frozen=True, slots=True)
+class SecondVector:
+    """A memory's vector from the second model recall asks (ADR 14), with the model's id."""
+
+    model_id: str
+    vector: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +198,7 @@ class DenseHits:
     std: float
     visible: int
     population: int = 0  # every row of the index, the number a keyword index's statistics count too
+    centred: bool = False  # similarity was measured with each script's mean taken out (a mixed store)
 
     def z(self, similarity: float) -> float:
         """How many standard deviations ``similarity`` stands above the visible rows' mean."""

@@ -96,6 +96,7 @@ class Scheduler:
             "memories_skipped_for_facts": 0,
             "expired_erased": 0,
             "changes_pruned": 0,
+            "second_vectors": 0,
         }
         totals["principals_failed"] = 0
         outcome = "done"
@@ -188,6 +189,8 @@ class Scheduler:
         totals["phase_summaries"] += compressed.phase_summaries
         totals["task_summaries"] += compressed.task_summaries
         totals["compression_failures"] += compressed.failed
+        check()
+        totals["second_vectors"] += await self.lifecycle.second_vectors(scope)
 
     async def run(self, stop: anyio.Event) -> None:
         """Pass after pass until ``stop`` is set; a pass in progress finishes first."""

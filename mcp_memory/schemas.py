@@ -111,6 +111,9 @@ class Signals(BaseModel):
     keyword: float | None = Field(None, description="BM25 score (higher is better)")
     keyword_evidence: float | None = Field(None, description="the BM25 score in units of one word rare in the scope")
     keyword_rank: int | None = None
+    second_opinion: float | None = Field(
+        None, description="standard deviations a second model puts it above the other first candidates (added)"
+    )
     fused: float = Field(
         0.0, description="standard deviations above the scope's ordinary similarity, rare matching words added"
     )

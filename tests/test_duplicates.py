@@ -110,6 +110,8 @@ def test_copies_stored_twice_before_the_unique_index_are_folded_into_the_oldest(
             f"SELECT '01ZZZZZZZZZZZZZZZZZZZZZZZZ', {', '.join(columns)} FROM memories"
         )
         conn.execute("UPDATE meta SET value = '7' WHERE key = 'schema_version'")
+        conn.execute("DROP TABLE second_vectors")  # added by version 9
+        conn.execute("DELETE FROM meta WHERE key = 'second_model'")
         conn.commit()
     finally:
         conn.close()

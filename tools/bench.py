@@ -38,7 +38,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.skip_latency:
         cache = Path(tempfile.gettempdir()) / "mcp-memory-bench-cache"
         recalls = 100 if args.quick else 200
-        print(anyio.run(bench_latency.run, args.quick, 5, recalls, cache), flush=True)
+        print(anyio.run(bench_latency.run, args.quick, 5, recalls, cache, {}), flush=True)
     print(f"\n(total {time.perf_counter() - started:.0f} s)")
     return 0
 

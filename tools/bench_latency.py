@@ -20,11 +20,13 @@ from pathlib import Path
 import anyio
 import fill_store
 import synth
-from mcpclient import MemoryClient, ServerSpec, Stopwatch, memory_status, open_server, server_pid
+from mcpclient import MemoryClient, ServerSpec, Stopwatch, memory_status, open_server, server_env, server_pid
 from stats import markdown_table, median, percentile, verdict
 
+from mcp_memory.config import load_settings
 from mcp_memory.embed.loader import EmbedderConfig, Model, build_model
 from mcp_memory.models import Scope
+from mcp_memory.server import second_opinion_config
 from mcp_memory.storage.sqlite import SqliteStore
 
 Check = tuple[str, str, bool]
@@ -53,13 +55,15 @@ async def spawn_once(spec: ServerSpec) -> float:
     return seconds
 
 
-async def bench_spawn(work: Path, runs: int) -> tuple[str, list[Check]]:
+async def bench_spawn(work: Path, runs: int, env: dict[str, str]) -> tuple[str, list[Check]]:
     _progress("spawn: first run of sh tools/serve.sh (may set up .venv)")
-    first = await spawn_once(ServerSpec(Path(tempfile.mkdtemp(dir=work)), launcher="readme"))
+    first = await spawn_once(ServerSpec(Path(tempfile.mkdtemp(dir=work)), launcher="readme", extra_env=env))
     times: dict[str, list[float]] = {"readme": [], "direct": []}
     for _ in range(runs):
         for launcher in ("readme", "direct"):
-            spec = ServerSpec(Path(tempfile.mkdtemp(dir=work)), launcher="readme" if launcher == "readme" else "direct")
+            spec = ServerSpec(
+                Path(tempfile.mkdtemp(dir=work)), launcher="readme" if launcher == "readme" else "direct", extra_env=env
+            )
             times[launcher].append(await spawn_once(spec))
     rows = [
         ["`sh tools/serve.sh` (README), first run, not counted", 1, f"{first:.3f}", "", ""],
@@ -91,11 +95,13 @@ def raw_rate(model: Model, texts: list[str]) -> float:
     return len(texts) / sw.seconds
 
 
-async def bench_writes(work: Path, model: Model, singles: int, batched: int) -> tuple[str, list[Check]]:
+async def bench_writes(
+    work: Path, model: Model, singles: int, batched: int, env: dict[str, str]
+) -> tuple[str, list[Check]]:
     """(b) single remember in a fresh store and (d) batched remember against the raw embedder."""
     texts = synth.distinct(synth.memory, singles + batched + 1, seed=99)
     warm, single_texts, batch_texts = texts[0], texts[1 : singles + 1], texts[singles + 1 :]
-    async with open_server(ServerSpec(Path(tempfile.mkdtemp(dir=work)))) as client:
+    async with open_server(ServerSpec(Path(tempfile.mkdtemp(dir=work)), extra_env=env)) as client:
         with Stopwatch() as sw:
             await client.remember_one(warm)  # waits for the model to load
         first = sw.seconds
@@ -156,7 +162,13 @@ async def index_load_seconds(data_dir: Path, principal: str, dim: int, runs: int
 
 
 async def bench_recall_at(
-    work: Path, model: Model, pool: fill_store.Pool, size: int, queries: list[str], singles: int
+    work: Path,
+    model: Model,
+    pool: fill_store.Pool,
+    size: int,
+    queries: list[str],
+    singles: int,
+    env: dict[str, str],
 ) -> tuple[list[object], list[Check]]:
     """(c) recall at one store size, then (e) the server's memory, then single remembers into that store."""
     data_dir = Path(tempfile.mkdtemp(dir=work))
@@ -164,7 +176,7 @@ async def bench_recall_at(
     how = await fill_store.fill(data_dir, "bench", pool, model, size)
     load = await index_load_seconds(data_dir, "bench", model.dim)
     checks: list[Check] = []
-    async with open_server(ServerSpec(data_dir)) as client:
+    async with open_server(ServerSpec(data_dir, extra_env=env)) as client:
         with Stopwatch() as sw:
             await client.recall(queries[0])  # waits for the model and loads the vector index
         first = sw.seconds
@@ -208,10 +220,14 @@ async def bench_recall_at(
     return row, checks
 
 
-async def run(quick: bool, runs: int, recalls: int, cache_dir: Path) -> str:
+async def run(quick: bool, runs: int, recalls: int, cache_dir: Path, server_env: dict[str, str]) -> str:
     sizes = [1_000, 10_000] if quick else [1_000, 10_000, 100_000]
     pool_size = 1_000 if quick else 4_000
     model = build_model(EmbedderConfig())
+    # The stores get the second model's vectors too when the server asks one (ADR 14).
+    settings = load_settings(data_dir=Path(tempfile.gettempdir()), recall=_recall_overrides(server_env))
+    wanted = second_opinion_config(settings)
+    second = build_model(wanted) if wanted is not None else None
     sections = [
         f"# Latency benchmarks through MCP stdio ({'quick' if quick else 'full'} run)",
         "",
@@ -221,17 +237,17 @@ async def run(quick: bool, runs: int, recalls: int, cache_dir: Path) -> str:
     checks: list[Check] = []
     with tempfile.TemporaryDirectory(prefix="mcp-memory-bench-") as tmp:
         work = Path(tmp)
-        text, more = await bench_spawn(work, runs)
+        text, more = await bench_spawn(work, runs, server_env)
         sections += [text, ""]
         checks += more
-        text, more = await bench_writes(work, model, 50 if quick else 100, 300 if quick else 1_000)
+        text, more = await bench_writes(work, model, 50 if quick else 100, 300 if quick else 1_000, server_env)
         sections += [text, ""]
         checks += more
-        pool = fill_store.embed_pool(model, pool_size, cache_dir)
+        pool = fill_store.embed_pool(model, pool_size, cache_dir, second)
         queries = synth.distinct(synth.question, recalls, seed=5)
         rows: list[list[object]] = []
         for size in sizes:
-            row, more = await bench_recall_at(work, model, pool, size, queries, 50 if quick else 100)
+            row, more = await bench_recall_at(work, model, pool, size, queries, 50 if quick else 100, server_env)
             rows.append(row)
             checks += more
     pool_note = "read from cache" if pool.cached else f"embedded in {pool.seconds:.0f} s"
@@ -278,13 +294,26 @@ def parser() -> argparse.ArgumentParser:
         default=Path(tempfile.gettempdir()) / "mcp-memory-bench-cache",
         help="where the embedded pool is cached between runs",
     )
+    p.add_argument(
+        "--server-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="extra MCP_MEMORY_* variable for every server (MCP_MEMORY_RECALL__SECOND_OPINION=false)",
+    )
     return p
+
+
+def _recall_overrides(env: dict[str, str]) -> dict[str, str]:
+    """The [recall] keys among the servers' variables, for the settings this process reads."""
+    prefix = "MCP_MEMORY_RECALL__"
+    return {name[len(prefix) :].lower(): value for name, value in env.items() if name.startswith(prefix)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     recalls = args.recalls or (100 if args.quick else 200)
-    print(anyio.run(run, args.quick, args.runs, recalls, args.cache_dir))
+    print(anyio.run(run, args.quick, args.runs, recalls, args.cache_dir, server_env(args.server_env)))
     return 0
 
 

@@ -25,7 +25,7 @@ import dialog_set
 import eval_agentstore
 import eval_bilingual
 import eval_dialogs
-from mcpclient import REPO, SHARED_DATA
+from mcpclient import REPO, SHARED_DATA, server_env
 from stats import RESAMPLES, SEED, Estimate, bootstrap, markdown_table, paired_bootstrap, verdict
 
 Score = eval_dialogs.QuestionScore
@@ -435,16 +435,6 @@ def parser() -> argparse.ArgumentParser:
         help="extra MCP_MEMORY_* variable for the server (sensitivity checks: MCP_MEMORY_RECALL__RRF_K=10)",
     )
     return p
-
-
-def server_env(pairs: Sequence[str]) -> dict[str, str]:
-    env: dict[str, str] = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep or not name.startswith("MCP_MEMORY_"):
-            raise SystemExit(f"--server-env wants MCP_MEMORY_NAME=VALUE, got {pair!r}")
-        env[name] = value
-    return env
 
 
 def main(argv: Sequence[str] | None = None) -> int:

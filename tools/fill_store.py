@@ -21,7 +21,7 @@ import synth
 
 from mcp_memory.embed.loader import Model
 from mcp_memory.ids import new_id
-from mcp_memory.models import MemoryRecord, NewMemory, NewOccurrence, Provenance, Scope
+from mcp_memory.models import MemoryRecord, NewMemory, NewOccurrence, Provenance, Scope, SecondVector
 from mcp_memory.services import rules
 from mcp_memory.services.intake import content_hash
 from mcp_memory.storage.sqlite import SqliteStore
@@ -38,28 +38,38 @@ class Pool:
     vectors: np.ndarray
     seconds: float  # embedding time, 0 when read from the cache
     cached: bool
+    second: np.ndarray | None = None  # the second model's vectors (ADR 14), when the server asks one
+    second_id: str | None = None
 
 
-def embed_pool(model: Model, size: int, cache_dir: Path) -> Pool:
-    """``size`` distinct synthetic memories and their vectors (cached per model id, size and seed)."""
-    texts = synth.distinct(synth.memory, size, POOL_SEED)
-    key = f"{model.model_id.replace('/', '_')}-{size}-{POOL_SEED}.npy"
-    cached = cache_dir / key
+def _embedded(model: Model, texts: list[str], cache_dir: Path) -> tuple[np.ndarray, float, bool]:
+    """``texts``' vectors from ``model`` (cached per model id, size and seed), embedding seconds, cached."""
+    cached = cache_dir / f"{model.model_id.replace('/', '_')}-{len(texts)}-{POOL_SEED}.npy"
     if cached.is_file():
         vectors = np.load(cached)
-        if vectors.shape == (size, model.dim):
-            return Pool(texts, vectors, 0.0, True)
-    print(f"embedding a pool of {size} synthetic memories in-process...", file=sys.stderr, flush=True)
+        if vectors.shape == (len(texts), model.dim):
+            return vectors, 0.0, True
+    print(f"embedding a pool of {len(texts)} synthetic memories in-process...", file=sys.stderr, flush=True)
     started = time.perf_counter()
-    parts = [model.passages(texts[i : i + CHUNK]) for i in range(0, size, CHUNK)]
+    parts = [model.passages(texts[i : i + CHUNK]) for i in range(0, len(texts), CHUNK)]
     seconds = time.perf_counter() - started
     vectors = np.concatenate(parts).astype(np.float32)
     cache_dir.mkdir(parents=True, exist_ok=True)
     np.save(cached, vectors)
-    return Pool(texts, vectors, seconds, False)
+    return vectors, seconds, False
 
 
-def _row(text: str, vector: np.ndarray, r: random.Random, now: float) -> NewMemory:
+def embed_pool(model: Model, size: int, cache_dir: Path, second: Model | None = None) -> Pool:
+    """``size`` distinct synthetic memories and their vectors, from ``second`` too when given."""
+    texts = synth.distinct(synth.memory, size, POOL_SEED)
+    vectors, seconds, cached = _embedded(model, texts, cache_dir)
+    if second is None:
+        return Pool(texts, vectors, seconds, cached)
+    others, more, also = _embedded(second, texts, cache_dir)
+    return Pool(texts, vectors, seconds + more, cached and also, others, second.model_id)
+
+
+def _row(text: str, vector: np.ndarray, r: random.Random, now: float, second: SecondVector | None) -> NewMemory:
     content = normalize(text)
     kind = r.choice(KINDS)
     created = now - r.uniform(0, 120 * 86_400)  # a few months of history: recency varies as in real use
@@ -91,7 +101,8 @@ def _row(text: str, vector: np.ndarray, r: random.Random, now: float) -> NewMemo
         content_hash=content_hash(None, content),
     )
     occurrence = NewOccurrence(new_id(), None, created, {}, provenance)
-    return NewMemory(record, vector.astype(np.float32).tobytes(), segment_for_index(content), occurrence)
+    vector_bytes = vector.astype(np.float32).tobytes()
+    return NewMemory(record, vector_bytes, segment_for_index(content), occurrence, second=second)
 
 
 async def fill(data_dir: Path, principal: str, pool: Pool, model: Model, count: int) -> str:
@@ -108,7 +119,10 @@ async def fill(data_dir: Path, principal: str, pool: Pool, model: Model, count: 
             for i in range(start, min(start + 2_000, count)):
                 base = i % size
                 text = pool.texts[base] if i < size else synth.variant(pool.texts[base], i)
-                rows.append(_row(text, pool.vectors[base], r, now))
+                other = None
+                if pool.second is not None and pool.second_id is not None:
+                    other = SecondVector(pool.second_id, pool.second[base].astype(np.float32).tobytes())
+                rows.append(_row(text, pool.vectors[base], r, now, other))
             await store.apply(scope, rows, [])
     seconds = time.perf_counter() - started
     exact = min(count, size)

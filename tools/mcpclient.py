@@ -125,6 +125,17 @@ async def open_server(spec: ServerSpec) -> AsyncIterator[MemoryClient]:
             yield MemoryClient(client)
 
 
+def server_env(pairs: Sequence[str]) -> dict[str, str]:
+    """``--server-env`` options (MCP_MEMORY_NAME=VALUE) as the variables a server gets."""
+    env: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.startswith("MCP_MEMORY_"):
+            raise SystemExit(f"--server-env wants MCP_MEMORY_NAME=VALUE, got {pair!r}")
+        env[name] = value
+    return env
+
+
 def server_pid() -> int:
     """The pid of the one `mcp-memory serve` child of this process (found through /proc)."""
     me = os.getpid()

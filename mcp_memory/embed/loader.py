@@ -185,8 +185,15 @@ QUERY_CACHE = 512
 
 
 class Embedder:
-    def __init__(self, config: EmbedderConfig) -> None:
+    """One model for a process's calls; ``second``, when given, configures a different model that
+    recall asks for a second opinion on its first candidates (ADR 14), loaded only when a caller
+    needs it first (``second.start()``); ``twin`` gives questions a lane of their own beside
+    passages."""
+
+    def __init__(self, config: EmbedderConfig, *, second: EmbedderConfig | None = None, twin: bool = True) -> None:
         self.config = config
+        self.second: Embedder | None = Embedder(second, twin=False) if second is not None else None
+        self._want_twin = twin
         self._model: Model | None = None
         self._error: BaseException | None = None
         self._loaded = threading.Event()
@@ -217,7 +224,9 @@ class Embedder:
             log.error("embedding model failed to load: %s", exc)
         finally:
             self._loaded.set()
-        if self._model is not None:  # ready meanwhile: until the twin is, queries go first on the gate
+        if (
+            self._model is not None and self._want_twin
+        ):  # ready meanwhile: until the twin is, queries go first on the gate
             try:
                 self._twin = shared_twin(self.config, self._model)
             except Exception as exc:

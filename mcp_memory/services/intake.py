@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from mcp_memory.ids import new_id
-from mcp_memory.models import Merge, NewMemory, NewOccurrence, Provenance, Scope, Vector, to_seconds
+from mcp_memory.models import Merge, NewMemory, NewOccurrence, Provenance, Scope, SecondVector, Vector, to_seconds
 from mcp_memory.redact import redact, redact_value
 from mcp_memory.schemas import MemoryInput, RememberItem
 from mcp_memory.services import inputs, rules
@@ -86,6 +86,7 @@ class Known:
     vectors: dict[int, Vector]  # item index -> its vector
     neighbours: dict[int, list[Neighbour]]  # item index -> stored memories close to it
     thresholds: Thresholds
+    second: dict[int, SecondVector] = field(default_factory=dict)  # item index -> the second model's vector
 
 
 @dataclass
@@ -149,6 +150,7 @@ def _classify_one(
             supersedes=tuple(item.supersedes),
             inferred_supersedes=tuple(r for r in replaces if r not in plan.replaced),
             conflicts=tuple(conflicts),
+            second=known.second.get(p.index),
         )
     )
     plan.replaced.update(replaces)

@@ -29,7 +29,7 @@ from mcp_memory.errors import ConflictError, StorageError, UpstreamError
 from mcp_memory.ids import new_id
 from mcp_memory.llm.client import LlmClient
 from mcp_memory.models import SCHEDULER, MemoryRecord, NewMemory, NewOccurrence, Scope, TaskSummaryRow
-from mcp_memory.services import consolidation, scoring, summarize
+from mcp_memory.services import consolidation, scoring, second, summarize
 from mcp_memory.services.intake import content_hash
 from mcp_memory.services.ports import MemoryStore
 from mcp_memory.storage.envelope import unpack
@@ -101,6 +101,8 @@ class _Group:
 # Entries of the change log kept for other processes to replay; one that fell further behind
 # reloads its vector index from the file instead.
 CHANGES_KEPT = 10_000
+# Memories a pass gives the second model's vector (ADR 14): summaries, imports, older files.
+SECOND_VECTORS_PER_PASS = 2_000
 
 
 @dataclass(frozen=True)
@@ -157,6 +159,20 @@ class LifecycleService:
         erased = (await self.store.delete(scope, expired))[0] if expired else 0
         pruned = await self.rows.prune_changes(scope, CHANGES_KEPT)
         return UpkeepOutcome(erased=erased, changes_pruned=pruned)
+
+    async def second_vectors(self, scope: Scope) -> int:
+        """Give memories written without it the second model's vector (at most a pass's share)."""
+        if self.embedder.second is None:
+            return 0
+        model = await self.embedder.ready()
+        if not await second.mixes(self.store, scope, model.dim, []):
+            return 0  # asked only in a store that mixes scripts
+        rows = await self.rows.without_second_vector(scope, SECOND_VECTORS_PER_PASS)
+        made = await second.passages(self.embedder.second, [text for _, text in rows], scope.principal)
+        if not made:
+            return 0
+        pairs = [(n, vector.vector) for (n, _), vector in zip(rows, made, strict=True)]
+        return await self.store.put_second_vectors(scope, made[0].model_id, pairs)
 
     def _compressible(self, record: MemoryRecord, now: float) -> bool:
         idle = max(now - (record.last_accessed_at or record.created_at), 0.0) / 3600

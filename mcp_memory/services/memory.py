@@ -49,7 +49,7 @@ from mcp_memory.schemas import (
     RememberItem,
     RememberResult,
 )
-from mcp_memory.services import inputs, intake, question, rerank, scoring, summarize, when
+from mcp_memory.services import inputs, intake, question, rerank, scoring, second, summarize, when
 from mcp_memory.services.checks import text_field
 from mcp_memory.services.ports import MemoryStore
 from mcp_memory.services.recall import Scored, concurrently, fit_budget, floor_note, memory_out, score
@@ -122,6 +122,8 @@ class MemoryService:
         try:
             dim = await self._model_dim(scope)
             await self.store.sync(scope, dim)
+            if self.embedder.second is not None and await second.mixes(self.store, scope, dim, []):
+                self.embedder.second.start()  # its recalls will ask the second model (ADR 14)
         except Exception as exc:  # the first real call reports the same problem to the client
             log.warning("warm-up of the memory index failed: %s", exc)
 
@@ -165,7 +167,12 @@ class MemoryService:
         )
         if not wanted:
             return intake.Known(existing, restated, {}, {}, thresholds)
-        vectors = await self.embedder.passages([p.content for p in wanted], owner=scope.principal)
+        texts = [p.content for p in wanted]
+        mixed = self.embedder.second is not None and await second.mixes(self.store, scope, model.dim, texts)
+        vectors, seconds = await concurrently(
+            self.embedder.passages(texts, owner=scope.principal),
+            second.passages(self.embedder.second if mixed else None, texts, scope.principal),
+        )
         plain = [j for j, p in enumerate(wanted) if p.plain]
         close = await stored_neighbours(self.store, scope, vectors[plain], thresholds.related, now)
         return intake.Known(
@@ -174,6 +181,7 @@ class MemoryService:
             {p.index: vectors[j] for j, p in enumerate(wanted)},
             {wanted[j].index: found for j, found in zip(plain, close, strict=True)},
             thresholds,
+            {p.index: seconds[j] for j, p in enumerate(wanted)} if seconds else {},
         )
 
     async def _report(
@@ -257,10 +265,7 @@ class MemoryService:
         await self._model_dim(scope)
         depth = max(self.config.candidates, k * 3)
         dense, keyword, pinned = await self._searches(scope, words, terms, criteria, depth, now)
-        keyword_weight = (
-            self.config.identifier_keyword_weight if looks_like_identifier_query(words) else self.config.keyword_weight
-        )
-        fused = scoring.Fusion(keyword_weight).fuse(dense, keyword)
+        fused, said = await self._fuse(scope, words, dense, keyword)
         found = await self._gather(scope, fused, dense, criteria, depth, now)
         scored = score(
             found.ranked,
@@ -268,6 +273,7 @@ class MemoryService:
             fused=fused,
             dense=dense,
             keyword=keyword,
+            second=said,
             understanding=question.adjustments(words, found.records.values(), span, found.linked),
             preset=preset,
             half_life_hours=self.config.recency_half_life_hours,
@@ -294,6 +300,27 @@ class MemoryService:
             below_floor=below,
             note="; ".join(filter(None, (floor_note(len(hits), k, below), rerank_note))) or None,
         )
+
+    async def _fuse(
+        self,
+        scope: Scope,
+        words: str,
+        dense: DenseHits,
+        keyword: list[tuple[int, float]],
+    ) -> tuple[dict[int, float], dict[int, float]]:
+        """Score-aware fusion of the two searches (ADR 10), then the second model's opinion of the
+        first candidates in a store that mixes scripts (ADR 14): the fused scores and that opinion."""
+        identifier = looks_like_identifier_query(words)
+        fused = scoring.Fusion(
+            self.config.identifier_keyword_weight if identifier else self.config.keyword_weight
+        ).fuse(dense, keyword)
+        if not dense.centred:  # a store of one script: the first model alone
+            return fused, {}
+        script = 1 if language(words) in CJK_LANGUAGES else 0
+        asked = await second.question(self.embedder.second, words, scope.principal, script)
+        said = await second.opinion(self.store, scope, fused, asked, self.config.second_opinion_candidates)
+        second.add(fused, said)
+        return fused, said
 
     async def _rerank(self, scope: Scope, words: str, scored: list[Scored]) -> tuple[list[Scored], str | None]:
         """The LLM's order of the best candidates, when configured (else as they are)."""

@@ -26,8 +26,9 @@ import orjson
 from mcp_memory.embed.loader import Embedder
 from mcp_memory.errors import InvalidInputError
 from mcp_memory.ids import new_id
-from mcp_memory.models import MemoryRecord, NewMemory, NewOccurrence, Provenance, Scope
+from mcp_memory.models import MemoryRecord, NewMemory, NewOccurrence, Provenance, Scope, SecondVector
 from mcp_memory.redact import redact, redact_value
+from mcp_memory.services import second
 from mcp_memory.services.ports import MemoryStore
 from mcp_memory.text import TextProblem, check_text, segment_for_index
 
@@ -107,9 +108,13 @@ async def import_lines(
     fresh = [r for r in records if r.id not in present]
     for start in range(0, len(fresh), batch):
         chunk = fresh[start : start + batch]
-        vectors = await embedder.passages([r.content for r in chunk], owner=scope.principal)
+        texts = [r.content for r in chunk]
+        vectors = await embedder.passages(texts, owner=scope.principal)
+        mixed = embedder.second is not None and await second.mixes(store, scope, model.dim, texts)
+        made = await second.passages(embedder.second if mixed else None, texts, scope.principal)
+        seconds: list[SecondVector | None] = list(made) if made else [None] * len(chunk)
         inserts = []
-        for record, vector in zip(chunk, vectors, strict=True):
+        for record, vector, other in zip(chunk, vectors, seconds, strict=True):
             occurrence = NewOccurrence(
                 id=new_id(),
                 session_key=record.session_key,
@@ -124,6 +129,7 @@ async def import_lines(
                     vector=np.asarray(vector, np.float32).tobytes(),
                     segmented=segment_for_index(record.content),
                     occurrence=occurrence,
+                    second=other,
                 )
             )
         await store.apply(Scope(scope.principal, None), inserts, [])
@@ -141,6 +147,7 @@ async def reindex(store: MemoryStore, embedder: Embedder, scope: Scope, batch: i
     """Re-embed every memory of the principal with the configured model and record that model."""
     model = await embedder.ready()
     rows = await store.all_ids(scope)
+    mixed = embedder.second is not None and all(second.scripts_of([c for _, c in rows]))
     for start in range(0, len(rows), batch):
         chunk = rows[start : start + batch]
         vectors = await embedder.passages([content for _, content in chunk], owner=scope.principal)
@@ -148,5 +155,9 @@ async def reindex(store: MemoryStore, embedder: Embedder, scope: Scope, batch: i
             scope,
             [(n, np.asarray(v, np.float32).tobytes()) for (n, _), v in zip(chunk, vectors, strict=True)],
         )
+        made = await second.passages(embedder.second if mixed else None, [c for _, c in chunk], scope.principal)
+        if made:  # the second model's too, from scratch: reindex is the way to a new second model
+            pairs = [(n, v.vector) for (n, _), v in zip(chunk, made, strict=True)]
+            await store.put_second_vectors(scope, made[0].model_id, pairs, first=start == 0)
     await store.set_model(scope, model.model_id, model.dim)
     return len(rows)

@@ -47,6 +47,10 @@ class LifecycleRows(Protocol):
         dropped ones rebuilds its vector index from the file (PrincipalDb.catch_up)."""
         ...
 
+    async def without_second_vector(self, scope: Scope, limit: int) -> list[tuple[int, str]]:
+        """(n, text) of up to ``limit`` memories without the second model's vector, the newest first."""
+        ...
+
     async def decay_rows(self, scope: Scope) -> list[tuple[int, float, int, float]]:
         """(n, importance, access_count, last access or creation) of every active, unpinned memory."""
         ...
@@ -261,6 +265,14 @@ class MemoryStore(Protocol):
         """Top ``limit`` (n, bm25) where a larger score is better."""
         ...
 
+    async def scripts(self, scope: Scope, dim: int) -> tuple[bool, bool]:
+        """Whether the principal's memories include Latin-script ones, and CJK ones."""
+        ...
+
+    async def second_vectors(self, scope: Scope, ns: Sequence[int], model_id: str) -> dict[int, bytes]:
+        """The second model's vectors of rows ``ns`` (ADR 14); rows without one are absent."""
+        ...
+
     async def select_memories(
         self,
         scope: Scope,
@@ -325,6 +337,13 @@ class MemoryStore(Protocol):
     def index_size(self, scope: Scope) -> int | None: ...
 
     async def replace_vectors(self, scope: Scope, vectors: Sequence[tuple[int, bytes]]) -> None: ...
+
+    async def put_second_vectors(
+        self, scope: Scope, model_id: str, rows: Sequence[tuple[int, bytes]], *, first: bool = False
+    ) -> int:
+        """Second vectors of stored rows (reindex, the pass); a ``first`` chunk drops every earlier one.
+        Returns how many were stored (none when the file's are another model's)."""
+        ...
 
     async def set_model(self, scope: Scope, model_id: str, dim: int) -> None: ...
 

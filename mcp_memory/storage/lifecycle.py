@@ -17,7 +17,7 @@ import numpy as np
 import orjson
 
 from mcp_memory.models import SCHEDULER, MemoryRecord, NewOccurrence, Provenance, Scope, TaskSummaryRow
-from mcp_memory.storage import writes
+from mcp_memory.storage import second, writes
 from mcp_memory.storage.counts import fact_check_key
 from mcp_memory.storage.rows import MEMORY_COLUMNS, attach_occurrences, row_to_record
 
@@ -62,6 +62,10 @@ class LifecycleStore:
         async with self.store.transaction(scope) as conn:
             cursor = await conn.execute("DELETE FROM changes WHERE seq <= (SELECT MAX(seq) FROM changes) - ?", (keep,))
             return int(cursor.rowcount or 0)
+
+    async def without_second_vector(self, scope: Scope, limit: int) -> list[tuple[int, str]]:
+        """(n, text) of up to ``limit`` memories without the second model's vector, the newest first."""
+        return await second.missing(await self.store.reader(scope), limit)
 
     async def decay_rows(self, scope: Scope) -> list[tuple[int, float, int, float]]:
         """(n, importance, access_count, last access or creation) of every active, unpinned memory."""

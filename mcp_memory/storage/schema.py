@@ -21,7 +21,7 @@ from mcp_memory.storage import links
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 _V1 = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -192,13 +192,24 @@ CREATE UNIQUE INDEX memories_live_copy ON memories(content_hash)
     WHERE superseded_by IS NULL AND tier = 'active' AND key IS NULL AND level = 0;
 """
 
+# The second model's vector of each memory (ADR 14): recall reads the few of its first candidates.
+# Memories stored before, or by older code, have none and are left as the first model ranks them;
+# `mcp-memory reindex` writes them all.
+_V9 = """
+CREATE TABLE second_vectors (
+    memory_n INTEGER PRIMARY KEY REFERENCES memories(n) ON DELETE CASCADE,
+    vec BLOB NOT NULL
+);
+"""
+
 # (version, script, the oldest code schema that may write a file at this version). Versions 2 and 3
 # only add tables, so code that knows version 1 may still write memories into such files.
 # Versions 4 and 5 change what a delete must clean (conflicts, summary lineage): older code may not
 # write such a file. Version 6 adds a nullable column that version-5 code never names: it may write.
 # Version 7's entities must be written with every memory: older code would leave new memories
 # unlinked, so it may not write. Version 8's unique index only refuses what version-7 code would
-# store twice in a race between processes: it may write.
+# store twice in a race between processes: it may write. Version 9's second vectors are optional
+# (a memory without one is ranked by the first model alone): version-7 code may write.
 MIGRATIONS: list[tuple[int, str, int]] = [
     (1, _V1, 1),
     (2, _V2, 1),
@@ -208,6 +219,7 @@ MIGRATIONS: list[tuple[int, str, int]] = [
     (6, _V6, 5),
     (7, _V7, 7),
     (8, _V8, 7),
+    (9, _V9, 7),
 ]
 # Work a migration does beyond its SQL, in the same transaction.
 BACKFILLS: dict[int, Callable[[sqlite3.Connection], None]] = {7: links.backfill}

@@ -17,11 +17,10 @@ import functools
 import logging
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import TypeVar
 
 import aiosqlite
 import anyio
@@ -41,7 +40,7 @@ from mcp_memory.models import (
     Scope,
     Vector,
 )
-from mcp_memory.storage import links, writes
+from mcp_memory.storage import links, second, writes
 from mcp_memory.storage.counts import CountStore
 from mcp_memory.storage.lifecycle import LifecycleStore
 from mcp_memory.storage.pool import PoolLimits, PrincipalPool, principal_file
@@ -56,24 +55,13 @@ from mcp_memory.storage.rows import (
     visible_clause,
 )
 from mcp_memory.storage.schema import private_dir, tighten
-from mcp_memory.storage.vectors import VectorIndex
+from mcp_memory.storage.vectors import VectorIndex, scan
 
 log = logging.getLogger(__name__)
 
 # Recall's reinforcement waits in memory at most this long before it is written (and at close):
 # reads never take the write lock, and a crash loses at most these seconds of access counts.
 REINFORCE_FLUSH_SECONDS = 2.0
-
-
-T = TypeVar("T")
-
-# Rows a vector scan may cover on the event loop; a larger one runs on a worker thread so that it
-# does not stall the other clients.
-SCAN_ON_LOOP = 20_000
-
-
-async def _scan(run: Callable[[], T], rows: int) -> T:
-    return await anyio.to_thread.run_sync(run) if rows > SCAN_ON_LOOP else run()
 
 
 class SqliteStore:
@@ -226,7 +214,7 @@ class SqliteStore:
             now=now,
             exact_namespace=criteria.namespace_only,
         )
-        return await _scan(run, len(index) * len(queries))
+        return await scan(run, len(index) * len(queries))
 
     async def dense_ranking(
         self,
@@ -253,7 +241,7 @@ class SqliteStore:
             allow=allow,
             centring=centring,
         )
-        return await _scan(run, len(index))
+        return await scan(run, len(index))
 
     # ----- reads ---------------------------------------------------------------------------
 
@@ -262,6 +250,23 @@ class SqliteStore:
         the targets through ``select_memories``, so what a scope may not see never comes back."""
         db = await self._db(scope)
         return await links.links(db.reader, sources, population)
+
+    async def scripts(self, scope: Scope, dim: int) -> tuple[bool, bool]:
+        """Whether the principal's memories include Latin-script ones, and CJK ones."""
+        return (await self.sync(scope, dim)).scripts
+
+    async def second_vectors(self, scope: Scope, ns: Sequence[int], model_id: str) -> dict[int, bytes]:
+        """The second model's vectors of rows ``ns`` (ADR 14); rows without one are absent."""
+        return await second.read((await self._db(scope)).reader, ns, model_id)
+
+    async def put_second_vectors(
+        self, scope: Scope, model_id: str, rows: Sequence[tuple[int, bytes]], *, first: bool = False
+    ) -> int:
+        """Second vectors of stored rows (reindex, the pass); a ``first`` chunk drops every earlier one."""
+        async with self.transaction(scope) as conn:
+            if first:
+                await second.start_over(conn, model_id)
+            return await second.put(conn, model_id, rows)
 
     async def eligible(self, scope: Scope, criteria: Criteria, now: float) -> list[int]:
         db = await self._db(scope)

@@ -10,13 +10,27 @@ a multilingual encoder places every text near the others of its language (ADR 10
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+import anyio
+import anyio.to_thread
 import numpy as np
 import numpy.typing as npt
 
 from mcp_memory.models import Centring, DenseHits, Vector
+
+T = TypeVar("T")
+
+# Rows a vector scan may cover on the event loop; a larger one runs on a worker thread so that it
+# does not stall the other clients.
+SCAN_ON_LOOP = 20_000
+
+
+async def scan(run: Callable[[], T], rows: int) -> T:
+    """``run`` (a scan of ``rows`` rows) on the event loop when small, else on a worker thread."""
+    return await anyio.to_thread.run_sync(run) if rows > SCAN_ON_LOOP else run()
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +69,11 @@ class VectorIndex:
         self._size = 0
         self._pos: dict[int, int] = {}
         self._ns_codes: dict[str | None, int] = {None: 0}
+
+    @property
+    def scripts(self) -> tuple[bool, bool]:
+        """Whether the index holds rows in Latin script, and in CJK."""
+        return bool(self._counts[0] > 0), bool(self._counts[1] > 0)
 
     def __len__(self) -> int:
         return self._size
@@ -193,7 +212,7 @@ class VectorIndex:
         top = np.argpartition(-scores, take - 1)[:take]
         top = top[np.argsort(-scores[top])]
         hits = [(int(self._n[i]), float(scores[i])) for i in top]
-        return DenseHits(hits, mean, std, visible, population=size)
+        return DenseHits(hits, mean, std, visible, population=size, centred=mixed)
 
     def neighbours(
         self, queries: Vector, *, namespace: str | None, limit: int, now: float, exact_namespace: bool = False

@@ -15,7 +15,7 @@ import orjson
 
 from mcp_memory.errors import ConflictError, NotFoundError
 from mcp_memory.models import SCHEDULER, Applied, Criteria, Merge, NewMemory, NewOccurrence, Scope
-from mcp_memory.storage import links
+from mcp_memory.storage import links, second
 from mcp_memory.storage.rows import INSERT_MEMORY, record_values, visible_clause
 from mcp_memory.storage.schema import live_copy
 
@@ -33,6 +33,7 @@ async def apply(
     merged: dict[str, str] = {}
     merges = list(merges)
     where, params = visible_clause(scope, Criteria(include_expired=True, include_archived=True), now)
+    second_model = await second.writable(conn, inserts)
     for item in inserts:
         copy = await _live_copy(conn, item, now)
         if copy is not None:  # the text is already live: this statement is one more occurrence of it
@@ -40,7 +41,7 @@ async def apply(
             merged[item.record.id] = copy
             merges.extend(_as_merges(item, copy, now))
             continue
-        n = await _insert(conn, item)
+        n = await _insert(conn, item, second_model)
         if item.summarizes:
             await _archive_sources(conn, item)
         superseded[item.record.id] = await _supersede(conn, item, n, where, params)
@@ -65,7 +66,7 @@ def _as_merges(item: NewMemory, copy: str, now: float) -> list[Merge]:
     ]
 
 
-async def _insert(conn: aiosqlite.Connection, item: NewMemory) -> int:
+async def _insert(conn: aiosqlite.Connection, item: NewMemory, second_model: str | None) -> int:
     """The memory row and everything derived from it: tags, vector, keyword text, entities,
     occurrences, the change-log entry and the conflict flags. Returns its row number."""
     rec = item.record
@@ -74,6 +75,7 @@ async def _insert(conn: aiosqlite.Connection, item: NewMemory) -> int:
     assert n is not None
     await conn.executemany("INSERT OR IGNORE INTO memory_tags(tag, memory_n) VALUES (?, ?)", [(t, n) for t in rec.tags])
     await conn.execute("INSERT INTO vectors(memory_n, vec) VALUES (?, ?)", (n, item.vector))
+    await second.insert(conn, n, item, second_model)
     await conn.execute("INSERT INTO memories_fts(rowid, body) VALUES (?, ?)", (n, item.segmented))
     await links.index_entities(conn, [(n, rec.content)])
     for occurrence in (item.occurrence, *item.more_occurrences):

@@ -1,0 +1,78 @@
+"""The second model's vectors (ADR 14): written with each memory, read for recall's first candidates.
+
+A file's second vectors all come from one model, named in ``meta`` by the first write that stores
+one. A write from another model stores none (they would not be comparable) and a read for another
+model finds none: recall then ranks by the first model alone until `mcp-memory reindex` rewrites
+them. Memories written without one (summaries, imports, files from before) get theirs from the
+lifecycle pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import aiosqlite
+
+from mcp_memory.models import NewMemory
+
+MODEL_KEY = "second_model"
+
+
+async def _model(conn: aiosqlite.Connection) -> str | None:
+    rows = list(await conn.execute_fetchall("SELECT value FROM meta WHERE key = ?", (MODEL_KEY,)))
+    return str(rows[0][0]) if rows else None
+
+
+async def claim(conn: aiosqlite.Connection, model_id: str) -> bool:
+    """Whether the file's second vectors may be ``model_id``'s: they are, or the file has none yet
+    (``model_id`` is named now)."""
+    await conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)", (MODEL_KEY, model_id))
+    return await _model(conn) == model_id
+
+
+async def writable(conn: aiosqlite.Connection, inserts: Sequence[NewMemory]) -> str | None:
+    """The model whose vectors this write may store; None when the inserts carry none or another
+    model's than the file's."""
+    models = {item.second.model_id for item in inserts if item.second is not None}
+    if len(models) != 1:
+        return None
+    (model_id,) = models
+    return model_id if await claim(conn, model_id) else None
+
+
+async def insert(conn: aiosqlite.Connection, n: int, item: NewMemory, model_id: str | None) -> None:
+    if item.second is not None and item.second.model_id == model_id:
+        await conn.execute("INSERT INTO second_vectors(memory_n, vec) VALUES (?, ?)", (n, item.second.vector))
+
+
+async def read(conn: aiosqlite.Connection, ns: Sequence[int], model_id: str) -> dict[int, bytes]:
+    """The vectors of rows ``ns`` from ``model_id``; none when the file's are another model's."""
+    if not ns or await _model(conn) != model_id:
+        return {}
+    marks = ",".join("?" * len(ns))
+    rows = await conn.execute_fetchall(f"SELECT memory_n, vec FROM second_vectors WHERE memory_n IN ({marks})", ns)
+    return {int(n): bytes(vec) for n, vec in rows}
+
+
+async def start_over(conn: aiosqlite.Connection, model_id: str) -> None:
+    """Drop every second vector and name ``model_id`` as the file's (reindex writes them again)."""
+    await conn.execute("DELETE FROM second_vectors")
+    await conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (MODEL_KEY, model_id))
+
+
+async def put(conn: aiosqlite.Connection, model_id: str, vectors: Sequence[tuple[int, bytes]]) -> int:
+    """Store ``model_id``'s vectors of existing rows, unless the file's are another model's."""
+    if not await claim(conn, model_id):
+        return 0
+    await conn.executemany("INSERT OR REPLACE INTO second_vectors(memory_n, vec) VALUES (?, ?)", vectors)
+    return len(vectors)
+
+
+async def missing(conn: aiosqlite.Connection, limit: int) -> list[tuple[int, str]]:
+    """(n, text) of up to ``limit`` memories without a second vector, the newest first."""
+    rows = await conn.execute_fetchall(
+        "SELECT m.n, m.content FROM memories m LEFT JOIN second_vectors s ON s.memory_n = m.n "
+        "WHERE s.memory_n IS NULL ORDER BY m.n DESC LIMIT ?",
+        (limit,),
+    )
+    return [(int(n), str(text)) for n, text in rows]
