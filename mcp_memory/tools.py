@@ -20,6 +20,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
+from mcp_memory import client_log
 from mcp_memory.errors import InvalidInputError, MemoryServerError
 from mcp_memory.metrics import REMEMBERED, TOOL_CALLS, TOOL_SECONDS
 from mcp_memory.redact import redact
@@ -80,6 +81,7 @@ def _as_tool_errors(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
         except MemoryServerError as exc:
             outcome = "error"
             # A message may quote the caller's own value; agent hosts keep transcripts, so redact it too.
+            await client_log.tell(kwargs.get("ctx"), "warning", f"{name} refused: {exc}")
             raise ToolError(redact(str(exc))) from None
         except Exception as exc:
             # A bug of ours: the caller gets what failed and an id to find the traceback in the log by.
@@ -230,7 +232,11 @@ def register_tools(
                 ]
         except ValidationError as exc:
             raise _validation_message("memories", exc) from None
-        result = await memory.remember(scopes.scope(ctx), items, CallContext(scopes.provenance(ctx)))
+
+        async def progress(done: int, total: int, what: str) -> None:
+            await ctx.report_progress(done, total, f"{done} of {total} memories {what}")
+
+        result = await memory.remember(scopes.scope(ctx), items, CallContext(scopes.provenance(ctx), progress))
         for outcome in ("stored", "merged", "rejected"):
             REMEMBERED.inc(getattr(result, outcome), result=outcome)
         if any(item.pinned for item in items):

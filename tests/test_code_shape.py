@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.conftest import MODEL_INDEPENDENT
+
 PACKAGE = Path(__file__).resolve().parent.parent / "mcp_memory"
 MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 60
@@ -32,3 +34,10 @@ def test_no_function_in_services_or_storage_is_over_60_lines() -> None:
                     if lines > MAX_FUNCTION_LINES:
                         long[f"{folder}/{module.name}:{node.name}"] = lines
     assert long == {}
+
+
+def test_every_module_ci_runs_with_one_model_only_exists() -> None:
+    """A misspelt name in MODEL_INDEPENDENT would silently run nothing less; one dropped from
+    tests/ would leave the list lying."""
+    present = {path.stem for path in Path(__file__).parent.glob("test_*.py")}
+    assert MODEL_INDEPENDENT - present == set()

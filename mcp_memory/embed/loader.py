@@ -10,7 +10,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -262,10 +262,12 @@ class Embedder:
             self._gate.add_engine()
         return self._engines
 
-    async def passages(self, texts: list[str], owner: str = "") -> Vector:
+    async def passages(
+        self, texts: list[str], owner: str = "", progress: Callable[[int], Awaitable[None]] | None = None
+    ) -> Vector:
         """Passage vectors, in calls of about TOKENS_PER_CALL tokens that take turns with other
         owners' calls (``owner``: the principal the texts belong to); a short call joins the short
-        calls of others waiting beside it."""
+        calls of others waiting beside it. ``progress`` hears how many texts are done after each."""
         model = await self.ready()
         engines = self._engine_list(model)
 
@@ -274,12 +276,16 @@ class Embedder:
 
         groups = await anyio.to_thread.run_sync(self._groups, model, texts)
         parts: list[Vector] = []
+        done = 0
         for batch, tokens in groups:
             if tokens <= SHORT_CALL_TOKENS:
                 parts.append(await self._shared.run(SHORT_PASSAGES, batch, tokens, embed))
-                continue
-            async with self._gate.turn(owner) as engine:
-                parts.append(await anyio.to_thread.run_sync(embed, engine, batch))
+            else:
+                async with self._gate.turn(owner) as engine:
+                    parts.append(await anyio.to_thread.run_sync(embed, engine, batch))
+            done += len(batch)
+            if progress is not None:
+                await progress(done)
         import numpy as np
 
         return np.concatenate(parts) if parts else np.zeros((0, model.dim), dtype=np.float32)

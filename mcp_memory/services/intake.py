@@ -9,7 +9,7 @@ hash), the reads (stored copies by hash, one embedding call, one neighbour searc
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from mcp_memory.ids import new_id
@@ -25,6 +25,20 @@ MERGED_REASON = "the same memory is already stored; this occurrence was recorded
 
 def content_hash(namespace: str | None, content: str) -> str:
     return hashlib.sha256(f"{namespace or ''}\x1f{content.lower()}".encode()).hexdigest()
+
+
+# (done, total, what): how far a long call has come, for the client's progress notifications.
+Progress = Callable[[int, int, str], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """What the transport gives a call besides the Scope: the caller's provenance, and where to
+    report progress."""
+
+    provenance: Provenance = field(default_factory=Provenance)
+    # Told (done, total, what) as a long call advances: the client's progress notifications.
+    progress: Progress | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import NoReturn
 
@@ -29,7 +29,6 @@ from mcp_memory.models import (
     Criteria,
     DenseHits,
     MemoryRecord,
-    Provenance,
     Scope,
     Vector,
     to_datetime,
@@ -51,6 +50,8 @@ from mcp_memory.schemas import (
 )
 from mcp_memory.services import inputs, intake, question, rerank, scoring, second, summarize, when
 from mcp_memory.services.checks import text_field
+from mcp_memory.services.intake import CallContext as CallContext  # where callers have always found it
+from mcp_memory.services.intake import Progress
 from mcp_memory.services.ports import MemoryStore
 from mcp_memory.services.recall import Scored, concurrently, fit_budget, floor_note, memory_out, score
 from mcp_memory.services.relations import Thresholds, stored_neighbours
@@ -68,13 +69,6 @@ log = logging.getLogger(__name__)
 # A script's mean in a store is shrunk towards the parallel corpus's with the weight of this many
 # memories: a store with two Chinese memories is not centred on those two alone.
 CENTRING_PRIOR_WEIGHT = 8.0
-
-
-@dataclass(frozen=True)
-class CallContext:
-    """What the transport knows about the caller, besides the Scope: provenance only."""
-
-    provenance: Provenance = field(default_factory=Provenance)
 
 
 def link_words(via: str) -> str:
@@ -139,11 +133,13 @@ class MemoryService:
         if new_pins:
             self._check_pin_cap(await self._pinned_tokens(scope, now) + sum(new_pins), "memories.pinned")
         dim = await self._model_dim(scope)
-        known = await self._known(scope, batch, now)
+        known = await self._known(scope, batch, now, ctx.progress)
         session = self.sessions.touch(scope, ctx.provenance, now)
         plan = intake.classify(scope, batch, known, ctx.provenance, session, now)
         applied = await self.store.apply(scope, plan.inserts, plan.merges) if plan.inserts or plan.merges else None
         result = await self._report(scope, items, plan, applied or Applied({}, {}))
+        if ctx.progress is not None:
+            await ctx.progress(len(items), len(items), "stored")
         log.info(
             "remember: %d stored, %d merged, %d rejected (dim %d)",
             len(plan.inserts),
@@ -153,7 +149,9 @@ class MemoryService:
         )
         return result
 
-    async def _known(self, scope: Scope, batch: intake.Intake, now: float) -> intake.Known:
+    async def _known(
+        self, scope: Scope, batch: intake.Intake, now: float, told: Progress | None = None
+    ) -> intake.Known:
         """Stored copies by hash, the vectors classify needs (one embedding call) and their stored
         neighbours (one search)."""
         hashes = [p.hash for p in batch.prepared]
@@ -168,9 +166,14 @@ class MemoryService:
         if not wanted:
             return intake.Known(existing, restated, {}, {}, thresholds)
         texts = [p.content for p in wanted]
+
+        async def progress(done: int) -> None:
+            if told is not None:
+                await told(done, len(batch.results), "embedded")
+
         mixed = self.embedder.second is not None and await second.mixes(self.store, scope, model.dim, texts)
         vectors, seconds = await concurrently(
-            self.embedder.passages(texts, owner=scope.principal),
+            self.embedder.passages(texts, owner=scope.principal, progress=progress),
             second.passages(self.embedder.second if mixed else None, texts, scope.principal),
         )
         plain = [j for j, p in enumerate(wanted) if p.plain]
