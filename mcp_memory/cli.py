@@ -82,6 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     imp = sub.add_parser("import", help="read JSON lines written by export; texts are re-embedded", parents=common)
     imp.add_argument("file", type=Path, help="the export file, or - for standard input")
     sub.add_parser("reindex", help="re-embed every memory with the configured embedding model", parents=common)
+    sub.add_parser("stats", help="print what the stats tool returns for the principal, as JSON", parents=common)
     maintain = sub.add_parser(
         "maintain", help="run one lifecycle pass (decay, compression) now and print what it did", parents=common
     )
@@ -136,6 +137,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return anyio.run(_import, settings, _read_import(args.file))
         if args.command == "reindex":
             return anyio.run(_reindex, settings)
+        if args.command == "stats":
+            return anyio.run(_stats, settings)
         if args.command == "maintain":
             as_of = parse_as_of(args.as_of, time.time()) if args.as_of is not None else None
             return anyio.run(_maintain, settings, as_of)
@@ -217,6 +220,20 @@ async def _doctor(settings: Settings, explicit: Path | None) -> int:
         _out(f"store: FAILED: {exc}")
     _out("status: OK" if ok else "status: BROKEN")
     return 0 if ok else 1
+
+
+async def _stats(settings: Settings) -> int:
+    from mcp_memory.models import Scope
+    from mcp_memory.server import llm_client, open_runtime
+    from mcp_memory.services.stats import StatsService
+    from mcp_memory.storage.control import ControlStore
+
+    async with open_runtime(settings, warm=False) as runtime:
+        control = ControlStore(settings.data_dir, settings.busy_timeout_ms)
+        service = StatsService(runtime.store, control, full_paths=True, llm=llm_client(settings, time.time))
+        result = await service.stats(Scope(settings.principal, settings.namespace))
+    _out(orjson.dumps(result.model_dump(mode="json"), option=orjson.OPT_INDENT_2).decode())
+    return 0
 
 
 async def _export(settings: Settings) -> list[bytes]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import stat
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -150,3 +151,16 @@ def test_another_model_is_refused_until_reindex(tmp_path: Path, capsys: pytest.C
         assert "reindex" in capsys.readouterr().out
         assert main([*env, "reindex"]) == 0
     assert _recall(tmp_path, "what is the cat called", provider="use")[0] == "Alice's cat is called Miso"
+
+
+def test_stats_prints_the_tool_s_answer_with_iso_times(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _seed(tmp_path)
+    env = ["--data-dir", str(tmp_path), "--principal", "alice"]
+    assert main([*env, "maintain"]) == 0
+    capsys.readouterr()
+    assert main([*env, "stats"]) == 0
+    stats = orjson.loads(capsys.readouterr().out)
+    assert stats["tables"]["memories"] == len(TEXTS)
+    last = stats["recent_passes"][0]
+    assert last["outcome"] == "done"
+    assert datetime.fromisoformat(last["started_at"]) <= datetime.fromisoformat(last["finished_at"])

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
 from mcp_memory.embed.loader import models_loaded
 from mcp_memory.llm.client import LlmClient
 from mcp_memory.metrics import Process
-from mcp_memory.models import Scope
+from mcp_memory.models import Scope, to_datetime
 from mcp_memory.schemas import StatsResult
 from mcp_memory.services import summarize
 from mcp_memory.services.facts import FACT_KINDS
@@ -39,7 +40,7 @@ class StatsService:
             pending["memories_not_yet_read_for_facts"] = await self.rows.unread_for_facts(scope, FACT_KINDS)
         # The passes run over every principal of the data directory: their times and outcomes are
         # shown, not their counts (those would tell one user what the others hold).
-        passes = [{k: v for k, v in p.items() if k not in ("details", "holder")} for p in await self.control.recent(5)]
+        passes = [_pass_out(p) for p in await self.control.recent(5)]
         return StatsResult(
             principal_file=str(path if self.full_paths else path.name),
             memories=await self.counts.tier_counts(scope),
@@ -61,3 +62,13 @@ class StatsService:
             },
             llm=await self.llm.usage(scope.principal) if self.llm is not None else None,
         )
+
+
+def _pass_out(recorded: dict[str, Any]) -> dict[str, Any]:
+    """A pass as stats shows it: no holder, no per-principal details, times as ISO 8601 like every
+    other time the tools return."""
+    out = {k: v for k, v in recorded.items() if k not in ("details", "holder")}
+    for key in ("started_at", "finished_at"):
+        moment = to_datetime(out.get(key))
+        out[key] = moment.isoformat() if moment is not None else None
+    return out
