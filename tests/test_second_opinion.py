@@ -83,11 +83,11 @@ async def test_a_store_of_one_script_never_loads_the_second_model_until_it_mixes
     assert not runtime.embedder.second.loaded
     assert _second_rows(data_dir) == 0
     assert (await runtime.scheduler.run_once())["second_vectors"] == 0
-    # The first Chinese memory mixes the store: it is written with its second vector, the pass
-    # gives the English ones theirs, and recall asks the second model from then on.
+    # The first Chinese memory mixes the store: it is written with its second vector, the English
+    # ones get theirs in the same call, and recall asks the second model from then on.
     await _remember(client, ["用户喜欢喝乌龙茶，不加糖"])
-    assert _second_rows(data_dir) == 1
-    assert (await runtime.scheduler.run_once())["second_vectors"] == len(ENGLISH)
+    assert _second_rows(data_dir) == len(ENGLISH) + 1
+    assert (await runtime.scheduler.run_once())["second_vectors"] == 0
     hits = await _explained(client, "What does the user like to drink?")
     assert all(h["signals"]["second_opinion"] is not None for h in hits)
 

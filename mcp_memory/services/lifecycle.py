@@ -101,8 +101,6 @@ class _Group:
 # Entries of the change log kept for other processes to replay; one that fell further behind
 # reloads its vector index from the file instead.
 CHANGES_KEPT = 10_000
-# Memories a pass gives the second model's vector (ADR 14): summaries, imports, older files.
-SECOND_VECTORS_PER_PASS = 2_000
 
 
 @dataclass(frozen=True)
@@ -167,12 +165,7 @@ class LifecycleService:
         model = await self.embedder.ready()
         if not await second.mixes(self.store, scope, model.dim, []):
             return 0  # asked only in a store that mixes scripts
-        rows = await self.rows.without_second_vector(scope, SECOND_VECTORS_PER_PASS)
-        made = await second.passages(self.embedder.second, [text for _, text in rows], scope.principal)
-        if not made:
-            return 0
-        pairs = [(n, vector.vector) for (n, _), vector in zip(rows, made, strict=True)]
-        return await self.store.put_second_vectors(scope, made[0].model_id, pairs)
+        return await second.fill(self.store, self.embedder.second, scope)
 
     def _compressible(self, record: MemoryRecord, now: float) -> bool:
         idle = max(now - (record.last_accessed_at or record.created_at), 0.0) / 3600

@@ -171,7 +171,12 @@ class MemoryService:
             if told is not None:
                 await told(done, len(batch.results), "embedded")
 
-        mixed = self.embedder.second is not None and await second.mixes(self.store, scope, model.dim, texts)
+        mixed = False
+        if self.embedder.second is not None:
+            known_scripts = await self.store.scripts(scope, model.dim)
+            mixed = all(second.scripts_of(texts, *known_scripts))
+            if mixed and not all(known_scripts):  # this batch mixes the store: its memories join at once
+                await second.fill(self.store, self.embedder.second, scope)
         vectors, seconds = await concurrently(
             self.embedder.passages(texts, owner=scope.principal, progress=progress),
             second.passages(self.embedder.second if mixed else None, texts, scope.principal),

@@ -83,6 +83,20 @@ async def mixes(store: MemoryStore, scope: Scope, dim: int, texts: Sequence[str]
     return all(scripts_of(texts, *await store.scripts(scope, dim)))
 
 
+# Memories given the second model's vector at once (the pass and a store's first mixed write).
+FILL_AT_ONCE = 2_000
+
+
+async def fill(store: MemoryStore, embedder: Embedder, scope: Scope, limit: int = FILL_AT_ONCE) -> int:
+    """Give up to ``limit`` stored memories without one the second model's vector; how many."""
+    rows = await store.lifecycle.without_second_vector(scope, limit)
+    made = await passages(embedder, [text for _, text in rows], scope.principal)
+    if not made:
+        return 0
+    pairs = [(n, vector.vector) for (n, _), vector in zip(rows, made, strict=True)]
+    return await store.put_second_vectors(scope, made[0].model_id, pairs)
+
+
 async def passages(embedder: Embedder | None, texts: list[str], owner: str) -> list[SecondVector] | None:
     """The second model's vectors of ``texts`` (loading it first if needed), or None without one."""
     if embedder is None or not texts or (model_id := await _model_id(embedder)) is None:
