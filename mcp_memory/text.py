@@ -84,6 +84,12 @@ def has_cjk(text: str) -> bool:
 CJK_LANGUAGES = frozenset({"zh", "ja", "ko"})
 
 
+def script(text: str) -> int:
+    """0 for a text in Latin script (or none), 1 for one CJK characters carry: the two scripts
+    whose means a mixed store takes out (ADR 10)."""
+    return 1 if language(text) in CJK_LANGUAGES else 0
+
+
 def language(text: str) -> str:
     """'zh' when CJK characters carry the text, 'en' for Latin script, else 'und'."""
     cjk = len(_CJK_CHAR.findall(text))

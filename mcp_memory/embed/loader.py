@@ -224,9 +224,8 @@ class Embedder:
             log.error("embedding model failed to load: %s", exc)
         finally:
             self._loaded.set()
-        if (
-            self._model is not None and self._want_twin
-        ):  # ready meanwhile: until the twin is, queries go first on the gate
+        # Ready meanwhile: until the twin is, queries go first on the gate.
+        if self._model is not None and self._want_twin:
             try:
                 self._twin = shared_twin(self.config, self._model)
             except Exception as exc:

@@ -57,11 +57,10 @@ from mcp_memory.services.recall import Scored, concurrently, fit_budget, floor_n
 from mcp_memory.services.relations import Thresholds, stored_neighbours
 from mcp_memory.services.sessions import SessionTracker
 from mcp_memory.text import (
-    CJK_LANGUAGES,
     estimate_tokens,
     keyword_terms,
-    language,
     looks_like_identifier_query,
+    script,
 )
 
 log = logging.getLogger(__name__)
@@ -324,8 +323,7 @@ class MemoryService:
         ).fuse(dense, keyword)
         if not dense.centred:  # a store of one script: the first model alone
             return fused, {}
-        script = 1 if language(words) in CJK_LANGUAGES else 0
-        asked = await second.question(self.embedder.second, words, scope.principal, script)
+        asked = await second.question(self.embedder.second, words, scope.principal, script(words))
         said = await second.opinion(self.store, scope, fused, asked, self.config.second_opinion_candidates)
         second.add(fused, said)
         return fused, said
@@ -389,8 +387,7 @@ class MemoryService:
         means = await self.embedder.language_means()
         if means is None:
             return None
-        script = 1 if language(question) in CJK_LANGUAGES else 0
-        shifted = query - means.query[script]
+        shifted = query - means.query[script(question)]
         norm = float(np.linalg.norm(shifted))
         if norm < 1e-6:
             return None

@@ -106,11 +106,12 @@ async def import_lines(
     await store.check_model(scope, model.model_id, model.dim)
     present = await store.existing_ids(scope, [r.id for r in records])
     fresh = [r for r in records if r.id not in present]
+    # Decided once, over everything imported: a chunk read before the other script arrives gets its too.
+    mixed = embedder.second is not None and await second.mixes(store, scope, model.dim, [r.content for r in fresh])
     for start in range(0, len(fresh), batch):
         chunk = fresh[start : start + batch]
         texts = [r.content for r in chunk]
         vectors = await embedder.passages(texts, owner=scope.principal)
-        mixed = embedder.second is not None and await second.mixes(store, scope, model.dim, texts)
         made = await second.passages(embedder.second if mixed else None, texts, scope.principal)
         seconds: list[SecondVector | None] = list(made) if made else [None] * len(chunk)
         inserts = []

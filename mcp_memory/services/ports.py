@@ -47,7 +47,7 @@ class LifecycleRows(Protocol):
         dropped ones rebuilds its vector index from the file (PrincipalDb.catch_up)."""
         ...
 
-    async def without_second_vector(self, scope: Scope, limit: int) -> list[tuple[int, str]]:
+    async def without_second_vector(self, scope: Scope, limit: int, model_id: str) -> list[tuple[int, str]]:
         """(n, text) of up to ``limit`` memories without the second model's vector, the newest first."""
         ...
 

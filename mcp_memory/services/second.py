@@ -25,7 +25,7 @@ from mcp_memory.embed.loader import Embedder
 from mcp_memory.errors import UpstreamError
 from mcp_memory.models import Scope, SecondVector, Vector
 from mcp_memory.services.ports import MemoryStore
-from mcp_memory.text import CJK_LANGUAGES, language
+from mcp_memory.text import script
 
 log = logging.getLogger(__name__)
 
@@ -69,12 +69,8 @@ async def question(embedder: Embedder | None, words: str, owner: str, script: in
 
 def scripts_of(texts: Sequence[str], latin: bool = False, cjk: bool = False) -> tuple[bool, bool]:
     """Whether ``texts`` (with what is already known) hold Latin-script ones, and CJK ones."""
-    for text in texts:
-        if language(text) in CJK_LANGUAGES:
-            cjk = True
-        else:
-            latin = True
-    return latin, cjk
+    found = {script(text) for text in texts}
+    return latin or 0 in found, cjk or 1 in found
 
 
 async def mixes(store: MemoryStore, scope: Scope, dim: int, texts: Sequence[str]) -> bool:
@@ -88,13 +84,16 @@ FILL_AT_ONCE = 2_000
 
 
 async def fill(store: MemoryStore, embedder: Embedder, scope: Scope, limit: int = FILL_AT_ONCE) -> int:
-    """Give up to ``limit`` stored memories without one the second model's vector; how many."""
-    rows = await store.lifecycle.without_second_vector(scope, limit)
+    """Give up to ``limit`` stored memories without one the second model's vector; how many. A file
+    whose second vectors are another model's gets none (and nothing is embedded for it)."""
+    if (model_id := await _model_id(embedder)) is None:
+        return 0
+    rows = await store.lifecycle.without_second_vector(scope, limit, model_id)
     made = await passages(embedder, [text for _, text in rows], scope.principal)
     if not made:
         return 0
     pairs = [(n, vector.vector) for (n, _), vector in zip(rows, made, strict=True)]
-    return await store.put_second_vectors(scope, made[0].model_id, pairs)
+    return await store.put_second_vectors(scope, model_id, pairs)
 
 
 async def passages(embedder: Embedder | None, texts: list[str], owner: str) -> list[SecondVector] | None:

@@ -63,9 +63,10 @@ class LifecycleStore:
             cursor = await conn.execute("DELETE FROM changes WHERE seq <= (SELECT MAX(seq) FROM changes) - ?", (keep,))
             return int(cursor.rowcount or 0)
 
-    async def without_second_vector(self, scope: Scope, limit: int) -> list[tuple[int, str]]:
-        """(n, text) of up to ``limit`` memories without the second model's vector, the newest first."""
-        return await second.missing(await self.store.reader(scope), limit)
+    async def without_second_vector(self, scope: Scope, limit: int, model_id: str) -> list[tuple[int, str]]:
+        """(n, text) of up to ``limit`` current memories without ``model_id``'s vector, the newest
+        first; none when the file's second vectors are another model's."""
+        return await second.missing(await self.store.reader(scope), limit, model_id)
 
     async def decay_rows(self, scope: Scope) -> list[tuple[int, float, int, float]]:
         """(n, importance, access_count, last access or creation) of every active, unpinned memory."""

@@ -68,11 +68,14 @@ async def put(conn: aiosqlite.Connection, model_id: str, vectors: Sequence[tuple
     return len(vectors)
 
 
-async def missing(conn: aiosqlite.Connection, limit: int) -> list[tuple[int, str]]:
-    """(n, text) of up to ``limit`` memories without a second vector, the newest first."""
+async def missing(conn: aiosqlite.Connection, limit: int, model_id: str) -> list[tuple[int, str]]:
+    """(n, text) of up to ``limit`` current memories (what recall searches unless asked for more)
+    without a second vector, the newest first; none when the file's are another model's."""
+    if await _model(conn) not in (None, model_id):
+        return []
     rows = await conn.execute_fetchall(
         "SELECT m.n, m.content FROM memories m LEFT JOIN second_vectors s ON s.memory_n = m.n "
-        "WHERE s.memory_n IS NULL ORDER BY m.n DESC LIMIT ?",
+        "WHERE s.memory_n IS NULL AND m.superseded_by IS NULL AND m.tier = 'active' ORDER BY m.n DESC LIMIT ?",
         (limit,),
     )
     return [(int(n), str(text)) for n, text in rows]
