@@ -80,6 +80,30 @@ class MemoryRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class StoredOccurrence:
+    """One time a memory was stated, as stored."""
+
+    id: str
+    session_key: str | None
+    occurred_at: float
+    created_at: float
+    metadata: dict[str, Any]
+    provenance: Provenance
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryHistory:
+    """What a memory replaced (every version back, oldest first), what replaced it (in order), the
+    summaries that hold it, the memories recall follows from it, and every time it was stated."""
+
+    older: list[MemoryRecord]
+    newer: list[MemoryRecord]
+    summarized_in: list[str]
+    links: list[tuple[str, str]]  # (how: the shared entity or "session", the linked memory's id)
+    occurrences: list[StoredOccurrence]
+
+
+@dataclass(frozen=True, slots=True)
 class NewOccurrence:
     id: str
     session_key: str | None
@@ -109,6 +133,8 @@ class Criteria:
     occurred_before: float | None = None
     task_id: str | None = None
     pinned: bool | None = None
+    level: int | None = None
+    conflicted: bool | None = None  # flagged as contradicting another memory (or not)
     namespace_only: bool = False
     include_superseded: bool = False
     include_archived: bool = False
@@ -127,6 +153,8 @@ class Criteria:
                 self.occurred_before,
                 self.task_id,
                 self.pinned,
+                self.level,
+                self.conflicted,
             )
         )
 

@@ -267,3 +267,88 @@ class ForgetResult(BaseModel):
     deleted: int
     items: list[ForgetItem]
     note: str
+
+
+# ----- browsing and correcting -------------------------------------------------------------
+
+MemorySort = Literal["time", "created", "importance", "last_used"]
+
+
+class ListFilters(RecallFilters):
+    """Recall's filters, and what a person browsing narrows by."""
+
+    pinned: Bool | None = Field(None, description="only pinned (true) or only unpinned (false) memories")
+    level: Int | None = Field(None, description="0 raw memories, 1 summaries, 2 summaries of summaries, 3 tasks")
+    conflicts: Bool | None = Field(None, description="only memories flagged as contradicting another (true)")
+
+
+class ListedMemory(BaseModel):
+    """A memory as a list shows it: enough to choose one; get_memory has the rest."""
+
+    id: str
+    text: str
+    kind: str
+    tags: list[str]
+    importance: float
+    pinned: bool
+    namespace: str | None = None
+    occurred_at: datetime
+    last_used_at: datetime | None = Field(None, description="when recall last returned it or it was said again")
+    tier: Tier
+    level: int
+    superseded_by: str | None = None
+    expires_at: datetime | None = None
+    conflicts_with: list[str] | None = None
+
+
+class MemoryPage(BaseModel):
+    memories: list[ListedMemory | MemoryOut] = Field(description="listed entries; whole records with detail='full'")
+    sort: MemorySort
+    descending: bool
+    next_cursor: str | None = Field(None, description="pass as cursor for the next page; absent on the last one")
+
+
+class VersionOut(BaseModel):
+    """Another version of a memory in its history."""
+
+    id: str
+    text: str
+    kind: str
+    valid_from: datetime
+    valid_to: datetime | None = None
+    superseded_by: str | None = None
+
+
+class OccurrenceDetail(BaseModel):
+    id: str
+    occurred_at: datetime
+    recorded_at: datetime
+    session_key: str | None = None
+    client_name: str | None = None
+    transport: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class LinkOut(BaseModel):
+    id: str = Field(description="the linked memory")
+    via: str = Field(description="the rare name both mention, or 'session' for the memory said next to it")
+
+
+class MemoryDetail(BaseModel):
+    memory: MemoryOut
+    current_id: str | None = Field(
+        description="the version that holds now (this one when current; None when the chain ends in a deletion)"
+    )
+    replaces: list[VersionOut] = Field(description="every earlier version, oldest first")
+    replaced_by: list[VersionOut] = Field(description="every later version, in order; the last one holds now")
+    occurrences: list[OccurrenceDetail] = Field(description="each time it was stated")
+    summarized_in: list[str] = Field(description="the summaries that hold it (it is archived under them)")
+    links: list[LinkOut] = Field(description="the memories recall follows from this one")
+
+
+class CorrectResult(BaseModel):
+    id: str = Field(description="the memory that holds now: the new version, or the memory it merged into")
+    replaces: str = Field(description="the corrected memory: kept in history, superseded by id")
+    outcome: Literal["corrected", "merged"]
+    changed: list[str] = Field(description="the fields that changed")
+    note: str | None = None

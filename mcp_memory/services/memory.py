@@ -129,8 +129,9 @@ class MemoryService:
         now = self.clock()
         batch = intake.prepare(scope, items)
         new_pins = [estimate_tokens(p.content) for p in batch.prepared if p.item.pinned]
-        if new_pins:
-            self._check_pin_cap(await self._pinned_tokens(scope, now) + sum(new_pins), "memories.pinned")
+        if new_pins:  # what the batch replaces leaves the pins as it arrives
+            leaving = {old for p in batch.prepared for old in p.item.supersedes}
+            self._check_pin_cap(await self._pinned_tokens(scope, now, leaving) + sum(new_pins), "memories.pinned")
         dim = await self._model_dim(scope)
         known = await self._known(scope, batch, now, ctx.progress)
         session = self.sessions.touch(scope, ctx.provenance, now)
@@ -215,9 +216,9 @@ class MemoryService:
             rejected=sum(r.outcome == "rejected" for r in final),
         )
 
-    async def _pinned_tokens(self, scope: Scope, now: float) -> int:
+    async def _pinned_tokens(self, scope: Scope, now: float, leaving: set[str] | None = None) -> int:
         pinned = await self.store.select_memories(scope, Criteria(pinned=True), now)
-        return sum(estimate_tokens(r.content) for r in pinned)
+        return sum(estimate_tokens(r.content) for r in pinned if r.id not in (leaving or ()))
 
     def _check_pin_cap(self, total: int, field: str) -> None:
         cap = self.limits.pinned_cap_tokens
@@ -235,7 +236,7 @@ class MemoryService:
         now = self.clock()
         found = await self.store.select_memories(scope, Criteria(ids=(memory_id,)), now)
         if not found:
-            await self._why_not_current(scope, memory_id, now)
+            await self.why_not_current(scope, memory_id, now)
         record = found[0]
         total = await self._pinned_tokens(scope, now)
         if pinned and not record.pinned:
@@ -393,7 +394,7 @@ class MemoryService:
             return None
         return Centring(query=shifted / norm, prior=means.passage, prior_weight=CENTRING_PRIOR_WEIGHT)
 
-    async def _why_not_current(self, scope: Scope, memory_id: str, now: float) -> NoReturn:
+    async def why_not_current(self, scope: Scope, memory_id: str, now: float) -> NoReturn:
         """The error for a memory that exists but is not current: what it became and what to do."""
         everything = Criteria(ids=(memory_id,), include_superseded=True, include_archived=True, include_expired=True)
         found = await self.store.select_memories(scope, everything, now)

@@ -21,6 +21,7 @@ from mcp_memory.models import (
     Criteria,
     DenseHits,
     Link,
+    MemoryHistory,
     MemoryRecord,
     Merge,
     NewMemory,
@@ -204,6 +205,29 @@ class CountRows(Protocol):
         ...
 
 
+class BrowseRows(Protocol):
+    """Paging through memories and telling one memory's history."""
+
+    async def page(
+        self,
+        scope: Scope,
+        criteria: Criteria,
+        *,
+        sort: str,
+        descending: bool,
+        after: tuple[float, int] | None,
+        limit: int,
+    ) -> list[MemoryRecord]:
+        """Up to ``limit`` memories ordered by ``sort`` (a name of ``SORT_KEYS``) then row, past ``after``
+        (the last one's sort value and row)."""
+        ...
+
+    async def history(self, scope: Scope, record: MemoryRecord) -> MemoryHistory:
+        """What the record replaced and what replaced it, its summaries, links and occurrences, as far
+        as the scope sees."""
+        ...
+
+
 class MemoryStore(Protocol):
     """The system of record for memories, with its vector search, one principal at a time."""
 
@@ -212,6 +236,9 @@ class MemoryStore(Protocol):
 
     @property
     def counts(self) -> CountRows: ...
+
+    @property
+    def browse(self) -> BrowseRows: ...
 
     async def change_mark(self, scope: Scope) -> int:
         """A number that moves with every write of any process to the principal's memories."""

@@ -92,6 +92,12 @@ def visible_clause(scope: Scope, criteria: Criteria, now: float, alias: str = "m
     if criteria.pinned is not None:
         # A literal, so the partial index on pinned = 1 serves it.
         clauses.append(f"{alias}.pinned = {int(criteria.pinned)}")
+    if criteria.level is not None:
+        clauses.append(f"{alias}.level = ?")
+        params.append(criteria.level)
+    if criteria.conflicted is not None:
+        negation = "" if criteria.conflicted else "NOT "
+        clauses.append(f"{alias}.id {negation}IN (SELECT memory_id FROM conflicts)")
     return " AND ".join(clauses), params
 
 

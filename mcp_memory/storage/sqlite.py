@@ -41,6 +41,7 @@ from mcp_memory.models import (
     Vector,
 )
 from mcp_memory.storage import links, second, writes
+from mcp_memory.storage.browse import BrowseStore
 from mcp_memory.storage.counts import CountStore
 from mcp_memory.storage.lifecycle import LifecycleStore
 from mcp_memory.storage.pool import PoolLimits, PrincipalPool, principal_file
@@ -71,6 +72,7 @@ class SqliteStore:
         self.pool = PrincipalPool(data_dir, busy_timeout_ms, pool or PoolLimits(), self._flush_principal)
         self.lifecycle = LifecycleStore(self)  # the lifecycle passes' reads and writes, on these files
         self.counts = CountStore(self)  # what stats and receipts count
+        self.browse = BrowseStore(self)  # paging through memories and their history
         self._group: TaskGroup | None = None
 
     async def __aenter__(self) -> SqliteStore:

@@ -36,6 +36,11 @@ async def apply(
     second_model = await second.writable(conn, inserts)
     for item in inserts:
         copy = await _live_copy(conn, item, now)
+        if copy is not None and copy in item.supersedes:
+            # A new version in the same words (a corrected kind, tags or importance): the old one steps aside first.
+            superseded[item.record.id] = await _supersede(conn, item, -1, where, params)
+            await _insert(conn, item, second_model)
+            continue
         if copy is not None:  # the text is already live: this statement is one more occurrence of it
             await _check_named(conn, item.supersedes, where, params)
             merged[item.record.id] = copy

@@ -1,0 +1,251 @@
+"""BrowseService: list memories page by page, read one with its whole history, correct one.
+
+A correction is a new version written through `remember`'s own path (redaction, limits, the
+second model, the pin cap), superseding the memory it corrects: nothing is edited in place, so
+the history `get_memory` tells is complete. Every read keeps to the caller's scope; an id from
+another principal or namespace is "not found", the same answer as an id that never existed.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import datetime
+
+from mcp_memory.errors import InvalidInputError, NotFoundError
+from mcp_memory.models import Criteria, MemoryHistory, MemoryRecord, Scope, to_datetime
+from mcp_memory.schemas import (
+    CorrectResult,
+    Detail,
+    LinkOut,
+    ListedMemory,
+    ListFilters,
+    MemoryDetail,
+    MemoryInput,
+    MemoryPage,
+    MemorySort,
+    OccurrenceDetail,
+    VersionOut,
+)
+from mcp_memory.services import inputs
+from mcp_memory.services.checks import text_field
+from mcp_memory.services.intake import CallContext
+from mcp_memory.services.memory import MemoryService
+from mcp_memory.services.ports import MemoryStore
+from mcp_memory.services.recall import memory_out
+from mcp_memory.services.task_views import from_cursor, to_cursor
+
+MAX_PAGE = 200
+MAX_LEVEL = 3
+_EVERY_STATE = Criteria(include_superseded=True, include_archived=True, include_expired=True)
+
+
+def _at(seconds: float) -> datetime:
+    moment = to_datetime(seconds)
+    assert moment is not None
+    return moment
+
+
+def _listed(record: MemoryRecord) -> ListedMemory:
+    return ListedMemory(
+        id=record.id,
+        text=record.content,
+        kind=record.kind,
+        tags=record.tags,
+        importance=record.importance,
+        pinned=record.pinned,
+        namespace=record.namespace,
+        occurred_at=_at(record.occurred_at),
+        last_used_at=to_datetime(record.last_accessed_at),
+        tier=record.tier,
+        level=record.level,
+        superseded_by=record.superseded_by,
+        expires_at=to_datetime(record.expires_at),
+        conflicts_with=record.conflicts_with or None,
+    )
+
+
+def _version(record: MemoryRecord) -> VersionOut:
+    return VersionOut(
+        id=record.id,
+        text=record.content,
+        kind=record.kind,
+        valid_from=_at(record.valid_from),
+        valid_to=to_datetime(record.valid_to),
+        superseded_by=record.superseded_by,
+    )
+
+
+def _detail(record: MemoryRecord, history: MemoryHistory) -> MemoryDetail:
+    current: str | None = record.id
+    if record.superseded_by is not None:
+        last = history.newer[-1] if history.newer else None
+        current = last.id if last is not None and last.superseded_by is None else None
+    return MemoryDetail(
+        memory=memory_out(record),
+        current_id=current,
+        replaces=[_version(r) for r in history.older],
+        replaced_by=[_version(r) for r in history.newer],
+        occurrences=[
+            OccurrenceDetail(
+                id=o.id,
+                occurred_at=_at(o.occurred_at),
+                recorded_at=_at(o.created_at),
+                session_key=o.session_key,
+                client_name=o.provenance.client_name,
+                transport=o.provenance.transport,
+                metadata=o.metadata,
+            )
+            for o in history.occurrences
+        ],
+        summarized_in=history.summarized_in,
+        links=[LinkOut(id=target, via=via) for via, target in history.links],
+    )
+
+
+def list_criteria(scope: Scope, filters: ListFilters | None) -> Criteria:
+    """A list's filters as storage criteria: recall's, and the pin, level and conflict flags."""
+    criteria = inputs.recall_criteria(scope, filters)
+    if filters is None:
+        return criteria
+    if filters.level is not None and not 0 <= filters.level <= MAX_LEVEL:
+        raise InvalidInputError("filters.level", f"must be between 0 and {MAX_LEVEL}")
+    return replace(criteria, pinned=filters.pinned, level=filters.level, conflicted=filters.conflicts)
+
+
+class BrowseService:
+    def __init__(self, store: MemoryStore, memory: MemoryService, clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.memory = memory
+        self.clock = clock
+
+    async def list_memories(
+        self,
+        scope: Scope,
+        filters: ListFilters | None = None,
+        *,
+        sort: MemorySort = "time",
+        descending: bool = True,
+        cursor: str | None = None,
+        limit: int = 20,
+        detail: Detail = "lean",
+    ) -> MemoryPage:
+        """A page of the memories the filters keep, in ``sort`` order; ``next_cursor`` pages on."""
+        if not 1 <= limit <= MAX_PAGE:
+            raise InvalidInputError("limit", f"must be between 1 and {MAX_PAGE}")
+        after = from_cursor(cursor)
+        if after is not None:
+            if not (isinstance(after, list) and len(after) == 4 and after[:2] == [sort, descending]):
+                raise InvalidInputError(
+                    "cursor", "belongs to another listing (sort or order changed); omit it to start over"
+                )
+            after = (float(after[2]), int(after[3]))
+        records = await self.store.browse.page(
+            scope, list_criteria(scope, filters), sort=sort, descending=descending, after=after, limit=limit + 1
+        )
+        page = records[:limit]
+        more = None
+        if len(records) > limit:
+            last = page[-1]
+            more = to_cursor([sort, descending, _sort_value(last, sort), last.rowid])
+        return MemoryPage(
+            memories=[memory_out(r) if detail == "full" else _listed(r) for r in page],
+            sort=sort,
+            descending=descending,
+            next_cursor=more,
+        )
+
+    async def get_memory(self, scope: Scope, memory_id: str) -> MemoryDetail:
+        """One memory in any state (current, replaced, archived, expired) with its history."""
+        text_field("id", memory_id)
+        found = await self.store.select_memories(scope, replace(_EVERY_STATE, ids=(memory_id,)), self.clock())
+        if not found:
+            raise NotFoundError("memory", memory_id)
+        return _detail(found[0], await self.store.browse.history(scope, found[0]))
+
+    async def correct_memory(
+        self,
+        scope: Scope,
+        memory_id: str,
+        ctx: CallContext,
+        *,
+        text: str | None = None,
+        kind: str | None = None,
+        tags: list[str] | None = None,
+        importance: float | None = None,
+    ) -> CorrectResult:
+        """Write a corrected version of a current memory that supersedes it (history kept)."""
+        text_field("id", memory_id)
+        if text is None and kind is None and tags is None and importance is None:
+            raise InvalidInputError("text", "give at least one of text, kind, tags or importance to change")
+        record = await self._current(scope, memory_id)
+        item = _corrected(record, text, kind, tags, importance, self.clock())
+        changed = [
+            name
+            for name, new, old in (
+                ("text", item.content, record.content),
+                ("kind", item.kind, record.kind),
+                ("tags", sorted(set(item.tags)), record.tags),
+                ("importance", item.importance, record.importance),
+            )
+            if new != old
+        ]
+        if not changed:
+            raise InvalidInputError("text", f"changes nothing: {memory_id!r} already says that")
+        # The new version lives where the old one did (a principal-wide memory stays principal-wide).
+        result = await self.memory.remember(Scope(scope.principal, record.namespace), [item], ctx)
+        outcome = result.items[0]
+        if outcome.outcome == "rejected" or outcome.id is None:
+            raise InvalidInputError("text", f"was not stored: {outcome.reason}")
+        if outcome.outcome == "merged":
+            note = f"the corrected text is already memory {outcome.id!r}: {memory_id!r} now points to it"
+            return CorrectResult(id=outcome.id, replaces=memory_id, outcome="merged", changed=changed, note=note)
+        return CorrectResult(id=outcome.id, replaces=memory_id, outcome="corrected", changed=changed)
+
+    async def _current(self, scope: Scope, memory_id: str) -> MemoryRecord:
+        found = await self.store.select_memories(scope, Criteria(ids=(memory_id,)), self.clock())
+        if not found:
+            await self.memory.why_not_current(scope, memory_id, self.clock())
+        record = found[0]
+        if record.level > 0:
+            raise InvalidInputError(
+                "id",
+                f"{memory_id!r} is a summary (level {record.level}), written by the lifecycle from other memories: "
+                "undo_summary it and correct the memories it held",
+            )
+        return record
+
+
+def _sort_value(record: MemoryRecord, sort: MemorySort) -> float:
+    """A record's value of the sort key, as storage orders by it."""
+    if sort == "last_used":
+        return record.last_accessed_at if record.last_accessed_at is not None else record.created_at
+    return {"time": record.occurred_at, "created": record.created_at, "importance": record.importance}[sort]
+
+
+def _corrected(
+    record: MemoryRecord,
+    text: str | None,
+    kind: str | None,
+    tags: list[str] | None,
+    importance: float | None,
+    now: float,
+) -> MemoryInput:
+    """The new version: the changed fields, and everything else as the memory had it."""
+    ttl = max(1, math.ceil(record.expires_at - now)) if record.expires_at is not None else None
+    return MemoryInput(
+        content=text if text is not None else record.content,
+        kind=kind if kind is not None else record.kind,
+        importance=importance if importance is not None else record.importance,
+        tags=tags if tags is not None else record.tags,
+        metadata=record.metadata,
+        occurred_at=to_datetime(record.occurred_at),
+        task_id=record.task_id,
+        session_id=record.session_key,
+        ttl_seconds=ttl,
+        supersedes=[] if record.key is not None else [record.id],  # a keyed memory is replaced by its key
+        key=record.key,
+        pinned=record.pinned,
+    )
