@@ -162,6 +162,10 @@ async def run_bridge(url: str, token_env: str) -> int:
     stamper = _Stamper()
     refusals = _Refusals(token_env)
     log.info("relaying stdio to %s", redact(url))
+    # The SDK's client tells each reconnection of the GET stream at INFO, a clean close by the server
+    # too: ordinary for a relay that runs all day; its warnings and errors still come through.
+    client_log = logging.getLogger("mcp.client.streamable_http")
+    client_log.setLevel(max(logging.WARNING, logging.getLogger().getEffectiveLevel()))
     http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
     http.event_hooks["response"].append(refusals.observe)
     try:

@@ -471,11 +471,12 @@ def _sigterm_stops(server: Any) -> Iterator[None]:
 
 
 async def _announce(server: Any, transport: str, http: HttpSettings) -> None:
-    """One line on stderr with the bound address (port 0 picks one), for people and tests."""
+    """One log line with the bound address (port 0 picks one), for people and tests: written at any
+    log level, in the log's own format (a JSON line on the network transports)."""
     while not server.started:  # noqa: ASYNC110 -- uvicorn exposes a flag, not an event
         await anyio.sleep(0.02)
     host, port = server.servers[0].sockets[0].getsockname()[:2]
     path = http.sse_path if transport == "sse" else http.path
     shown = f"[{host}]" if ":" in host else host
-    sys.stderr.write(f"mcp-memory: serving {transport} on http://{shown}:{port}{path}\n")
-    sys.stderr.flush()
+    url = f"http://{shown}:{port}{path}"
+    log.handle(log.makeRecord(log.name, logging.INFO, __file__, 0, "serving %s on %s", (transport, url), None))

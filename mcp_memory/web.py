@@ -115,6 +115,10 @@ def identity_user(scope: MemoryScope, client_id: str, expires_at: float | None) 
     return AuthenticatedUser(token)
 
 
+# The routes that carry MCP: streamable HTTP, the SSE stream and the SSE transport's messages.
+MCP_ROUTES = frozenset({"mcp", "sse", "messages"})
+
+
 class Gateway:
     def __init__(
         self,
@@ -187,8 +191,12 @@ class Gateway:
             return "metrics"
         if path == METADATA_PATH or path.startswith(METADATA_PATH + "/"):
             return "metadata"
-        if path in (self.http.path, self.http.sse_path) or path.startswith(self.http.message_path):
+        if path == self.http.path:
             return "mcp"
+        if path == self.http.sse_path:
+            return "sse"
+        if path.startswith(self.http.message_path):
+            return "messages"  # the SSE transport's POSTs
         return "other"
 
     async def _handle(self, route: str, scope: Scope, receive: Receive, send: Send) -> str:
@@ -202,7 +210,7 @@ class Gateway:
         if route == "metadata" and method in ("GET", "HEAD"):
             await _json(send, 200, self._metadata(scope))
             return "-"
-        if route != "mcp":
+        if route not in MCP_ROUTES:
             where = self.http.sse_path if self.transport == "sse" else self.http.path
             problem = f"no such path; this server speaks {self.transport} at {where} (and answers /health, /metrics)"
             await _json(send, 404, {"error": "not_found", "error_description": problem})

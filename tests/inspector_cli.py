@@ -1,4 +1,4 @@
-"""The MCP Inspector CLI, pinned in tests/inspector/package-lock.json, run one request at a time.
+"""The MCP Inspector CLI, pinned in tests/node/package-lock.json, run one request at a time on Node 22.
 
 `node .../launcher/build/index.js --cli --format json [target] --method M ...` connects, sends one
 request, prints `{"result": ...}` on stdout and exits; a failure prints `{"error": {"code",
@@ -15,7 +15,6 @@ or update check.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,8 +23,9 @@ from typing import Any, Literal
 
 import orjson
 
-INSPECTOR_DIR = Path(__file__).resolve().parent / "inspector"
-LAUNCHER = INSPECTOR_DIR / "node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js"
+from tests.node_tools import MODULES, node
+
+LAUNCHER = MODULES / "@modelcontextprotocol/inspector/clients/launcher/build/index.js"
 
 Era = Literal["legacy", "modern"]
 # The Inspector's --protocol-era for each protocol generation the tests run in (conftest.MODES):
@@ -113,20 +113,6 @@ def _parse_result(stdout: str) -> dict[str, Any] | None:
     return result if isinstance(result, dict) else None
 
 
-def _node() -> str:
-    """The node binary; missing node or a missing install is a failure the message says how to fix."""
-    node = shutil.which("node")
-    if node is None:
-        raise RuntimeError(
-            "the Inspector tests need Node.js >= 20 on PATH; install it, then sh tools/bootstrap.sh --dev"
-        )
-    if not LAUNCHER.is_file():
-        raise RuntimeError(
-            f"the MCP Inspector is not installed ({LAUNCHER} is missing): run sh tools/bootstrap.sh --dev"
-        )
-    return node
-
-
 @dataclass(frozen=True)
 class InspectorCli:
     """The Inspector CLI pointed at one target, in one protocol era."""
@@ -139,7 +125,7 @@ class InspectorCli:
     def run(self, method: str, *args: str) -> dict[str, Any]:
         """One request; the `result` object, or InspectorError with the Inspector's stderr."""
         argv = [
-            _node(),
+            node(LAUNCHER),
             str(LAUNCHER),
             "--cli",  # the launcher reads its mode flag only first
             "--format",

