@@ -230,8 +230,9 @@ async def test_a_principal_wide_memory_corrected_from_a_namespace_stays_principa
 async def test_the_tools_say_which_of_them_only_read(client: Client) -> None:
     tools = {t.name: t.annotations for t in (await client.list_tools()).tools}
     for name in ("list_memories", "get_memory"):
-        assert tools[name] is not None
-        assert tools[name].read_only_hint is True
+        hints = tools[name]
+        assert hints is not None
+        assert hints.read_only_hint is True
     correct = tools["correct_memory"]
     assert correct is not None
     assert correct.read_only_hint is False
