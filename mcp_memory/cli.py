@@ -79,8 +79,23 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("doctor", help="check the setup; exit non-zero when it is broken", parents=common)
     export = sub.add_parser("export", help="write every memory of the principal as JSON lines", parents=common)
     export.add_argument("file", nargs="?", type=Path, help="output file (default: stdout)")
-    imp = sub.add_parser("import", help="read JSON lines written by export; texts are re-embedded", parents=common)
-    imp.add_argument("file", type=Path, help="the export file, or - for standard input")
+    imp = sub.add_parser(
+        "import",
+        help="read JSON lines written by export (texts are re-embedded), or memories kept elsewhere (--from)",
+        parents=common,
+    )
+    imp.add_argument("file", type=Path, help="the export file (- for standard input); for --from markdown, a folder")
+    imp.add_argument(
+        "--from",
+        dest="source",
+        choices=("mcp-memory", "server-memory", "mem0", "markdown"),
+        default="mcp-memory",
+        help="the file's format: this server's export (default), the reference server-memory's memory.jsonl, "
+        "a mem0 export (JSON), or a folder of Markdown notes",
+    )
+    imp.add_argument(
+        "--apply", action="store_true", help="write (--from imports are a dry run that only counts without it)"
+    )
     sub.add_parser("reindex", help="re-embed every memory with the configured embedding model", parents=common)
     sub.add_parser("stats", help="print what the stats tool returns for the principal, as JSON", parents=common)
     maintain = sub.add_parser(
@@ -133,6 +148,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return anyio.run(_doctor, settings, args.config)
         if args.command == "export":
             return _write_export(anyio.run(_export, settings), args.file)
+        if args.command == "import" and args.source != "mcp-memory":
+            from mcp_memory import cli_import
+
+            return anyio.run(cli_import.run, settings, args.source, args.file, args.apply)
         if args.command == "import":
             return anyio.run(_import, settings, _read_import(args.file))
         if args.command == "reindex":

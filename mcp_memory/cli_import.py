@@ -1,0 +1,79 @@
+"""`mcp-memory import --from SOURCE PATH`: memories kept elsewhere, read in (a dry run by default)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from mcp_memory.config import Settings
+from mcp_memory.errors import InvalidInputError
+from mcp_memory.models import Scope
+from mcp_memory.schemas import MemoryInput
+from mcp_memory.services import foreign
+
+MARKDOWN_SUFFIXES = (".md", ".markdown")
+
+
+def read_source(source: str, path: Path, settings: Settings) -> list[MemoryInput]:
+    """The memories ``path`` holds in ``source``'s format; a path that is not there, or not of that
+    kind, is refused with what to give instead."""
+    if source == "markdown":
+        if not path.is_dir():
+            raise InvalidInputError("path", f"{str(path)!r} is not a folder; --from markdown reads a folder of notes")
+        return foreign.from_markdown(_notes(path), settings.limits)
+    if not path.is_file():
+        raise InvalidInputError("path", f"{str(path)!r} is not a file")
+    data = path.read_bytes()
+    if source == "server-memory":
+        return foreign.from_server_memory(data.splitlines(), settings.limits)
+    return foreign.from_mem0(data, settings.limits)
+
+
+def _notes(folder: Path) -> list[foreign.Note]:
+    notes = []
+    for file in sorted(folder.rglob("*")):
+        hidden = any(part.startswith(".") for part in file.relative_to(folder).parts)
+        if file.is_file() and file.suffix.lower() in MARKDOWN_SUFFIXES and not hidden:
+            try:
+                text = file.read_text(encoding="utf-8")
+            except UnicodeDecodeError:
+                raise InvalidInputError("path", f"{str(file)!r} is not UTF-8 text") from None
+            notes.append(foreign.Note(str(file.relative_to(folder)), text, file.stat().st_mtime))
+    return notes
+
+
+async def _bar(done: int, total: int, what: str) -> None:
+    width = 30
+    filled = width * done // max(total, 1)
+    sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {what}")
+    if done >= total:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
+
+
+async def run(settings: Settings, source: str, path: Path, apply: bool) -> int:
+    from mcp_memory.server import open_runtime
+
+    items = read_source(source, path, settings)
+    async with open_runtime(settings, warm=False) as runtime:
+        outcome = await foreign.bring_in(
+            runtime.memory,
+            Scope(settings.principal, settings.namespace),
+            items,
+            apply=apply,
+            progress=_bar if sys.stderr.isatty() else None,
+        )
+    sys.stderr.write(report(source, outcome) + "\n")
+    return 0
+
+
+def report(source: str, outcome: foreign.Outcome) -> str:
+    found = (
+        f"{source}: {outcome.read} memories read; {outcome.new} new, {outcome.present} already stored, "
+        f"{outcome.rejected} not worth keeping"
+    )
+    if not outcome.applied:
+        return f"{found}. Dry run: nothing was written; add --apply to import the {outcome.new} new ones."
+    reasons = sorted(set(outcome.reasons))
+    why = f" ({'; '.join(reasons[:3])})" if reasons else ""
+    return f"{found}{why}. Imported: {outcome.stored} stored, {outcome.merged} merged into a memory said the same way."
