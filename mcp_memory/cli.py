@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import time
 from collections.abc import Sequence
@@ -96,6 +97,13 @@ def _parser() -> argparse.ArgumentParser:
     imp.add_argument(
         "--apply", action="store_true", help="write (--from imports are a dry run that only counts without it)"
     )
+    hook = sub.add_parser(
+        "hook",
+        help="answer a Claude Code hook (JSON on stdin): context at SessionStart and UserPromptSubmit, "
+        "notable statements and a checkpoint at PreCompact and Stop",
+        parents=common,
+    )
+    hook.add_argument("event", choices=("SessionStart", "UserPromptSubmit", "PreCompact", "Stop"))
     sub.add_parser("reindex", help="re-embed every memory with the configured embedding model", parents=common)
     sub.add_parser("stats", help="print what the stats tool returns for the principal, as JSON", parents=common)
     maintain = sub.add_parser(
@@ -129,6 +137,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         settings = _settings(args)
+        if args.command == "hook":  # before the server's imports: a prompt hook answers from a cold start
+            return _hook(settings, args.event)
         from mcp_memory import server
 
         server.configure_logging(settings, getattr(args, "transport", "stdio"))
@@ -167,6 +177,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     return 0
+
+
+def _hook(settings: Settings, event: str) -> int:
+    from mcp_memory import hooks
+    from mcp_memory.redact import RedactingFilter
+
+    handler = logging.StreamHandler(sys.stderr)  # Claude Code shows a hook's stderr in its verbose mode
+    handler.setFormatter(logging.Formatter("mcp-memory hook: %(levelname)s %(message)s"))
+    handler.addFilter(RedactingFilter())
+    logging.basicConfig(level=max(logging.WARNING, logging.getLevelName(settings.log_level)), handlers=[handler])
+    return hooks.run(settings, event, sys.stdin.buffer.read())
 
 
 def _out(text: str) -> None:
@@ -242,8 +263,9 @@ async def _doctor(settings: Settings, explicit: Path | None) -> int:
 
 
 async def _stats(settings: Settings) -> int:
+    from mcp_memory.assembly import llm_client
     from mcp_memory.models import Scope
-    from mcp_memory.server import llm_client, open_runtime
+    from mcp_memory.server import open_runtime
     from mcp_memory.services.stats import StatsService
     from mcp_memory.storage.control import ControlStore
 

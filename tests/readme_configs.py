@@ -1,6 +1,7 @@
 """The client configurations in README.md, as a user would paste them.
 
-Each ```json block is one client's configuration, named by the bold label before it ("**Cursor**").
+Each ```json, ```yaml or ```toml block is one client's configuration, named by the bold label before
+it ("**Cursor**"); a JSON block with `hooks` is Claude Code's hook settings, read apart.
 The README tells the user the edits: replace `/path/to/mcp-memory` with the path of the clone, and
 in the configurations for a network server, the URL with the server's and `mcpm_...` with a token.
 """
@@ -8,11 +9,13 @@ in the configurations for a network server, the URL with the server's and `mcpm_
 from __future__ import annotations
 
 import re
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
@@ -36,21 +39,25 @@ class ClientConfig:
         """Whether it reaches a network server (directly or through `mcp-memory connect`)."""
         return URL_PLACEHOLDER in orjson.dumps(self.document).decode()
 
+    @property
+    def windows(self) -> bool:
+        """A configuration for Windows (an .exe under .venv\\Scripts): parsed, not started here."""
+        return any(str(entry.get("command", "")).endswith(".exe") for entry in self.servers().values())
+
     def servers(self) -> dict[str, dict[str, Any]]:
         """The configured MCP servers by name, in the `mcpServers` shape (Claude Desktop, Cursor).
 
-        Continue keeps a list under `experimental.modelContextProtocolServers`, each item with a
-        `transport` holding exactly what an `mcpServers` entry holds (`type`, `command`, `args`,
-        `env`, or `url`), so the conversion moves the transport into a named entry and changes
-        nothing in it. An unknown layout fails rather than being skipped.
+        VS Code names the map `servers`, Codex CLI `mcp_servers`; Continue's YAML keeps a list under
+        `mcpServers`, each item with its `name` beside what an `mcpServers` entry holds. The
+        conversion names the entries and changes nothing in them; an unknown layout fails.
         """
-        if "mcpServers" in self.document:
-            servers: dict[str, dict[str, Any]] = self.document["mcpServers"]
-            return servers
-        continue_servers = self.document.get("experimental", {}).get("modelContextProtocolServers")
-        if isinstance(continue_servers, list):
-            return {f"{self.client}-{i}".lower(): item["transport"] for i, item in enumerate(continue_servers)}
-        raise ValueError(f"README block for {self.client}: no mcpServers or Continue server list in {self.document}")
+        for key in ("mcpServers", "servers", "mcp_servers"):
+            found = self.document.get(key)
+            if isinstance(found, dict):
+                return found
+            if isinstance(found, list):  # Continue's YAML
+                return {item["name"]: {k: v for k, v in item.items() if k != "name"} for item in found}
+        raise ValueError(f"README block for {self.client}: no server map or list in {self.document}")
 
     def inspector_config(self) -> dict[str, Any]:
         """What the Inspector's --config reads: the servers in the `mcpServers` shape (Continue's list
@@ -82,13 +89,33 @@ def _replace(node: Any, old: str, new: str) -> Any:
     return node
 
 
-def readme_client_configs() -> list[ClientConfig]:
-    """Every ```json block of README.md with the last bold label before it."""
+def _blocks() -> list[tuple[str, dict[str, Any]]]:
+    """Every configuration block of README.md as (the last bold label before it, the document)."""
     readme = README.read_text(encoding="utf-8")
-    configs: list[ClientConfig] = []
-    for block in re.finditer(r"```json\n(.*?)```", readme, flags=re.S):
+    found: list[tuple[str, dict[str, Any]]] = []
+    for block in re.finditer(r"```(json|yaml|toml)\n(.*?)```", readme, flags=re.S):
         labels = re.findall(r"\*\*([^*\n]+)\*\*", readme[: block.start()])
         if not labels:
-            raise ValueError(f"README.md: no bold client name before the JSON block at offset {block.start()}")
-        configs.append(ClientConfig(labels[-1], orjson.loads(block.group(1)), len(configs)))
+            raise ValueError(f"README.md: no bold client name before the block at offset {block.start()}")
+        kind, text = block.group(1), block.group(2)
+        document = (
+            orjson.loads(text) if kind == "json" else yaml.safe_load(text) if kind == "yaml" else tomllib.loads(text)
+        )
+        found.append((labels[-1], document))
+    return found
+
+
+def readme_client_configs() -> list[ClientConfig]:
+    """Every client configuration block of README.md with the last bold label before it."""
+    configs: list[ClientConfig] = []
+    for label, document in _blocks():
+        if "hooks" not in document:
+            configs.append(ClientConfig(label, document, len(configs)))
     return configs
+
+
+def readme_hook_settings() -> dict[str, Any]:
+    """The Claude Code hooks block of README.md (the settings.json `hooks` map)."""
+    (hooks,) = [document["hooks"] for _, document in _blocks() if "hooks" in document]
+    found: dict[str, Any] = hooks
+    return found

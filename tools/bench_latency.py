@@ -23,10 +23,10 @@ import synth
 from mcpclient import MemoryClient, ServerSpec, Stopwatch, memory_status, open_server, server_env, server_pid
 from stats import markdown_table, median, percentile, verdict
 
+from mcp_memory.assembly import second_opinion_config
 from mcp_memory.config import load_settings
 from mcp_memory.embed.loader import EmbedderConfig, Model, build_model
 from mcp_memory.models import Scope
-from mcp_memory.server import second_opinion_config
 from mcp_memory.storage.sqlite import SqliteStore
 
 Check = tuple[str, str, bool]

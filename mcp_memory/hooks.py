@@ -1,0 +1,197 @@
+"""`mcp-memory hook EVENT`: Claude Code's hooks, answered from long-term memory.
+
+Claude Code runs the command at each event with a JSON object on stdin (session_id,
+transcript_path, cwd, hook_event_name and the event's own fields) and reads the answer on stdout:
+
+- SessionStart: the pinned memories and the resume packet of the task in progress, as context.
+- UserPromptSubmit: the memories recall finds for the prompt, within a small budget, that stand
+  clearly out of the store (HINT_MIN_Z; nothing rather than noise), as context.
+- PreCompact and Stop: the user's notable statements of the session (decisions, preferences,
+  identifiers, "remember ...") are remembered, tied to the task in progress, and the task's head is
+  checkpointed when it moved since its last checkpoint. Nothing is printed.
+
+The namespace is the hook command's `--namespace` (set per project in that project's settings),
+never guessed from the working directory. A hook never blocks the session: whatever fails is
+logged on stderr and the answer is empty, exit code 0. Nothing but the answer reaches stdout. The
+MCP SDK is not imported: the prompt hook answers from a cold process within its deadline.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import orjson
+
+from mcp_memory.assembly import Core, open_core
+from mcp_memory.config import Settings
+from mcp_memory.models import Scope
+from mcp_memory.schemas import MemoryInput
+from mcp_memory.services import foreign, rules
+from mcp_memory.task_schemas import CheckpointReason, TaskSummary
+from mcp_memory.templates import hint_text, recall_text, resume_text
+from mcp_memory.text import normalize
+
+log = logging.getLogger(__name__)
+
+EVENTS = ("SessionStart", "UserPromptSubmit", "PreCompact", "Stop")
+# Claude Code waits for a hook; these deadlines keep the session moving when memory is slow.
+DEADLINES = {"SessionStart": 8.0, "UserPromptSubmit": 1.3, "PreCompact": 30.0, "Stop": 15.0}
+PROMPT_K = 5
+PROMPT_BUDGET_TOKENS = 800
+# A prompt's hint carries a memory only when it stands this many standard deviations above the store's
+# ordinary closeness to the prompt (recall's fused score): recall's own floor (above the ordinary) lets
+# about half a store through for any prompt, which is noise for context nobody asked for.
+HINT_MIN_Z = 2.0
+RESUME_BUDGET_TOKENS = 2_000
+TRANSCRIPT_TAIL_LINES = 2_000  # the session's recent turns: a long transcript is not read whole
+_NOT_PROMPTS = ("<command-", "<local-command", "<bash-", "<user-memory-input", "Caveat:", "/")
+_FINISHED = ("done", "abandoned")
+
+
+@dataclass(frozen=True)
+class Answer:
+    context: str | None = None  # added to the model's context (SessionStart, UserPromptSubmit)
+
+
+def run(settings: Settings, event: str, raw: bytes) -> int:
+    """Answer one hook call; always exit 0 (a failure is logged, the session goes on)."""
+    started = time.perf_counter()
+    try:
+        answer = anyio.run(_answer_in_time, settings, event, _payload(raw))
+    except Exception as exc:  # the session must go on whatever happened here
+        log.warning("hook %s answered nothing: %s: %s", event, type(exc).__name__, exc)
+        return 0
+    if answer.context:
+        out = {"hookSpecificOutput": {"hookEventName": event, "additionalContext": answer.context}}
+        sys.stdout.write(orjson.dumps(out).decode() + "\n")
+        sys.stdout.flush()
+    log.info("hook %s answered in %.0f ms", event, (time.perf_counter() - started) * 1000)
+    return 0
+
+
+def _payload(raw: bytes) -> dict[str, Any]:
+    payload = orjson.loads(raw) if raw.strip() else {}
+    if not isinstance(payload, dict):
+        raise ValueError("the hook input is not a JSON object")
+    return payload
+
+
+async def _answer_in_time(settings: Settings, event: str, payload: dict[str, Any]) -> Answer:
+    with anyio.move_on_after(DEADLINES[event]) as waited:
+        answer = await _answer(settings, event, payload)
+    if waited.cancelled_caught:
+        log.warning("hook %s gave up after %.1f s: no answer this time", event, DEADLINES[event])
+        return Answer()
+    return answer
+
+
+async def _answer(settings: Settings, event: str, payload: dict[str, Any]) -> Answer:
+    scope = Scope(settings.principal, settings.namespace)
+    async with open_core(settings) as core:
+        if event == "UserPromptSubmit":
+            core.embedder.start()
+            return await _prompt(core, scope, str(payload.get("prompt") or ""), settings)
+        if event == "SessionStart":
+            return await _session_start(core, scope)
+        core.embedder.start()
+        reason: CheckpointReason = "before_compaction" if event == "PreCompact" else "periodic"
+        await _capture(core, scope, payload, reason)
+        return Answer()
+
+
+async def _prompt(core: Core, scope: Scope, prompt: str, settings: Settings) -> Answer:
+    question = prompt.strip()[: settings.limits.max_query_chars]
+    if not question:
+        return Answer()
+    result = await core.memory.recall(
+        scope, question, k=PROMPT_K, budget_tokens=PROMPT_BUDGET_TOKENS, reinforce=False, floor=True, explain=True
+    )
+    # Nobody asked: only what stands clearly out of the store goes beside the prompt.
+    hits = [h for h in result.hits if h.signals is not None and h.signals.fused >= HINT_MIN_Z]
+    return Answer(hint_text(hits) if hits else None)
+
+
+async def _session_start(core: Core, scope: Scope) -> Answer:
+    parts = []
+    pinned = await core.memory.pinned(scope)
+    task = await _task_in_progress(core, scope)
+    if task is not None:
+        packet = await core.tasks.resume(scope, task.task_id, budget_tokens=RESUME_BUDGET_TOKENS)
+        parts.append(resume_text(packet))  # it carries the pinned memories too
+    elif pinned:
+        parts.append(recall_text("what always applies", pinned, []))
+    return Answer("\n\n".join(parts) or None)
+
+
+async def _task_in_progress(core: Core, scope: Scope) -> TaskSummary | None:
+    """The most recently changed task of the scope that is neither done nor abandoned."""
+    page = await core.tasks.list_tasks(scope, limit=20)
+    return next((t for t in page.tasks if t.status not in _FINISHED), None)
+
+
+async def _capture(core: Core, scope: Scope, payload: dict[str, Any], reason: CheckpointReason) -> None:
+    """Before compaction and at a stop: the session's notable statements, and the task's head."""
+    task = await _task_in_progress(core, scope)
+    session = str(payload.get("session_id") or "") or None
+    statements = notable(_user_texts(payload.get("transcript_path")))
+    items = [
+        MemoryInput(
+            content=text,
+            kind="observation",
+            tags=["claude-code"],
+            metadata={"captured_by": "claude-code hook"},
+            session_id=f"claude-code:{session}" if session else None,
+            task_id=task.task_id if task is not None else None,
+        )
+        for text in statements
+    ]
+    if items:
+        outcome = await foreign.bring_in(core.memory, scope, items, apply=True)
+        log.info("hook: %d statements, %d new, %d already stored", outcome.read, outcome.stored, outcome.present)
+    if task is not None:
+        latest = await core.tasks.latest_checkpoint(scope, task.task_id)
+        if latest is None or latest.seq < task.head_seq:  # the head moved since it was last saved
+            await core.tasks.checkpoint(scope, task.task_id, changes={}, reason=reason)
+
+
+def notable(texts: list[str]) -> list[str]:
+    """What is worth keeping of what the user said: statements (not questions) that a rule finds
+    notable (a decision, a preference, an identifier, an explicit "remember")."""
+    kept = []
+    for text in texts:
+        clean = normalize(text)
+        if not clean or clean.endswith(("?", "？")) or rules.is_throwaway(clean):
+            continue
+        if rules.estimate_importance(clean, "observation") > rules.estimate_importance("", "observation"):
+            kept.append(clean)
+    return list(dict.fromkeys(kept))
+
+
+def _user_texts(path: object) -> list[str]:
+    """The text the user typed in the session's recent turns (not tool results, not commands)."""
+    if not isinstance(path, str) or not path:
+        return []
+    file = Path(path).expanduser()
+    if not file.is_file():
+        return []
+    texts = []
+    for line in file.read_bytes().splitlines()[-TRANSCRIPT_TAIL_LINES:]:
+        try:
+            entry = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(entry, dict) or entry.get("type") != "user" or entry.get("isMeta"):
+            continue
+        message = entry.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):  # blocks: text typed, or tool results (never the user's words)
+            content = "\n".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+        if isinstance(content, str) and content.strip() and not content.lstrip().startswith(_NOT_PROMPTS):
+            texts.append(content)
+    return texts

@@ -1,0 +1,269 @@
+"""`mcp-memory hook EVENT`, run as Claude Code runs it: a cold process, the payload on stdin.
+
+Claude Code cannot run here; the payloads and the transcript lines are written from its hooks
+documentation (common fields session_id, transcript_path, cwd, hook_event_name; SessionStart's
+source, UserPromptSubmit's prompt, PreCompact's trigger and custom_instructions, Stop's
+stop_hook_active) and its transcript shape (one JSON object a line, `type` user or assistant, the
+message's content a string or a list of blocks).
+"""
+
+from __future__ import annotations
+
+import shlex
+import sqlite3
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import anyio
+import orjson
+import pytest
+
+from mcp_memory.config import load_settings
+from mcp_memory.models import Scope
+from mcp_memory.schemas import MemoryInput
+from mcp_memory.server import open_runtime
+from mcp_memory.services.memory import CallContext
+from mcp_memory.storage.pool import principal_file
+from tests.netserver import SERVER_BIN, server_env
+from tests.readme_configs import PLACEHOLDER, REPO, readme_hook_settings
+
+SESSION = "3f1c9a2e-8b7d-4e5f-a6c1-0d9e8f7a6b5c"
+RULE = "Never push directly to the main branch; open a pull request"
+FACTS = [
+    "The billing service runs on PostgreSQL 16 since the migration in March",
+    "Dana prefers tabs over spaces in Go code",
+    "The staging cluster lives in the Frankfurt region",
+    "Our office plants get watered every Thursday",
+    "The quarterly report is due on the fifth of January",
+    "Marek plays the cello in a string quartet",
+    "The invoice service is written in Go",
+    "The VPN gateway needs a hardware key to connect",
+]
+
+
+def hook(data: Path, event: str, payload: dict[str, Any] | bytes, *flags: str) -> subprocess.CompletedProcess[bytes]:
+    body = payload if isinstance(payload, bytes) else orjson.dumps(payload)
+    return subprocess.run(
+        [str(SERVER_BIN), *flags, "hook", event],
+        input=body,
+        env=server_env(data),
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def context_of(done: subprocess.CompletedProcess[bytes], event: str) -> str:
+    assert done.returncode == 0, done.stderr
+    answer = orjson.loads(done.stdout)
+    assert set(answer) == {"hookSpecificOutput"}
+    assert answer["hookSpecificOutput"]["hookEventName"] == event
+    text: str = answer["hookSpecificOutput"]["additionalContext"]
+    return text
+
+
+def base(data: Path, event: str, **fields: Any) -> dict[str, Any]:
+    transcript = data.parent / "transcript.jsonl"
+    return {
+        "session_id": SESSION,
+        "transcript_path": str(transcript),
+        "cwd": str(data.parent),
+        "hook_event_name": event,
+        **fields,
+    }
+
+
+def seed(data: Path, *, namespace: str | None = None, task: bool = False) -> None:
+    async def run() -> None:
+        settings = load_settings(data_dir=data, principal="local-owner", namespace=namespace)
+        async with open_runtime(settings, warm=False) as runtime:
+            scope = Scope("local-owner", namespace)
+            items = [MemoryInput(content=RULE, kind="instruction", pinned=True)]
+            items += [MemoryInput(content=text) for text in FACTS]
+            await runtime.memory.remember(scope, items, CallContext())
+            if task:
+                tree = {"id": "root", "title": "Move billing to PostgreSQL 16", "status": "in_progress"}
+                changes = {"tree": tree, "current_node": "root", "snapshot": "Dump taken; restore next."}
+                await runtime.tasks.checkpoint(
+                    scope, "task-billing", changes=changes, goal="Move billing to PostgreSQL 16"
+                )
+
+    anyio.run(run)
+
+
+def rows(data: Path, sql: str) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(principal_file(data, "local-owner")) as conn:
+        return list(conn.execute(sql))
+
+
+def test_session_start_gives_the_pinned_rules_and_the_task_in_progress(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    seed(data, task=True)
+    text = context_of(hook(data, "SessionStart", base(data, "SessionStart", source="startup")), "SessionStart")
+    assert RULE in text
+    assert "Move billing to PostgreSQL 16" in text
+    assert "Dump taken; restore next." in text
+
+
+def test_session_start_with_nothing_stored_says_nothing(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    done = hook(data, "SessionStart", base(data, "SessionStart", source="startup"))
+    assert done.returncode == 0
+    assert done.stdout == b""
+
+
+def test_a_prompt_gets_the_memories_that_bear_on_it_and_noise_gets_nothing(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    seed(data)
+    asked = base(data, "UserPromptSubmit", prompt="Which database does the billing service use?")
+    text = context_of(hook(data, "UserPromptSubmit", asked), "UserPromptSubmit")
+    listed = [line for line in text.splitlines() if line.startswith("- ")]
+    assert FACTS[0] in listed[0]  # the memory that answers comes first
+    unrelated = base(data, "UserPromptSubmit", prompt="Wie hoch ist der Mount Everest in Metern?")
+    done = hook(data, "UserPromptSubmit", unrelated)
+    assert done.returncode == 0
+    assert done.stdout == b"", done.stdout  # nothing above the floor: no context rather than noise
+
+
+def test_the_namespace_comes_from_the_hook_command(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    seed(data, namespace="proj-a")
+    asked = base(data, "UserPromptSubmit", prompt="Which database does the billing service use?")
+    assert FACTS[0] in context_of(hook(data, "UserPromptSubmit", asked, "--namespace", "proj-a"), "UserPromptSubmit")
+    other = hook(data, "UserPromptSubmit", asked, "--namespace", "proj-b")
+    assert other.returncode == 0
+    assert other.stdout == b""
+
+
+def _transcript(data: Path) -> None:
+    lines = [
+        {
+            "type": "user",
+            "sessionId": SESSION,
+            "message": {
+                "role": "user",
+                "content": "Remember that we deploy the billing service with Helm chart billing-2.4.1 from now on.",
+            },
+        },
+        {
+            "type": "assistant",
+            "sessionId": SESSION,
+            "message": {"role": "assistant", "content": [{"type": "text", "text": "Noted. I decided to use Helm."}]},
+        },
+        {"type": "user", "sessionId": SESSION, "message": {"role": "user", "content": "What time is it in Oslo?"}},
+        {
+            "type": "user",
+            "sessionId": SESSION,
+            "message": {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_01", "content": "We decided nothing; exit code 0"}
+                ],
+            },
+        },
+        {
+            "type": "user",
+            "sessionId": SESSION,
+            "message": {"role": "user", "content": "<command-name>/clear</command-name>"},
+        },
+        {
+            "type": "user",
+            "sessionId": SESSION,
+            "isMeta": True,
+            "message": {
+                "role": "user",
+                "content": "Caveat: the messages below were generated by the user while running local commands.",
+            },
+        },
+        {
+            "type": "user",
+            "sessionId": SESSION,
+            "message": {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "We decided to keep the old invoices in the archive bucket INV-2025."}
+                ],
+            },
+        },
+        {"type": "user", "sessionId": SESSION, "message": {"role": "user", "content": "thanks!"}},
+    ]
+    (data.parent / "transcript.jsonl").write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+
+
+@pytest.mark.parametrize("event", ["PreCompact", "Stop"])
+def test_compaction_and_stop_keep_the_notable_statements_and_checkpoint_a_moved_task(
+    tmp_path: Path, event: str
+) -> None:
+    data = tmp_path / "data"
+    seed(data, task=True)
+    _transcript(data)
+    extra = {"trigger": "auto", "custom_instructions": ""} if event == "PreCompact" else {"stop_hook_active": False}
+    before = rows(data, "SELECT COUNT(*) FROM checkpoints")[0][0]
+    done = hook(data, event, base(data, event, **extra))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == b""
+    captured = rows(data, "SELECT content, task_id, session_key FROM memories WHERE tags LIKE '%claude-code%'")
+    assert sorted(c[0] for c in captured) == [
+        "Remember that we deploy the billing service with Helm chart billing-2.4.1 from now on.",
+        "We decided to keep the old invoices in the archive bucket INV-2025.",
+    ]
+    assert {(c[1], c[2]) for c in captured} == {("task-billing", f"claude-code:{SESSION}")}
+    assert rows(data, "SELECT COUNT(*) FROM checkpoints")[0][0] == before  # the head had not moved
+
+    again = hook(data, event, base(data, event, **extra))
+    assert again.returncode == 0
+    assert len(rows(data, "SELECT id FROM memories WHERE tags LIKE '%claude-code%'")) == 2  # nothing twice
+    occurrences = rows(
+        data, "SELECT COUNT(*) FROM occurrences o JOIN memories m ON m.n = o.memory_n WHERE m.tags LIKE '%claude-code%'"
+    )
+    assert occurrences[0][0] == 2
+
+
+def test_a_task_moved_since_its_last_checkpoint_is_checkpointed_before_compaction(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    seed(data, task=True)
+
+    async def move() -> None:
+        from mcp_memory.task_schemas import TaskEdit
+
+        async with open_runtime(load_settings(data_dir=data, principal="local-owner"), warm=False) as runtime:
+            edit = TaskEdit.model_validate({"op": "set", "node_id": "root", "notes": "restore is running"})
+            await runtime.tasks.update_task(Scope("local-owner"), "task-billing", [edit], None)
+
+    anyio.run(move)
+    done = hook(data, "PreCompact", base(data, "PreCompact", trigger="manual", custom_instructions="keep the plan"))
+    assert done.returncode == 0, done.stderr
+    reasons = rows(data, "SELECT reason FROM checkpoints ORDER BY seq")
+    assert reasons[-1] == ("before_compaction",)
+
+
+@pytest.mark.parametrize("body", [b"{not json", b"[1, 2]", b'{"prompt": 42}'])
+def test_a_broken_payload_never_blocks_the_session(tmp_path: Path, body: bytes) -> None:
+    done = hook(tmp_path / "data", "UserPromptSubmit", body)
+    assert done.returncode == 0
+    assert done.stdout == b""
+
+
+def test_the_readme_hooks_block_wires_each_event_with_the_project_namespace(tmp_path: Path) -> None:
+    hooks = readme_hook_settings()
+    assert set(hooks) == {"SessionStart", "UserPromptSubmit", "PreCompact", "Stop"}
+    data = tmp_path / "data"
+    seed(data, namespace="my-project")
+    for event, groups in hooks.items():
+        ((entry,),) = [group["hooks"] for group in groups]
+        assert entry["type"] == "command"
+        assert entry["timeout"] >= 5
+        argv = shlex.split(entry["command"].replace(PLACEHOLDER, str(REPO)))
+        assert argv[1:3] == ["hook", event]
+        done = subprocess.run(
+            argv,
+            input=orjson.dumps(base(data, event, prompt="Which database does billing use?", source="startup")),
+            env=server_env(data),
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        if event in ("SessionStart", "UserPromptSubmit"):  # the namespace reached: its memories come back
+            assert RULE in context_of(done, event) or FACTS[0] in context_of(done, event)
