@@ -31,6 +31,11 @@ if ! venv_ready; then
     echo "setting up .venv ($want dependencies; first run takes a minute)..." >&2
     [ -x .venv/bin/python ] || "$python" -m venv .venv >&2
     .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade "pip>=25.1" >&2
+    # Clones set up before the distribution was renamed (issue 13) hold it as "mcp-memory": drop it,
+    # so one package owns the mcp-memory command.
+    if .venv/bin/python -m pip show --quiet mcp-memory >/dev/null 2>&1; then
+        .venv/bin/python -m pip uninstall --quiet --yes mcp-memory >&2
+    fi
     if [ "$want" = "dev" ]; then
         .venv/bin/python -m pip install --quiet --disable-pip-version-check -e . --group dev >&2
     else
