@@ -30,6 +30,7 @@ from mcp_memory.browse_tools import register_browse_tools
 from mcp_memory.completions import register_completions
 from mcp_memory.config import HttpSettings, Settings
 from mcp_memory.embed.loader import Embedder
+from mcp_memory.erasure_tool import register_erasure_tool
 from mcp_memory.errors import InvalidInputError, MemoryServerError
 from mcp_memory.jwt_auth import JwtVerifier
 from mcp_memory.models import Scope
@@ -50,7 +51,6 @@ from mcp_memory.storage.control import ControlStore
 from mcp_memory.storage.sqlite import SqliteStore
 from mcp_memory.storage.tokens import TokenStore
 from mcp_memory.tools import (
-    register_erasure_tool,
     register_stats_tool,
     register_summary_tool,
     register_task_tools,

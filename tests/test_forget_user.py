@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 from mcp.client import Client
+from mcp.client.session import ClientRequestContext, ElicitationFnT
+from mcp_types import ElicitRequestParams, ElicitResult
 
 from mcp_memory.config import load_settings
 from mcp_memory.models import Scope
@@ -154,3 +156,57 @@ async def test_forget_user_also_clears_the_passes_state(data_dir: Path, clock: C
         dry = await call(client, "forget_user", {})
         await call(client, "forget_user", {"confirmation_code": dry["confirmation_code"]})
         assert passes_state() == []
+
+
+def _answering(action: str, content: dict[str, object] | None = None) -> tuple[list[str], ElicitationFnT]:
+    """An elicitation callback that answers as a person would, and the messages it was shown."""
+    shown: list[str] = []
+
+    async def answer(context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult:
+        shown.append(params.message)
+        return ElicitResult(action=action, content=content)
+
+    return shown, answer
+
+
+@pytest.mark.parametrize(
+    ("action", "content", "erased"),
+    [
+        ("accept", {"delete_everything": True}, True),
+        ("accept", {"delete_everything": False}, False),
+        ("decline", None, False),
+        ("cancel", None, False),
+    ],
+)
+async def test_a_client_that_can_ask_its_user_lets_the_person_decide(
+    data_dir: Path, mode: str, action: str, content: dict[str, object] | None, erased: bool
+) -> None:
+    canary = secrets.token_hex(12)
+    shown, answer = _answering(action, content)
+    async with (
+        open_runtime(load_settings(data_dir=data_dir, principal="alice")) as runtime,
+        Client(runtime.mcp, mode=mode, elicitation_callback=answer) as client,
+    ):
+        await _fill(client, canary)
+        result = await call(client, "forget_user", {})
+        assert len(shown) == 1
+        assert "1 memories" in shown[0]
+        assert "1 tasks" in shown[0]
+        assert result["dry_run"] is not erased
+        assert not result.get("confirmation_code")  # the agent never holds a code to replay
+        remaining = await call(client, "list_memories", {})
+        assert (remaining["memories"] == []) is erased
+    assert bool(_anywhere(data_dir, canary.encode())) is not erased
+
+
+async def test_a_client_without_elicitation_gets_the_confirmation_code(data_dir: Path, mode: str) -> None:
+    async with (
+        open_runtime(load_settings(data_dir=data_dir, principal="alice")) as runtime,
+        Client(runtime.mcp, mode=mode) as client,
+    ):
+        await _fill(client, secrets.token_hex(12))
+        dry = await call(client, "forget_user", {})
+        assert dry["dry_run"] is True
+        assert dry["confirmation_code"]
+        done = await call(client, "forget_user", {"confirmation_code": dry["confirmation_code"]})
+        assert done["dry_run"] is False

@@ -46,6 +46,21 @@ class ErasureService:
                 "first confirm with the user, then call forget_user again with this confirmation_code "
                 f"within {CODE_SECONDS // 60} minutes.",
             )
+        return await self._erase(scope, confirmation_code, now)
+
+    def withdraw(self, scope: Scope, dry: ForgetUserResult) -> ForgetUserResult:
+        """The person said no: the open code is void, and the dry run says so (without it)."""
+        with self._lock:
+            self._codes.pop(scope.principal, None)
+        return dry.model_copy(
+            update={
+                "confirmation_code": None,
+                "code_expires_at": None,
+                "note": "the user declined: nothing was deleted, and no confirmation code is open",
+            }
+        )
+
+    async def _erase(self, scope: Scope, confirmation_code: str, now: float) -> ForgetUserResult:
         text_field("confirmation_code", confirmation_code)
         with self._lock:
             expected = self._codes.pop(scope.principal, None)
