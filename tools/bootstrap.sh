@@ -8,12 +8,20 @@ cd "$(dirname "$0")/.."
 want="runtime"
 [ "${1:-}" = "--dev" ] && want="dev"
 python="${PYTHON:-python3}"
-"$python" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' 2>/dev/null || {
-    echo "mcp-memory needs Python >= 3.11 (found: $("$python" --version 2>&1)); set PYTHON=/path/to/python3.11" >&2
-    exit 1
+check_python() {
+    "$python" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' 2>/dev/null || {
+        echo "mcp-memory needs Python >= 3.11 (found: $("$python" --version 2>&1)); set PYTHON=/path/to/python3.11" >&2
+        exit 1
+    }
 }
+# The digest of the files, concatenated: sha256sum where there is one (the common case costs no
+# Python start-up, which a pyenv shim makes slow), else Python's hashlib (the same digest).
 sha256() {
-    "$python" -c 'import hashlib,sys; h=hashlib.sha256(); [h.update(open(p,"rb").read()) for p in sys.argv[1:]]; print(h.hexdigest())' "$@"
+    if command -v sha256sum >/dev/null 2>&1; then
+        cat "$@" | sha256sum | cut -d ' ' -f 1
+    else
+        "$python" -c 'import hashlib,sys; h=hashlib.sha256(); [h.update(open(p,"rb").read()) for p in sys.argv[1:]]; print(h.hexdigest())' "$@"
+    fi
 }
 
 venv_ready() {
@@ -28,6 +36,7 @@ venv_ready() {
 }
 
 if ! venv_ready; then
+    check_python
     echo "setting up .venv ($want dependencies; first run takes a minute)..." >&2
     [ -x .venv/bin/python ] || "$python" -m venv .venv >&2
     .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade "pip>=25.1" >&2
