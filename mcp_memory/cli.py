@@ -104,6 +104,13 @@ def _parser() -> argparse.ArgumentParser:
         parents=common,
     )
     hook.add_argument("event", choices=("SessionStart", "UserPromptSubmit", "PreCompact", "Stop"))
+    switch = sub.add_parser(
+        "switch",
+        help="the kill switch: off drops every agent to no memory at once (the whole data directory, or "
+        "--principal / --namespace), on brings it back with nothing lost; status lists the switches",
+        parents=common,
+    )
+    switch.add_argument("state", choices=("off", "on", "status"))
     sub.add_parser("reindex", help="re-embed every memory with the configured embedding model", parents=common)
     sub.add_parser("stats", help="print what the stats tool returns for the principal, as JSON", parents=common)
     maintain = sub.add_parser(
@@ -137,8 +144,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         settings = _settings(args)
-        if args.command == "hook":  # before the server's imports: a prompt hook answers from a cold start
-            return _hook(settings, args.event)
+        light = _light(settings, args)
+        if light is not None:
+            return light
         from mcp_memory import server
 
         server.configure_logging(settings, getattr(args, "transport", "stdio"))
@@ -158,10 +166,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             return anyio.run(_doctor, settings, args.config)
         if args.command == "export":
             return _write_export(anyio.run(_export, settings), args.file)
-        if args.command == "import" and args.source != "mcp-memory":
-            from mcp_memory import cli_import
-
-            return anyio.run(cli_import.run, settings, args.source, args.file, args.apply)
         if args.command == "import":
             return anyio.run(_import, settings, _read_import(args.file))
         if args.command == "reindex":
@@ -177,6 +181,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     return 0
+
+
+def _light(settings: Settings, args: argparse.Namespace) -> int | None:
+    """The commands that start without the server's imports (a hook answers from a cold start)."""
+    if args.command == "switch":  # the flags given here, never the environment's principal
+        from mcp_memory import cli_switch
+
+        principal, namespace = getattr(args, "principal", None), getattr(args, "namespace", None)
+        return anyio.run(cli_switch.run, settings, args.state, principal, namespace)
+    if args.command == "hook":
+        return _hook(settings, args.event)
+    if args.command == "import" and args.source != "mcp-memory":
+        from mcp_memory import cli_import
+
+        return anyio.run(cli_import.run, settings, args.source, args.file, args.apply)
+    return None
 
 
 def _hook(settings: Settings, event: str) -> int:
@@ -201,6 +221,7 @@ def _err(text: str) -> None:
 async def _doctor(settings: Settings, explicit: Path | None) -> int:
     from mcp_memory.models import Scope
     from mcp_memory.server import open_runtime
+    from mcp_memory.services.switch import off_reason
     from mcp_memory.storage.schema import file_mode, loose_paths
 
     ok = True
@@ -247,6 +268,8 @@ async def _doctor(settings: Settings, explicit: Path | None) -> int:
                 ok = False
                 _out("store/model mismatch: run `mcp-memory reindex`")
             _out(f"store stats: {await runtime.store.count(scope)}")
+            off = await off_reason(runtime.memory.switch, scope)
+            _out(f"memory switch: {off or 'on'}")  # off is a person's choice, not a broken set-up
             from mcp_memory.storage.tokens import TokenStore
 
             live = await TokenStore(settings.data_dir, settings.busy_timeout_ms).count_live(time.time())
@@ -271,7 +294,8 @@ async def _stats(settings: Settings) -> int:
 
     async with open_runtime(settings, warm=False) as runtime:
         control = ControlStore(settings.data_dir, settings.busy_timeout_ms)
-        service = StatsService(runtime.store, control, full_paths=True, llm=llm_client(settings, time.time))
+        llm = llm_client(settings, time.time)
+        service = StatsService(runtime.store, control, full_paths=True, llm=llm, switch=runtime.memory.switch)
         result = await service.stats(Scope(settings.principal, settings.namespace))
     _out(orjson.dumps(result.model_dump(mode="json"), option=orjson.OPT_INDENT_2).decode())
     return 0

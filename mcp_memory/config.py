@@ -213,6 +213,11 @@ class Settings(BaseSettings):
         "auto", description="auto: JSON lines on sse/http (with request ids), text on stdio and commands"
     )
     session_idle_minutes: float = Field(30.0, gt=0)
+    memory_switch: Literal["on", "off"] = Field(
+        "on",
+        description="the kill switch's state for the whole data directory at its first start only; "
+        "afterwards `mcp-memory switch on|off` decides",
+    )
     busy_timeout_ms: int = Field(10_000, ge=100)
     limits: Limits = Limits()
     embedding: EmbeddingSettings = EmbeddingSettings()

@@ -5,7 +5,8 @@
      |    +-- LimitExceededError    a configured limit (size, batch, budget) was exceeded
      +-- NotFoundError          no such id in the caller's scope (another principal's id looks the same)
      +-- ConflictError          the state moved under the caller (a stale expected head)
- +-- AccessDeniedError      the request carries no identity that may do this
+     +-- AccessDeniedError      the request carries no identity that may do this
+     +-- MemoryOffError         the kill switch is off for this scope: memory is neither read nor written
      +-- UpstreamError          an external service (embedding endpoint, LLM) failed
      |    +-- LlmPausedError        the LLM was not called: its budget is spent or its breaker is open
      +-- StorageError           the data directory cannot be used as asked
@@ -77,3 +78,7 @@ class SchemaVersionError(StorageError):
 
 class ModelMismatchError(StorageError):
     """The vectors in the store were made by a different embedding model."""
+
+
+class MemoryOffError(MemoryServerError):
+    """The kill switch is off for the caller's scope: nothing is read or written as memory."""

@@ -25,6 +25,7 @@ from mcp_memory.models import Scope
 from mcp_memory.services.facts import FactService
 from mcp_memory.services.lifecycle import LifecycleService
 from mcp_memory.services.ports import MemoryStore, PassControl
+from mcp_memory.services.switch import SwitchState
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +47,10 @@ class Scheduler:
         settings: LifecycleSettings,
         clock: Callable[[], float] = time.time,
         facts: FactService | None = None,
+        switch: SwitchState | None = None,
     ) -> None:
         self.facts = facts
+        self.switch = switch  # the kill switch: a principal whose memory is off is left alone
         self.store = store
         self.control = control
         self.lifecycle = lifecycle
@@ -99,6 +102,7 @@ class Scheduler:
             "second_vectors": 0,
         }
         totals["principals_failed"] = 0
+        totals["principals_switched_off"] = 0
         outcome = "done"
         lost = anyio.Event()
         try:
@@ -108,6 +112,9 @@ class Scheduler:
                     for principal in await self.store.lifecycle.known_principals():
                         if lost.is_set():
                             break
+                        if self.switch is not None and await self.switch.off_within(principal):
+                            totals["principals_switched_off"] += 1  # the kill switch: its memories are left alone
+                            continue
                         try:
                             async with self.store.lease(principal):  # the pool leaves it open meanwhile
                                 await self._principal(Scope(principal), moment, now, totals, lost)

@@ -224,6 +224,7 @@ class UndoSummaryResult(BaseModel):
 class StatsResult(BaseModel):
     """What this server holds for the caller and how the process is doing."""
 
+    memory_switch: str = Field("on", description="on, or why memory is off for the caller (the kill switch)")
     principal_file: str
     memories: dict[str, int] = Field(description="visible memories by tier, level and state")
     tables: dict[str, int] = Field(description="the principal's rows per table, every namespace")

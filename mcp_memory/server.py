@@ -163,7 +163,7 @@ async def open_runtime(
         register_task_tools(mcp, tasks, memory, scopes, notifier)
         register_erasure_tool(mcp, ErasureService(store, clock=clock), scopes, notifier)
         control = ControlStore(settings.data_dir, settings.busy_timeout_ms)
-        stats = StatsService(store, control, full_paths=transport == "stdio", llm=llm)
+        stats = StatsService(store, control, full_paths=transport == "stdio", llm=llm, switch=memory.switch)
         register_stats_tool(mcp, stats, scopes)
         register_summary_tool(mcp, memory, scopes)
         register_browse_tools(mcp, BrowseService(store, memory, clock=clock), scopes, notifier)
@@ -178,6 +178,7 @@ async def open_runtime(
             settings.lifecycle,
             clock=clock,
             facts=FactService(store, memory, llm),
+            switch=memory.switch,
         )
         runtime = Runtime(
             settings, store, embedder, memory, tasks, scheduler, mcp, ChangeWatcher(notifier, memory, tasks)

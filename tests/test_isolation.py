@@ -67,7 +67,8 @@ async def test_principal_names_cannot_steer_outside_the_data_directory(data_dir:
     files = [p for p in data_dir.rglob("*") if p.is_file()]  # noqa: ASYNC240 - a test's own tmp dir
     assert files
     assert all(data_dir in p.parents for p in files)
-    assert {p.parent for p in files if p.suffix == ".db"} == {data_dir / "principals"}
+    # Every principal's file is under principals/; the one control file (leases, the kill switch) is beside it.
+    assert {p.parent for p in files if p.suffix == ".db" and p.name != "control.db"} == {data_dir / "principals"}
 
 
 async def test_a_namespace_sees_its_own_and_principal_wide_memories_only(data_dir: Path, mode: str) -> None:

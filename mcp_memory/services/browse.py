@@ -35,6 +35,7 @@ from mcp_memory.services.intake import CallContext
 from mcp_memory.services.memory import MemoryService
 from mcp_memory.services.ports import MemoryStore
 from mcp_memory.services.recall import memory_out
+from mcp_memory.services.switch import refuse_if_off
 from mcp_memory.services.task_views import from_cursor, to_cursor
 
 MAX_PAGE = 200
@@ -133,6 +134,7 @@ class BrowseService:
         detail: Detail = "lean",
     ) -> MemoryPage:
         """A page of the memories the filters keep, in ``sort`` order; ``next_cursor`` pages on."""
+        await refuse_if_off(self.memory.switch, scope)
         if not 1 <= limit <= MAX_PAGE:
             raise InvalidInputError("limit", f"must be between 1 and {MAX_PAGE}")
         after = from_cursor(cursor)
@@ -160,6 +162,7 @@ class BrowseService:
     async def get_memory(self, scope: Scope, memory_id: str) -> MemoryDetail:
         """One memory in any state (current, replaced, archived, expired) with its history."""
         text_field("id", memory_id)
+        await refuse_if_off(self.memory.switch, scope)
         found = await self.store.select_memories(scope, replace(_EVERY_STATE, ids=(memory_id,)), self.clock())
         if not found:
             raise NotFoundError("memory", memory_id)

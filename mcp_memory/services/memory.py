@@ -48,7 +48,7 @@ from mcp_memory.schemas import (
     RememberItem,
     RememberResult,
 )
-from mcp_memory.services import inputs, intake, question, rerank, scoring, second, summarize, when
+from mcp_memory.services import inputs, intake, lookup, question, rerank, scoring, second, summarize, when
 from mcp_memory.services.checks import text_field
 from mcp_memory.services.intake import CallContext as CallContext  # where callers have always found it
 from mcp_memory.services.intake import Progress
@@ -56,6 +56,7 @@ from mcp_memory.services.ports import MemoryStore
 from mcp_memory.services.recall import Scored, concurrently, fit_budget, floor_note, memory_out, score
 from mcp_memory.services.relations import Thresholds, stored_neighbours
 from mcp_memory.services.sessions import SessionTracker
+from mcp_memory.services.switch import SwitchState, nothing_recalled, off_reason, refuse_if_off
 from mcp_memory.text import (
     estimate_tokens,
     keyword_terms,
@@ -92,8 +93,10 @@ class MemoryService:
         sessions: SessionTracker,
         clock: Callable[[], float] = time.time,
         llm: LlmClient | None = None,
+        switch: SwitchState | None = None,
     ) -> None:
         self.clock = clock
+        self.switch = switch  # the kill switch (None: always on)
         self.llm = llm
         self.store = store
         self.rows = store.lifecycle
@@ -126,6 +129,7 @@ class MemoryService:
         """Prepare the batch, read what is known about it (stored copies, vectors, one neighbour
         search), classify every item, write once, report."""
         inputs.check_batch(items, self.limits)
+        await refuse_if_off(self.switch, scope)
         now = self.clock()
         batch = intake.prepare(scope, items)
         new_pins = [estimate_tokens(p.content) for p in batch.prepared if p.item.pinned]
@@ -266,6 +270,8 @@ class MemoryService:
         floor: bool = True,
     ) -> RecallResult:
         words, k, budget, preset = inputs.check_recall(query, k, budget_tokens, preset, self.limits, self.config)
+        if (off := await off_reason(self.switch, scope)) is not None:
+            return nothing_recalled(redact(query), preset, budget, off)
         criteria = inputs.recall_criteria(scope, filters)
         terms = keyword_terms(words)
         now = self.clock()
@@ -395,23 +401,7 @@ class MemoryService:
         return Centring(query=shifted / norm, prior=means.passage, prior_weight=CENTRING_PRIOR_WEIGHT)
 
     async def why_not_current(self, scope: Scope, memory_id: str, now: float) -> NoReturn:
-        """The error for a memory that exists but is not current: what it became and what to do."""
-        everything = Criteria(ids=(memory_id,), include_superseded=True, include_archived=True, include_expired=True)
-        found = await self.store.select_memories(scope, everything, now)
-        if not found:
-            raise NotFoundError("memory", memory_id)
-        record = found[0]
-        if record.superseded_by is not None:
-            raise InvalidInputError("id", f"{memory_id!r} was replaced by {record.superseded_by!r}; use that one")
-        if record.expires_at is not None and record.expires_at <= now:
-            raise InvalidInputError("id", f"{memory_id!r} has expired (its time to live ran out); remember it again")
-        holders = await self.rows.summaries_holding(scope, memory_id)
-        if holders:
-            raise InvalidInputError(
-                "id",
-                f"{memory_id!r} is archived inside summary {holders[0]!r}; pin the summary, or undo_summary it first",
-            )
-        raise InvalidInputError("id", f"{memory_id!r} is archived (it faded); recall it with include_archived")
+        await lookup.why_not_current(self.store, scope, memory_id, now)
 
     async def undo_summary(self, scope: Scope, summary_id: str) -> list[str]:
         """Undo a compression: the sources return to the active tier and the summary is deleted."""
@@ -440,7 +430,9 @@ class MemoryService:
         return await self.store.change_mark(scope)
 
     async def pinned(self, scope: Scope) -> list[MemoryOut]:
-        """Every pinned memory visible in the scope, most important first."""
+        """Every pinned memory visible in the scope, most important first (none while memory is off)."""
+        if await off_reason(self.switch, scope) is not None:
+            return []
         records = await self.store.select_memories(
             scope, Criteria(pinned=True), self.clock(), order="m.importance DESC, m.n"
         )

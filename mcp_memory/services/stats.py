@@ -14,13 +14,21 @@ from mcp_memory.schemas import StatsResult
 from mcp_memory.services import summarize
 from mcp_memory.services.facts import FACT_KINDS
 from mcp_memory.services.ports import MemoryStore, PassControl
+from mcp_memory.services.switch import SwitchState, off_reason
 
 
 class StatsService:
     def __init__(
-        self, store: MemoryStore, control: PassControl, *, full_paths: bool = True, llm: LlmClient | None = None
+        self,
+        store: MemoryStore,
+        control: PassControl,
+        *,
+        full_paths: bool = True,
+        llm: LlmClient | None = None,
+        switch: SwitchState | None = None,
     ) -> None:
         self.llm = llm
+        self.switch = switch
         # A remote client learns the file's name, not where the server keeps its data.
         self.full_paths = full_paths
         self.store = store
@@ -42,6 +50,7 @@ class StatsService:
         # shown, not their counts (those would tell one user what the others hold).
         passes = [_pass_out(p) for p in await self.control.recent(5)]
         return StatsResult(
+            memory_switch=await off_reason(self.switch, scope) or "on",
             principal_file=str(path if self.full_paths else path.name),
             memories=await self.counts.tier_counts(scope),
             tables=await self.counts.visible_counts(scope),

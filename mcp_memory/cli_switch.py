@@ -1,0 +1,37 @@
+"""`mcp-memory switch off | on | status`: the kill switch, for every process on the data directory.
+
+Without --principal the switch covers the whole data directory, whatever MCP_MEMORY_PRINCIPAL or
+the config file say; --principal NAME covers that principal, and with --namespace one of its
+namespaces. Off means recall returns no memories and says why, remember refuses and writes nothing,
+the browsing tools refuse and the lifecycle passes leave those memories alone; tasks and checkpoints
+stay readable. On again, nothing is lost: the memories were never touched.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from datetime import UTC, datetime
+
+from mcp_memory.config import Settings
+from mcp_memory.errors import InvalidInputError
+from mcp_memory.models import describe_switch, switch_target
+from mcp_memory.storage.switch import SwitchFile
+
+
+async def run(settings: Settings, state: str, principal: str | None, namespace: str | None) -> int:
+    if namespace is not None and principal is None:
+        raise InvalidInputError("--namespace", "switches one principal's namespace: give --principal too")
+    switches = SwitchFile(settings.data_dir, settings.busy_timeout_ms)
+    if state == "status":
+        rows = await switches.all()
+        if not rows:
+            sys.stdout.write("on: no switch was ever turned off\n")
+        for target, value, changed, source in rows:
+            when = datetime.fromtimestamp(changed, UTC).isoformat(timespec="seconds")
+            sys.stdout.write(f"{value}\t{describe_switch(target)}\tsince {when}\t(set by {source})\n")
+        return 0
+    target = switch_target(principal, namespace)
+    await switches.set(target, state, time.time())
+    sys.stderr.write(f"memory is now {state} for {describe_switch(target)}, in every process on {settings.data_dir}\n")
+    return 0

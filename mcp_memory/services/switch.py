@@ -1,0 +1,59 @@
+"""The kill switch as the services obey it: memory off for a scope means recall returns no memories
+and says why, remember refuses and writes nothing, and the lifecycle leaves the principal alone.
+Tasks and checkpoints stay readable. The state lives in the control file, read at every call, so a
+call that starts after `mcp-memory switch off` returned is already refused, in every process.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Protocol
+
+from mcp_memory.errors import MemoryOffError
+from mcp_memory.models import Scope, describe_switch
+from mcp_memory.schemas import RecallResult
+
+
+class SwitchState(Protocol):
+    async def off_for(self, scope: Scope) -> list[tuple[str, float]]:
+        """The switches covering ``scope`` that are off, with when each went off (none: memory is on)."""
+        ...
+
+    async def off_within(self, principal: str) -> bool:
+        """Whether memory is off anywhere in ``principal``'s store (one of its namespaces included)."""
+        ...
+
+
+async def off_reason(switch: SwitchState | None, scope: Scope) -> str | None:
+    """Why memory is off for ``scope``, in words; None when it is on."""
+    if switch is None:
+        return None
+    found = await switch.off_for(scope)
+    if not found:
+        return None
+    target, since = min(found, key=lambda f: f[1])
+    when = datetime.fromtimestamp(since, UTC).isoformat(timespec="seconds")
+    return (
+        f"memory is switched off for {describe_switch(target)} since {when} (no memory is read or written); "
+        "the person who runs this server turns it back on with `mcp-memory switch on`"
+    )
+
+
+async def refuse_if_off(switch: SwitchState | None, scope: Scope) -> None:
+    reason = await off_reason(switch, scope)
+    if reason is not None:
+        raise MemoryOffError(f"nothing was stored: {reason}")
+
+
+def nothing_recalled(query: str, preset: str, budget: int, reason: str) -> RecallResult:
+    """Recall's answer while memory is off: no memories, and why."""
+    return RecallResult(
+        query=query,
+        hits=[],
+        pinned=[],
+        preset=preset,
+        budget_tokens=budget,
+        used_tokens=0,
+        omitted_for_budget=0,
+        note=reason,
+    )
