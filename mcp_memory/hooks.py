@@ -10,7 +10,8 @@ transcript_path, cwd, hook_event_name and the event's own fields) and reads the 
   identifiers, "remember ...") are remembered, tied to the task in progress, and the task's head is
   checkpointed when it moved since its last checkpoint. Nothing is printed.
 
-The namespace is the hook command's `--namespace` (set per project in that project's settings),
+While the kill switch is off for the scope, every hook does nothing (quietly). The namespace is
+the hook command's `--namespace` (set per project in that project's settings),
 never guessed from the working directory. A hook never blocks the session: whatever fails is
 logged on stderr and the answer is empty, exit code 0. Nothing but the answer reaches stdout. The
 MCP SDK is not imported: the prompt hook answers from a cold process within its deadline.
@@ -33,6 +34,7 @@ from mcp_memory.config import Settings
 from mcp_memory.models import Scope
 from mcp_memory.schemas import MemoryInput
 from mcp_memory.services import foreign, rules
+from mcp_memory.services.switch import off_reason
 from mcp_memory.task_schemas import CheckpointReason, TaskSummary
 from mcp_memory.templates import hint_text, recall_text, resume_text
 from mcp_memory.text import normalize
@@ -94,6 +96,8 @@ async def _answer_in_time(settings: Settings, event: str, payload: dict[str, Any
 async def _answer(settings: Settings, event: str, payload: dict[str, Any]) -> Answer:
     scope = Scope(settings.principal, settings.namespace)
     async with open_core(settings) as core:
+        if await off_reason(core.memory.switch, scope) is not None:  # the kill switch: quietly nothing
+            return Answer()
         if event == "UserPromptSubmit":
             core.embedder.start()
             return await _prompt(core, scope, str(payload.get("prompt") or ""), settings)

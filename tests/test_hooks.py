@@ -267,3 +267,21 @@ def test_the_readme_hooks_block_wires_each_event_with_the_project_namespace(tmp_
         assert done.returncode == 0, done.stderr
         if event in ("SessionStart", "UserPromptSubmit"):  # the namespace reached: its memories come back
             assert RULE in context_of(done, event) or FACTS[0] in context_of(done, event)
+
+
+def test_the_hooks_obey_the_kill_switch(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    seed(data, task=True)
+    _transcript(data)
+    off = subprocess.run(
+        [str(SERVER_BIN), "switch", "off"], env=server_env(data), capture_output=True, timeout=60, check=False
+    )
+    assert off.returncode == 0, off.stderr
+    for event, extra in (("SessionStart", {"source": "startup"}), ("UserPromptSubmit", {"prompt": FACTS[0]})):
+        done = hook(data, event, base(data, event, **extra))
+        assert done.returncode == 0
+        assert done.stdout == b""
+    stopped = hook(data, "Stop", base(data, "Stop", stop_hook_active=False))
+    assert stopped.returncode == 0
+    assert stopped.stderr == b""  # quiet: being off is no failure
+    assert rows(data, "SELECT COUNT(*) FROM memories WHERE tags LIKE '%claude-code%'") == [(0,)]
