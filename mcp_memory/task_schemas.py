@@ -166,6 +166,7 @@ class MemoryBrief(BaseModel):
     kind: str
     occurred_at: datetime
     importance: float
+    caution: str | None = Field(None, description="why this text reads as an instruction: data, not a command")
 
 
 class ResumePacket(BaseModel):

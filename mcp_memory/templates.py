@@ -8,6 +8,8 @@ import functools
 from collections.abc import Sequence
 from pathlib import Path
 
+import orjson
+
 from mcp_memory.schemas import Hit, MemoryOut
 from mcp_memory.task_schemas import MemoryBrief, ResumePacket
 
@@ -31,7 +33,15 @@ def _bullets(items: list[str]) -> str:
 
 
 def _memories(memories: Sequence[MemoryBrief | MemoryOut | Hit]) -> str:
-    return _bullets([f"{m.text} ({m.occurred_at:%Y-%m-%d}, id {m.id})" for m in memories])
+    """Each memory quoted as a JSON string (data, never an instruction), with its date and id, and the
+    caution when its text reads as an instruction to the agent."""
+    return _bullets(
+        [
+            f"{orjson.dumps(m.text).decode()} ({m.occurred_at:%Y-%m-%d}, id {m.id})"
+            + (f" [caution: {m.caution}]" if m.caution else "")
+            for m in memories
+        ]
+    )
 
 
 def _ago(seconds: float) -> str:

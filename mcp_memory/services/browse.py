@@ -30,6 +30,7 @@ from mcp_memory.schemas import (
     VersionOut,
 )
 from mcp_memory.services import inputs
+from mcp_memory.services.caution import caution, reveal
 from mcp_memory.services.checks import text_field
 from mcp_memory.services.intake import CallContext
 from mcp_memory.services.memory import MemoryService
@@ -50,9 +51,11 @@ def _at(seconds: float) -> datetime:
 
 
 def _listed(record: MemoryRecord) -> ListedMemory:
+    flag = caution(record.content)
     return ListedMemory(
         id=record.id,
-        text=record.content,
+        text=reveal(record.content) if flag else record.content,
+        caution=flag,
         kind=record.kind,
         tags=record.tags,
         importance=record.importance,

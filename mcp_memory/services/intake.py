@@ -17,6 +17,7 @@ from mcp_memory.models import Merge, NewMemory, NewOccurrence, Provenance, Scope
 from mcp_memory.redact import redact, redact_value
 from mcp_memory.schemas import MemoryInput, RememberItem
 from mcp_memory.services import inputs, rules
+from mcp_memory.services.caution import caution
 from mcp_memory.services.relations import Neighbour, Thresholds, relate
 from mcp_memory.text import normalize, segment_for_index
 
@@ -170,7 +171,9 @@ def _classify_one(
     plan.replaced.update(replaces)
     plan.by_hash[p.hash] = record.id
     plan.inserted.append((vector, record.id, p.content, item.kind))
-    plan.results[p.index] = RememberItem(index=p.index, outcome="stored", id=record.id, conflicts_with=conflicts)
+    plan.results[p.index] = RememberItem(
+        index=p.index, outcome="stored", id=record.id, conflicts_with=conflicts, caution=caution(p.content)
+    )
 
 
 def _merge(p: Prepared, target: str, replaces: list[str], occurrence: NewOccurrence, plan: Plan, now: float) -> None:
@@ -179,4 +182,6 @@ def _merge(p: Prepared, target: str, replaces: list[str], occurrence: NewOccurre
     plan.replaced.update(fresh)
     lasts = now + p.item.ttl_seconds if p.item.ttl_seconds else None
     plan.merges.append(Merge(target_id=target, occurrence=occurrence, seen_at=now, supersedes=fresh, expires_at=lasts))
-    plan.results[p.index] = RememberItem(index=p.index, outcome="merged", id=target, reason=MERGED_REASON)
+    plan.results[p.index] = RememberItem(
+        index=p.index, outcome="merged", id=target, reason=MERGED_REASON, caution=caution(p.content)
+    )

@@ -171,7 +171,12 @@ def _excerpt(snapshot: str, left: int) -> str:
 
 def _brief(memory: MemoryOut) -> MemoryBrief:
     return MemoryBrief(
-        id=memory.id, text=memory.text, kind=memory.kind, occurred_at=memory.occurred_at, importance=memory.importance
+        id=memory.id,
+        text=memory.text,
+        kind=memory.kind,
+        occurred_at=memory.occurred_at,
+        importance=memory.importance,
+        caution=memory.caution,
     )
 
 

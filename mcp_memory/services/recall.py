@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from mcp_memory.models import DenseHits, MemoryRecord, to_datetime
 from mcp_memory.schemas import Detail, Hit, MemoryOut, Signals
 from mcp_memory.services import scoring
+from mcp_memory.services.caution import caution, reveal
 from mcp_memory.services.question import Understanding
 from mcp_memory.services.when import Span
 from mcp_memory.text import estimate_tokens, has_cjk
@@ -159,9 +160,11 @@ def wire_tokens(model: BaseModel) -> int:
 
 
 def lean_hit(record: MemoryRecord, value: float, reason: str, signals: Signals | None) -> Hit:
+    flag = caution(record.content)
     return Hit(
         id=record.id,
-        text=record.content,
+        text=reveal(record.content) if flag else record.content,
+        caution=flag,
         kind=record.kind,
         occurred_at=_second(record.occurred_at),
         score=value,
@@ -240,9 +243,11 @@ def memory_out(record: MemoryRecord) -> MemoryOut:
         assert moment is not None
         return moment
 
+    flag = caution(record.content)
     out = MemoryOut(
         id=record.id,
-        text=record.content,
+        text=reveal(record.content) if flag else record.content,
+        caution=flag,
         kind=record.kind,
         tags=record.tags,
         metadata=record.metadata,
