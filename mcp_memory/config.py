@@ -213,6 +213,12 @@ class Settings(BaseSettings):
         "auto", description="auto: JSON lines on sse/http (with request ids), text on stdio and commands"
     )
     session_idle_minutes: float = Field(30.0, gt=0)
+    hook_prompt_seconds: float = Field(
+        1.3,
+        gt=0,
+        le=60,
+        description="how long the Claude Code UserPromptSubmit hook may take before it answers nothing",
+    )
     memory_switch: Literal["on", "off"] = Field(
         "on",
         description="the kill switch's state for the whole data directory at its first start only; "

@@ -20,6 +20,7 @@ MCP SDK is not imported: the prompt hook answers from a cold process within its 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -43,7 +44,7 @@ log = logging.getLogger(__name__)
 
 EVENTS = ("SessionStart", "UserPromptSubmit", "PreCompact", "Stop")
 # Claude Code waits for a hook; these deadlines keep the session moving when memory is slow.
-DEADLINES = {"SessionStart": 8.0, "UserPromptSubmit": 1.3, "PreCompact": 30.0, "Stop": 15.0}
+DEADLINES = {"SessionStart": 8.0, "PreCompact": 30.0, "Stop": 15.0}  # UserPromptSubmit: hook_prompt_seconds
 PROMPT_K = 5
 PROMPT_BUDGET_TOKENS = 800
 # A prompt's hint carries a memory only when it stands this many standard deviations above the store's
@@ -85,12 +86,23 @@ def _payload(raw: bytes) -> dict[str, Any]:
 
 
 async def _answer_in_time(settings: Settings, event: str, payload: dict[str, Any]) -> Answer:
-    with anyio.move_on_after(DEADLINES[event]) as waited:
-        answer = await _answer(settings, event, payload)
-    if waited.cancelled_caught:
-        log.warning("hook %s gave up after %.1f s: no answer this time", event, DEADLINES[event])
-        return Answer()
-    return answer
+    """The answer, or, past the event's deadline, nothing at once: the process ends there (work
+    cut short by a cancellation could leave a database thread behind and keep it alive; SQLite
+    rolls back whatever was not committed)."""
+    deadline = settings.hook_prompt_seconds if event == "UserPromptSubmit" else DEADLINES[event]
+    answered: list[Answer] = []
+    async with anyio.create_task_group() as group:
+
+        async def work() -> None:
+            answered.append(await _answer(settings, event, payload))
+            group.cancel_scope.cancel()
+
+        group.start_soon(work)
+        await anyio.sleep(deadline)
+        log.warning("hook %s gave up after %.1f s: no answer this time", event, deadline)
+        logging.shutdown()
+        os._exit(0)
+    return answered[0]
 
 
 async def _answer(settings: Settings, event: str, payload: dict[str, Any]) -> Answer:

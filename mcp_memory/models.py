@@ -101,6 +101,7 @@ class MemoryHistory:
     summarized_in: list[str]
     links: list[tuple[str, str]]  # (how: the shared entity or "session", the linked memory's id)
     occurrences: list[StoredOccurrence]
+    events: list[tuple[float, str, dict[str, Any]]] = field(default_factory=list)  # (when, what, detail), in order
 
 
 @dataclass(frozen=True, slots=True)

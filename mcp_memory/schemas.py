@@ -235,6 +235,9 @@ class StatsResult(BaseModel):
 
     memory_switch: str = Field("on", description="on, or why memory is off for the caller (the kill switch)")
     principal_file: str
+    events: dict[str, int] = Field(
+        default_factory=dict, description="what happened to the memories, by event (principal-wide callers)"
+    )
     memories: dict[str, int] = Field(description="visible memories by tier, level and state")
     tables: dict[str, int] = Field(description="the principal's rows per table, every namespace")
     vector_index_rows: int | None = Field(
@@ -347,6 +350,15 @@ class LinkOut(BaseModel):
     via: str = Field(description="the rare name both mention, or 'session' for the memory said next to it")
 
 
+class EventOut(BaseModel):
+    at: datetime
+    event: str = Field(
+        description="created, merged, superseded, flagged, unflagged, archived, summarized, restored; a memory that "
+        "is gone keeps only forgotten, expired, evicted or undone"
+    )
+    detail: dict[str, Any] = Field(default_factory=dict, description="by, rule, other, into, summary, occurrence")
+
+
 class MemoryDetail(BaseModel):
     memory: MemoryOut
     current_id: str | None = Field(
@@ -357,6 +369,7 @@ class MemoryDetail(BaseModel):
     occurrences: list[OccurrenceDetail] = Field(description="each time it was stated")
     summarized_in: list[str] = Field(description="the summaries that hold it (it is archived under them)")
     links: list[LinkOut] = Field(description="the memories recall follows from this one")
+    events: list[EventOut] = Field(default_factory=list, description="what happened to it, oldest first")
 
 
 class CorrectResult(BaseModel):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import shlex
 import sqlite3
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -42,12 +43,19 @@ FACTS = [
 ]
 
 
-def hook(data: Path, event: str, payload: dict[str, Any] | bytes, *flags: str) -> subprocess.CompletedProcess[bytes]:
+# The behaviour tests give the prompt hook time (CI runs them with the slower fallback model too);
+# its deadline has a test of its own, and tools/bench_hooks.py measures the real answer time.
+PATIENT = {"MCP_MEMORY_HOOK_PROMPT_SECONDS": "30"}
+
+
+def hook(
+    data: Path, event: str, payload: dict[str, Any] | bytes, *flags: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[bytes]:
     body = payload if isinstance(payload, bytes) else orjson.dumps(payload)
     return subprocess.run(
         [str(SERVER_BIN), *flags, "hook", event],
         input=body,
-        env=server_env(data),
+        env=server_env(data, env or PATIENT),
         capture_output=True,
         timeout=60,
         check=False,
@@ -259,7 +267,7 @@ def test_the_readme_hooks_block_wires_each_event_with_the_project_namespace(tmp_
         done = subprocess.run(
             argv,
             input=orjson.dumps(base(data, event, prompt="Which database does billing use?", source="startup")),
-            env=server_env(data),
+            env=server_env(data, PATIENT),
             capture_output=True,
             timeout=60,
             check=False,
@@ -285,3 +293,15 @@ def test_the_hooks_obey_the_kill_switch(tmp_path: Path) -> None:
     assert stopped.returncode == 0
     assert stopped.stderr == b""  # quiet: being off is no failure
     assert rows(data, "SELECT COUNT(*) FROM memories WHERE tags LIKE '%claude-code%'") == [(0,)]
+
+
+def test_a_prompt_hook_past_its_deadline_answers_nothing_and_exits_at_once(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    seed(data)
+    asked = base(data, "UserPromptSubmit", prompt="Which database does the billing service use?")
+    started = time.monotonic()
+    done = hook(data, "UserPromptSubmit", asked, env={"MCP_MEMORY_HOOK_PROMPT_SECONDS": "0.01"})
+    assert time.monotonic() - started < 20  # no thread left behind keeps the process alive
+    assert done.returncode == 0
+    assert done.stdout == b""
+    assert b"gave up after" in done.stderr

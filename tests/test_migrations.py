@@ -71,7 +71,8 @@ def test_a_newer_file_that_older_code_may_still_write_is_opened(tmp_path: Path) 
     path = tmp_path / "alice.db"
     migrate(path, 1_000)
     conn = sqlite3.connect(path)
-    conn.execute("UPDATE meta SET value = '9' WHERE key = 'schema_version'")  # additive change, min_code_schema 1
+    # a newer, additive version: its min_code_schema still lets this code write
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),))
     conn.commit()
     conn.close()
     migrate(path, 1_000)  # no error: the newer schema says this code may still write it

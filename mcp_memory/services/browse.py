@@ -19,6 +19,7 @@ from mcp_memory.models import Criteria, MemoryHistory, MemoryRecord, Scope, to_d
 from mcp_memory.schemas import (
     CorrectResult,
     Detail,
+    EventOut,
     LinkOut,
     ListedMemory,
     ListFilters,
@@ -106,6 +107,7 @@ def _detail(record: MemoryRecord, history: MemoryHistory) -> MemoryDetail:
         ],
         summarized_in=history.summarized_in,
         links=[LinkOut(id=target, via=via) for via, target in history.links],
+        events=[EventOut(at=_at(at), event=event, detail=detail) for at, event, detail in history.events],
     )
 
 

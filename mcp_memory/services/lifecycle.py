@@ -145,7 +145,7 @@ class LifecycleService:
         evicted = 0
         if evict:
             if cfg.evict_action == "delete":
-                evicted, _ = await self.store.delete(scope, evict, unpinned_only=True)
+                evicted, _ = await self.store.delete(scope, evict, unpinned_only=True, event="evicted")
             else:
                 evicted = await self.rows.archive(scope, evict)
         return DecayOutcome(examined=len(rows), evicted=evicted, compress_candidates=compress, aggressive=aggressive)
@@ -154,7 +154,7 @@ class LifecycleService:
         """Erase what has expired (its text gone from the file, as a forget leaves it) and keep the
         change log to its last CHANGES_KEPT entries (ADR 1)."""
         expired = await self.rows.expired(scope, now)
-        erased = (await self.store.delete(scope, expired))[0] if expired else 0
+        erased = (await self.store.delete(scope, expired, event="expired"))[0] if expired else 0
         pruned = await self.rows.prune_changes(scope, CHANGES_KEPT)
         return UpkeepOutcome(erased=erased, changes_pruned=pruned)
 

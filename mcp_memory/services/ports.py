@@ -192,6 +192,10 @@ class CountRows(Protocol):
         """Memories visible in the scope by tier, level and state (superseded, expired, pinned)."""
         ...
 
+    async def event_counts(self, scope: Scope) -> dict[str, int]:
+        """The memories' events by kind (principal-wide callers only)."""
+        ...
+
     async def visible_counts(self, scope: Scope) -> dict[str, int]:
         """The rows the scope sees, table by table."""
         ...
@@ -341,10 +345,17 @@ class MemoryStore(Protocol):
         ...
 
     async def delete(
-        self, scope: Scope, ns: Sequence[int], *, unpinned_only: bool = False, derived: bool = False
+        self,
+        scope: Scope,
+        ns: Sequence[int],
+        *,
+        unpinned_only: bool = False,
+        derived: bool = False,
+        event: str = "forgotten",
     ) -> tuple[int, bool]:
         """Delete memories everywhere and leave no recoverable text (FTS rewrite, WAL truncate);
-        with ``derived`` the facts extracted from them too (a user's forget).
+        with ``derived`` the facts extracted from them too (a user's forget). Each memory's event
+        log becomes the one content-free ``event`` (forgotten, expired, evicted).
 
         Returns the count and whether the WAL was emptied now (else at a later commit)."""
         ...

@@ -53,6 +53,7 @@ class StatsService:
             memory_switch=await off_reason(self.switch, scope) or "on",
             principal_file=str(path if self.full_paths else path.name),
             memories=await self.counts.tier_counts(scope),
+            events=await self.counts.event_counts(scope),
             tables=await self.counts.visible_counts(scope),
             # the index holds every namespace of the principal: shown to a principal-wide caller only
             vector_index_rows=self.store.index_size(scope) if scope.namespace is None else None,

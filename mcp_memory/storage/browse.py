@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import orjson
 
 from mcp_memory.models import Criteria, MemoryHistory, MemoryRecord, Provenance, Scope, StoredOccurrence
-from mcp_memory.storage import links
+from mcp_memory.storage import events, links
 from mcp_memory.storage.rows import MEMORY_COLUMNS, attach_occurrences, row_to_record, visible_clause
 
 if TYPE_CHECKING:  # the store builds this one around itself
@@ -92,6 +92,7 @@ class BrowseStore:
             summarized_in=[i.id for i in await self._visible(scope, [str(r[0]) for r in holders])],
             links=await self._links(scope, record),
             occurrences=await self._occurrences(scope, record.rowid),
+            events=await events.read(conn, record.id),
         )
 
     async def _visible(self, scope: Scope, ids: Sequence[str]) -> list[MemoryRecord]:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import aiosqlite
 
 from mcp_memory.models import Criteria, Scope
+from mcp_memory.storage import events
 from mcp_memory.storage.rows import visible_clause
 
 _EVERYTHING = Criteria(include_superseded=True, include_archived=True, include_expired=True)
@@ -59,6 +60,13 @@ class CountStore:
             ):
                 counts[key] = counts.get(key, 0) + int(count)
         return counts
+
+    async def event_counts(self, scope: Scope) -> dict[str, int]:
+        """The memories' events by kind, for a principal-wide caller (events of a memory that is gone
+        carry no namespace, so a namespaced caller gets none)."""
+        if scope.namespace is not None:
+            return {}
+        return await events.counts(await self.store.reader(scope))
 
     async def visible_counts(self, scope: Scope) -> dict[str, int]:
         """The rows the scope sees, table by table."""

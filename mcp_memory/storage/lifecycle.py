@@ -8,6 +8,7 @@ transactions, so every change still lands in the change log the other processes 
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +18,7 @@ import numpy as np
 import orjson
 
 from mcp_memory.models import SCHEDULER, MemoryRecord, NewOccurrence, Provenance, Scope, TaskSummaryRow
-from mcp_memory.storage import second, writes
+from mcp_memory.storage import events, second, writes
 from mcp_memory.storage.counts import fact_check_key
 from mcp_memory.storage.rows import MEMORY_COLUMNS, attach_occurrences, row_to_record
 
@@ -235,6 +236,10 @@ class LifecycleStore:
                     "UPDATE memories SET valid_to = ?, superseded_by = ? WHERE id = ? AND superseded_by IS NULL",
                     (now, newer, older),
                 )
+                await events.record(conn, [older], "superseded", now, by=newer, rule="judged")
+            elif verdict == "both_true":
+                await events.record(conn, [older], "unflagged", now, other=newer)
+                await events.record(conn, [newer], "unflagged", now, other=older)
             await conn.execute(
                 "INSERT INTO changes(memory_n, op) SELECT n, 'put' FROM memories WHERE id IN (?, ?)", (older, newer)
             )
@@ -409,6 +414,10 @@ class LifecycleStore:
             for start in range(0, len(ns), 500):
                 chunk = list(ns[start : start + 500])
                 marks = ",".join("?" * len(chunk))
+                fading = await conn.execute_fetchall(
+                    f"SELECT id FROM memories WHERE n IN ({marks}) AND pinned = 0 AND tier = 'active'", chunk
+                )
+                await events.record(conn, [str(r[0]) for r in fading], "archived", time.time())
                 cursor = await conn.execute(
                     f"UPDATE memories SET tier = 'archived' WHERE n IN ({marks}) AND pinned = 0", chunk
                 )

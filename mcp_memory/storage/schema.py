@@ -21,7 +21,7 @@ from mcp_memory.storage import links
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 _V1 = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -202,6 +202,21 @@ CREATE TABLE second_vectors (
 );
 """
 
+# Each memory's event log (storage/events.py), keyed by id so a forgotten memory keeps its one
+# content-free event. The memories already stored get a "created" event at their creation time.
+_V10 = """
+CREATE TABLE memory_events (
+    n INTEGER PRIMARY KEY AUTOINCREMENT,
+    memory_id TEXT NOT NULL,
+    at REAL NOT NULL,
+    event TEXT NOT NULL,
+    detail TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX memory_events_memory ON memory_events(memory_id, n);
+INSERT INTO memory_events(memory_id, at, event, detail)
+    SELECT id, created_at, 'created', '{"backfilled":true}' FROM memories ORDER BY n;
+"""
+
 # (version, script, the oldest code schema that may write a file at this version). Versions 2 and 3
 # only add tables, so code that knows version 1 may still write memories into such files.
 # Versions 4 and 5 change what a delete must clean (conflicts, summary lineage): older code may not
@@ -209,7 +224,8 @@ CREATE TABLE second_vectors (
 # Version 7's entities must be written with every memory: older code would leave new memories
 # unlinked, so it may not write. Version 8's unique index only refuses what version-7 code would
 # store twice in a race between processes: it may write. Version 9's second vectors are optional
-# (a memory without one is ranked by the first model alone): version-7 code may write.
+# (a memory without one is ranked by the first model alone): version-7 code may write. Version 10's
+# event log is a record, not a rule: what older code writes has no events, nothing breaks.
 MIGRATIONS: list[tuple[int, str, int]] = [
     (1, _V1, 1),
     (2, _V2, 1),
@@ -220,6 +236,7 @@ MIGRATIONS: list[tuple[int, str, int]] = [
     (7, _V7, 7),
     (8, _V8, 7),
     (9, _V9, 7),
+    (10, _V10, 7),
 ]
 # Work a migration does beyond its SQL, in the same transaction.
 BACKFILLS: dict[int, Callable[[sqlite3.Connection], None]] = {7: links.backfill}

@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import aiosqlite
 import anyio
@@ -399,18 +400,14 @@ class SqliteStore:
             except Exception:  # never let the upkeep die: the next round retries
                 log.exception("store upkeep failed")
 
-    async def delete(
-        self, scope: Scope, ns: Sequence[int], *, unpinned_only: bool = False, derived: bool = False
-    ) -> tuple[int, bool]:
-        """Delete memories everywhere and leave no recoverable text (FTS rewrite, WAL truncate);
-        with ``derived`` the facts extracted from them too (a user's forget).
-
-        Returns the count and whether the WAL was emptied now (else at a later commit).
-        """
+    async def delete(self, scope: Scope, ns: Sequence[int], **how: Any) -> tuple[int, bool]:
+        """Delete memories everywhere and leave no recoverable text (FTS rewrite, WAL truncate); ``how``
+        as ``writes.delete`` takes it (unpinned_only, derived, event). Returns the count and whether
+        the WAL was emptied now (else at a later commit)."""
         if not ns:
             return 0, True
         async with self.transaction(scope) as conn:
-            deleted = await writes.delete(conn, ns, unpinned_only=unpinned_only, derived=derived)
+            deleted = await writes.delete(conn, ns, **how)
         return deleted, await self.scrub(scope)
 
     async def scrub(self, scope: Scope) -> bool:

@@ -15,7 +15,7 @@ import orjson
 
 from mcp_memory.errors import ConflictError, NotFoundError
 from mcp_memory.models import SCHEDULER, Applied, Criteria, Merge, NewMemory, NewOccurrence, Scope
-from mcp_memory.storage import links, second
+from mcp_memory.storage import events, links, second
 from mcp_memory.storage.rows import INSERT_MEMORY, record_values, visible_clause
 from mcp_memory.storage.schema import live_copy
 
@@ -90,6 +90,12 @@ async def _insert(conn: aiosqlite.Connection, item: NewMemory, second_model: str
         "INSERT OR IGNORE INTO conflicts(memory_id, other_id, created_at) VALUES (?, ?, ?)",
         [(a, b, rec.created_at) for other in item.conflicts for a, b in ((rec.id, other), (other, rec.id))],
     )
+    await events.record(
+        conn, [rec.id], "created", rec.created_at, kind=rec.kind, level=rec.level, client=rec.provenance.client_name
+    )
+    for other in item.conflicts:
+        await events.record(conn, [rec.id], "flagged", rec.created_at, other=other)
+        await events.record(conn, [other], "flagged", rec.created_at, other=rec.id)
     return n
 
 
@@ -114,6 +120,7 @@ async def _archive_sources(conn: aiosqlite.Connection, item: NewMemory) -> None:
         f"INSERT INTO changes(memory_n, op) SELECT n, 'put' FROM memories WHERE id IN ({marks})", item.summarizes
     )
     await conn.execute(f"UPDATE memories SET tier = 'archived' WHERE id IN ({marks})", item.summarizes)
+    await events.record(conn, item.summarizes, "summarized", rec.created_at, into=rec.id)
 
 
 async def _supersede(
@@ -123,6 +130,7 @@ async def _supersede(
     same key) as superseded by it, and take apart the summaries built on them. Returns their ids."""
     rec = item.record
     old = await _check_named(conn, item.supersedes, where, params)
+    rules = dict.fromkeys((i for _, i in old), "named")
     if item.inferred_supersedes:
         # Replaced by the rules, not named by the caller: one already gone or replaced is skipped.
         marks = ",".join("?" * len(item.inferred_supersedes))
@@ -131,18 +139,22 @@ async def _supersede(
             [*item.inferred_supersedes, *params],
         )
         old.extend((int(r[0]), str(r[1])) for r in found)
+        rules.update((str(r[1]), "rules") for r in found if str(r[1]) not in rules)
     if rec.key is not None:
         found = await conn.execute_fetchall(
             "SELECT n, id FROM memories WHERE key = ? AND namespace IS ? AND superseded_by IS NULL AND n != ?",
             (rec.key, rec.namespace, n),
         )
         old.extend((int(r[0]), str(r[1])) for r in found)
-    for old_n, _ in old:
-        await conn.execute(
+        rules.update((str(r[1]), "key") for r in found if str(r[1]) not in rules)
+    for old_n, old_id in old:
+        cursor = await conn.execute(
             "UPDATE memories SET valid_to = ?, superseded_by = ? WHERE n = ? AND superseded_by IS NULL",
             (rec.created_at, rec.id, old_n),
         )
         await conn.execute("INSERT INTO changes(memory_n, op) VALUES (?, 'put')", (old_n,))
+        if cursor.rowcount:
+            await events.record(conn, [old_id], "superseded", rec.created_at, by=rec.id, rule=rules[old_id])
     # A summary built on a memory now replaced would go on saying the old thing: it is taken
     # apart (its other sources return; the next pass may summarize them again).
     for above in await ancestors(conn, [i for _, i in old]):
@@ -161,6 +173,7 @@ async def _merge(
         return None
     target_n = int(next(iter(rows))[0])
     await insert_occurrence(conn, target_n, merge.occurrence)
+    await events.record(conn, [merge.target_id], "merged", merge.seen_at or now, occurrence=merge.occurrence.id)
     await conn.execute(  # the longest-lived statement sets the expiry (NULL: never)
         "UPDATE memories SET expires_at = CASE WHEN ? IS NULL THEN NULL ELSE MAX(expires_at, ?) END "
         "WHERE n = ? AND expires_at IS NOT NULL",
@@ -179,12 +192,15 @@ async def _merge(
         f"AND m.n != ? AND {where}",
         [*merge.supersedes, target_n, *params],
     )
-    for old_n, _ in found:
+    for old_n, old_id in found:
         await conn.execute(
             "UPDATE memories SET valid_to = ?, superseded_by = ? WHERE n = ?",
             (merge.seen_at or now, merge.target_id, old_n),
         )
         await conn.execute("INSERT INTO changes(memory_n, op) VALUES (?, 'put')", (old_n,))
+        await events.record(
+            conn, [str(old_id)], "superseded", merge.seen_at or now, by=merge.target_id, rule="restated"
+        )
     return [str(i) for _, i in found]
 
 
@@ -224,6 +240,7 @@ async def _live_copy(conn: aiosqlite.Connection, item: NewMemory, now: float) ->
         return str(ident)
     await conn.execute("UPDATE memories SET valid_to = ?, superseded_by = ? WHERE n = ?", (now, rec.id, int(n)))
     await conn.execute("INSERT INTO changes(memory_n, op) VALUES (?, 'put')", (int(n),))
+    await events.record(conn, [str(ident)], "superseded", now, by=rec.id, rule="expired copy")
     return None
 
 
@@ -244,7 +261,14 @@ async def insert_occurrence(conn: aiosqlite.Connection, n: int, occ: NewOccurren
     )
 
 
-async def delete(conn: aiosqlite.Connection, ns: Sequence[int], *, unpinned_only: bool, derived: bool = False) -> int:
+async def delete(
+    conn: aiosqlite.Connection,
+    ns: Sequence[int],
+    *,
+    unpinned_only: bool = False,
+    derived: bool = False,
+    event: str = "forgotten",
+) -> int:
     """Delete memories from every table and index; returns how many rows went.
 
     With ``derived`` (a user's forget) every summary and extracted fact built on them is taken
@@ -261,23 +285,7 @@ async def delete(conn: aiosqlite.Connection, ns: Sequence[int], *, unpinned_only
                 continue
             marks = ",".join("?" * len(chunk))
         if derived:
-            # Every summary and extracted fact built on what goes, at any level, is taken apart in
-            # this transaction (its other sources come back): one a pass wrote while this forget was
-            # on its way is not left holding the forgotten text.
-            going = [
-                str(r[0]) for r in await conn.execute_fetchall(f"SELECT id FROM memories WHERE n IN ({marks})", chunk)
-            ]
-            for above in await ancestors(conn, going):
-                if above not in going:
-                    await undo(conn, above, 0)
-            # a fact the scheduler extracted but had not linked yet (a crash between the two) names
-            # its source in its metadata: it goes too
-            orphans = await conn.execute_fetchall(
-                "SELECT n FROM memories WHERE level = 0 AND transport = ? AND "
-                f"json_extract(metadata, '$.extracted_from') IN ({','.join('?' * len(going))})",
-                [SCHEDULER.transport, *going],
-            )
-            chunk = list(dict.fromkeys([*chunk, *(int(r[0]) for r in orphans)]))
+            chunk = await _with_derived(conn, chunk)
             marks = ",".join("?" * len(chunk))
         ids = f"(SELECT id FROM memories WHERE n IN ({marks}))"
         # The sources a summary archived return to the active tier when it goes (an extracted fact,
@@ -300,10 +308,33 @@ async def delete(conn: aiosqlite.Connection, ns: Sequence[int], *, unpinned_only
             await conn.execute(
                 f"DELETE FROM conflicts WHERE {column} IN (SELECT id FROM memories WHERE n IN ({marks}))", chunk
             )
+        gone = [str(r[0]) for r in await conn.execute_fetchall(f"SELECT id FROM memories WHERE n IN ({marks})", chunk)]
+        await events.only(conn, gone, event, time.time())
         cursor = await conn.execute(f"DELETE FROM memories WHERE n IN ({marks})", chunk)
         deleted += cursor.rowcount
         await conn.executemany("INSERT INTO changes(memory_n, op) VALUES (?, 'del')", [(n,) for n in chunk])
     return deleted
+
+
+async def _with_derived(conn: aiosqlite.Connection, chunk: list[int]) -> list[int]:
+    """A user's forget of rows ``chunk``: the summaries built on them taken apart, and the rows of
+    the facts extracted from them added."""
+    marks = ",".join("?" * len(chunk))
+    # Every summary and extracted fact built on what goes, at any level, is taken apart in
+    # this transaction (its other sources come back): one a pass wrote while this forget was
+    # on its way is not left holding the forgotten text.
+    going = [str(r[0]) for r in await conn.execute_fetchall(f"SELECT id FROM memories WHERE n IN ({marks})", chunk)]
+    for above in await ancestors(conn, going):
+        if above not in going:
+            await undo(conn, above, 0)
+    # a fact the scheduler extracted but had not linked yet (a crash between the two) names
+    # its source in its metadata: it goes too
+    orphans = await conn.execute_fetchall(
+        "SELECT n FROM memories WHERE level = 0 AND transport = ? AND "
+        f"json_extract(metadata, '$.extracted_from') IN ({','.join('?' * len(going))})",
+        [SCHEDULER.transport, *going],
+    )
+    return list(dict.fromkeys([*chunk, *(int(r[0]) for r in orphans)]))
 
 
 async def erase_principal(conn: aiosqlite.Connection, now: float) -> dict[str, int]:
@@ -321,6 +352,7 @@ async def erase_principal(conn: aiosqlite.Connection, now: float) -> dict[str, i
     await conn.execute("DELETE FROM conflicts")
     await conn.execute("DELETE FROM summary_sources")
     await conn.execute("DELETE FROM compression_failures")
+    await conn.execute("DELETE FROM memory_events")
     # the passes' state: the fact extraction's marks and the fact check's counts
     await conn.execute(
         "DELETE FROM meta WHERE key LIKE 'extracted_upto%' OR key LIKE 'fact_check_%' OR key LIKE 'extract_failures:%' "
@@ -366,6 +398,7 @@ async def undo(conn: aiosqlite.Connection, summary_id: str, resist: int) -> list
         await conn.execute(
             f"INSERT INTO changes(memory_n, op) SELECT n, 'put' FROM memories WHERE id IN ({marks})", sources
         )
+        await events.record(conn, sources, "restored", time.time(), summary=summary_id)
         if resist:
             await conn.executemany(
                 "INSERT INTO compression_failures(memory_id, failures) VALUES (?, ?) "
@@ -375,6 +408,7 @@ async def undo(conn: aiosqlite.Connection, summary_id: str, resist: int) -> list
     await conn.execute("DELETE FROM summary_sources WHERE summary_id = ?", (summary_id,))
     await conn.execute("DELETE FROM conflicts WHERE memory_id = ? OR other_id = ?", (summary_id, summary_id))
     for (n,) in list(await conn.execute_fetchall("SELECT n FROM memories WHERE id = ?", (summary_id,))):
+        await events.only(conn, [summary_id], "undone", time.time())
         await conn.execute("DELETE FROM memories_fts WHERE rowid = ?", (n,))
         await conn.execute("DELETE FROM memories WHERE n = ?", (n,))
         await conn.execute("INSERT INTO changes(memory_n, op) VALUES (?, 'del')", (n,))
