@@ -141,7 +141,20 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    if "hook" in words:  # Claude Code reads exit code 2 as "block": a hook exits 0 whatever is wrong
+        try:
+            return _main(words)
+        except SystemExit as exc:
+            if exc.code not in (0, None):
+                _err("mcp-memory hook: answered nothing: the command line above is wrong (see the message)")
+            return 0
+    return _main(words)
+
+
+def _main(argv: Sequence[str]) -> int:
     args = _parser().parse_args(argv)
+    hooked = args.command == "hook"
     try:
         settings = _settings(args)
         light = _light(settings, args)
@@ -177,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return anyio.run(_maintain, settings, as_of)
     except MemoryServerError as exc:
         _err(f"mcp-memory: {exc}")
-        return 2
+        return 0 if hooked else 2
     except KeyboardInterrupt:
         return 130
     return 0

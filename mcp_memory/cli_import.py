@@ -21,9 +21,14 @@ def read_source(source: str, path: Path, settings: Settings) -> list[MemoryInput
         if not path.is_dir():
             raise InvalidInputError("path", f"{str(path)!r} is not a folder; --from markdown reads a folder of notes")
         return foreign.from_markdown(_notes(path), settings.limits)
-    if not path.is_file():
+    if str(path) == "-":
+        data = sys.stdin.buffer.read()
+    elif path.is_dir():
+        raise InvalidInputError("path", f"{str(path)!r} is a folder; --from markdown reads a folder of notes")
+    elif not path.is_file():
         raise InvalidInputError("path", f"{str(path)!r} is not a file")
-    data = path.read_bytes()
+    else:
+        data = path.read_bytes()
     if source == "server-memory":
         return foreign.from_server_memory(data.splitlines(), settings.limits)
     return foreign.from_mem0(data, settings.limits)
@@ -70,7 +75,7 @@ async def run(settings: Settings, source: str, path: Path, apply: bool) -> int:
 def report(source: str, outcome: foreign.Outcome) -> str:
     found = (
         f"{source}: {outcome.read} memories read; {outcome.new} new, {outcome.present} already stored, "
-        f"{outcome.rejected} not worth keeping"
+        f"{outcome.repeated} repeated in the source, {outcome.rejected} not worth keeping"
     )
     if not outcome.applied:
         return f"{found}. Dry run: nothing was written; add --apply to import the {outcome.new} new ones."

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 
 from mcp_memory.config import Settings
 from mcp_memory.errors import InvalidInputError
-from mcp_memory.models import describe_switch, switch_target
+from mcp_memory.models import Scope, describe_switch, switch_target
 from mcp_memory.storage.switch import SwitchFile
 
 
@@ -33,5 +33,13 @@ async def run(settings: Settings, state: str, principal: str | None, namespace: 
         return 0
     target = switch_target(principal, namespace)
     await switches.set(target, state, time.time())
+    still = await switches.off_for(Scope(principal, namespace)) if state == "on" and principal is not None else []
+    if still:  # a broader switch is off: this one being on changes nothing yet
+        broader = ", ".join(describe_switch(t) for t, _ in still)
+        sys.stderr.write(
+            f"{describe_switch(target)} is switched on, but memory stays off there: it is off for {broader}; "
+            "turn that on too (`mcp-memory switch on` without flags for the whole data directory)\n"
+        )
+        return 0
     sys.stderr.write(f"memory is now {state} for {describe_switch(target)}, in every process on {settings.data_dir}\n")
     return 0

@@ -68,7 +68,10 @@ def run(settings: Settings, event: str, raw: bytes) -> int:
     try:
         answer = anyio.run(_answer_in_time, settings, event, _payload(raw))
     except Exception as exc:  # the session must go on whatever happened here
-        log.warning("hook %s answered nothing: %s: %s", event, type(exc).__name__, exc)
+        cause: BaseException = exc
+        while isinstance(cause, BaseExceptionGroup) and cause.exceptions:  # the cause, not the task group
+            cause = cause.exceptions[0]
+        log.warning("hook %s answered nothing: %s: %s", event, type(cause).__name__, cause)
         return 0
     if answer.context:
         out = {"hookSpecificOutput": {"hookEventName": event, "additionalContext": answer.context}}
@@ -112,7 +115,8 @@ async def _answer(settings: Settings, event: str, payload: dict[str, Any]) -> An
             return Answer()
         if event == "UserPromptSubmit":
             core.embedder.start()
-            return await _prompt(core, scope, str(payload.get("prompt") or ""), settings)
+            prompt = payload.get("prompt")
+            return await _prompt(core, scope, prompt if isinstance(prompt, str) else "", settings)
         if event == "SessionStart":
             return await _session_start(core, scope)
         core.embedder.start()

@@ -305,3 +305,21 @@ def test_a_prompt_hook_past_its_deadline_answers_nothing_and_exits_at_once(tmp_p
     assert done.returncode == 0
     assert done.stdout == b""
     assert b"gave up after" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [["--config", "/nonexistent/config.toml"], ["--namespce", "x"]],
+    ids=["missing-config", "mistyped-flag"],
+)
+def test_a_broken_command_line_or_config_never_blocks_the_session(tmp_path: Path, flags: list[str]) -> None:
+    done = hook(tmp_path / "data", "Stop", base(tmp_path / "data", "Stop"), *flags)
+    assert done.returncode == 0  # exit 2 would tell Claude Code to block
+    assert done.stdout == b""
+    assert done.stderr  # and says what is wrong
+
+
+def test_an_unknown_event_never_blocks_the_session(tmp_path: Path) -> None:
+    done = hook(tmp_path / "data", "SubagentStop", {"hook_event_name": "SubagentStop"})
+    assert done.returncode == 0
+    assert done.stdout == b""

@@ -163,3 +163,28 @@ def test_a_wrong_kind_of_path_names_what_to_give(tmp_path: Path, capfd: pytest.C
     assert "reads a folder of notes" in capfd.readouterr().err
     assert _import(tmp_path / "data", "mem0", tmp_path / "nowhere.json") == 2
     assert "is not a file" in capfd.readouterr().err
+
+
+def test_repeats_in_the_source_are_counted_alike_in_the_dry_run_and_read_from_stdin(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    body = b'[{"memory": "Lives in Berlin"}, {"memory": "Lives in Berlin"}, {"memory": "Works at a bakery"}]'
+    data = tmp_path / "data"
+    for flags in ((), ("--apply",)):
+        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(body)))
+        assert _import(data, "mem0", Path("-"), *flags) == 0
+        assert "3 memories read; 2 new, 0 already stored, 1 repeated in the source" in _report(capfd)
+    assert sorted(r[0] for r in _memories(data)) == ["Lives in Berlin", "Works at a bakery"]
+
+
+def test_a_bad_front_matter_date_names_the_note(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "trip.md").write_text("---\ndate: yesterday\n---\nWe flew to Lisbon.\n", encoding="utf-8")
+    assert _import(tmp_path / "data", "markdown", notes, "--apply") == 2
+    error = capfd.readouterr().err
+    assert "trip.md" in error
+    assert "date 'yesterday' is not an ISO 8601 time" in error
+    assert "Traceback" not in error

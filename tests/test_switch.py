@@ -151,3 +151,15 @@ def test_status_doctor_and_a_lifecycle_pass_show_and_obey_it(tmp_path: Path, cap
     assert '"principals_switched_off":1' in capfd.readouterr().out.replace(" ", "")
     with sqlite3.connect(principal_file(data, "alice")) as conn:
         assert conn.execute("SELECT content FROM memories").fetchall() == [(FACT,)]
+
+
+def test_a_narrower_switch_on_says_a_broader_one_keeps_memory_off(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "data"
+    switch(data, "off")
+    capfd.readouterr()
+    switch(data, "on", "--principal", "alice")
+    said = capfd.readouterr().err
+    assert "memory stays off there" in said
+    assert "the whole data directory" in said

@@ -139,7 +139,7 @@ class BrowseService:
         detail: Detail = "lean",
     ) -> MemoryPage:
         """A page of the memories the filters keep, in ``sort`` order; ``next_cursor`` pages on."""
-        await refuse_if_off(self.memory.switch, scope)
+        await refuse_if_off(self.memory.switch, scope, "nothing was read")
         if not 1 <= limit <= MAX_PAGE:
             raise InvalidInputError("limit", f"must be between 1 and {MAX_PAGE}")
         after = from_cursor(cursor)
@@ -167,7 +167,7 @@ class BrowseService:
     async def get_memory(self, scope: Scope, memory_id: str) -> MemoryDetail:
         """One memory in any state (current, replaced, archived, expired) with its history."""
         text_field("id", memory_id)
-        await refuse_if_off(self.memory.switch, scope)
+        await refuse_if_off(self.memory.switch, scope, "nothing was read")
         found = await self.store.select_memories(scope, replace(_EVERY_STATE, ids=(memory_id,)), self.clock())
         if not found:
             raise NotFoundError("memory", memory_id)
@@ -186,9 +186,13 @@ class BrowseService:
     ) -> CorrectResult:
         """Write a corrected version of a current memory that supersedes it (history kept)."""
         text_field("id", memory_id)
+        record = await self._current(scope, memory_id)
         if text is None and kind is None and tags is None and importance is None:
             raise InvalidInputError("text", "give at least one of text, kind, tags or importance to change")
-        record = await self._current(scope, memory_id)
+        if importance is not None and not 0.0 <= importance <= 1.0:
+            raise InvalidInputError("importance", "must be between 0 and 1")
+        if text is not None and not text.strip():
+            raise InvalidInputError("text", "is empty; give the corrected text, or forget the memory instead")
         item = _corrected(record, text, kind, tags, importance, self.clock())
         changed = [
             name
@@ -201,7 +205,9 @@ class BrowseService:
             if new != old
         ]
         if not changed:
-            raise InvalidInputError("text", f"changes nothing: {memory_id!r} already says that")
+            raise InvalidInputError(
+                "id", f"the correction changes nothing: {memory_id!r} already has that text, kind, tags and importance"
+            )
         # The new version lives where the old one did (a principal-wide memory stays principal-wide).
         result = await self.memory.remember(Scope(scope.principal, record.namespace), [item], ctx)
         outcome = result.items[0]

@@ -53,9 +53,11 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "asks the agent to send data somewhere",
         re.compile(
-            r"(?i)\b(always\s+)?(send|forward|email|upload|post|exfiltrate|leak|copy)\s+(all\s+|every\s+|the\s+|any\s+|"
-            r"your\s+|their\s+|user'?s?\s+)*(api\s+keys?|passwords?|credentials|secrets?|tokens?|private\s+keys?|"
-            r"conversations?|chat\s+history|files)\s+to\b"
+            r"(?i)\b(send|forward|email|e-mail|upload|post|exfiltrate|leak|copy|transmit)\s+"
+            r"(all\s+|every\s+|the\s+|any\s+|your\s+|their\s+|user'?s?\s+|contents\s+of\s+|content\s+of\s+)*"
+            r"(api\s+keys?|passwords?|credentials?(\s+files?)?|secrets?|tokens?|private\s+keys?|ssh\s+keys?|cookies|"
+            r"conversations?|chat\s+history|files|[~./\w-]*(id_rsa|id_ed25519|\.env|\.ssh|\.aws|\.netrc|\.npmrc)"
+            r"[\w./-]*(\s+files?)?)\s+to\b"
         ),
     ),
     (

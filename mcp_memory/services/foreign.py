@@ -42,6 +42,7 @@ class Outcome:
     new: int = 0
     present: int = 0
     rejected: int = 0
+    repeated: int = 0  # said again within the source: stored once
     stored: int = 0
     merged: int = 0
     applied: bool = False
@@ -152,13 +153,13 @@ def _mem0_entry(entry: Any, limits: Limits) -> MemoryInput:
     return MemoryInput(content=text, tags=tags, metadata=meta, occurred_at=_moment(when))
 
 
-def _moment(value: Any) -> datetime | None:
+def _moment(value: Any, field: str = "created_at") -> datetime | None:
     if not isinstance(value, str):
         return None
     try:
         moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
-        raise ValueError(f"created_at {value[:40]!r} is not an ISO 8601 time") from None
+        raise ValueError(f"{field} {value[:40]!r} is not an ISO 8601 time (such as 2026-03-01)") from None
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
@@ -182,7 +183,10 @@ def from_markdown(notes: Iterable[Note], limits: Limits) -> list[MemoryInput]:
         front, body = _front_matter(note.text)
         tags = [_tag(t, limits) for t in _as_list(front.get("tags")) if t.strip()]
         kind = str(front.get("kind", "note")).lower()
-        when = _moment(front["date"]) if isinstance(front.get("date"), str) else None
+        try:
+            when = _moment(front["date"], "date") if isinstance(front.get("date"), str) else None
+        except ValueError as exc:
+            raise InvalidInputError(note.path, f"front matter: {exc}") from None
         moment = when or datetime.fromtimestamp(note.modified, UTC)
         for heading, text in _sections(body):
             meta = {"imported_from": "markdown", "file": note.path, **front}
@@ -283,8 +287,10 @@ async def bring_in(
     outcome = Outcome(read=len(items), applied=apply)
     outcome.rejected = sum(r is not None for r in batch.results)
     present = await memory.store.find_by_hash(scope, [p.hash for p in batch.prepared], memory.clock())
-    fresh = [p.item for p in batch.prepared if p.hash not in present]
-    outcome.present = len(batch.prepared) - len(fresh)
+    unique = {p.hash: p.item for p in reversed(batch.prepared) if p.hash not in present}  # the first of repeats
+    fresh = [p.item for p in batch.prepared if p.hash in unique and unique[p.hash] is p.item]
+    outcome.present = sum(p.hash in present for p in batch.prepared)
+    outcome.repeated = len(batch.prepared) - outcome.present - len(fresh)
     outcome.new = len(fresh)
     if not apply:
         return outcome

@@ -39,10 +39,10 @@ async def off_reason(switch: SwitchState | None, scope: Scope) -> str | None:
     )
 
 
-async def refuse_if_off(switch: SwitchState | None, scope: Scope) -> None:
+async def refuse_if_off(switch: SwitchState | None, scope: Scope, what: str = "nothing was stored") -> None:
     reason = await off_reason(switch, scope)
     if reason is not None:
-        raise MemoryOffError(f"nothing was stored: {reason}")
+        raise MemoryOffError(f"{what}: {reason}")
 
 
 def nothing_recalled(query: str, preset: str, budget: int, reason: str) -> RecallResult:
