@@ -49,7 +49,8 @@ async def open_core(settings: Settings, clock: Callable[[], float] = time.time) 
     )
     async with SqliteStore(settings.data_dir, settings.busy_timeout_ms, pool) as store:
         switches = SwitchFile(settings.data_dir, settings.busy_timeout_ms)
-        await switches.seed(EVERYWHERE, settings.memory_switch, clock())  # the config key: first start only
+        if settings.memory_switch == "off":  # the config key, at the first start only (no switch means on)
+            await switches.seed(EVERYWHERE, "off", clock())
         embedder = Embedder(embedder_config(settings), second=second_opinion_config(settings))
         llm = llm_client(settings, clock)  # one client per process: one budget and one breaker
         memory = MemoryService(

@@ -42,7 +42,6 @@ from mcp_memory.text import normalize
 
 log = logging.getLogger(__name__)
 
-EVENTS = ("SessionStart", "UserPromptSubmit", "PreCompact", "Stop")
 # Claude Code waits for a hook; these deadlines keep the session moving when memory is slow.
 DEADLINES = {"SessionStart": 8.0, "PreCompact": 30.0, "Stop": 15.0}  # UserPromptSubmit: hook_prompt_seconds
 PROMPT_K = 5
