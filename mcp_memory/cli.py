@@ -256,6 +256,7 @@ async def _doctor(settings: Settings, explicit: Path | None) -> int:
         )
     else:
         _out(f"permissions: {settings.data_dir} is owner-only")
+    ok = _memory_file_check(settings) and ok
     try:
         async with open_runtime(settings, warm=False) as runtime:
             _out(f"data file: {runtime.store.path_for(scope)}")
@@ -296,6 +297,23 @@ async def _doctor(settings: Settings, explicit: Path | None) -> int:
         _out(f"store: FAILED: {exc}")
     _out("status: OK" if ok else "status: BROKEN")
     return 0 if ok else 1
+
+
+def _memory_file_check(settings: Settings) -> bool:
+    """Whether the memory file, if there is one, would be applied (every error listed by line)."""
+    from mcp_memory.services.memory_file import MemoryFileError, parse
+
+    path = settings.memory_file
+    if path is None or not path.is_file():
+        _out(f"memory file: none at {path} (create it to pin memories by hand)")
+        return True
+    try:
+        items = parse(path, path.read_bytes(), settings.limits)
+    except MemoryFileError as exc:
+        _out(f"memory file: PROBLEM: {exc}")
+        return False
+    _out(f"memory file: {path}, {len(items)} item(s), applied by every server within seconds of a change")
+    return True
 
 
 async def _stats(settings: Settings) -> int:

@@ -114,6 +114,14 @@ class LifecycleSettings(_Section):
     lease_seconds: float = Field(300.0, gt=0, description="a pass holder that dies is replaced after this")
     capacity: int = Field(100_000, ge=1, description="active memories per principal the passes aim to stay under")
     watermark: float = Field(0.8, gt=0, le=1, description="above capacity x watermark, passes get aggressive")
+    golden_k: int = Field(5, ge=1, le=50, description="a golden query must find its memory in this many hits")
+    golden_max_drop: float = Field(
+        0.0, ge=0, lt=1, description="a pass whose golden recall@k falls by more than this is rolled back"
+    )
+    golden_sample: int = Field(
+        20, ge=0, le=200, description="golden queries sampled from pinned and important memories (0: none)"
+    )
+    golden_min_importance: float = Field(0.8, ge=0, le=1, description="the importance a sampled memory needs")
 
 
 class LlmSettings(_Section):
@@ -224,6 +232,11 @@ class Settings(BaseSettings):
         description="the kill switch's state for the whole data directory at its first start only; "
         "afterwards `mcp-memory switch on|off` decides",
     )
+    memory_file: Path | None = Field(
+        None,
+        description="a Markdown file whose list items are pinned memories of the principal; "
+        "default MEMORY.md beside the config file (used when it exists)",
+    )
     busy_timeout_ms: int = Field(10_000, ge=100)
     limits: Limits = Limits()
     embedding: EmbeddingSettings = EmbeddingSettings()
@@ -237,6 +250,11 @@ class Settings(BaseSettings):
     @classmethod
     def _expand(cls, value: Path) -> Path:
         return value.expanduser()
+
+    @field_validator("memory_file")
+    @classmethod
+    def _expand_file(cls, value: Path | None) -> Path | None:
+        return value.expanduser() if value is not None else None
 
     @classmethod
     def settings_customise_sources(
@@ -278,7 +296,11 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
     _reject_unknown_env()
     token = _toml_path.set(path)
     try:
-        return Settings(**overrides)
+        settings = Settings(**overrides)
+        if settings.memory_file is None:  # beside the config in effect (or where it would be)
+            beside = (path or default_config_path()).parent / "MEMORY.md"
+            settings = settings.model_copy(update={"memory_file": beside})
+        return settings
     except ValidationError as exc:
         raise InvalidInputError("config", _describe(exc, path)) from None
     except tomllib.TOMLDecodeError as exc:

@@ -104,6 +104,9 @@ AUTH_SECONDS = Histogram(
     (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0),
 )
 PASSES = Counter("mcp_memory_scheduler_passes_total", "Lifecycle passes by outcome (ran, skipped, failed).")
+GOLDEN_ROLLBACKS = Counter(
+    "mcp_memory_golden_rollbacks_total", "Lifecycle passes rolled back because golden queries lost their memories."
+)
 REMEMBERED = Counter("mcp_memory_remembered_total", "Memories offered to remember, by result.")
 
 
@@ -130,7 +133,16 @@ def add_gauge(name: str, help_text: str, read: Callable[[], float]) -> None:
 
 def render() -> str:
     lines: list[str] = []
-    for metric in (TOOL_CALLS, TOOL_SECONDS, HTTP_REQUESTS, HTTP_SECONDS, AUTH_SECONDS, PASSES, REMEMBERED):
+    for metric in (
+        TOOL_CALLS,
+        TOOL_SECONDS,
+        HTTP_REQUESTS,
+        HTTP_SECONDS,
+        AUTH_SECONDS,
+        PASSES,
+        REMEMBERED,
+        GOLDEN_ROLLBACKS,
+    ):
         lines += metric.render()
     for gauge in _gauges:
         lines += gauge.render()

@@ -105,6 +105,29 @@ class MemoryHistory:
 
 
 @dataclass(frozen=True, slots=True)
+class GoldenRow:
+    """A person's golden query: recall of ``query`` must find ``memory_id`` (or what holds it now)."""
+
+    id: str
+    namespace: str | None
+    query: str
+    memory_id: str
+    created_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class GoldenCheckRow:
+    """One check of the golden queries around a lifecycle pass: recall@k before and after."""
+
+    at: float
+    queries: int
+    before: float
+    after: float
+    rolled_back: bool
+    detail: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
 class NewOccurrence:
     id: str
     session_key: str | None
@@ -136,6 +159,7 @@ class Criteria:
     pinned: bool | None = None
     level: int | None = None
     conflicted: bool | None = None  # flagged as contradicting another memory (or not)
+    keys: tuple[str, ...] | None = None  # memories stored with one of these keys
     namespace_only: bool = False
     include_superseded: bool = False
     include_archived: bool = False
@@ -156,6 +180,7 @@ class Criteria:
                 self.pinned,
                 self.level,
                 self.conflicted,
+                self.keys,
             )
         )
 

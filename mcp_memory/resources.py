@@ -63,8 +63,16 @@ def pinned_markdown(pinned: list[MemoryOut]) -> str:
     if not pinned:
         return "# Pinned memory\n\nNothing is pinned. Pin goals, rules and identity with the `pin` tool.\n"
     lines = ["# Pinned memory", ""]
-    lines += [f"- **{m.kind}**: {m.text} _(id {m.id}, since {m.created_at:%Y-%m-%d})_" for m in pinned]
+    lines += [f"- **{m.kind}**: {m.text} _(id {m.id}, since {m.created_at:%Y-%m-%d}{_origin(m)})_" for m in pinned]
     return "\n".join(lines) + "\n"
+
+
+def _origin(memory: MemoryOut) -> str:
+    """Where a pin from the memory file comes from: edit it there, not with the tools."""
+    key = memory.key or ""
+    if not key.startswith("file:"):
+        return ""
+    return "; from the memory file" + ("" if key.startswith("file:t-") else f", {{#{key[5:]}}}")
 
 
 def task_markdown(state: TaskState) -> str:

@@ -23,6 +23,7 @@ from mcp_memory.errors import StorageError
 from mcp_memory.metrics import PASSES, Process
 from mcp_memory.models import Scope
 from mcp_memory.services.facts import FactService
+from mcp_memory.services.golden import GoldenService, PassChanges
 from mcp_memory.services.lifecycle import LifecycleService
 from mcp_memory.services.ports import MemoryStore, PassControl
 from mcp_memory.services.switch import SwitchState
@@ -48,7 +49,9 @@ class Scheduler:
         clock: Callable[[], float] = time.time,
         facts: FactService | None = None,
         switch: SwitchState | None = None,
+        golden: GoldenService | None = None,
     ) -> None:
+        self.golden = golden  # the golden queries that guard every pass
         self.facts = facts
         self.switch = switch  # the kill switch: a principal whose memory is off is left alone
         self.store = store
@@ -100,6 +103,8 @@ class Scheduler:
             "expired_erased": 0,
             "changes_pruned": 0,
             "second_vectors": 0,
+            "golden_checked": 0,
+            "golden_rollbacks": 0,
         }
         totals["principals_failed"] = 0
         totals["principals_switched_off"] = 0
@@ -158,13 +163,17 @@ class Scheduler:
         self, scope: Scope, moment: float, now: float, totals: dict[str, int], lost: anyio.Event
     ) -> None:
         """Every pass over one principal's file, as of ``moment``; what they write is dated ``now``.
-        Each step first checks the lease is still this process's."""
+        Each step first checks the lease is still this process's. The golden queries are asked
+        before (what answers them is not evicted) and after: a pass that lost them is rolled back."""
 
         def check() -> None:
             if lost.is_set():
                 raise _LeaseLost
 
-        result = await self.lifecycle.decay(scope, moment)
+        before = await self.golden.measure(scope, await self.golden.probes(scope)) if self.golden else None
+        changes = PassChanges()
+        result = await self.lifecycle.decay(scope, moment, keep=before.answering if before else frozenset())
+        changes.archived.extend(result.archived)
         totals["principals"] += 1
         totals["examined"] += result.examined
         totals["evicted"] += result.evicted
@@ -172,17 +181,10 @@ class Scheduler:
         totals["aggressive"] += int(result.aggressive)
         if self.facts is not None:  # the LLM's passes (no-ops without an LLM)
             check()
-            judged = await self.facts.judge_conflicts(scope, now)
-            totals["conflicts_judged"] += judged.judged
-            totals["conflicts_superseded"] += judged.superseded
-            totals["conflicts_cleared"] += judged.cleared
-            check()
-            extracted = await self.facts.extract(scope)
-            totals["facts_extracted"] += extracted.facts
-            totals["facts_refused"] += extracted.refused
-            totals["memories_skipped_for_facts"] += extracted.skipped
+            await self._facts(scope, now, totals)
         check()
         merged = await self.lifecycle.consolidate(scope, moment, written_at=now)
+        changes.summaries.extend(merged.made)
         totals["facts"] += merged.facts
         totals["consolidated"] += merged.consolidated
         check()
@@ -191,13 +193,29 @@ class Scheduler:
         totals["changes_pruned"] += kept.changes_pruned
         check()
         compressed = await self.lifecycle.compress(scope, moment, written_at=now)
+        changes.summaries.extend(compressed.made)
         totals["summaries"] += compressed.summaries
         totals["summarized"] += compressed.summarized
         totals["phase_summaries"] += compressed.phase_summaries
         totals["task_summaries"] += compressed.task_summaries
         totals["compression_failures"] += compressed.failed
+        if self.golden is not None and before is not None:
+            verdict = await self.golden.settle(scope, before, changes)
+            totals["golden_checked"] += verdict is not None
+            totals["golden_rollbacks"] += bool(verdict and verdict.rolled_back)
         check()
         totals["second_vectors"] += await self.lifecycle.second_vectors(scope)
+
+    async def _facts(self, scope: Scope, now: float, totals: dict[str, int]) -> None:
+        assert self.facts is not None
+        judged = await self.facts.judge_conflicts(scope, now)
+        totals["conflicts_judged"] += judged.judged
+        totals["conflicts_superseded"] += judged.superseded
+        totals["conflicts_cleared"] += judged.cleared
+        extracted = await self.facts.extract(scope)
+        totals["facts_extracted"] += extracted.facts
+        totals["facts_refused"] += extracted.refused
+        totals["memories_skipped_for_facts"] += extracted.skipped
 
     async def run(self, stop: anyio.Event) -> None:
         """Pass after pass until ``stop`` is set; a pass in progress finishes first."""

@@ -265,6 +265,10 @@ class StatsResult(BaseModel):
     llm: dict[str, Any] | None = Field(
         None, description="this principal's LLM use today against its budget; None when no LLM is configured"
     )
+    golden: dict[str, Any] = Field(
+        default_factory=dict,
+        description="golden queries: the person's, passes rolled back for losing them, the last check",
+    )
 
 
 class ForgetItem(BaseModel):
@@ -378,3 +382,23 @@ class CorrectResult(BaseModel):
     outcome: Literal["corrected", "merged"]
     changed: list[str] = Field(description="the fields that changed")
     note: str | None = None
+
+
+class GoldenQueryOut(BaseModel):
+    id: str = Field(description="pass it as remove to delete the query; sampled:<memory id> for a sampled one")
+    query: str
+    memory_id: str = Field(description="the memory recall must find (or what replaced or summarizes it)")
+    namespace: str | None = None
+    found: bool | None = Field(None, description="with check=true: whether recall finds it now (top k)")
+
+
+class GoldenQueriesResult(BaseModel):
+    """The golden queries that guard every lifecycle pass, and how the last checks went."""
+
+    queries: list[GoldenQueryOut] = Field(description="the person's queries, and with check=true the sampled ones")
+    k: int = Field(description="a query must find its memory within this many hits")
+    recall_at_k: float | None = Field(None, description="with check=true: the share of queries found now")
+    recent_checks: list[dict[str, Any]] = Field(
+        default_factory=list, description="the last checks around a pass: recall@k before and after, rolled back"
+    )
+    rollbacks: int = Field(0, description="passes rolled back because they lost golden memories")

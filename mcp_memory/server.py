@@ -32,6 +32,7 @@ from mcp_memory.config import HttpSettings, Settings
 from mcp_memory.embed.loader import Embedder
 from mcp_memory.erasure_tool import register_erasure_tool
 from mcp_memory.errors import InvalidInputError, MemoryServerError
+from mcp_memory.golden_tool import register_golden_tool
 from mcp_memory.jwt_auth import JwtVerifier
 from mcp_memory.models import Scope
 from mcp_memory.prompts import register_prompts
@@ -42,8 +43,10 @@ from mcp_memory.scope import ScopeResolver, current_request_id, record_request
 from mcp_memory.services.browse import BrowseService
 from mcp_memory.services.erasure import ErasureService
 from mcp_memory.services.facts import FactService
+from mcp_memory.services.golden import GoldenService
 from mcp_memory.services.lifecycle import LifecycleService
 from mcp_memory.services.memory import MemoryService
+from mcp_memory.services.memory_file import MemoryFile
 from mcp_memory.services.stats import StatsService
 from mcp_memory.services.tasks import TaskService
 from mcp_memory.stdio import run_stdio
@@ -130,6 +133,7 @@ class Runtime:
     scheduler: Scheduler
     mcp: MCPServer[Any]
     watcher: ChangeWatcher
+    memory_file: MemoryFile
 
 
 @asynccontextmanager
@@ -171,6 +175,8 @@ async def open_runtime(
         register_prompts(mcp, memory, tasks, scopes)
         register_completions(mcp, tasks, scopes)
         client_log.install(mcp)
+        golden = GoldenService(store, memory, settings.lifecycle, clock=clock)
+        register_golden_tool(mcp, golden, scopes)
         scheduler = Scheduler(
             store,
             ControlStore(settings.data_dir, settings.busy_timeout_ms),
@@ -179,9 +185,19 @@ async def open_runtime(
             clock=clock,
             facts=FactService(store, memory, llm),
             switch=memory.switch,
+            golden=golden,
         )
+        assert settings.memory_file is not None  # load_settings puts it beside the config
         runtime = Runtime(
-            settings, store, embedder, memory, tasks, scheduler, mcp, ChangeWatcher(notifier, memory, tasks)
+            settings,
+            store,
+            embedder,
+            memory,
+            tasks,
+            scheduler,
+            mcp,
+            ChangeWatcher(notifier, memory, tasks),
+            MemoryFile(memory, settings.memory_file, Scope(settings.principal), settings.limits, control),
         )
         metrics.add_gauge(
             "mcp_memory_memories_indexed",
@@ -206,6 +222,7 @@ async def open_runtime(
                 background.start_soon(scheduler.run, stop)
             if warm:  # what other processes and the passes change reaches this process's subscribers
                 background.start_soon(runtime.watcher.run, stop)
+                background.start_soon(runtime.memory_file.watch, stop)
             try:
                 yield runtime
             except BaseException as exc:  # re-raised below, outside the task group, unwrapped

@@ -112,6 +112,8 @@ def test_copies_stored_twice_before_the_unique_index_are_folded_into_the_oldest(
         conn.execute("UPDATE meta SET value = '7' WHERE key = 'schema_version'")
         conn.execute("DROP TABLE second_vectors")  # added by version 9
         conn.execute("DROP TABLE memory_events")  # added by version 10
+        conn.execute("DROP TABLE golden_queries")  # added by version 11
+        conn.execute("DROP TABLE golden_checks")
         conn.execute("DELETE FROM meta WHERE key = 'second_model'")
         conn.commit()
     finally:

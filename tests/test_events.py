@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 from mcp.client import Client
 
-from mcp_memory.models import Scope
 from mcp_memory.server import Runtime
 from mcp_memory.storage.pool import principal_file
 from tests.conftest import Clock, call
@@ -58,11 +57,16 @@ async def test_summarized_restored_and_undone(runtime: Runtime, client: Client, 
     assert _stored_events(runtime.settings.data_dir, summary) == [("undone", "{}")]
 
 
-async def test_archived_by_a_pass(runtime: Runtime, client: Client) -> None:
-    stored = (await call(client, "remember", {"content": "The old VPN used OpenVPN on port 1194"}))["items"][0]["id"]
-    (record,) = [r for r in await runtime.store.export_rows(Scope("alice")) if r.id == stored]
-    await runtime.store.lifecycle.archive(Scope("alice"), [record.rowid])
-    assert [e for e, _ in await _events(client, stored)] == ["created", "archived"]
+async def test_archived_by_a_pass_with_its_retention_and_threshold(
+    runtime: Runtime, client: Client, clock: Clock
+) -> None:
+    content = {"content": "The old VPN used OpenVPN on port 1194", "importance": 0.1}
+    stored = (await call(client, "remember", content))["items"][0]["id"]
+    clock.advance(400 * 3600)  # S = 72 h x 1.4: R = exp(-400 / 100.8) = 0.019, under evict_threshold 0.05
+    assert (await runtime.scheduler.run_once())["evicted"] == 1
+    (created, archived) = await _events(client, stored)
+    assert created[0] == "created"
+    assert archived == ("archived", {"retention": 0.0189, "threshold": 0.05})
 
 
 async def test_a_forget_leaves_one_content_free_event(runtime: Runtime, client: Client) -> None:

@@ -296,6 +296,11 @@ class Rounds:
             lambda: by_id("undo_summary", vm, lambda x: lambda: tool(c, "undo_summary", {"id": x})),
             lambda: by_id("get_memory", vm, lambda x: lambda: tool(c, "get_memory", {"id": x})),
             lambda: by_id(
+                "golden_queries",
+                vm,
+                lambda x: lambda: tool(c, "golden_queries", {"query": p.text("find it"), "memory_id": x}),
+            ),
+            lambda: by_id(
                 "correct_memory", vm, lambda x: lambda: tool(c, "correct_memory", {"id": x, "text": p.text("mine")})
             ),
             lambda: by_id(

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import anyio
 import numpy as np
@@ -44,6 +44,7 @@ MAX_GROUPS_PER_PASS = 50  # summaries tried per principal, level and pass
 TASK_IDLE_HOURS = 24  # a finished task is summarized once it has not changed for this long
 SEMANTIC_KINDS = ("preference", "constraint")  # held by the user: consolidated, never summarized away
 MAX_NEW_PER_PASS = 2_000  # memories a consolidation pass compares with all those before them
+CHANGES_KEPT = 10_000  # change-log entries kept for other processes (one further behind reloads its index)
 
 
 def strength_hours(base_hours: float, importance: float, access_count: int) -> float:
@@ -61,12 +62,14 @@ class DecayOutcome:
     evicted: int
     compress_candidates: int
     aggressive: bool = False
+    archived: list[str] = field(default_factory=list)  # ids moved to the archive tier
 
 
 @dataclass(frozen=True)
 class ConsolidateOutcome:
     facts: int
     consolidated: int
+    made: list[str] = field(default_factory=list)  # the facts' ids
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,7 @@ class CompressOutcome:
     failed: int
     phase_summaries: int = 0  # L2
     task_summaries: int = 0  # L3
+    made: list[str] = field(default_factory=list)  # the summaries' ids, in the order written
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,7 @@ class _Tally:
     summaries: int
     summarized: int
     failed: int
+    made: list[str]
 
 
 @dataclass(frozen=True)
@@ -96,11 +101,6 @@ class _Group:
     header: str | None = None  # a line from the task's record (L3), given to the check as a source
     task_id: str | None = None
     context: str = ""  # what the prompt says before the memories
-
-
-# Entries of the change log kept for other processes to replay; one that fell further behind
-# reloads its vector index from the file instead.
-CHANGES_KEPT = 10_000
 
 
 @dataclass(frozen=True)
@@ -119,36 +119,46 @@ class LifecycleService:
         self.embedder = embedder
         self.settings = settings
 
-    async def decay(self, scope: Scope, now: float) -> DecayOutcome:
-        """One decay pass over the principal's active, unpinned memories (every namespace)."""
+    async def decay(self, scope: Scope, now: float, keep: frozenset[int] = frozenset()) -> DecayOutcome:
+        """One decay pass over the principal's active, unpinned memories (every namespace); the rows
+        in ``keep`` (what answers the golden queries now) are never evicted."""
         cfg = self.settings
         rows = await self.rows.decay_rows(scope)
         # Over the watermark a pass evicts more: below four times the threshold with importance up
         # to 0.7, the faintest first, only until the store is back under the watermark.
         target = int(cfg.capacity * cfg.watermark)
         aggressive = len(rows) > target
-        evict: list[int] = []
+        evict: dict[int, tuple[float, float]] = {}  # n -> (retention, the threshold it fell under)
         extra: list[tuple[float, int]] = []  # (retention, n): evictable only over the watermark
+        deep = min(cfg.evict_threshold * 4, cfg.compress_threshold)
         compress = 0
         for n, importance, access_count, last_touch in rows:
             idle = max(now - last_touch, 0.0) / 3600
             r = retention(idle, cfg.decay_base_hours, importance, access_count)
-            if r < cfg.evict_threshold and importance < 0.5:
-                evict.append(n)
-            elif aggressive and r < min(cfg.evict_threshold * 4, cfg.compress_threshold) and importance < 0.7:
+            if r < cfg.evict_threshold and importance < 0.5 and n not in keep:
+                evict[n] = (r, cfg.evict_threshold)
+            elif (
+                aggressive
+                and r < min(cfg.evict_threshold * 4, cfg.compress_threshold)
+                and importance < 0.7
+                and n not in keep
+            ):
                 extra.append((r, n))
             elif r < cfg.compress_threshold and idle >= 24:
                 compress += 1
         over = len(rows) - len(evict) - target
         if over > 0:
-            evict.extend(n for _, n in sorted(extra)[:over])
-        evicted = 0
+            evict.update((n, (r, deep)) for r, n in sorted(extra)[:over])
+        evicted, archived = 0, []
         if evict:
             if cfg.evict_action == "delete":
-                evicted, _ = await self.store.delete(scope, evict, unpinned_only=True, event="evicted")
+                evicted, _ = await self.store.delete(scope, list(evict), unpinned_only=True, event="evicted")
             else:
-                evicted = await self.rows.archive(scope, evict)
-        return DecayOutcome(examined=len(rows), evicted=evicted, compress_candidates=compress, aggressive=aggressive)
+                archived = await self.rows.archive(scope, evict)
+                evicted = len(archived)
+        return DecayOutcome(
+            examined=len(rows), evicted=evicted, compress_candidates=compress, aggressive=aggressive, archived=archived
+        )
 
     async def upkeep(self, scope: Scope, now: float) -> UpkeepOutcome:
         """Erase what has expired (its text gone from the file, as a forget leaves it) and keep the
@@ -200,6 +210,7 @@ class LifecycleService:
             failed=done.failed + phases.failed + tasks.failed,
             phase_summaries=phases.summaries,
             task_summaries=tasks.summaries,
+            made=[*tasks.made, *done.made, *phases.made],
         )
 
     async def _session_groups(self, scope: Scope, now: float) -> list[_Group]:
@@ -261,6 +272,7 @@ class LifecycleService:
 
     async def _summarize_groups(self, scope: Scope, groups: list[_Group], now: float, limit: int) -> _Tally:
         summaries = summarized = failed = 0
+        made: list[str] = []
         for group in groups[: max(limit, 0)]:
             texts = [m.content for m in group.members]
             sources = [group.header, *texts] if group.header else texts
@@ -281,9 +293,10 @@ class LifecycleService:
             except ConflictError:
                 continue  # a source was forgotten, pinned or replaced meanwhile: the next pass looks again
             await self.rows.count_fact_check(scope, group.namespace, passed=True)
+            made.append(memory.record.id)
             summaries += 1
             summarized += len(group.members)
-        return _Tally(summaries=summaries, summarized=summarized, failed=failed)
+        return _Tally(summaries=summaries, summarized=summarized, failed=failed, made=made)
 
     async def consolidate(self, scope: Scope, now: float, written_at: float | None = None) -> ConsolidateOutcome:
         """Statements of one preference or constraint from two or more sessions become one fact.
@@ -309,6 +322,7 @@ class LifecycleService:
         records = [r for r in records if r.rowid in vectors]
         groups = consolidation.same_fact_groups(records, vectors, fresh, related)
         facts = consolidated = 0
+        made: list[str] = []
         done = True  # every group was looked at: the new memories need not be compared again
         for members in groups:
             if facts >= MAX_GROUPS_PER_PASS:
@@ -325,9 +339,10 @@ class LifecycleService:
                 continue
             facts += 1
             consolidated += len(members)
+            made.append(fact.record.id)
         if done:
             await self.rows.mark_consolidated(scope, max(fresh))
-        return ConsolidateOutcome(facts=facts, consolidated=consolidated)
+        return ConsolidateOutcome(facts=facts, consolidated=consolidated, made=made)
 
     @staticmethod
     def _fact(

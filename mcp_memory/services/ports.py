@@ -20,6 +20,8 @@ from mcp_memory.models import (
     Centring,
     Criteria,
     DenseHits,
+    GoldenCheckRow,
+    GoldenRow,
     Link,
     MemoryHistory,
     MemoryRecord,
@@ -176,8 +178,9 @@ class LifecycleRows(Protocol):
         undone summary is not simply made again by the next pass."""
         ...
 
-    async def archive(self, scope: Scope, ns: Sequence[int]) -> int:
-        """Move memories to the archive tier (kept, out of default recall)."""
+    async def archive(self, scope: Scope, faded: dict[int, tuple[float, float]]) -> list[str]:
+        """Move memories (row -> retention, the threshold it fell under) to the archive tier (kept,
+        out of default recall), each event naming both; returns the ids moved."""
         ...
 
     async def count_fact_check(self, scope: Scope, namespace: str | None, passed: bool) -> None:
@@ -232,6 +235,42 @@ class BrowseRows(Protocol):
         ...
 
 
+class GoldenRows(Protocol):
+    """The golden queries that guard the lifecycle passes, and the record of their checks."""
+
+    async def add(self, scope: Scope, row: GoldenRow) -> None: ...
+
+    async def remove(self, scope: Scope, golden_id: str) -> bool:
+        """Delete one of the scope's queries; whether it was there."""
+        ...
+
+    async def queries(self, scope: Scope) -> list[GoldenRow]:
+        """The person's queries the scope sees (every namespace's for a principal-wide scope)."""
+        ...
+
+    async def candidates(self, scope: Scope, min_importance: float, limit: int) -> list[MemoryRecord]:
+        """Current, active raw memories that are pinned or at least this important: pinned first."""
+        ...
+
+    async def document_counts(self, scope: Scope, terms: Sequence[str]) -> dict[str, int]:
+        """How many stored memories hold each keyword term."""
+        ...
+
+    async def accepted(self, scope: Scope, memory_id: str) -> list[MemoryRecord]:
+        """The memory, what replaced it and every summary holding one of those."""
+        ...
+
+    async def record_check(self, scope: Scope, check: GoldenCheckRow) -> None: ...
+
+    async def checks(self, scope: Scope) -> tuple[list[GoldenCheckRow], int]:
+        """The last checks, newest first, and how many rolled a pass back."""
+        ...
+
+    async def unarchive(self, scope: Scope, ids: Sequence[str], reason: str) -> int:
+        """Archived memories back to the active tier; how many."""
+        ...
+
+
 class MemoryStore(Protocol):
     """The system of record for memories, with its vector search, one principal at a time."""
 
@@ -243,6 +282,9 @@ class MemoryStore(Protocol):
 
     @property
     def browse(self) -> BrowseRows: ...
+
+    @property
+    def golden(self) -> GoldenRows: ...
 
     async def change_mark(self, scope: Scope) -> int:
         """A number that moves with every write of any process to the principal's memories."""

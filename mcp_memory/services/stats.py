@@ -71,7 +71,24 @@ class StatsService:
                 "pass_rate": round(passed / (passed + failed), 3) if passed + failed else None,
             },
             llm=await self.llm.usage(scope.principal) if self.llm is not None else None,
+            golden=await self._golden(scope),
         )
+
+    async def _golden(self, scope: Scope) -> dict[str, Any]:
+        recent, rollbacks = await self.store.golden.checks(scope)
+        last = recent[0] if recent else None
+        return {
+            "queries": len(await self.store.golden.queries(scope)),
+            "rollbacks": rollbacks,
+            "last_check": None
+            if last is None
+            else {
+                "at": _iso(last.at),
+                "recall_before": round(last.before, 4),
+                "recall_after": round(last.after, 4),
+                "rolled_back": last.rolled_back,
+            },
+        }
 
 
 def _pass_out(recorded: dict[str, Any]) -> dict[str, Any]:
@@ -79,6 +96,10 @@ def _pass_out(recorded: dict[str, Any]) -> dict[str, Any]:
     other time the tools return."""
     out = {k: v for k, v in recorded.items() if k not in ("details", "holder")}
     for key in ("started_at", "finished_at"):
-        moment = to_datetime(out.get(key))
-        out[key] = moment.isoformat() if moment is not None else None
+        out[key] = _iso(out.get(key))
     return out
+
+
+def _iso(seconds: float | None) -> str | None:
+    moment = to_datetime(seconds)
+    return moment.isoformat() if moment is not None else None

@@ -22,7 +22,7 @@ EVENTS = (
     "superseded",  # replaced (detail: by, rule: named | key | rules | restated | expired copy | correction | judged)
     "flagged",  # may contradict another memory (detail: other)
     "unflagged",  # judged both true (detail: other)
-    "archived",  # faded to the archive tier by a lifecycle pass
+    "archived",  # faded to the archive tier by a lifecycle pass (detail: retention, threshold)
     "summarized",  # archived under a summary (detail: into)
     "restored",  # back to the active tier when its summary was taken apart (detail: summary)
     "forgotten",  # deleted by a user's forget: the only event left of it

@@ -407,21 +407,24 @@ class LifecycleStore:
                 await writes.undo(conn, above, 0)
             return await writes.undo(conn, summary_id, resist)
 
-    async def archive(self, scope: Scope, ns: Sequence[int]) -> int:
-        """Move memories to the archive tier (kept, out of default recall)."""
-        archived = 0
+    async def archive(self, scope: Scope, faded: dict[int, tuple[float, float]]) -> list[str]:
+        """Move memories (row -> retention, the threshold it fell under) to the archive tier (kept,
+        out of default recall); each one's event names both. Returns their ids."""
+        archived: list[str] = []
+        ns = list(faded)
         async with self.store.transaction(scope) as conn:
             for start in range(0, len(ns), 500):
-                chunk = list(ns[start : start + 500])
+                chunk = ns[start : start + 500]
                 marks = ",".join("?" * len(chunk))
                 fading = await conn.execute_fetchall(
-                    f"SELECT id FROM memories WHERE n IN ({marks}) AND pinned = 0 AND tier = 'active'", chunk
+                    f"SELECT n, id FROM memories WHERE n IN ({marks}) AND pinned = 0 AND tier = 'active'", chunk
                 )
-                await events.record(conn, [str(r[0]) for r in fading], "archived", time.time())
-                cursor = await conn.execute(
-                    f"UPDATE memories SET tier = 'archived' WHERE n IN ({marks}) AND pinned = 0", chunk
-                )
-                archived += cursor.rowcount
+                for n, memory_id in fading:
+                    retention, threshold = faded[n]
+                    detail = {"retention": round(retention, 4), "threshold": threshold}
+                    await events.record(conn, [str(memory_id)], "archived", time.time(), **detail)
+                await conn.execute(f"UPDATE memories SET tier = 'archived' WHERE n IN ({marks}) AND pinned = 0", chunk)
+                archived.extend(str(r[1]) for r in fading)
                 await conn.executemany("INSERT INTO changes(memory_n, op) VALUES (?, 'put')", [(n,) for n in chunk])
         return archived
 

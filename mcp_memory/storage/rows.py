@@ -70,12 +70,10 @@ def visible_clause(scope: Scope, criteria: Criteria, now: float, alias: str = "m
     if not criteria.include_expired:
         clauses.append(f"({alias}.expires_at IS NULL OR {alias}.expires_at > ?)")
         params.append(now)
-    if criteria.ids is not None:
-        clauses.append(f"{alias}.id IN ({','.join('?' * len(criteria.ids))})")
-        params.extend(criteria.ids)
-    if criteria.kinds:
-        clauses.append(f"{alias}.kind IN ({','.join('?' * len(criteria.kinds))})")
-        params.extend(criteria.kinds)
+    for column, values in (("id", criteria.ids), ("kind", criteria.kinds or None), ("key", criteria.keys)):
+        if values is not None:  # SQLite reads an empty IN list as matching nothing
+            clauses.append(f"{alias}.{column} IN ({','.join('?' * len(values))})")
+            params.extend(values)
     if criteria.tags:
         marks = ",".join("?" * len(criteria.tags))
         clauses.append(f"{alias}.n IN (SELECT memory_n FROM memory_tags WHERE tag IN ({marks}))")

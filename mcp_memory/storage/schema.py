@@ -21,7 +21,7 @@ from mcp_memory.storage import links
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 _V1 = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -217,6 +217,28 @@ INSERT INTO memory_events(memory_id, at, event, detail)
     SELECT id, created_at, 'created', '{"backfilled":true}' FROM memories ORDER BY n;
 """
 
+# Golden queries (storage/golden.py): the person's queries with the memory each must find, and the
+# checks the lifecycle passes made against them.
+_V11 = """
+CREATE TABLE golden_queries (
+    id TEXT PRIMARY KEY,
+    namespace TEXT,
+    query TEXT NOT NULL,
+    memory_id TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE INDEX golden_queries_memory ON golden_queries(memory_id);
+CREATE TABLE golden_checks (
+    n INTEGER PRIMARY KEY AUTOINCREMENT,
+    at REAL NOT NULL,
+    queries INTEGER NOT NULL,
+    before REAL NOT NULL,
+    after REAL NOT NULL,
+    rolled_back INTEGER NOT NULL,
+    detail TEXT NOT NULL DEFAULT '{}'
+);
+"""
+
 # (version, script, the oldest code schema that may write a file at this version). Versions 2 and 3
 # only add tables, so code that knows version 1 may still write memories into such files.
 # Versions 4 and 5 change what a delete must clean (conflicts, summary lineage): older code may not
@@ -225,7 +247,8 @@ INSERT INTO memory_events(memory_id, at, event, detail)
 # unlinked, so it may not write. Version 8's unique index only refuses what version-7 code would
 # store twice in a race between processes: it may write. Version 9's second vectors are optional
 # (a memory without one is ranked by the first model alone): version-7 code may write. Version 10's
-# event log is a record, not a rule: what older code writes has no events, nothing breaks.
+# event log is a record, not a rule: what older code writes has no events, nothing breaks. Version
+# 11's golden queries only guard passes: older code runs its passes unguarded, nothing breaks.
 MIGRATIONS: list[tuple[int, str, int]] = [
     (1, _V1, 1),
     (2, _V2, 1),
@@ -237,6 +260,7 @@ MIGRATIONS: list[tuple[int, str, int]] = [
     (8, _V8, 7),
     (9, _V9, 7),
     (10, _V10, 7),
+    (11, _V11, 7),
 ]
 # Work a migration does beyond its SQL, in the same transaction.
 BACKFILLS: dict[int, Callable[[sqlite3.Connection], None]] = {7: links.backfill}

@@ -44,6 +44,7 @@ from mcp_memory.models import (
 from mcp_memory.storage import links, second, writes
 from mcp_memory.storage.browse import BrowseStore
 from mcp_memory.storage.counts import CountStore
+from mcp_memory.storage.golden import GoldenStore
 from mcp_memory.storage.lifecycle import LifecycleStore
 from mcp_memory.storage.pool import PoolLimits, PrincipalPool, principal_file
 from mcp_memory.storage.principal import PrincipalDb
@@ -74,6 +75,7 @@ class SqliteStore:
         self.lifecycle = LifecycleStore(self)  # the lifecycle passes' reads and writes, on these files
         self.counts = CountStore(self)  # what stats and receipts count
         self.browse = BrowseStore(self)  # paging through memories and their history
+        self.golden = GoldenStore(self)  # the queries that guard the passes, and their checks
         self._group: TaskGroup | None = None
 
     async def __aenter__(self) -> SqliteStore:

@@ -16,7 +16,7 @@ import orjson
 from mcp_memory.errors import ConflictError, NotFoundError
 from mcp_memory.models import SCHEDULER, Applied, Criteria, Merge, NewMemory, NewOccurrence, Scope
 from mcp_memory.storage import events, links, second
-from mcp_memory.storage.rows import INSERT_MEMORY, record_values, visible_clause
+from mcp_memory.storage.rows import INSERT_MEMORY, record_values, rows_in, visible_clause
 from mcp_memory.storage.schema import live_copy
 
 
@@ -310,6 +310,7 @@ async def delete(
             )
         gone = [str(r[0]) for r in await conn.execute_fetchall(f"SELECT id FROM memories WHERE n IN ({marks})", chunk)]
         await events.only(conn, gone, event, time.time())
+        await rows_in(conn, "DELETE FROM golden_queries WHERE memory_id IN ({marks})", gone)  # it names what is gone
         cursor = await conn.execute(f"DELETE FROM memories WHERE n IN ({marks})", chunk)
         deleted += cursor.rowcount
         await conn.executemany("INSERT INTO changes(memory_n, op) VALUES (?, 'del')", [(n,) for n in chunk])
@@ -353,6 +354,8 @@ async def erase_principal(conn: aiosqlite.Connection, now: float) -> dict[str, i
     await conn.execute("DELETE FROM summary_sources")
     await conn.execute("DELETE FROM compression_failures")
     await conn.execute("DELETE FROM memory_events")
+    await conn.execute("DELETE FROM golden_queries")
+    await conn.execute("DELETE FROM golden_checks")
     # the passes' state: the fact extraction's marks and the fact check's counts
     await conn.execute(
         "DELETE FROM meta WHERE key LIKE 'extracted_upto%' OR key LIKE 'fact_check_%' OR key LIKE 'extract_failures:%' "

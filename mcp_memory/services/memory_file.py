@@ -1,0 +1,255 @@
+"""The memory file: a Markdown file the person edits whose list items are pinned memories.
+
+    # Memory
+    - The user prefers answers in British English. {#spelling}
+    - 用户喜欢喝乌龙茶，不加糖 {#tea}
+    - Deploys need Ingrid's approval.
+
+Every list item (``-``, ``*``, ``+`` or ``1.``; indented lines continue it) is one memory, pinned,
+keyed ``file:<key>``. ``{#key}`` at the end names the key, so editing the item supersedes the old
+pin; an item without one is keyed by its text (an edit unpins the old text and pins the new).
+Deleting an item unpins its memory (kept, history intact). Headings, prose and HTML comments are
+not memories. A file with any error (a key used twice, a malformed key, an empty or oversized item,
+a credential) is reported with the line of each error and nothing of it is applied.
+
+Every process on the data directory checks the file's modification time and size at each call of
+``sync`` (the server does so every two seconds) and, when it changed, compares the file with the
+store under a lease in the control file: one process writes the differences, the others find
+nothing left to write.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+
+from mcp_memory.config import Limits
+from mcp_memory.errors import MemoryServerError
+from mcp_memory.models import Criteria, Provenance, Scope
+from mcp_memory.redact import secret_kinds
+from mcp_memory.schemas import MemoryInput
+from mcp_memory.services.intake import CallContext
+from mcp_memory.services.memory import MemoryService
+from mcp_memory.services.ports import PassControl
+from mcp_memory.text import TextProblem, check_text
+
+log = logging.getLogger(__name__)
+MAX_FILE_BYTES = 262_144
+POLL_SECONDS = 2.0  # how often a server looks at the file's modification time and size
+LEASE_SECONDS = 60.0  # a process that died applying the file holds it no longer than this
+KEY_PREFIX = "file:"
+FILE_PROVENANCE = Provenance(client_name="memory file", transport="file")
+_ITEM = re.compile(r"^(?P<indent>\s{0,3})(?:[-*+]|\d{1,9}[.)])\s+(?P<text>.*)$")
+_KEY = re.compile(r"\s*\{#(?P<key>[^}]*)\}\s*$")
+_GOOD_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_HEADING = re.compile(r"^\s{0,3}#{1,6}(\s|$)")
+_FENCE = re.compile(r"^\s{0,3}(```|~~~)")
+
+
+@dataclass(frozen=True)
+class FileItem:
+    key: str  # without the prefix
+    text: str
+    line: int
+
+
+class MemoryFileError(MemoryServerError):
+    """The file has errors: each one with its line, and nothing of it applied."""
+
+    def __init__(self, path: Path, problems: list[tuple[int, str]]) -> None:
+        self.problems = problems
+        listed = "; ".join(f"line {line}: {problem}" for line, problem in problems[:10])
+        more = f" (and {len(problems) - 10} more)" if len(problems) > 10 else ""
+        super().__init__(f"the memory file {str(path)!r} was not applied: {listed}{more}")
+
+
+@dataclass(frozen=True)
+class SyncOutcome:
+    pinned: int  # new or edited items written (and pinned)
+    repinned: int  # unchanged items whose memory had been unpinned
+    unpinned: int  # items gone from the file
+    items: int  # items in the file
+
+
+def parse(path: Path, data: bytes, limits: Limits) -> list[FileItem]:
+    """The file's items, or MemoryFileError naming every problem by line."""
+    if len(data) > MAX_FILE_BYTES:
+        raise MemoryFileError(path, [(1, f"the file is {len(data)} bytes, over {MAX_FILE_BYTES}; split it or trim it")])
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise MemoryFileError(path, [(line, "not UTF-8 text; save the file as UTF-8")]) from None
+    problems: list[tuple[int, str]] = []
+    items = [_item(lines, first, problems, limits) for first, lines in _blocks(text)]
+    seen: dict[str, int] = {}
+    for item in items:
+        if item.key in seen:
+            problems.append((item.line, f"the key {item.key!r} is already used on line {seen[item.key]}"))
+        seen.setdefault(item.key, item.line)
+    if problems:
+        raise MemoryFileError(path, sorted(problems))
+    return items
+
+
+def _blocks(text: str) -> list[tuple[int, list[str]]]:
+    """Each list item's lines with its first line number: an indented line continues the item above
+    it; a heading or unindented prose ends it; code blocks and HTML comments are skipped."""
+    blocks: list[tuple[int, list[str]]] = []
+    open_item = fenced = in_comment = False
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if _FENCE.match(line):
+            fenced, open_item = not fenced, False
+            continue
+        if fenced or in_comment:
+            in_comment = in_comment and "-->" not in line
+            continue
+        if stripped.startswith("<!--") and "-->" not in stripped:
+            in_comment = True
+            continue
+        item = _ITEM.match(line)
+        if item is not None:
+            blocks.append((number, [item.group("text")]))
+            open_item = True
+        elif stripped and open_item and line[:1].isspace():
+            blocks[-1][1].append(stripped)
+        elif stripped:
+            open_item = False  # a heading or prose: not a memory
+    return blocks
+
+
+def _item(lines: list[str], line: int, problems: list[tuple[int, str]], limits: Limits) -> FileItem:
+    body = " ".join(part for part in lines if part)
+    body = re.sub(r"<!--.*?-->", "", body).strip()
+    key = None
+    found = _KEY.search(body)
+    if found is not None:
+        key, body = found.group("key").strip(), body[: found.start()].strip()
+        if not _GOOD_KEY.match(key):
+            problems.append((line, f"{{#{key}}} is not a key: use 1-64 letters, digits, '-', '_' or '.'"))
+    if not body:
+        problems.append((line, "the item is empty; write the memory after the '-'"))
+    elif len(body.encode()) > limits.max_content_bytes:
+        problems.append((line, f"the item is over limits.max_content_bytes ({limits.max_content_bytes} bytes)"))
+    else:
+        try:
+            check_text(body)
+        except TextProblem as exc:
+            problems.append((line, str(exc)))
+        kinds = secret_kinds(body)
+        if kinds:
+            problems.append(
+                (line, f"holds what looks like a credential ({', '.join(kinds)}); keep secrets out of memory")
+            )
+    return FileItem(key or "t-" + hashlib.sha256(body.encode()).hexdigest()[:16], body, line)
+
+
+class MemoryFile:
+    """Applies one file to one principal (principal-wide pins) whenever the file changes."""
+
+    def __init__(
+        self, memory: MemoryService, path: Path, scope: Scope, limits: Limits, control: PassControl | None = None
+    ) -> None:
+        self.control = control  # a lease, so two processes never write the same change twice
+        self.holder = f"{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.memory = memory
+        self.path = path
+        self.scope = Scope(scope.principal)
+        self.limits = limits
+        self._seen: tuple[int, int] | None = None  # (mtime_ns, size) last applied (or found broken)
+        self.status = "not read yet"
+
+    async def sync(self, force: bool = False) -> SyncOutcome | None:
+        """Apply the file if it changed since the last look (or ``force``); None when nothing was read.
+        Raises MemoryFileError (nothing applied) for a file with errors."""
+        try:
+            stat = self.path.stat()
+        except FileNotFoundError:
+            self._seen, self.status = None, f"no memory file at {self.path}"
+            return None
+        mark = (stat.st_mtime_ns, stat.st_size)
+        if mark == self._seen and not force:
+            return None
+        try:
+            items = parse(self.path, self.path.read_bytes(), self.limits)
+        except MemoryFileError as exc:
+            self._seen, self.status = mark, str(exc)
+            raise
+        lease = f"memory-file:{self.scope.principal}"
+        if self.control is not None and not await self.control.acquire(lease, self.holder, time.time(), LEASE_SECONDS):
+            return None  # another process is applying it: the next look finds its work done
+        try:
+            outcome = await self.apply(items)
+        finally:
+            if self.control is not None:
+                await self.control.release(lease, self.holder)
+        self._seen = mark
+        self.status = f"{outcome.items} items from {self.path}"
+        return outcome
+
+    async def watch(self, stop: anyio.Event, every: float = POLL_SECONDS) -> None:
+        """Sync now and whenever the file changes, until ``stop``; each new problem is logged once."""
+        told = ""
+        while not stop.is_set():
+            try:
+                outcome = await self.sync()
+            except MemoryServerError as exc:  # a broken file, memory switched off, the pin cap
+                if str(exc) != told:
+                    log.warning("%s", exc)
+                told = str(exc)
+            else:
+                if outcome is not None and (outcome.pinned or outcome.repinned or outcome.unpinned):
+                    log.info(
+                        "memory file %s: %d pinned, %d pinned again, %d unpinned",
+                        self.path,
+                        outcome.pinned,
+                        outcome.repinned,
+                        outcome.unpinned,
+                    )
+                told = ""
+            with anyio.move_on_after(every):
+                await stop.wait()
+
+    async def apply(self, items: list[FileItem]) -> SyncOutcome:
+        """Make the store's file pins match ``items``: write new and edited ones (one batch: all or
+        nothing), pin again what was unpinned, unpin what left the file."""
+        now = self.memory.clock()
+        store = self.memory.store
+        wanted = {KEY_PREFIX + i.key: i for i in items}
+        current = await store.select_memories(
+            self.scope, Criteria(keys=tuple(wanted), include_archived=True, namespace_only=True), now
+        )
+        by_key = {r.key: r for r in current if r.key is not None}
+        write = [i for k, i in wanted.items() if k not in by_key or by_key[k].content != i.text]
+        repin = [r for k, r in by_key.items() if not r.pinned and r.content == wanted[k].text]
+        if write:
+            await self.memory.remember(
+                self.scope,
+                [
+                    MemoryInput(
+                        content=i.text,
+                        key=KEY_PREFIX + i.key,
+                        pinned=True,
+                        importance=1.0,
+                        metadata={"memory_file": str(self.path), "line": i.line},
+                    )
+                    for i in write
+                ],
+                CallContext(FILE_PROVENANCE),
+            )
+        for record in repin:
+            await self.memory.pin(self.scope, record.id)
+        pins = await store.select_memories(self.scope, Criteria(pinned=True, namespace_only=True), now)
+        gone = [r for r in pins if (r.key or "").startswith(KEY_PREFIX) and r.key not in wanted]
+        for record in gone:
+            await self.memory.pin(self.scope, record.id, pinned=False)
+        return SyncOutcome(pinned=len(write), repinned=len(repin), unpinned=len(gone), items=len(items))
