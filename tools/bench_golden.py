@@ -1,6 +1,6 @@
 """Golden queries against a pass that would lose memories: the same store maintained unguarded and guarded.
 
-    OMP_NUM_THREADS=1 .venv/bin/python tools/bench_golden.py [--sessions 12]
+    OMP_NUM_THREADS=1 .venv/bin/python tools/bench_golden.py [--sessions 10] [--runs 3]
 
 Each session says four things three times (restated, as people do) and once, in passing, a long
 aside (where a spare badge is kept). Two weeks on, the lifecycle's summary keeps the four things and
@@ -11,7 +11,8 @@ Both arms write the same sessions through a real `mcp-memory serve` over stdio, 
 CLI, `mcp-memory maintain --as-of +14d`, and ask each aside's question again (top 5, reinforcement
 off). The unguarded arm has no golden queries (and none sampled); the guarded arm adds one golden
 query per aside with the `golden_queries` tool. Printed per arm: summaries left after the pass,
-passes rolled back, asides recall still finds, and the time `maintain` took (median of --runs).
+passes rolled back, asides left archived, asides recall still finds, and the time `maintain` took
+(median of --runs; the guarded arm asks each golden query twice).
 """
 
 from __future__ import annotations
@@ -81,12 +82,14 @@ def maintain(spec: ServerSpec) -> tuple[dict[str, Any], float]:
     return orjson.loads(done.stdout), time.perf_counter() - started
 
 
-async def found_after(client: MemoryClient, asides: list[tuple[str, str]]) -> int:
-    found = 0
+async def after(client: MemoryClient, asides: list[tuple[str, str]]) -> tuple[int, int]:
+    """How many asides recall finds in its top 5, and how many the pass archived."""
+    found = archived = 0
     for memory_id, question in asides:
         hits = (await client.recall(question, k=5))["hits"]
         found += any(h["id"] == memory_id for h in hits)
-    return found
+        archived += (await client.call("get_memory", {"id": memory_id}))["memory"]["tier"] == "archived"
+    return found, archived
 
 
 async def arm(root: Path, sessions: int, guarded: bool, run: int) -> dict[str, Any]:
@@ -96,14 +99,21 @@ async def arm(root: Path, sessions: int, guarded: bool, run: int) -> dict[str, A
     asides = await write(spec, sessions, guarded)
     report, seconds = maintain(spec)
     async with open_server(spec) as client:
-        found = await found_after(client, asides)
-        summaries = (await client.call("stats", {}))["memories"].get("level_1", 0)
-    return {"arm": name, "report": report, "seconds": seconds, "found": found, "summaries": summaries}
+        found, archived = await after(client, asides)
+        summaries = (await client.call("stats", {}))["memories"].get("level:L1", 0)
+    return {
+        "arm": name,
+        "report": report,
+        "seconds": seconds,
+        "found": found,
+        "archived": archived,
+        "summaries": summaries,
+    }
 
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sessions", type=int, default=12)
+    parser.add_argument("--sessions", type=int, default=10, choices=range(1, 11), help="distinct sessions, 1 to 10")
     parser.add_argument("--runs", type=int, default=3, help="maintain runs per arm, for the median time")
     args = parser.parse_args()
     rows = []
@@ -121,6 +131,7 @@ async def main() -> None:
                     str(last["report"]["summaries"]),
                     str(last["summaries"]),
                     str(last["report"]["golden_rollbacks"]),
+                    f"{last['archived']} / {args.sessions}",
                     f"{last['found']} / {args.sessions}",
                     f"{statistics.median(r['seconds'] for r in results):.2f}",
                 ]
@@ -133,6 +144,7 @@ async def main() -> None:
                 "summaries written",
                 "summaries kept",
                 "passes rolled back",
+                "asides archived",
                 "asides found (top 5)",
                 "maintain s (median)",
             ],
