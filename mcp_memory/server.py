@@ -60,7 +60,7 @@ from mcp_memory.tools import (
     register_tools,
     unknown_argument_guard,
 )
-from mcp_memory.web import GATEWAY_REQUEST_ID, WILDCARD_HOSTS, Gateway, mcp_app
+from mcp_memory.web import GATEWAY_REQUEST_ID, WILDCARD_HOSTS, Identify, http_app, mcp_app
 
 log = logging.getLogger(__name__)
 
@@ -339,15 +339,19 @@ async def _serve_gateway(
 
     http = settings.http
     async with open_runtime(settings, transport=transport) as runtime:
-        app = Gateway(
+        identify = Identify(
+            tokens=tokens,
+            local=None if tokens else Scope(settings.principal, settings.namespace),
+            jwt=jwt,
+            jwt_issuer=http.jwt.issuer,
+        )
+        app = http_app(
             mcp_app(runtime.mcp, transport, http, settings.limits),
             transport=transport,
             http=http,
             limits=settings.limits,
-            tokens=tokens,
-            local=None if tokens else Scope(settings.principal, settings.namespace),
+            identify=identify,
             model_ready=lambda: runtime.embedder.loaded,
-            jwt=jwt,
         )
         config = uvicorn.Config(
             app,

@@ -1,17 +1,17 @@
-"""The HTTP face of the server: one gateway in front of the SDK's SSE or streamable HTTP app.
+"""The HTTP face of the server: ASGI middlewares in front of the SDK's SSE or streamable HTTP app,
+each one job, outermost first (``http_app`` assembles them):
 
-The gateway, in order, for every HTTP request:
-
-1. serves `GET /health` (no token, no data), `GET /metrics` (Prometheus text, no principal
-   names) and the protected-resource metadata (RFC 9728, ADR 8);
-2. checks the Host and Origin headers (DNS rebinding) with the SDK's own validator;
-3. verifies the bearer token against the token store (hashes only) and answers 401 with
-   `WWW-Authenticate` naming the metadata when it is missing, unknown, revoked or expired;
-4. attaches the token's identity to the request, where `scope.py` reads the principal and the
-   namespace for every tool, resource, prompt and subscription;
-5. checks a POST's body (application/json, within the body limit, one JSON-RPC message) and
-   answers a bad one with a JSON-RPC error, alike on SSE and HTTP;
-6. counts and times the request and logs one line with a request id, through the redactor.
+1. ``RequestLog`` names the request (X-Request-Id), counts and times it and logs one line with
+   the request id, through the redactor;
+2. ``PublicRoutes`` serves `GET /health` (no token, no data), `GET /metrics` (Prometheus text, no
+   principal names) and the protected-resource metadata (RFC 9728, ADR 8), and 404 elsewhere;
+3. ``HostCheck`` checks the Host and Origin headers (DNS rebinding) with the SDK's own validator;
+4. ``Authenticate`` verifies the bearer token (``Identify``: token hashes, or a JWT) and attaches
+   the identity to the request, where `scope.py` reads the principal and the namespace for every
+   tool, resource, prompt and subscription; or answers 401 with `WWW-Authenticate` naming the
+   metadata when it is missing, unknown, revoked or expired;
+5. ``BodyCheck`` checks a POST's body (application/json, within the body limit, one JSON-RPC
+   message) and answers a bad one with a JSON-RPC error, alike on SSE and HTTP.
 
 The SDK's apps behind it bring the transports, both protocol generations and the binding of a
 session to the identity that opened it.
@@ -42,10 +42,10 @@ from mcp_memory.config import HttpSettings, Limits
 from mcp_memory.jwt_auth import JwtVerifier, looks_like_jwt
 from mcp_memory.models import Scope as MemoryScope
 from mcp_memory.scope import REQUEST_ID_KEY
-from mcp_memory.storage.tokens import TokenStore
+from mcp_memory.services.ports import TokenCheck
 
 log = logging.getLogger("mcp_memory.http")
-# The id of the request the gateway is handling, for log lines written in the gateway's own task
+# The id of the request the middlewares are handling, for log lines written in their own task
 # (handlers of a stateful session run in the session's task and read it from the request instead).
 GATEWAY_REQUEST_ID: ContextVar[str | None] = ContextVar("mcp_memory_gateway_request_id", default=None)
 
@@ -117,45 +117,63 @@ def identity_user(scope: MemoryScope, client_id: str, expires_at: float | None) 
 
 # The routes that carry MCP: streamable HTTP, the SSE stream and the SSE transport's messages.
 MCP_ROUTES = frozenset({"mcp", "sse", "messages"})
+ROUTE_KEY = "mcp_memory.route"  # in the ASGI scope: the route RequestLog named for the request
 
 
-class Gateway:
-    def __init__(
-        self,
-        app: ASGIApp,
-        *,
-        transport: str,
-        http: HttpSettings,
-        limits: Limits,
-        tokens: TokenStore | None,
-        local: MemoryScope | None,
-        model_ready: Callable[[], bool],
-        jwt: JwtVerifier | None = None,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        if (tokens is None and jwt is None) == (local is None):
-            raise ValueError("give token verification (store, JWT or both) or one local principal, not both")
+def http_app(
+    app: ASGIApp,
+    *,
+    transport: str,
+    http: HttpSettings,
+    limits: Limits,
+    identify: Identify,
+    model_ready: Callable[[], bool],
+) -> ASGIApp:
+    """The SDK's app behind the middlewares, outermost first, each one job (see the module's doc)."""
+    app = BodyCheck(app, limits)
+    app = Authenticate(app, identify, http, transport)
+    app = HostCheck(app, http)
+    app = PublicRoutes(app, transport, http, model_ready, jwt_issuer=identify.jwt_issuer)
+    return RequestLog(app, http)
+
+
+def route_of(path: str, http: HttpSettings) -> str:
+    if path == "/health":
+        return "health"
+    if path == "/metrics":
+        return "metrics"
+    if path == METADATA_PATH or path.startswith(METADATA_PATH + "/"):
+        return "metadata"
+    if path == http.path:
+        return "mcp"
+    if path == http.sse_path:
+        return "sse"
+    if path.startswith(http.message_path):
+        return "messages"  # the SSE transport's POSTs
+    return "other"
+
+
+def resource_path(transport: str, http: HttpSettings) -> str:
+    return http.sse_path if transport == "sse" else http.path
+
+
+class RequestLog:
+    """Names the request (an id of the caller's X-Request-Id or a new one, returned on the answer),
+    counts and times it, and logs one line through the redactor."""
+
+    def __init__(self, app: ASGIApp, http: HttpSettings) -> None:
         self.app = app
-        self.transport = transport
         self.http = http
-        self.limits = limits
-        self.tokens = tokens
-        self.jwt = jwt
-        self.local = local
-        self.model_ready = model_ready
-        self.clock = clock
-        self.security = TransportSecurityMiddleware(transport_security(http))
-        self.resource_path = http.sse_path if transport == "sse" else http.path
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":  # lifespan: the SDK's session manager starts and stops there
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
-        headers = dict(scope.get("headers") or [])
-        given = headers.get(b"x-request-id", b"").decode("latin-1")
+        given = dict(scope.get("headers") or []).get(b"x-request-id", b"").decode("latin-1")
         request_id = given if _REQUEST_ID.match(given) else uuid.uuid4().hex[:16]
         scope[REQUEST_ID_KEY] = request_id  # the tool handlers' log lines carry it (server.py)
+        route = scope[ROUTE_KEY] = route_of(scope["path"], self.http)
         token = GATEWAY_REQUEST_ID.set(request_id)
         status = [0]
 
@@ -165,14 +183,14 @@ class Gateway:
                 message = {**message, "headers": [*message.get("headers", []), (b"x-request-id", request_id.encode())]}
             await send(message)
 
-        route = self._route(scope["path"])
-        principal = "-"
         try:
-            principal = await self._handle(route, scope, receive, send_with_id)
+            await self.app(scope, receive, send_with_id)
         finally:
             elapsed = time.perf_counter() - started
             metrics.HTTP_REQUESTS.inc(route=route, status=str(status[0]))
             metrics.HTTP_SECONDS.observe(elapsed, route=route)
+            user = scope.get("user")
+            principal = user.access_token.subject if isinstance(user, AuthenticatedUser) else "-"
             log.info(
                 "%s %s -> %s in %.1f ms (principal %s)",
                 scope.get("method"),
@@ -184,86 +202,188 @@ class Gateway:
             )
             GATEWAY_REQUEST_ID.reset(token)
 
-    def _route(self, path: str) -> str:
-        if path == "/health":
-            return "health"
-        if path == "/metrics":
-            return "metrics"
-        if path == METADATA_PATH or path.startswith(METADATA_PATH + "/"):
-            return "metadata"
-        if path == self.http.path:
-            return "mcp"
-        if path == self.http.sse_path:
-            return "sse"
-        if path.startswith(self.http.message_path):
-            return "messages"  # the SSE transport's POSTs
-        return "other"
 
-    async def _handle(self, route: str, scope: Scope, receive: Receive, send: Send) -> str:
+class PublicRoutes:
+    """Answers `/health`, `/metrics` and the protected-resource metadata (no token, no data), and 404
+    for any path that carries no MCP; passes the MCP routes on."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        transport: str,
+        http: HttpSettings,
+        model_ready: Callable[[], bool],
+        jwt_issuer: str | None,
+    ) -> None:
+        self.app = app
+        self.transport = transport
+        self.http = http
+        self.model_ready = model_ready
+        self.jwt_issuer = jwt_issuer
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        route = scope.get(ROUTE_KEY) if scope["type"] == "http" else None
+        if route is None or route in MCP_ROUTES:
+            await self.app(scope, receive, send)
+            return
         method = scope.get("method", "GET")
         if route == "health" and method in ("GET", "HEAD"):
             await _json(send, 200, {"status": "ok", "version": __version__, "model_ready": self.model_ready()})
-            return "-"
-        if route == "metrics" and method in ("GET", "HEAD"):
+        elif route == "metrics" and method in ("GET", "HEAD"):
             await _respond(send, 200, metrics.render().encode(), b"text/plain; version=0.0.4; charset=utf-8")
-            return "-"
-        if route == "metadata" and method in ("GET", "HEAD"):
+        elif route == "metadata" and method in ("GET", "HEAD"):
             await _json(send, 200, self._metadata(scope))
-            return "-"
-        if route not in MCP_ROUTES:
-            where = self.http.sse_path if self.transport == "sse" else self.http.path
+        else:
+            where = resource_path(self.transport, self.http)
             problem = f"no such path; this server speaks {self.transport} at {where} (and answers /health, /metrics)"
             await _json(send, 404, {"error": "not_found", "error_description": problem})
-            return "-"
-        refusal = await self.security.validate_request(Request(scope), is_post=False)
-        if refusal is not None:
-            await self._refuse_origin(scope, send, refusal.status_code)
-            return "-"
-        identity = await self._authenticate(scope)
-        if identity is None:
+
+    def _metadata(self, scope: Scope) -> dict[str, Any]:
+        # Tokens from `mcp-memory token create` come from no OAuth flow: unless an external JWT
+        # issuer is configured, no authorization server is named, so a client asks its user for a
+        # token instead of starting OAuth (ADR 8).
+        metadata: dict[str, Any] = {
+            "resource": base_url(scope, self.http) + resource_path(self.transport, self.http),
+            "bearer_methods_supported": ["header"],
+            "resource_name": "mcp-memory",
+        }
+        if self.jwt_issuer:
+            metadata["authorization_servers"] = [self.jwt_issuer]
+        return metadata
+
+
+class HostCheck:
+    """Refuses a Host or Origin the server does not serve (DNS rebinding), with the SDK's validator
+    and an answer that names the setting to change."""
+
+    def __init__(self, app: ASGIApp, http: HttpSettings) -> None:
+        self.app = app
+        self.security = TransportSecurityMiddleware(transport_security(http))
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            refusal = await self.security.validate_request(Request(scope), is_post=False)
+            if refusal is not None:
+                await _refuse_origin(scope, send, refusal.status_code)
+                return
+        await self.app(scope, receive, send)
+
+
+class Identify:
+    """Who a request is: the one local principal, or the owner of its bearer token (a token from
+    `mcp-memory token create`, checked against the stored hashes, or a JWT from the issuer)."""
+
+    def __init__(
+        self,
+        *,
+        tokens: TokenCheck | None,
+        local: MemoryScope | None,
+        jwt: JwtVerifier | None = None,
+        jwt_issuer: str | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if (tokens is None and jwt is None) == (local is None):
+            raise ValueError("give token verification (store, JWT or both) or one local principal, not both")
+        self.tokens = tokens
+        self.local = local
+        self.jwt = jwt
+        self.jwt_issuer = jwt_issuer if jwt is not None else None
+        self.clock = clock
+
+    async def __call__(self, scope: Scope) -> AuthenticatedUser | None:
+        if self.local is not None:
+            return identity_user(self.local, "local", None)
+        token = _bearer(scope)
+        if token is None:
+            return None
+        if self.jwt is not None and looks_like_jwt(token):
+            found = await self.jwt.verify(token)
+            return None if found is None else identity_user(found.scope, found.subject_id, found.expires_at)
+        if self.tokens is None:
+            return None
+        started = time.perf_counter()
+        record = await self.tokens.verify(token, self.clock())
+        metrics.AUTH_SECONDS.observe(time.perf_counter() - started)
+        if record is None:
+            return None
+        return identity_user(MemoryScope(record.principal, record.namespace), record.id, record.expires_at)
+
+
+class Authenticate:
+    """Attaches the caller's identity to the request (`scope.py` reads the principal and namespace
+    from it), or answers 401 with `WWW-Authenticate` naming the metadata."""
+
+    def __init__(self, app: ASGIApp, identify: Identify, http: HttpSettings, transport: str) -> None:
+        self.app = app
+        self.identify = identify
+        self.http = http
+        self.transport = transport
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        user = await self.identify(scope)
+        if user is None:
             await self._unauthorized(scope, send)
-            return "-"
-        user, credentials = identity
-        scope["user"], scope["auth"] = user, credentials
-        if method == "POST":
-            checked = await self._checked_body(scope, receive, send)
+            return
+        scope["user"], scope["auth"] = user, AuthCredentials([])
+        await self.app(scope, receive, send)
+
+    async def _unauthorized(self, scope: Scope, send: Send) -> None:
+        given = _bearer(scope) is not None
+        description = (
+            "this server does not accept the bearer token (unknown, revoked or expired); "
+            "ask for one made with `mcp-memory token create`, or a JWT from the configured issuer"
+            if given
+            else "send Authorization: Bearer <token> (create one with `mcp-memory token create`)"
+        )
+        metadata = base_url(scope, self.http) + METADATA_PATH + resource_path(self.transport, self.http)
+        challenge = f'Bearer realm="mcp-memory", resource_metadata="{metadata}"'
+        if given:
+            challenge += f', error="invalid_token", error_description="{description}"'
+        await _json(
+            send,
+            401,
+            {"error": "invalid_token" if given else "unauthorized", "error_description": description},
+            [(b"www-authenticate", challenge.encode())],
+        )
+
+
+class BodyCheck:
+    """A POST's body must be application/json, within the limit, one JSON-RPC message; a bad one
+    gets one JSON-RPC error alike on SSE and HTTP, naming what to fix.
+
+    The SDK answers these cases unevenly: over HTTP an object that is no JSON-RPC message gets
+    -32602 and a pydantic dump, over SSE every case gets a line of plain text.
+    """
+
+    def __init__(self, app: ASGIApp, limits: Limits) -> None:
+        self.app = app
+        self.limits = limits
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope.get("method") == "POST":
+            checked = await self._checked(scope, receive, send)
             if checked is None:
-                return str(user.access_token.subject)
+                return
             receive = checked
         await self.app(scope, receive, send)
-        return str(user.access_token.subject)
 
-    async def _checked_body(self, scope: Scope, receive: Receive, send: Send) -> Receive | None:
-        """The body replayed to the SDK, or None once a bad one has been answered.
-
-        The SDK answers these cases unevenly: over HTTP an object that is no JSON-RPC message gets
-        -32602 and a pydantic dump, over SSE every case gets a line of plain text. One JSON-RPC
-        error for both, naming what to fix.
-        """
+    async def _checked(self, scope: Scope, receive: Receive, send: Send) -> Receive | None:
+        """The body replayed to the SDK, or None once a bad one has been answered."""
         headers = dict(scope.get("headers") or [])
         kind = headers.get(b"content-type", b"").decode("latin-1").split(";")[0].strip().lower()
         if kind != "application/json":
             await _rpc_error(send, 415, INVALID_REQUEST, f"Content-Type must be application/json, not {kind!r}")
             return None
-        limit = self.limits.max_http_body_bytes
-        declared = headers.get(b"content-length", b"")
-        chunks: list[bytes] = []
-        size = int(declared) if declared.isdigit() else 0  # a declared excess is refused unread
-        received = 0
-        more = size <= limit
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return None
-            chunks.append(message.get("body", b""))
-            received += len(chunks[-1])
-            size = max(size, received)
-            more = message.get("more_body", False) and size <= limit
-        if size > limit:
-            problem = f"the body exceeds limits.max_http_body_bytes = {limit} bytes; send less per request"
+        body = await _read_within(receive, headers.get(b"content-length", b""), self.limits.max_http_body_bytes)
+        if body is None:  # the client went away
+            return None
+        if isinstance(body, int):
+            problem = f"the body exceeds limits.max_http_body_bytes = {body} bytes; send less per request"
             await _rpc_error(send, 413, INVALID_REQUEST, problem)
             return None
-        body = b"".join(chunks)
         try:
             parsed = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
@@ -287,80 +407,47 @@ class Gateway:
 
         return replay
 
-    async def _refuse_origin(self, scope: Scope, send: Send, status: int) -> None:
-        headers = dict(scope.get("headers") or [])
-        if status == 421:
-            host = headers.get(b"host", b"").decode("latin-1")
-            problem = (
-                f"Host {host!r} is not served here (DNS-rebinding protection): add it to http.allowed_hosts "
-                "(a name matches any port; 'name:8765' one port)"
-            )
-            await _json(send, 421, {"error": "misdirected_request", "error_description": problem})
-        elif status == 403:
-            origin = headers.get(b"origin", b"").decode("latin-1")
-            problem = f"Origin {origin!r} may not call this server: add it to http.allowed_origins to allow it"
-            await _json(send, 403, {"error": "forbidden_origin", "error_description": problem})
-        else:
-            await _json(send, status, {"error": "bad_request", "error_description": "the request headers were refused"})
 
-    async def _authenticate(self, scope: Scope) -> tuple[AuthenticatedUser, AuthCredentials] | None:
-        if self.local is not None:
-            return identity_user(self.local, "local", None), AuthCredentials([])
-        token = _bearer(scope)
-        if token is None:
+async def _read_within(receive: Receive, declared: bytes, limit: int) -> bytes | int | None:
+    """The whole body; the limit (an int) when it is over it (a declared excess is refused unread);
+    None when the client disconnected."""
+    chunks: list[bytes] = []
+    size = int(declared) if declared.isdigit() else 0
+    received = 0
+    more = size <= limit
+    while more:
+        message = await receive()
+        if message["type"] == "http.disconnect":
             return None
-        if self.jwt is not None and looks_like_jwt(token):
-            found = await self.jwt.verify(token)
-            if found is None:
-                return None
-            return identity_user(found.scope, found.subject_id, found.expires_at), AuthCredentials([])
-        if self.tokens is None:
-            return None
-        started = time.perf_counter()
-        record = await self.tokens.verify(token, self.clock())
-        metrics.AUTH_SECONDS.observe(time.perf_counter() - started)
-        if record is None:
-            return None
-        user = identity_user(MemoryScope(record.principal, record.namespace), record.id, record.expires_at)
-        return user, AuthCredentials([])
+        chunks.append(message.get("body", b""))
+        received += len(chunks[-1])
+        size = max(size, received)
+        more = message.get("more_body", False) and size <= limit
+    return limit if size > limit else b"".join(chunks)
 
-    def _base_url(self, scope: Scope) -> str:
-        if self.http.public_url:
-            return self.http.public_url.rstrip("/")
-        host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1") or f"{self.http.host}"
-        return f"{scope.get('scheme', 'http')}://{host}"
 
-    def _metadata(self, scope: Scope) -> dict[str, Any]:
-        # Tokens from `mcp-memory token create` come from no OAuth flow: unless an external JWT
-        # issuer is configured, no authorization server is named, so a client asks its user for a
-        # token instead of starting OAuth (ADR 8).
-        metadata: dict[str, Any] = {
-            "resource": self._base_url(scope) + self.resource_path,
-            "bearer_methods_supported": ["header"],
-            "resource_name": "mcp-memory",
-        }
-        if self.jwt is not None and self.http.jwt.issuer:
-            metadata["authorization_servers"] = [self.http.jwt.issuer]
-        return metadata
-
-    async def _unauthorized(self, scope: Scope, send: Send) -> None:
-        given = _bearer(scope) is not None
-        description = (
-            "this server does not accept the bearer token (unknown, revoked or expired); "
-            "ask for one made with `mcp-memory token create`, or a JWT from the configured issuer"
-            if given
-            else "send Authorization: Bearer <token> (create one with `mcp-memory token create`)"
+async def _refuse_origin(scope: Scope, send: Send, status: int) -> None:
+    headers = dict(scope.get("headers") or [])
+    if status == 421:
+        host = headers.get(b"host", b"").decode("latin-1")
+        problem = (
+            f"Host {host!r} is not served here (DNS-rebinding protection): add it to http.allowed_hosts "
+            "(a name matches any port; 'name:8765' one port)"
         )
-        metadata = self._base_url(scope) + METADATA_PATH + self.resource_path
-        challenge = f'Bearer realm="mcp-memory", resource_metadata="{metadata}"'
-        if given:
-            challenge += f', error="invalid_token", error_description="{description}"'
-        await _json(
-            send,
-            401,
-            {"error": "invalid_token" if given else "unauthorized", "error_description": description},
-            [(b"www-authenticate", challenge.encode())],
-        )
+        await _json(send, 421, {"error": "misdirected_request", "error_description": problem})
+    elif status == 403:
+        origin = headers.get(b"origin", b"").decode("latin-1")
+        problem = f"Origin {origin!r} may not call this server: add it to http.allowed_origins to allow it"
+        await _json(send, 403, {"error": "forbidden_origin", "error_description": problem})
+    else:
+        await _json(send, status, {"error": "bad_request", "error_description": "the request headers were refused"})
+
+
+def base_url(scope: Scope, http: HttpSettings) -> str:
+    if http.public_url:
+        return http.public_url.rstrip("/")
+    host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1") or f"{http.host}"
+    return f"{scope.get('scheme', 'http')}://{host}"
 
 
 def _is_jsonrpc(message: Any) -> bool:

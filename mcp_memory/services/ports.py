@@ -454,3 +454,27 @@ class PassControl(Protocol):
     ) -> None: ...
 
     async def recent(self, limit: int = 10) -> list[dict[str, Any]]: ...
+
+
+class TokenIdentity(Protocol):
+    """Whom a live bearer token names."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def principal(self) -> str: ...
+
+    @property
+    def namespace(self) -> str | None: ...
+
+    @property
+    def expires_at(self) -> float | None: ...
+
+
+class TokenCheck(Protocol):
+    """Verifies the bearer tokens `mcp-memory token create` issues (the store keeps hashes only)."""
+
+    async def verify(self, token: str, now: float) -> TokenIdentity | None:
+        """Whom the token names, or None when it is unknown, revoked or expired."""
+        ...
