@@ -82,3 +82,15 @@ class ModelMismatchError(StorageError):
 
 class MemoryOffError(MemoryServerError):
     """The kill switch is off for the caller's scope: nothing is read or written as memory."""
+
+
+class StaleHeadError(ConflictError):
+    """The head moved since the caller read it."""
+
+    def __init__(self, task_id: str, current: int, expected: int | None) -> None:
+        self.current = current
+        self.expected = expected
+        super().__init__(
+            f"task {task_id!r} moved to head {current} since you saw head {expected}; "
+            "call resume to see the current state, then checkpoint again with expected_head set to it"
+        )

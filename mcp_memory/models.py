@@ -301,3 +301,31 @@ def describe_switch(target: str) -> str:
         return "the whole data directory"
     principal, _, namespace = target.partition(_SWITCH_SEPARATOR)
     return f"namespace {namespace!r} of {principal!r}" if namespace else f"principal {principal!r}"
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRow:
+    task_id: str
+    namespace: str | None
+    title: str
+    goal: str
+    constraints: list[str]
+    head: bytes
+    head_seq: int
+    created_at: float
+    updated_at: float
+    latest_checkpoint_id: str | None
+    checkpoints: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointRow:
+    id: str
+    task_id: str
+    seq: int
+    parent_id: str | None
+    reason: str
+    created_at: float
+    size: int
+    checksum: str
+    envelope: bytes | None = None

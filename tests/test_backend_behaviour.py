@@ -16,13 +16,12 @@ import anyio
 import pytest
 
 from mcp_memory.config import Settings, load_settings
-from mcp_memory.errors import ConflictError, NotFoundError
+from mcp_memory.errors import ConflictError, NotFoundError, StaleHeadError
 from mcp_memory.models import Scope
 from mcp_memory.schemas import Hit, MemoryInput, MemoryOut
 from mcp_memory.server import Runtime, open_runtime
 from mcp_memory.services.erasure import ErasureService
 from mcp_memory.services.memory import CallContext
-from mcp_memory.storage.tasks import StaleHeadError
 from tests.conftest import Clock
 
 pytestmark = pytest.mark.anyio

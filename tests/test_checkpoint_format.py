@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from mcp_memory.storage import envelope
-from mcp_memory.storage.envelope import CheckpointFormatError, CorruptCheckpointError, encode, unpack
+from mcp_memory import envelope
+from mcp_memory.envelope import CheckpointFormatError, CorruptCheckpointError, encode, unpack
 from mcp_memory.task_schemas import TaskHead
 
 GOLDEN = Path(__file__).parent / "fixtures" / "checkpoint_v1.bin"

@@ -25,6 +25,7 @@ import numpy as np
 
 from mcp_memory.config import LifecycleSettings
 from mcp_memory.embed.loader import Embedder
+from mcp_memory.envelope import unpack
 from mcp_memory.errors import ConflictError, StorageError, UpstreamError
 from mcp_memory.ids import new_id
 from mcp_memory.llm.client import LlmClient
@@ -32,7 +33,6 @@ from mcp_memory.models import SCHEDULER, MemoryRecord, NewMemory, NewOccurrence,
 from mcp_memory.services import consolidation, scoring, second, summarize
 from mcp_memory.services.intake import content_hash
 from mcp_memory.services.ports import MemoryStore
-from mcp_memory.storage.envelope import unpack
 from mcp_memory.task_schemas import TaskHead
 from mcp_memory.templates import template
 from mcp_memory.text import estimate_tokens, language, normalize, segment_for_index

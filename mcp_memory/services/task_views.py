@@ -9,8 +9,7 @@ from typing import Any
 import orjson
 
 from mcp_memory.errors import InvalidInputError
-from mcp_memory.models import to_datetime
-from mcp_memory.storage.tasks import CheckpointRow
+from mcp_memory.models import CheckpointRow, to_datetime
 from mcp_memory.task_schemas import CheckpointInfo, TaskHead
 
 

@@ -11,17 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from mcp_memory.config import Limits
-from mcp_memory.errors import InvalidInputError, LimitExceededError, NotFoundError, StorageError
-from mcp_memory.ids import new_id
-from mcp_memory.models import Scope
-from mcp_memory.redact import redact, redact_value
-from mcp_memory.schemas import MemoryOut, RecallFilters
-from mcp_memory.services import packet, task_tree
-from mcp_memory.services.checks import identifier, text_field
-from mcp_memory.services.memory import MemoryService
-from mcp_memory.services.task_checks import check_checkpoint
-from mcp_memory.services.task_views import checkpoint_uri, dt, from_cursor, info, serialised_size, task_uri, to_cursor
-from mcp_memory.storage.envelope import (
+from mcp_memory.envelope import (
     CheckpointFormatError,
     CorruptCheckpointError,
     Envelope,
@@ -29,7 +19,17 @@ from mcp_memory.storage.envelope import (
     encode,
     unpack,
 )
-from mcp_memory.storage.tasks import CheckpointRow, StaleHeadError, TaskRow, TaskStore
+from mcp_memory.errors import InvalidInputError, LimitExceededError, NotFoundError, StaleHeadError, StorageError
+from mcp_memory.ids import new_id
+from mcp_memory.models import CheckpointRow, Scope, TaskRow
+from mcp_memory.redact import redact, redact_value
+from mcp_memory.schemas import MemoryOut, RecallFilters
+from mcp_memory.services import packet, task_tree
+from mcp_memory.services.checks import identifier, text_field
+from mcp_memory.services.memory import MemoryService
+from mcp_memory.services.ports import TaskRows
+from mcp_memory.services.task_checks import check_checkpoint
+from mcp_memory.services.task_views import checkpoint_uri, dt, from_cursor, info, serialised_size, task_uri, to_cursor
 from mcp_memory.task_schemas import (
     CheckpointInfo,
     CheckpointPage,
@@ -52,7 +52,7 @@ _RETRIES = 5
 
 class TaskService:
     def __init__(
-        self, tasks: TaskStore, memory: MemoryService, limits: Limits, clock: Callable[[], float] = time.time
+        self, tasks: TaskRows, memory: MemoryService, limits: Limits, clock: Callable[[], float] = time.time
     ) -> None:
         self.tasks = tasks
         self.memory = memory

@@ -9,56 +9,14 @@ deleted by this store: a rollback is a new checkpoint.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import aiosqlite
 import orjson
 
-from mcp_memory.errors import ConflictError
-from mcp_memory.models import Scope
+from mcp_memory.errors import ConflictError, StaleHeadError
+from mcp_memory.models import CheckpointRow, Scope, TaskRow
 from mcp_memory.storage.sqlite import SqliteStore
-
-
-class StaleHeadError(ConflictError):
-    """The head moved since the caller read it."""
-
-    def __init__(self, task_id: str, current: int, expected: int | None) -> None:
-        self.current = current
-        self.expected = expected
-        super().__init__(
-            f"task {task_id!r} moved to head {current} since you saw head {expected}; "
-            "call resume to see the current state, then checkpoint again with expected_head set to it"
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class TaskRow:
-    task_id: str
-    namespace: str | None
-    title: str
-    goal: str
-    constraints: list[str]
-    head: bytes
-    head_seq: int
-    created_at: float
-    updated_at: float
-    latest_checkpoint_id: str | None
-    checkpoints: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class CheckpointRow:
-    id: str
-    task_id: str
-    seq: int
-    parent_id: str | None
-    reason: str
-    created_at: float
-    size: int
-    checksum: str
-    envelope: bytes | None = None
-
 
 _TASK_COLUMNS = (
     "t.task_id, t.namespace, t.title, t.goal, t.constraints, t.head, t.head_seq, t.created_at, t.updated_at, "
