@@ -158,7 +158,7 @@ async def index_load_seconds(data_dir: Path, principal: str, dim: int, runs: int
     for _ in range(runs):
         async with SqliteStore(data_dir) as store:
             with Stopwatch() as sw:
-                index = await store.sync(Scope(principal), dim)
+                index = await store.vectors.sync(Scope(principal), dim)
             times.append(sw.seconds)
             if not len(index):
                 raise RuntimeError(f"the index of {data_dir} is empty")

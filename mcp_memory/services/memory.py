@@ -117,7 +117,7 @@ class MemoryService:
         """Load the model and the scope's vector index ahead of the first call (in the background)."""
         try:
             dim = await self._model_dim(scope)
-            await self.store.sync(scope, dim)
+            await self.store.vectors.sync(scope, dim)
             if self.embedder.second is not None and await second.mixes(self.store, scope, dim, []):
                 self.embedder.second.start()  # its recalls will ask the second model (ADR 14)
         except Exception as exc:  # the first real call reports the same problem to the client
@@ -177,7 +177,7 @@ class MemoryService:
 
         mixed = False
         if self.embedder.second is not None:
-            known_scripts = await self.store.scripts(scope, model.dim)
+            known_scripts = await self.store.vectors.scripts(scope, model.dim)
             mixed = all(second.scripts_of(texts, *known_scripts))
             if mixed and not all(known_scripts):  # this batch mixes the store: its memories join at once
                 await second.fill(self.store, self.embedder.second, scope)
@@ -350,7 +350,9 @@ class MemoryService:
 
         async def dense_side() -> DenseHits:
             qvec = await self.embedder.query(words, owner=scope.principal)
-            return await self.store.dense_ranking(scope, qvec, criteria, depth, now, await self._centring(words, qvec))
+            return await self.store.vectors.ranking(
+                scope, qvec, criteria, depth, now, await self._centring(words, qvec)
+            )
 
         dense, keyword, pinned = await concurrently(
             dense_side(), self.store.keyword_search(scope, terms, criteria, depth, now), self.pinned(scope)

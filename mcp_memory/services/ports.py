@@ -273,6 +273,45 @@ class GoldenRows(Protocol):
         ...
 
 
+class VectorSearch(Protocol):
+    """The dense search over each principal's memory vectors (exact today; ADR 13)."""
+
+    async def sync(self, scope: Scope, dim: int) -> object:
+        """Load the principal's index if needed and catch it up with other processes."""
+        ...
+
+    async def ranking(
+        self,
+        scope: Scope,
+        query: Vector,
+        criteria: Criteria,
+        limit: int,
+        now: float,
+        centring: Centring | None = None,
+    ) -> DenseHits:
+        """The closest rows to ``query`` the scope and criteria allow, best first."""
+        ...
+
+    async def neighbours(
+        self, scope: Scope, queries: Vector, criteria: Criteria, limit: int, now: float
+    ) -> list[list[tuple[int, float]]]:
+        """Per row of ``queries``, the closest live rows of the scope (its own namespace only when
+        ``criteria.namespace_only``): one search for a whole batch of new memories."""
+        ...
+
+    async def scripts(self, scope: Scope, dim: int) -> tuple[bool, bool]:
+        """Whether the principal's memories include Latin-script ones, and CJK ones."""
+        ...
+
+    def size(self, scope: Scope) -> int | None:
+        """Rows in this process's index of the principal; None until it is loaded."""
+        ...
+
+    def total(self) -> int:
+        """Rows in every index this process holds."""
+        ...
+
+
 class MemoryStore(Protocol):
     """The system of record for memories, with its vector search, one principal at a time."""
 
@@ -287,6 +326,9 @@ class MemoryStore(Protocol):
 
     @property
     def golden(self) -> GoldenRows: ...
+
+    @property
+    def vectors(self) -> VectorSearch: ...
 
     async def change_mark(self, scope: Scope) -> int:
         """A number that moves with every write of any process to the principal's memories."""
@@ -308,27 +350,6 @@ class MemoryStore(Protocol):
 
     async def stored_model(self, scope: Scope) -> tuple[str | None, int | None]: ...
 
-    async def sync(self, scope: Scope, dim: int) -> object:
-        """The principal's index, loaded on first use and caught up with other processes."""
-        ...
-
-    async def dense_neighbours(
-        self, scope: Scope, queries: Vector, criteria: Criteria, limit: int, now: float
-    ) -> list[list[tuple[int, float]]]:
-        """Per row of ``queries``, the closest live rows of the scope (its own namespace only when
-        ``criteria.namespace_only``): one search for a whole batch of new memories."""
-        ...
-
-    async def dense_ranking(
-        self,
-        scope: Scope,
-        query: Vector,
-        criteria: Criteria,
-        limit: int,
-        now: float,
-        centring: Centring | None = None,
-    ) -> DenseHits: ...
-
     async def links(self, scope: Scope, sources: Sequence[int], population: int) -> list[Link]:
         """The memories linked to ``sources`` (shared rare entities, session neighbours); recall reads
         the targets through ``select_memories``, so what a scope may not see never comes back."""
@@ -338,10 +359,6 @@ class MemoryStore(Protocol):
         self, scope: Scope, terms: Sequence[str], criteria: Criteria, limit: int, now: float
     ) -> list[tuple[int, float]]:
         """Top ``limit`` (n, bm25) where a larger score is better."""
-        ...
-
-    async def scripts(self, scope: Scope, dim: int) -> tuple[bool, bool]:
-        """Whether the principal's memories include Latin-script ones, and CJK ones."""
         ...
 
     async def second_vectors(self, scope: Scope, ns: Sequence[int], model_id: str) -> dict[int, bytes]:
@@ -411,12 +428,6 @@ class MemoryStore(Protocol):
         free page keeps old bytes), the WAL is emptied, and migration backups of the file are removed.
         Other processes see the deletions through the change log. Returns the counts per table."""
         ...
-
-    def indexed_total(self) -> int:
-        """Memories in every vector index this process has loaded (for /metrics)."""
-        ...
-
-    def index_size(self, scope: Scope) -> int | None: ...
 
     async def replace_vectors(self, scope: Scope, vectors: Sequence[tuple[int, bytes]]) -> None: ...
 

@@ -52,7 +52,7 @@ async def stored_neighbours(
     if not len(vectors):
         return []
     criteria = Criteria(namespace_only=True)
-    rows = await store.dense_neighbours(scope, vectors, criteria, NEIGHBOURS, now)
+    rows = await store.vectors.neighbours(scope, vectors, criteria, NEIGHBOURS, now)
     close = {n for row in rows for n, score in row if score >= related}
     records = {r.rowid: r for r in await store.select_memories(scope, criteria, now, ns=sorted(close))} if close else {}
     return [

@@ -76,7 +76,7 @@ def scripts_of(texts: Sequence[str], latin: bool = False, cjk: bool = False) -> 
 async def mixes(store: MemoryStore, scope: Scope, dim: int, texts: Sequence[str]) -> bool:
     """Whether the principal's memories, with ``texts``, hold both scripts: only then is the second
     model asked, so a store of one language never loads it."""
-    return all(scripts_of(texts, *await store.scripts(scope, dim)))
+    return all(scripts_of(texts, *await store.vectors.scripts(scope, dim)))
 
 
 # Memories given the second model's vector at once (the pass and a store's first mixed write).

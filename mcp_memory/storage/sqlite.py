@@ -13,7 +13,6 @@ stores share are in ``rows``.
 
 from __future__ import annotations
 
-import functools
 import logging
 import sqlite3
 import time
@@ -25,21 +24,17 @@ from typing import Any
 
 import aiosqlite
 import anyio
-import numpy as np
 from anyio.abc import TaskGroup
 
 from mcp_memory.errors import ModelMismatchError, StorageError
 from mcp_memory.models import (
     Applied,
-    Centring,
     Criteria,
-    DenseHits,
     Link,
     MemoryRecord,
     Merge,
     NewMemory,
     Scope,
-    Vector,
 )
 from mcp_memory.storage import links, second, writes
 from mcp_memory.storage.browse import BrowseStore
@@ -58,7 +53,7 @@ from mcp_memory.storage.rows import (
     visible_clause,
 )
 from mcp_memory.storage.schema import private_dir, tighten
-from mcp_memory.storage.vectors import VectorIndex, scan
+from mcp_memory.storage.vector_search import ExactVectorSearch
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +71,7 @@ class SqliteStore:
         self.counts = CountStore(self)  # what stats and receipts count
         self.browse = BrowseStore(self)  # paging through memories and their history
         self.golden = GoldenStore(self)  # the queries that guard the passes, and their checks
+        self.vectors = ExactVectorSearch(self)  # the dense side of recall, over each principal's index
         self._group: TaskGroup | None = None
 
     async def __aenter__(self) -> SqliteStore:
@@ -107,6 +103,10 @@ class SqliteStore:
 
     def path_for(self, scope: Scope) -> Path:
         return principal_file(self.data_dir, scope.principal)
+
+    async def principal_db(self, scope: Scope) -> PrincipalDb:
+        """The principal's open file (opened on first use, kept by the pool)."""
+        return await self.pool.get(scope.principal)
 
     async def _db(self, scope: Scope) -> PrincipalDb:
         return await self.pool.get(scope.principal)
@@ -187,67 +187,6 @@ class SqliteStore:
         dim = meta.get("embed_dim")
         return meta.get("embed_model"), int(dim) if dim else None
 
-    # ----- the vector index ----------------------------------------------------------------
-
-    async def sync(self, scope: Scope, dim: int) -> VectorIndex:
-        """The principal's index, loaded on first use and caught up with other processes."""
-        db = await self._db(scope)
-        loaded = db.index is not None
-        index = await db.sync(dim)
-        if not loaded:
-            self.pool.trim_indexes(keep=db)
-        return index
-
-    async def dense_search(
-        self, scope: Scope, query: Vector, criteria: Criteria, limit: int, now: float
-    ) -> list[tuple[int, float]]:
-        return (await self.dense_ranking(scope, query, criteria, limit, now)).hits
-
-    async def dense_neighbours(
-        self, scope: Scope, queries: Vector, criteria: Criteria, limit: int, now: float
-    ) -> list[list[tuple[int, float]]]:
-        """Per row of ``queries``, the closest live rows of the scope (its own namespace only when
-        ``criteria.namespace_only``): one search for a whole batch of new memories."""
-        if criteria.narrows or criteria.include_superseded or criteria.include_archived or criteria.include_expired:
-            raise ValueError("dense_neighbours searches live rows by namespace only")
-        index = await self.sync(scope, queries.shape[1])
-        run = functools.partial(
-            index.neighbours,
-            queries,
-            namespace=scope.namespace,
-            limit=limit,
-            now=now,
-            exact_namespace=criteria.namespace_only,
-        )
-        return await scan(run, len(index) * len(queries))
-
-    async def dense_ranking(
-        self,
-        scope: Scope,
-        query: Vector,
-        criteria: Criteria,
-        limit: int,
-        now: float,
-        centring: Centring | None = None,
-    ) -> DenseHits:
-        index = await self.sync(scope, query.shape[0])
-        allow = None
-        if criteria.narrows:
-            allow = np.asarray(await self.eligible(scope, criteria, now), dtype=np.int64)
-        run = functools.partial(
-            index.rank,
-            query,
-            namespace=scope.namespace,
-            limit=limit,
-            now=now,
-            include_dead=criteria.include_superseded or criteria.include_archived,
-            include_expired=criteria.include_expired,
-            exact_namespace=criteria.namespace_only,
-            allow=allow,
-            centring=centring,
-        )
-        return await scan(run, len(index))
-
     # ----- reads ---------------------------------------------------------------------------
 
     async def links(self, scope: Scope, sources: Sequence[int], population: int) -> list[Link]:
@@ -255,10 +194,6 @@ class SqliteStore:
         the targets through ``select_memories``, so what a scope may not see never comes back."""
         db = await self._db(scope)
         return await links.links(db.reader, sources, population)
-
-    async def scripts(self, scope: Scope, dim: int) -> tuple[bool, bool]:
-        """Whether the principal's memories include Latin-script ones, and CJK ones."""
-        return (await self.sync(scope, dim)).scripts
 
     async def second_vectors(self, scope: Scope, ns: Sequence[int], model_id: str) -> dict[int, bytes]:
         """The second model's vectors of rows ``ns`` (ADR 14); rows without one are absent."""
@@ -450,14 +385,6 @@ class SqliteStore:
         async for backup in folder.glob(f"{db.path.stem}.v*.bak.db"):
             await backup.unlink(missing_ok=True)
         return counts
-
-    def indexed_total(self) -> int:
-        """Memories in every vector index this process has loaded (for /metrics)."""
-        return sum(len(db.index) for db in self.pool.open_dbs() if db.index is not None)
-
-    def index_size(self, scope: Scope) -> int | None:
-        db = self.pool.get_open(scope.principal)
-        return len(db.index) if db is not None and db.index is not None else None
 
     async def replace_vectors(self, scope: Scope, vectors: Sequence[tuple[int, bytes]]) -> None:
         async with self.transaction(scope) as conn:

@@ -1,0 +1,93 @@
+"""The vector search: the dense side of recall and of remember's neighbour check, as a component.
+
+Exact today: each principal's vectors sit in one in-memory matrix (storage/vectors.py) that the
+principal pool loads on first use (one bulk read) and catches up with other processes' writes
+through the change log before every search; a scan over it runs off the event loop when large.
+An approximate engine (the scale-out issue's Qdrant) is another class with these methods.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from mcp_memory.models import Centring, Criteria, DenseHits, Scope, Vector
+from mcp_memory.storage.vectors import VectorIndex, scan
+
+if TYPE_CHECKING:  # the store builds this one around itself
+    from mcp_memory.storage.sqlite import SqliteStore
+
+
+class ExactVectorSearch:
+    def __init__(self, store: SqliteStore) -> None:
+        self.store = store
+
+    async def sync(self, scope: Scope, dim: int) -> VectorIndex:
+        """The principal's index, loaded on first use and caught up with other processes."""
+        db = await self.store.principal_db(scope)
+        loaded = db.index is not None
+        index = await db.sync(dim)
+        if not loaded:
+            self.store.pool.trim_indexes(keep=db)
+        return index
+
+    async def ranking(
+        self,
+        scope: Scope,
+        query: Vector,
+        criteria: Criteria,
+        limit: int,
+        now: float,
+        centring: Centring | None = None,
+    ) -> DenseHits:
+        """The closest rows to ``query`` the scope and criteria allow, best first."""
+        index = await self.sync(scope, query.shape[0])
+        allow = None
+        if criteria.narrows:
+            allow = np.asarray(await self.store.eligible(scope, criteria, now), dtype=np.int64)
+        run = functools.partial(
+            index.rank,
+            query,
+            namespace=scope.namespace,
+            limit=limit,
+            now=now,
+            include_dead=criteria.include_superseded or criteria.include_archived,
+            include_expired=criteria.include_expired,
+            exact_namespace=criteria.namespace_only,
+            allow=allow,
+            centring=centring,
+        )
+        return await scan(run, len(index))
+
+    async def neighbours(
+        self, scope: Scope, queries: Vector, criteria: Criteria, limit: int, now: float
+    ) -> list[list[tuple[int, float]]]:
+        """Per row of ``queries``, the closest live rows of the scope (its own namespace only when
+        ``criteria.namespace_only``): one search for a whole batch of new memories."""
+        if criteria.narrows or criteria.include_superseded or criteria.include_archived or criteria.include_expired:
+            raise ValueError("neighbours searches live rows by namespace only")
+        index = await self.sync(scope, queries.shape[1])
+        run = functools.partial(
+            index.neighbours,
+            queries,
+            namespace=scope.namespace,
+            limit=limit,
+            now=now,
+            exact_namespace=criteria.namespace_only,
+        )
+        return await scan(run, len(index) * len(queries))
+
+    async def scripts(self, scope: Scope, dim: int) -> tuple[bool, bool]:
+        """Whether the principal's memories include Latin-script ones, and CJK ones."""
+        return (await self.sync(scope, dim)).scripts
+
+    def size(self, scope: Scope) -> int | None:
+        """Rows in this process's index of the principal; None until it is loaded."""
+        db = self.store.pool.get_open(scope.principal)
+        return len(db.index) if db is not None and db.index is not None else None
+
+    def total(self) -> int:
+        """Rows in every index this process holds (for /metrics)."""
+        return sum(len(db.index) for db in self.store.pool.open_dbs() if db.index is not None)
