@@ -8,7 +8,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import orjson
@@ -16,6 +16,9 @@ import orjson
 from mcp_memory import __version__
 from mcp_memory.config import Settings, config_path, environment_snapshot, load_settings
 from mcp_memory.errors import MemoryServerError
+
+if TYPE_CHECKING:  # the CLI imports the server's modules only for the commands that need them
+    from mcp_memory.services.memory_file import MemoryFile
 
 
 def _global_options(suppress: bool, identity: bool = True) -> argparse.ArgumentParser:
@@ -247,7 +250,7 @@ async def _doctor(settings: Settings, explicit: Path | None) -> int:
     _out(orjson.dumps(settings.model_dump(mode="json"), option=orjson.OPT_INDENT_2).decode())
     scope = Scope(settings.principal, settings.namespace)
     loose = loose_paths(settings.data_dir)
-    if loose:
+    if loose:  # a problem even once fixed below: other users could read the memories until now
         ok = False
         shown = ", ".join(f"{p.relative_to(settings.data_dir)} {file_mode(p) or 0:o}" for p in loose[:3])
         _out(
@@ -256,9 +259,12 @@ async def _doctor(settings: Settings, explicit: Path | None) -> int:
         )
     else:
         _out(f"permissions: {settings.data_dir} is owner-only")
-    ok = _memory_file_check(settings) and ok
     try:
         async with open_runtime(settings, warm=False) as runtime:
+            if loose:  # the store made them owner-only as it opened
+                still = len(loose_paths(settings.data_dir))
+                _out(f"permissions: {still} path(s) still open to others" if still else "permissions: now owner-only")
+            ok = await _memory_file_check(runtime.memory_file) and ok
             _out(f"data file: {runtime.store.path_for(scope)}")
             started = time.perf_counter()
             try:
@@ -299,20 +305,20 @@ async def _doctor(settings: Settings, explicit: Path | None) -> int:
     return 0 if ok else 1
 
 
-def _memory_file_check(settings: Settings) -> bool:
+async def _memory_file_check(memory_file: MemoryFile) -> bool:
     """Whether the memory file, if there is one, would be applied (every error listed by line)."""
-    from mcp_memory.services.memory_file import MemoryFileError, parse
+    from mcp_memory.services.memory_file import MemoryFileError
 
-    path = settings.memory_file
-    if path is None or not path.is_file():
+    path = memory_file.path
+    if not path.is_file():
         _out(f"memory file: none at {path} (create it to pin memories by hand)")
         return True
     try:
-        items = parse(path, path.read_bytes(), settings.limits)
+        items = await memory_file.check()
     except MemoryFileError as exc:
         _out(f"memory file: PROBLEM: {exc}")
         return False
-    _out(f"memory file: {path}, {len(items)} item(s), applied by every server within seconds of a change")
+    _out(f"memory file: {path}, {items} item(s), applied by every server within seconds of a change")
     return True
 
 

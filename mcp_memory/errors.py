@@ -45,10 +45,10 @@ class LimitExceededError(InvalidInputError):
 class NotFoundError(MemoryServerError):
     """No object by that id exists in the caller's scope."""
 
-    def __init__(self, what: str, ident: str) -> None:
+    def __init__(self, what: str, ident: str, more: str | None = None) -> None:
         self.what = what
         self.ident = ident
-        super().__init__(f"No {what} by the id of {ident!r} was found")
+        super().__init__(f"No {what} by the id of {ident!r} was found" + (f": {more}" if more else ""))
 
 
 class ConflictError(MemoryServerError):

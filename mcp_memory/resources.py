@@ -63,7 +63,11 @@ def pinned_markdown(pinned: list[MemoryOut]) -> str:
     if not pinned:
         return "# Pinned memory\n\nNothing is pinned. Pin goals, rules and identity with the `pin` tool.\n"
     lines = ["# Pinned memory", ""]
-    lines += [f"- **{m.kind}**: {m.text} _(id {m.id}, since {m.created_at:%Y-%m-%d}{_origin(m)})_" for m in pinned]
+    lines += [
+        f"- **{m.kind}**: {m.text} _(id {m.id}, since {m.created_at:%Y-%m-%d}{_origin(m)})_"
+        + (f" **[caution: {m.caution}]**" if m.caution else "")
+        for m in pinned
+    ]
     return "\n".join(lines) + "\n"
 
 

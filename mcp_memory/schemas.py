@@ -366,7 +366,7 @@ class EventOut(BaseModel):
 class MemoryDetail(BaseModel):
     memory: MemoryOut
     current_id: str | None = Field(
-        description="the version that holds now (this one when current; None when the chain ends in a deletion)"
+        None, description="the version that holds now (this one when current; absent when the chain ends in a deletion)"
     )
     replaces: list[VersionOut] = Field(description="every earlier version, oldest first")
     replaced_by: list[VersionOut] = Field(description="every later version, in order; the last one holds now")

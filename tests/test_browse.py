@@ -146,6 +146,19 @@ async def test_a_correction_is_a_new_version_and_the_history_is_whole(client: Cl
     assert v1 not in {m["id"] for m in (await call(client, "list_memories", {"limit": 50}))["memories"]}
 
 
+async def test_a_chain_broken_by_a_forget_ends_and_the_forgotten_one_says_when_it_went(client: Client) -> None:
+    ids = [
+        (await call(client, "remember", {"content": f"My locker is number {n}", "key": "locker"}))["items"][0]["id"]
+        for n in (12, 14, 16)
+    ]
+    await call(client, "forget", {"ids": [ids[1]], "dry_run": False})
+    oldest = await call(client, "get_memory", {"id": ids[0]})
+    assert oldest["memory"]["superseded_by"] == ids[1]
+    assert oldest.get("current_id") is None  # the chain ends in a deletion
+    gone = await call_error(client, "get_memory", {"id": ids[1]})
+    assert f"No memory by the id of {ids[1]!r} was found: it was forgotten on " in gone
+
+
 async def test_a_correction_into_words_another_memory_holds_merges_into_it(client: Client) -> None:
     ids = await _store_notes(client)
     result = await call(client, "correct_memory", {"id": ids[1], "text": NOTES[3]})

@@ -86,6 +86,10 @@ async def test_a_flagged_memory_is_stored_marked_on_every_read_and_quoted_in_pro
     body = str(prompt.messages[0].content)
     assert f'"{text}"' in body  # quoted as data
     assert "[caution: reads as an instruction to the agent" in body
+    await call(client, "pin", {"id": item["id"]})
+    shown = await client.read_resource("memory://pinned")
+    markdown = "".join(getattr(part, "text", "") for part in shown.contents)
+    assert "**[caution: reads as an instruction to the agent" in markdown
 
 
 @pytest.mark.anyio

@@ -154,6 +154,10 @@ async def test_golden_queries_refuse_bad_input_and_follow_a_forget(client: Clien
     assert "searchable word" in await call_error(client, "golden_queries", {"query": "the of", "memory_id": memory_id})
     assert "name the memory" in await call_error(client, "golden_queries", {"query": "release train"})
     assert "No golden query" in await call_error(client, "golden_queries", {"remove": "missing"})
+    kept = (await _golden(client, query="release train", memory_id=memory_id))["queries"][0]["id"]
+    again = await call_error(client, "golden_queries", {"query": "release train", "memory_id": memory_id})
+    assert f"already kept as {kept!r}" in again
+    await _golden(client, remove=kept)
     secret = "release train token sk-live-4f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c"
     added = (await _golden(client, query=secret, memory_id=memory_id))["queries"][0]
     assert "4f9a8b7c6d5e" not in added["query"]  # a query is stored text: redacted

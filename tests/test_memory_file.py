@@ -11,7 +11,6 @@ import pytest
 from mcp.client import Client
 
 from mcp_memory.config import Limits, load_settings
-from mcp_memory.errors import InvalidInputError
 from mcp_memory.models import Scope
 from mcp_memory.server import Runtime, open_runtime
 from mcp_memory.services.memory_file import MemoryFileError, parse
@@ -57,6 +56,14 @@ def test_items_keys_and_continuations_are_read_and_the_rest_is_not() -> None:
         ("- ok\n-   {#empty}\n", 2, "the item is empty"),
         ("- the deploy token is ghp_1234567890abcdefghijklmnopqrstuvwxyzAB\n", 1, "looks like a credential"),
         ("- fine\n- " + "x" * 20_000 + "\n", 2, "max_content_bytes"),
+        ("- fine\n- ok\n", 2, "only acknowledges"),
+        ("- Tea at four\n- Lunch at noon\n- Tea at four\n", 3, "the same text as the item on line 1"),
+        (
+            "- The deploy\n  uses this token\n  ghp_1234567890abcdefghijklmnopqrstuvwxyzAB\n",
+            3,
+            "looks like a credential",
+        ),
+        ("".join(f"- item number {n}\n" for n in range(101)), 101, "over limits.max_batch (100)"),
     ],
 )
 def test_errors_are_reported_by_line(text: str, line: int, problem: str) -> None:
@@ -116,6 +123,7 @@ async def test_add_edit_and_delete_items(file_runtime: Runtime, memory_file: Pat
     assert now["file:tea"].text == "用户喜欢喝乌龙茶，加一点蜂蜜"
     old = next(r for r in await file_runtime.store.export_rows(Scope("alice")) if r.id == old_tea)
     assert old.superseded_by == now["file:tea"].id  # the edit supersedes, history kept
+    assert old.pinned is False  # no longer a pin anywhere (stats count it so)
     spelling = next(r for r in await file_runtime.store.export_rows(Scope("alice")) if r.key == "file:spelling")
     assert (spelling.pinned, spelling.superseded_by) == (False, None)  # deleted from the file: unpinned, kept
 
@@ -171,7 +179,25 @@ async def test_a_file_over_the_pin_cap_is_refused_whole(data_dir: Path, memory_f
     )
     _write(memory_file, "- The user lives in Berlin {#home}\n- " + "The user reads long novels. " * 5 + "{#books}\n")
     async with open_runtime(settings, warm=False) as runtime:
-        with pytest.raises(InvalidInputError, match="pinned_cap_tokens"):
+        with pytest.raises(MemoryFileError, match=r"line 1: its pins would bring .* over limits.pinned_cap_tokens"):
             await runtime.memory_file.sync()
         assert await runtime.memory.pinned(Scope("alice")) == []
         assert await runtime.store.export_rows(Scope("alice")) == []
+
+
+async def test_an_edit_that_frees_pins_fits_under_the_cap(data_dir: Path, memory_file: Path) -> None:
+    """33 tokens pinned; the edit keeps 10: applied, though old and new together would be 43."""
+    settings = load_settings(
+        data_dir=data_dir, principal="alice", memory_file=memory_file, limits=Limits(pinned_cap_tokens=35)
+    )
+    three = "".join(f"- The {name} server runs in the basement rack {{#{name}}}\n" for name in ("mail", "web", "db"))
+    _write(memory_file, three)
+    async with open_runtime(settings, warm=False) as runtime:
+        await runtime.memory_file.sync()
+        assert len(await runtime.memory.pinned(Scope("alice"))) == 3
+        _write(memory_file, "- Every server now runs in the cloud {#web}\n")
+        outcome = await runtime.memory_file.sync(force=True)
+        assert outcome is not None
+        assert (outcome.pinned, outcome.unpinned) == (1, 2)
+        (pin,) = await runtime.memory.pinned(Scope("alice"))
+        assert pin.text == "Every server now runs in the cloud"

@@ -14,6 +14,7 @@ from mcp.client import Client
 
 from mcp_memory.cli import main
 from mcp_memory.config import load_settings
+from mcp_memory.models import Scope
 from mcp_memory.server import Runtime, open_runtime
 from mcp_memory.storage.pool import principal_file
 from tests.conftest import call, call_error, hit_texts, row_counts
@@ -57,6 +58,15 @@ def test_off_means_no_memory_in_and_none_out_and_on_loses_nothing(tmp_path: Path
         assert "nothing was stored" in refused
         assert "mcp-memory switch on" in refused
         assert "switched off" in await call_error(client, "list_memories", {})
+        pinned_id = (await runtime.store.export_rows(Scope("alice")))[0].id
+        for tool, arguments in (
+            ("forget", {"filters": {"kinds": ["fact"]}}),  # a dry run's previews are memory text
+            ("forget", {"ids": [pinned_id], "dry_run": False}),
+            ("unpin", {"id": pinned_id}),
+            ("golden_queries", {}),
+            ("golden_queries", {"query": "staging region", "memory_id": pinned_id}),
+        ):
+            assert "switched off" in await call_error(client, tool, arguments), tool
         packet = await call(client, "resume", {"task_id": "task-1"})  # tasks stay readable
         assert packet["goal"] == "Move staging to Paris"
         stats = await call(client, "stats", {})

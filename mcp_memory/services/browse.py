@@ -170,6 +170,15 @@ class BrowseService:
         await refuse_if_off(self.memory.switch, scope, "nothing was read")
         found = await self.store.select_memories(scope, replace(_EVERY_STATE, ids=(memory_id,)), self.clock())
         if not found:
+            # A principal-wide caller learns when and how its memory went (events name no namespace).
+            went = await self.store.browse.gone(scope, memory_id) if scope.namespace is None else None
+            if went is not None:
+                when = to_datetime(went[0])
+                raise NotFoundError(
+                    "memory",
+                    memory_id,
+                    f"it was {went[1]} on {when:%Y-%m-%d %H:%M} UTC; only that record of it remains",
+                )
             raise NotFoundError("memory", memory_id)
         return _detail(found[0], await self.store.browse.history(scope, found[0]))
 

@@ -34,6 +34,7 @@ from mcp_memory.services import summarize
 from mcp_memory.services.checks import text_field
 from mcp_memory.services.memory import MemoryService
 from mcp_memory.services.ports import MemoryStore
+from mcp_memory.services.switch import refuse_if_off
 from mcp_memory.text import keyword_terms
 
 log = logging.getLogger(__name__)
@@ -97,6 +98,7 @@ class GoldenService:
     # ----- the person's queries ------------------------------------------------------------
 
     async def add(self, scope: Scope, query: str, memory_id: str) -> GoldenRow:
+        await refuse_if_off(self.memory.switch, scope, "no golden query was added")
         text_field("memory_id", memory_id)
         if not memory_id.strip():
             raise InvalidInputError(
@@ -110,7 +112,13 @@ class GoldenService:
         found = await self.store.select_memories(scope, Criteria(ids=(memory_id,), include_archived=True), self.clock())
         if not found:
             raise NotFoundError("memory", memory_id)
-        if len(await self.rows.queries(Scope(scope.principal))) >= MAX_QUERIES:
+        known = await self.rows.queries(Scope(scope.principal))
+        same = next(
+            (q for q in known if (q.query, q.memory_id, q.namespace) == (query, memory_id, scope.namespace)), None
+        )
+        if same is not None:
+            raise InvalidInputError("query", f"this golden query is already kept as {same.id!r}")
+        if len(known) >= MAX_QUERIES:
             raise InvalidInputError(
                 "query", f"this principal already has {MAX_QUERIES} golden queries; remove one with remove=<id> first"
             )
@@ -119,11 +127,13 @@ class GoldenService:
         return row
 
     async def remove(self, scope: Scope, golden_id: str) -> None:
+        await refuse_if_off(self.memory.switch, scope, "no golden query was removed")
         text_field("remove", golden_id)
         if not await self.rows.remove(scope, golden_id):
             raise NotFoundError("golden query", golden_id)
 
     async def queries(self, scope: Scope) -> list[GoldenRow]:
+        await refuse_if_off(self.memory.switch, scope, "nothing was read")  # the queries name memories
         return await self.rows.queries(scope)
 
     async def checks(self, scope: Scope) -> tuple[list[GoldenCheckRow], int]:

@@ -237,6 +237,7 @@ class MemoryService:
     async def pin(self, scope: Scope, memory_id: str, pinned: bool = True) -> PinResult:
         """Pin (or unpin) a memory: it then always comes back with recall and resume."""
         text_field("id", memory_id)
+        await refuse_if_off(self.switch, scope, "nothing was changed")
         now = self.clock()
         found = await self.store.select_memories(scope, Criteria(ids=(memory_id,)), now)
         if not found:
@@ -452,6 +453,9 @@ class MemoryService:
     ) -> ForgetResult:
         if (ids is None) == (where is None):
             raise InvalidInputError("ids", "give either ids or filters (exactly one of them)")
+        # Memory off: nothing is read (a dry run's previews are text) and nothing goes; forget_user
+        # and `mcp-memory export` stay the person's own.
+        await refuse_if_off(self.switch, scope, "nothing was read or deleted")
         now = self.clock()
         criteria = inputs.forget_criteria(scope, ids, where, self.limits)
         records = await self.store.select_memories(scope, criteria, now, order="m.occurred_at, m.n")

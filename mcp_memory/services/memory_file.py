@@ -33,13 +33,15 @@ import anyio
 
 from mcp_memory.config import Limits
 from mcp_memory.errors import MemoryServerError
-from mcp_memory.models import Criteria, Provenance, Scope
+from mcp_memory.models import Criteria, MemoryRecord, Provenance, Scope
 from mcp_memory.redact import secret_kinds
 from mcp_memory.schemas import MemoryInput
 from mcp_memory.services.intake import CallContext
 from mcp_memory.services.memory import MemoryService
 from mcp_memory.services.ports import PassControl
-from mcp_memory.text import TextProblem, check_text
+from mcp_memory.services.rules import is_throwaway
+from mcp_memory.services.switch import refuse_if_off
+from mcp_memory.text import TextProblem, check_text, estimate_tokens
 
 log = logging.getLogger(__name__)
 MAX_FILE_BYTES = 262_144
@@ -89,21 +91,28 @@ def parse(path: Path, data: bytes, limits: Limits) -> list[FileItem]:
         line = data[: exc.start].count(b"\n") + 1
         raise MemoryFileError(path, [(line, "not UTF-8 text; save the file as UTF-8")]) from None
     problems: list[tuple[int, str]] = []
-    items = [_item(lines, first, problems, limits) for first, lines in _blocks(text)]
-    seen: dict[str, int] = {}
+    items = [_item(parts, problems, limits) for parts in _blocks(text)]
+    keys: dict[str, int] = {}
+    texts: dict[str, int] = {}
     for item in items:
-        if item.key in seen:
-            problems.append((item.line, f"the key {item.key!r} is already used on line {seen[item.key]}"))
-        seen.setdefault(item.key, item.line)
+        if item.text in texts:
+            problems.append((item.line, f"the same text as the item on line {texts[item.text]}; keep one"))
+        elif item.key in keys:
+            problems.append((item.line, f"the key {item.key!r} is already used on line {keys[item.key]}"))
+        keys.setdefault(item.key, item.line)
+        texts.setdefault(item.text, item.line)
+    if len(items) > limits.max_batch:
+        first_over = items[limits.max_batch].line
+        problems.append((first_over, f"the file has {len(items)} items, over limits.max_batch ({limits.max_batch})"))
     if problems:
         raise MemoryFileError(path, sorted(problems))
     return items
 
 
-def _blocks(text: str) -> list[tuple[int, list[str]]]:
-    """Each list item's lines with its first line number: an indented line continues the item above
-    it; a heading or unindented prose ends it; code blocks and HTML comments are skipped."""
-    blocks: list[tuple[int, list[str]]] = []
+def _blocks(text: str) -> list[list[tuple[int, str]]]:
+    """Each list item's lines (number, text): an indented line continues the item above it; a
+    heading or unindented prose ends it; code blocks and HTML comments are skipped."""
+    blocks: list[list[tuple[int, str]]] = []
     open_item = fenced = in_comment = False
     for number, line in enumerate(text.splitlines(), start=1):
         stripped = line.strip()
@@ -118,18 +127,22 @@ def _blocks(text: str) -> list[tuple[int, list[str]]]:
             continue
         item = _ITEM.match(line)
         if item is not None:
-            blocks.append((number, [item.group("text")]))
+            blocks.append([(number, item.group("text"))])
             open_item = True
         elif stripped and open_item and line[:1].isspace():
-            blocks[-1][1].append(stripped)
+            blocks[-1].append((number, stripped))
         elif stripped:
             open_item = False  # a heading or prose: not a memory
     return blocks
 
 
-def _item(lines: list[str], line: int, problems: list[tuple[int, str]], limits: Limits) -> FileItem:
-    body = " ".join(part for part in lines if part)
-    body = re.sub(r"<!--.*?-->", "", body).strip()
+def _item(parts: list[tuple[int, str]], problems: list[tuple[int, str]], limits: Limits) -> FileItem:
+    line = parts[0][0]
+    for number, part in parts:  # a credential is named on its own line, not the item's first
+        kinds = secret_kinds(part)
+        if kinds:
+            problems.append((number, f"holds what looks like a credential ({', '.join(kinds)}); keep secrets out"))
+    body = re.sub(r"<!--.*?-->", "", " ".join(part for _, part in parts if part)).strip()
     key = None
     found = _KEY.search(body)
     if found is not None:
@@ -140,17 +153,22 @@ def _item(lines: list[str], line: int, problems: list[tuple[int, str]], limits: 
         problems.append((line, "the item is empty; write the memory after the '-'"))
     elif len(body.encode()) > limits.max_content_bytes:
         problems.append((line, f"the item is over limits.max_content_bytes ({limits.max_content_bytes} bytes)"))
+    elif is_throwaway(body):
+        problems.append((line, f"{body!r} only acknowledges; write what should be remembered"))
     else:
         try:
             check_text(body)
         except TextProblem as exc:
             problems.append((line, str(exc)))
-        kinds = secret_kinds(body)
-        if kinds:
-            problems.append(
-                (line, f"holds what looks like a credential ({', '.join(kinds)}); keep secrets out of memory")
-            )
     return FileItem(key or "t-" + hashlib.sha256(body.encode()).hexdigest()[:16], body, line)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    write: list[FileItem]  # new and edited items
+    replaced: dict[str, MemoryRecord]  # key -> the current version an edit supersedes
+    repin: list[MemoryRecord]  # unchanged items whose memory was unpinned
+    gone: list[MemoryRecord]  # pins of items no longer in the file
 
 
 class MemoryFile:
@@ -219,9 +237,14 @@ class MemoryFile:
             with anyio.move_on_after(every):
                 await stop.wait()
 
-    async def apply(self, items: list[FileItem]) -> SyncOutcome:
-        """Make the store's file pins match ``items``: write new and edited ones (one batch: all or
-        nothing), pin again what was unpinned, unpin what left the file."""
+    async def check(self) -> int:
+        """What applying the file now would do, without doing it: its item count, or MemoryFileError
+        (a broken file, or pins over limits.pinned_cap_tokens). For `mcp-memory doctor`."""
+        items = parse(self.path, self.path.read_bytes(), self.limits)
+        await self._plan(items)
+        return len(items)
+
+    async def _plan(self, items: list[FileItem]) -> _Plan:
         now = self.memory.clock()
         store = self.memory.store
         wanted = {KEY_PREFIX + i.key: i for i in items}
@@ -230,26 +253,57 @@ class MemoryFile:
         )
         by_key = {r.key: r for r in current if r.key is not None}
         write = [i for k, i in wanted.items() if k not in by_key or by_key[k].content != i.text]
+        replaced = {k: by_key[k] for k in (KEY_PREFIX + i.key for i in write) if k in by_key}
         repin = [r for k, r in by_key.items() if not r.pinned and r.content == wanted[k].text]
-        if write:
-            await self.memory.remember(
-                self.scope,
-                [
-                    MemoryInput(
-                        content=i.text,
-                        key=KEY_PREFIX + i.key,
-                        pinned=True,
-                        importance=1.0,
-                        metadata={"memory_file": str(self.path), "line": i.line},
-                    )
-                    for i in write
-                ],
-                CallContext(FILE_PROVENANCE),
-            )
-        for record in repin:
-            await self.memory.pin(self.scope, record.id)
         pins = await store.select_memories(self.scope, Criteria(pinned=True, namespace_only=True), now)
         gone = [r for r in pins if (r.key or "").startswith(KEY_PREFIX) and r.key not in wanted]
-        for record in gone:
+        # The cap is checked here, before anything is written, so a file is applied whole or not at all.
+        pinned = await store.select_memories(self.scope, Criteria(pinned=True), now)
+        leaving = {r.id for r in gone} | {r.id for r in replaced.values() if r.pinned}
+        total = sum(estimate_tokens(r.content) for r in pinned if r.id not in leaving)
+        total += sum(estimate_tokens(i.text) for i in write) + sum(estimate_tokens(r.content) for r in repin)
+        if total > self.limits.pinned_cap_tokens:
+            first = min((i.line for i in write), default=1)
+            problem = (
+                f"its pins would bring pinned memories to {total} tokens, over limits.pinned_cap_tokens "
+                f"({self.limits.pinned_cap_tokens}); shorten or remove items, or unpin other memories"
+            )
+            raise MemoryFileError(self.path, [(first, problem)])
+        return _Plan(write, replaced, repin, gone)
+
+    async def apply(self, items: list[FileItem]) -> SyncOutcome:
+        """Make the store's file pins match ``items``: unpin what left the file, write new and edited
+        items (one batch: all or nothing; an edit supersedes its old version by key), pin again
+        what was unpinned."""
+        plan = await self._plan(items)
+        await refuse_if_off(self.memory.switch, self.scope, "the memory file was not applied")
+        for record in plan.gone:
             await self.memory.pin(self.scope, record.id, pinned=False)
-        return SyncOutcome(pinned=len(write), repinned=len(repin), unpinned=len(gone), items=len(items))
+        if plan.write:
+            # An edit's old version leaves the pins first (the cap counts what stays); the new one
+            # supersedes it by its key. Should the write fail, the old pins come back.
+            store = self.memory.store
+            edited = [old for old in plan.replaced.values() if old.pinned]
+            for old in edited:
+                await store.set_pinned(self.scope, old.rowid, False)
+            try:
+                await self.memory.remember(
+                    self.scope,
+                    [
+                        MemoryInput(
+                            content=i.text,
+                            key=KEY_PREFIX + i.key,
+                            pinned=True,
+                            metadata={"memory_file": str(self.path), "line": i.line},
+                        )
+                        for i in plan.write
+                    ],
+                    CallContext(FILE_PROVENANCE),
+                )
+            except BaseException:
+                for old in edited:
+                    await store.set_pinned(self.scope, old.rowid, True)
+                raise
+        for record in plan.repin:
+            await self.memory.pin(self.scope, record.id)
+        return SyncOutcome(pinned=len(plan.write), repinned=len(plan.repin), unpinned=len(plan.gone), items=len(items))

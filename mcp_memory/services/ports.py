@@ -217,6 +217,10 @@ class CountRows(Protocol):
 class BrowseRows(Protocol):
     """Paging through memories and telling one memory's history."""
 
+    async def gone(self, scope: Scope, memory_id: str) -> tuple[float, str] | None:
+        """When and how a memory that no longer exists went (its one content-free event), or None."""
+        ...
+
     async def page(
         self,
         scope: Scope,

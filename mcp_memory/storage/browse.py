@@ -37,6 +37,13 @@ class BrowseStore:
     def __init__(self, store: SqliteStore) -> None:
         self.store = store
 
+    async def gone(self, scope: Scope, memory_id: str) -> tuple[float, str] | None:
+        """When and how a memory id of the principal's file went (forgotten, expired, evicted,
+        undone), from its one content-free event; None if it never existed here or still does."""
+        logged = await events.read(await self.store.reader(scope), memory_id)
+        last = logged[-1] if logged else None
+        return (last[0], last[1]) if last is not None and last[1] in events.TERMINAL else None
+
     async def page(
         self,
         scope: Scope,

@@ -32,6 +32,9 @@ EVENTS = (
 )
 
 
+TERMINAL = frozenset({"forgotten", "expired", "evicted", "undone"})  # the one event left of a memory gone
+
+
 async def record(conn: aiosqlite.Connection, ids: Iterable[str], event: str, at: float, **detail: Any) -> None:
     assert event in EVENTS, event
     text = orjson.dumps(detail).decode()
