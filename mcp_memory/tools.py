@@ -324,8 +324,9 @@ def register_summary_tool(mcp: MCPServer[Any], memory: MemoryService, scopes: Sc
 
 def register_stats_tool(mcp: MCPServer[Any], stats_service: StatsService, scopes: ScopeResolver) -> None:
     @mcp.tool(
-        description="How much this server holds for you (memories by tier, level and state; tasks; checkpoints) "
-        "and how the process is doing (model, index size, uptime).",
+        description="How much this server holds for you (memories by tier, level and state; tasks; checkpoints), "
+        "whether memory is switched off, the memories' events, the lifecycle's pending work and last passes, "
+        "the golden queries' last check and rollbacks, and how the process is doing (model, index size, uptime).",
         annotations=ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True),
     )
     @as_tool_errors

@@ -17,7 +17,6 @@ from mcp_memory.config import Limits, RecallSettings
 from mcp_memory.errors import InvalidInputError, LimitExceededError
 from mcp_memory.ids import new_id
 from mcp_memory.models import Criteria, MemoryRecord, Provenance, Scope, to_seconds
-from mcp_memory.redact import redact, redact_value
 from mcp_memory.schemas import ForgetFilter, MemoryInput, RecallFilters
 from mcp_memory.services import rules, scoring
 from mcp_memory.services.checks import identifier, json_strings, text_field
@@ -132,7 +131,7 @@ def new_record(
     provenance: Provenance,
 ) -> MemoryRecord:
     importance = item.importance if item.importance is not None else rules.estimate_importance(content, item.kind)
-    tags = sorted({redact(t.strip()) for t in item.tags})
+    tags = sorted({t.strip() for t in item.tags})  # the item was redacted once, by intake.persisted
     return MemoryRecord(
         id=new_id(),
         namespace=scope.namespace,
@@ -140,7 +139,7 @@ def new_record(
         content=content,
         key=item.key,
         tags=tags,
-        metadata=redact_value(item.metadata),
+        metadata=item.metadata,
         importance=importance,
         pinned=item.pinned,
         occurred_at=occurred,

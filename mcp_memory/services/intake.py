@@ -63,12 +63,25 @@ class Intake:
     prepared: list[Prepared]
 
 
+def persisted(item: MemoryInput) -> MemoryInput:
+    """The one redaction of what a remember stores (DESIGN §7): text, tags and metadata, before the
+    text is hashed, embedded or compared, so no copy of a secret reaches the file, an index or a log."""
+    return item.model_copy(
+        update={
+            "content": redact(item.content),
+            "tags": [redact(t) for t in item.tags],
+            "metadata": redact_value(item.metadata),
+        }
+    )
+
+
 def prepare(scope: Scope, items: Sequence[MemoryInput]) -> Intake:
     """Redact and normalise every text, answer the throwaways, hash the rest."""
     results: list[RememberItem | None] = [None] * len(items)
     prepared: list[Prepared] = []
-    for i, item in enumerate(items):
-        content = normalize(redact(item.content))
+    for i, given in enumerate(items):
+        item = persisted(given)
+        content = normalize(item.content)
         if rules.is_throwaway(content):
             results[i] = RememberItem(
                 index=i, outcome="rejected", reason="an acknowledgement carries nothing worth recalling"
@@ -132,7 +145,7 @@ def _classify_one(
         id=new_id(),
         session_key=item.session_id or session,
         occurred_at=to_seconds(item.occurred_at) if item.occurred_at else now,
-        metadata=redact_value(item.metadata),
+        metadata=item.metadata,  # redacted by prepare
         provenance=provenance,
     )
     target = None
