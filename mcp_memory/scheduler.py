@@ -22,10 +22,11 @@ from mcp_memory.config import LifecycleSettings
 from mcp_memory.errors import StorageError
 from mcp_memory.metrics import PASSES, Process
 from mcp_memory.models import Scope
+from mcp_memory.services.control_ports import PassControl
 from mcp_memory.services.facts import FactService
 from mcp_memory.services.golden import GoldenService, PassChanges
 from mcp_memory.services.lifecycle import LifecycleService
-from mcp_memory.services.ports import MemoryStore, PassControl
+from mcp_memory.services.ports import MemoryStore
 from mcp_memory.services.switch import SwitchState
 
 log = logging.getLogger(__name__)

@@ -42,7 +42,7 @@ from mcp_memory.config import HttpSettings, Limits
 from mcp_memory.jwt_auth import JwtVerifier, looks_like_jwt
 from mcp_memory.models import Scope as MemoryScope
 from mcp_memory.scope import REQUEST_ID_KEY
-from mcp_memory.services.ports import TokenCheck
+from mcp_memory.services.control_ports import TokenCheck
 
 log = logging.getLogger("mcp_memory.http")
 # The id of the request the middlewares are handling, for log lines written in their own task

@@ -36,9 +36,9 @@ from mcp_memory.errors import MemoryServerError
 from mcp_memory.models import Criteria, MemoryRecord, Provenance, Scope
 from mcp_memory.redact import secret_kinds
 from mcp_memory.schemas import MemoryInput
+from mcp_memory.services.control_ports import PassControl
 from mcp_memory.services.intake import CallContext
 from mcp_memory.services.memory import MemoryService
-from mcp_memory.services.ports import PassControl
 from mcp_memory.services.rules import is_throwaway
 from mcp_memory.services.switch import refuse_if_off
 from mcp_memory.text import TextProblem, check_text, estimate_tokens

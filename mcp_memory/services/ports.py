@@ -11,14 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
 from mcp_memory.models import (
     Applied,
     Centring,
-    CheckpointRow,
     Criteria,
     DenseHits,
     GoldenCheckRow,
@@ -30,7 +29,6 @@ from mcp_memory.models import (
     NewMemory,
     NewOccurrence,
     Scope,
-    TaskRow,
     TaskSummaryRow,
     Vector,
 )
@@ -451,80 +449,3 @@ class MemoryStore(Protocol):
     async def export_rows(self, scope: Scope) -> list[MemoryRecord]: ...
 
     async def existing_ids(self, scope: Scope, ids: Sequence[str]) -> set[str]: ...
-
-
-class PassControl(Protocol):
-    """Leases that let one process at a time run a lifecycle pass, and the record of passes."""
-
-    async def acquire(self, name: str, holder: str, now: float, seconds: float) -> bool:
-        """Take (or renew) the lease ``name`` unless another live holder has it."""
-        ...
-
-    async def holder(self, name: str) -> tuple[str, float] | None:
-        """Who holds the lease ``name`` and until when (it may have expired), or None."""
-        ...
-
-    async def release(self, name: str, holder: str) -> None: ...
-
-    async def record(
-        self, name: str, holder: str, started: float, finished: float, outcome: str, details: dict[str, Any]
-    ) -> None: ...
-
-    async def recent(self, limit: int = 10) -> list[dict[str, Any]]: ...
-
-
-class TokenIdentity(Protocol):
-    """Whom a live bearer token names."""
-
-    @property
-    def id(self) -> str: ...
-
-    @property
-    def principal(self) -> str: ...
-
-    @property
-    def namespace(self) -> str | None: ...
-
-    @property
-    def expires_at(self) -> float | None: ...
-
-
-class TokenCheck(Protocol):
-    """Verifies the bearer tokens `mcp-memory token create` issues (the store keeps hashes only)."""
-
-    async def verify(self, token: str, now: float) -> TokenIdentity | None:
-        """Whom the token names, or None when it is unknown, revoked or expired."""
-        ...
-
-
-class TaskRows(Protocol):
-    """Tasks (identity, intent, the live head) and their immutable checkpoints, one principal's."""
-
-    async def get(self, scope: Scope, task_id: str) -> TaskRow | None:
-        """The task if the scope sees it (principal-wide, or created in the scope's namespace)."""
-        ...
-
-    async def save(
-        self, scope: Scope, task: TaskRow, base_seq: int | None, checkpoints: Sequence[CheckpointRow] = ()
-    ) -> None:
-        """Write the new head (and checkpoints) if the head is still at ``base_seq`` (None: the task
-        must not exist yet), in one transaction; else StaleHeadError and nothing written."""
-        ...
-
-    async def checkpoint(self, scope: Scope, task_id: str, checkpoint_id: str) -> CheckpointRow | None:
-        """One checkpoint with its envelope, if the task is visible to the scope."""
-        ...
-
-    async def heads(self, scope: Scope) -> dict[str, int]:
-        """Every task of the principal (all namespaces) with its head's sequence number."""
-        ...
-
-    async def list_tasks(self, scope: Scope, after: tuple[float, str] | None, limit: int) -> list[TaskRow]:
-        """Most recently updated first, past ``after`` (updated_at, task_id)."""
-        ...
-
-    async def list_checkpoints(
-        self, scope: Scope, task_id: str, before_seq: int | None, limit: int
-    ) -> list[CheckpointRow]:
-        """A task's checkpoints, newest first; ``before_seq`` continues after the last row seen."""
-        ...

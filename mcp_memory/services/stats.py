@@ -12,8 +12,9 @@ from mcp_memory.metrics import Process
 from mcp_memory.models import Scope, to_datetime
 from mcp_memory.schemas import StatsResult
 from mcp_memory.services import summarize
+from mcp_memory.services.control_ports import PassControl
 from mcp_memory.services.facts import FACT_KINDS
-from mcp_memory.services.ports import MemoryStore, PassControl
+from mcp_memory.services.ports import MemoryStore
 from mcp_memory.services.switch import SwitchState, off_reason
 
 

@@ -27,8 +27,8 @@ from mcp_memory.schemas import MemoryOut, RecallFilters
 from mcp_memory.services import packet, task_tree
 from mcp_memory.services.checks import identifier, text_field
 from mcp_memory.services.memory import MemoryService
-from mcp_memory.services.ports import TaskRows
 from mcp_memory.services.task_checks import check_checkpoint
+from mcp_memory.services.task_ports import TaskRows
 from mcp_memory.services.task_views import checkpoint_uri, dt, from_cursor, info, serialised_size, task_uri, to_cursor
 from mcp_memory.task_schemas import (
     CheckpointInfo,
@@ -182,13 +182,16 @@ class TaskService:
         """Save the head (creating the task on first use) and an immutable copy of it."""
         check_checkpoint(scope, task_id, title, goal, constraints, changes, in_namespace)
         task_id = task_id or f"task-{new_id()}"
+        # The one redaction of what a checkpoint stores (the stored head was redacted when written).
+        title, goal = (redact(title) if title is not None else None), (redact(goal) if goal is not None else None)
+        constraints = [redact(c) for c in constraints] if constraints is not None else None
+        changes = redact_value(changes)
         for _ in range(_RETRIES):
             now = self.clock()
             row, base_head, base_seq = await self._base(scope, task_id, title, goal, constraints, in_namespace, now)
             if expected_head is not None and expected_head != (base_seq or 0):
                 raise StaleHeadError(task_id, base_seq or 0, expected_head)
-            # The stored head was redacted when it was written: only what this call brings needs it.
-            head = self._merge(base_head, redact_value(changes))
+            head = self._merge(base_head, changes)
             self._check_size(head)
             seq = (base_seq or 0) + 1
             packed = compress_snapshot(head.snapshot)
@@ -227,9 +230,9 @@ class TaskService:
             new = TaskRow(
                 task_id=task_id,
                 namespace=scope.namespace if in_namespace else None,
-                title=redact(title or goal[:80]),
-                goal=redact(goal),
-                constraints=[redact(c) for c in constraints or []],
+                title=title or goal[:80],
+                goal=goal,
+                constraints=list(constraints or []),
                 head=b"",
                 head_seq=0,
                 created_at=now,
@@ -241,9 +244,9 @@ class TaskService:
         return (
             replace(
                 row,
-                title=redact(title) if title is not None else row.title,
-                goal=redact(goal) if goal is not None else row.goal,
-                constraints=[redact(c) for c in constraints] if constraints is not None else row.constraints,
+                title=title if title is not None else row.title,
+                goal=goal if goal is not None else row.goal,
+                constraints=constraints if constraints is not None else row.constraints,
             ),
             head,
             row.head_seq,

@@ -1,0 +1,50 @@
+"""Protocols of what the processes on one data directory share: pass leases and records, and the
+bearer tokens the network server verifies (SQLite's control file today)."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+
+class PassControl(Protocol):
+    """Leases that let one process at a time run a lifecycle pass, and the record of passes."""
+
+    async def acquire(self, name: str, holder: str, now: float, seconds: float) -> bool:
+        """Take (or renew) the lease ``name`` unless another live holder has it."""
+        ...
+
+    async def holder(self, name: str) -> tuple[str, float] | None:
+        """Who holds the lease ``name`` and until when (it may have expired), or None."""
+        ...
+
+    async def release(self, name: str, holder: str) -> None: ...
+
+    async def record(
+        self, name: str, holder: str, started: float, finished: float, outcome: str, details: dict[str, Any]
+    ) -> None: ...
+
+    async def recent(self, limit: int = 10) -> list[dict[str, Any]]: ...
+
+
+class TokenIdentity(Protocol):
+    """Whom a live bearer token names."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def principal(self) -> str: ...
+
+    @property
+    def namespace(self) -> str | None: ...
+
+    @property
+    def expires_at(self) -> float | None: ...
+
+
+class TokenCheck(Protocol):
+    """Verifies the bearer tokens `mcp-memory token create` issues (the store keeps hashes only)."""
+
+    async def verify(self, token: str, now: float) -> TokenIdentity | None:
+        """Whom the token names, or None when it is unknown, revoked or expired."""
+        ...
