@@ -194,7 +194,7 @@ async def test_a_write_cancelled_while_waiting_for_the_lock_leaves_no_open_trans
                 await runtime.store.reinforce(scope, [str(stored.items[0].id)], 0.0)
         other.close()
         assert released.is_set()
-        writer = (await runtime.store._db(scope)).writer
+        writer = (await runtime.store.principal_db(scope)).writer
         assert not writer.in_transaction
         again = await runtime.memory.remember(
             scope, [MemoryInput(content="Writes still work afterwards")], CallContext()

@@ -255,10 +255,10 @@ class MemoryFile:
         write = [i for k, i in wanted.items() if k not in by_key or by_key[k].content != i.text]
         replaced = {k: by_key[k] for k in (KEY_PREFIX + i.key for i in write) if k in by_key}
         repin = [r for k, r in by_key.items() if not r.pinned and r.content == wanted[k].text]
-        pins = await store.select_memories(self.scope, Criteria(pinned=True, namespace_only=True), now)
-        gone = [r for r in pins if (r.key or "").startswith(KEY_PREFIX) and r.key not in wanted]
-        # The cap is checked here, before anything is written, so a file is applied whole or not at all.
+        # Every pin of the principal-wide scope: the file's (those gone from it unpinned) and the cap's.
         pinned = await store.select_memories(self.scope, Criteria(pinned=True), now)
+        gone = [r for r in pinned if (r.key or "").startswith(KEY_PREFIX) and r.key not in wanted]
+        # The cap is checked here, before anything is written, so a file is applied whole or not at all.
         leaving = {r.id for r in gone} | {r.id for r in replaced.values() if r.pinned}
         total = sum(estimate_tokens(r.content) for r in pinned if r.id not in leaving)
         total += sum(estimate_tokens(i.text) for i in write) + sum(estimate_tokens(r.content) for r in repin)

@@ -108,9 +108,6 @@ class SqliteStore:
         """The principal's open file (opened on first use, kept by the pool)."""
         return await self.pool.get(scope.principal)
 
-    async def _db(self, scope: Scope) -> PrincipalDb:
-        return await self.pool.get(scope.principal)
-
     def lease(self, principal: str, holder: object | None = None) -> AbstractAsyncContextManager[None]:
         """Keep ``principal``'s file open while a call runs and while ``holder`` (its session) lives."""
         return self.pool.lease(principal, holder)
@@ -127,7 +124,7 @@ class SqliteStore:
     @asynccontextmanager
     async def transaction(self, scope: Scope) -> AsyncIterator[aiosqlite.Connection]:
         """One BEGIN IMMEDIATE transaction; the vector index catches up after the commit."""
-        db = await self._db(scope)
+        db = await self.principal_db(scope)
         async with db.write_lock:
             conn = db.writer
             # BEGIN, COMMIT and ROLLBACK are shielded: a cancelled caller (a client's cancel) must never
@@ -158,13 +155,13 @@ class SqliteStore:
 
     async def reader(self, scope: Scope) -> aiosqlite.Connection:
         """The principal's read connection (sees committed data only)."""
-        return (await self._db(scope)).reader
+        return (await self.principal_db(scope)).reader
 
     # ----- model metadata ------------------------------------------------------------------
 
     async def check_model(self, scope: Scope, model_id: str, dim: int) -> None:
         """Record the embedding model on first use; refuse vectors from another model."""
-        db = await self._db(scope)
+        db = await self.principal_db(scope)
         rows = await db.reader.execute_fetchall("SELECT key, value FROM meta WHERE key IN ('embed_model', 'embed_dim')")
         meta = {str(k): str(v) for k, v in rows}
         if "embed_model" not in meta:
@@ -181,7 +178,7 @@ class SqliteStore:
             )
 
     async def stored_model(self, scope: Scope) -> tuple[str | None, int | None]:
-        db = await self._db(scope)
+        db = await self.principal_db(scope)
         rows = await db.reader.execute_fetchall("SELECT key, value FROM meta WHERE key IN ('embed_model', 'embed_dim')")
         meta = {str(k): str(v) for k, v in rows}
         dim = meta.get("embed_dim")
@@ -192,12 +189,12 @@ class SqliteStore:
     async def links(self, scope: Scope, sources: Sequence[int], population: int) -> list[Link]:
         """The memories linked to ``sources`` (shared rare entities, session neighbours); recall reads
         the targets through ``select_memories``, so what a scope may not see never comes back."""
-        db = await self._db(scope)
+        db = await self.principal_db(scope)
         return await links.links(db.reader, sources, population)
 
     async def second_vectors(self, scope: Scope, ns: Sequence[int], model_id: str) -> dict[int, bytes]:
         """The second model's vectors of rows ``ns`` (ADR 14); rows without one are absent."""
-        return await second.read((await self._db(scope)).reader, ns, model_id)
+        return await second.read((await self.principal_db(scope)).reader, ns, model_id)
 
     async def put_second_vectors(
         self, scope: Scope, model_id: str, rows: Sequence[tuple[int, bytes]], *, first: bool = False
@@ -209,7 +206,7 @@ class SqliteStore:
             return await second.put(conn, model_id, rows)
 
     async def eligible(self, scope: Scope, criteria: Criteria, now: float) -> list[int]:
-        db = await self._db(scope)
+        db = await self.principal_db(scope)
         where, params = visible_clause(scope, criteria, now)
         rows = await db.reader.execute_fetchall(f"SELECT m.n FROM memories m WHERE {where}", params)
         return [int(r[0]) for r in rows]
@@ -220,7 +217,7 @@ class SqliteStore:
         """Top ``limit`` (n, bm25) where a larger score is better."""
         if not terms:
             return []
-        db = await self._db(scope)
+        db = await self.principal_db(scope)
         where, params = visible_clause(scope, criteria, now)
         sql = (
             "SELECT memories_fts.rowid, bm25(memories_fts) AS score FROM memories_fts "
@@ -243,7 +240,7 @@ class SqliteStore:
         limit: int | None = None,
         order: str = "m.n",
     ) -> list[MemoryRecord]:
-        db = await self._db(scope)
+        db = await self.principal_db(scope)
         where, params = visible_clause(scope, criteria, now)
         if ns is not None:
             if not ns:
@@ -260,20 +257,22 @@ class SqliteStore:
 
     async def find_by_hash(self, scope: Scope, hashes: Sequence[str], now: float) -> dict[str, str]:
         """content hash -> id of a live memory in exactly the scope's namespace."""
-        return await live_by_hash((await self._db(scope)).reader, scope, hashes, now) if hashes else {}
+        return await live_by_hash((await self.principal_db(scope)).reader, scope, hashes, now) if hashes else {}
 
     async def replaced_by_hash(self, scope: Scope, hashes: Sequence[str], now: float) -> dict[str, str]:
         """content hash -> the live memory that replaced the latest copy of that text (following
         replacements of replacements), for texts no live memory says now."""
-        return await replaced_by_hash((await self._db(scope)).reader, scope, hashes, now) if hashes else {}
+        return await replaced_by_hash((await self.principal_db(scope)).reader, scope, hashes, now) if hashes else {}
 
     async def change_mark(self, scope: Scope) -> int:
         """The last entry of the principal's change log: it moves with every write of any process."""
-        rows = await (await self._db(scope)).reader.execute_fetchall("SELECT COALESCE(MAX(seq), 0) FROM changes")
+        rows = await (await self.principal_db(scope)).reader.execute_fetchall(
+            "SELECT COALESCE(MAX(seq), 0) FROM changes"
+        )
         return int(next(iter(rows))[0])
 
     async def count(self, scope: Scope) -> dict[str, int]:
-        db = await self._db(scope)
+        db = await self.principal_db(scope)
         counts: dict[str, int] = {}
         for table in ("memories", "occurrences", "vectors", "memory_tags", "memories_fts", "changes"):
             rows = await db.reader.execute_fetchall(f"SELECT COUNT(*) FROM {table}")
@@ -301,7 +300,7 @@ class SqliteStore:
     async def reinforce(self, scope: Scope, ids: Sequence[str], now: float) -> None:
         """Recall strengthens what it returns (access count, last access) without taking the write
         lock: the counts wait in memory and are written in batches (ADR 11)."""
-        (await self._db(scope)).reinforced(ids, now)
+        (await self.principal_db(scope)).reinforced(ids, now)
 
     async def flush_reinforcement(self, scope: Scope | None = None) -> None:
         """Write the buffered reinforcement of one principal (or of every open one) now."""
@@ -353,7 +352,7 @@ class SqliteStore:
         A reader in another process can keep old WAL frames alive; the checkpoint never waits for it
         (that would hold the write lock for the whole busy timeout). It is retried after later commits.
         """
-        db = await self._db(scope)
+        db = await self.principal_db(scope)
         async with self.transaction(scope) as conn:
             # FTS5 keeps deleted tokens in old segments until they merge; 'optimize' rewrites them all.
             await conn.execute("INSERT INTO memories_fts(memories_fts) VALUES ('optimize')")
@@ -372,7 +371,7 @@ class SqliteStore:
         free page keeps old bytes), the WAL is emptied, and migration backups of the file are removed.
         Other processes see the deletions through the change log. Returns the counts per table.
         """
-        db = await self._db(scope)
+        db = await self.principal_db(scope)
         async with self.transaction(scope) as conn:
             counts = await writes.erase_principal(conn, now)
         async with self.transaction(scope) as conn:
@@ -395,18 +394,18 @@ class SqliteStore:
         async with self.transaction(scope) as conn:
             await conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('embed_model', ?)", (model_id,))
             await conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('embed_dim', ?)", (str(dim),))
-        db = await self._db(scope)
+        db = await self.principal_db(scope)
         async with db.index_lock:
             db.index = None  # rebuilt from the new vectors on next use
 
     async def all_ids(self, scope: Scope) -> list[tuple[int, str]]:
         """Every memory of the principal (all namespaces), for export and reindex."""
-        db = await self._db(scope)
+        db = await self.principal_db(scope)
         rows = await db.reader.execute_fetchall("SELECT n, content FROM memories ORDER BY n")
         return [(int(n), str(c)) for n, c in rows]
 
     async def export_rows(self, scope: Scope) -> list[MemoryRecord]:
-        db = await self._db(scope)
+        db = await self.principal_db(scope)
         records = [
             row_to_record(r) for r in await db.reader.execute_fetchall(f"SELECT {MEMORY_COLUMNS} FROM memories m")
         ]
@@ -414,7 +413,7 @@ class SqliteStore:
         return records
 
     async def existing_ids(self, scope: Scope, ids: Sequence[str]) -> set[str]:
-        db = await self._db(scope)
+        db = await self.principal_db(scope)
         found: set[str] = set()
         for start in range(0, len(ids), 500):
             chunk = list(ids[start : start + 500])
