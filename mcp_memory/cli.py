@@ -125,6 +125,11 @@ def _parser() -> argparse.ArgumentParser:
         help="run the pass as if it were then: a duration ahead (+30d, 12h, 90m) or a date (2027-01-31); "
         "it really archives and summarizes, as the scheduler would by then",
     )
+    ui = sub.add_parser(
+        "ui", help="open the web inspector for the local principal (a one-time link on loopback)", parents=common
+    )
+    ui.add_argument("--ui-port", type=int, help="loopback port (default ui.port, 0: a free one)")
+    ui.add_argument("--no-browser", action="store_true", help="print the link only; do not open a browser")
     return parser
 
 
@@ -140,6 +145,8 @@ def _settings(args: argparse.Namespace) -> Settings:
         http["auth"] = "none"
     if http:
         overrides["http"] = http
+    if getattr(args, "ui_port", None) is not None:
+        overrides["ui"] = {"port": args.ui_port}
     return load_settings(args.config, **overrides)
 
 
@@ -171,6 +178,9 @@ def _main(argv: Sequence[str]) -> int:
                 anyio.run(server.serve_stdio, settings)
             else:
                 anyio.run(server.serve_network, settings, args.transport)
+            return 0
+        if args.command == "ui":
+            anyio.run(server.serve_ui, settings, not args.no_browser)
             return 0
         if args.command == "token":
             return anyio.run(_token, settings, args)

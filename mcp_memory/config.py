@@ -204,6 +204,14 @@ class PoolSettings(_Section):
     index_budget_mb: int = Field(1_024, ge=1, description="vector indexes held in memory, all principals together")
 
 
+class UiSettings(_Section):
+    """The web inspector: under /ui/ of `serve --transport http|sse`, and `mcp-memory ui`."""
+
+    enabled: bool = Field(True, description="serve the inspector under /ui/ of the network transports")
+    session_hours: float = Field(8.0, gt=0, le=24 * 30, description="a sign-in lasts this long (or its token's life)")
+    port: int = Field(0, ge=0, le=65_535, description="`mcp-memory ui`'s loopback port; 0 picks a free one")
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX,
@@ -245,6 +253,7 @@ class Settings(BaseSettings):
     llm: LlmSettings = LlmSettings()
     http: HttpSettings = HttpSettings()
     pool: PoolSettings = PoolSettings()
+    ui: UiSettings = UiSettings()
 
     @field_validator("data_dir")
     @classmethod

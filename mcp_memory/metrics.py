@@ -70,6 +70,13 @@ class Histogram:
             counts[bisect.bisect_left(self.buckets, seconds)] += 1
             totals[0] += seconds
 
+    def counts(self, **labels: str) -> list[tuple[float, int]]:
+        """Each bucket's upper bound (inf last) and the observations that fell in it (not cumulative)."""
+        with self._lock:
+            found = self._series.get(tuple(sorted(labels.items())))
+            counts = list(found[0]) if found else [0] * (len(self.buckets) + 1)
+        return list(zip((*self.buckets, math.inf), counts, strict=True))
+
     def render(self) -> list[str]:
         lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} histogram"]
         with self._lock:

@@ -41,6 +41,7 @@ class Provenance:
 SCHEDULER = Provenance(client_name="mcp-memory", transport="scheduler")
 
 Tier = Literal["active", "archived"]
+RecordOrder = Literal["stored", "importance", "occurred"]  # how select_memories orders what it finds
 KNOWN_KINDS = ("fact", "preference", "decision", "event", "observation", "instruction", "goal", "note")
 
 
@@ -190,7 +191,7 @@ class NewMemory:
     """A memory to insert, with its vector, first occurrence and what it supersedes."""
 
     record: MemoryRecord
-    vector: bytes
+    vector: Vector
     segmented: str
     occurrence: NewOccurrence
     supersedes: tuple[str, ...] = ()
@@ -206,7 +207,7 @@ class SecondVector:
     """A memory's vector from the second model recall asks (ADR 14), with the model's id."""
 
     model_id: str
-    vector: bytes
+    vector: Vector
 
 
 @dataclass(frozen=True, slots=True)

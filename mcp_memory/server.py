@@ -14,6 +14,7 @@ import socket
 import sys
 import threading
 import time
+import webbrowser
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -23,6 +24,8 @@ import anyio
 import orjson
 from mcp.server.context import ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
+from starlette.types import ASGIApp, Receive, Send
+from starlette.types import Scope as ASGIScope
 
 from mcp_memory import __version__, client_log, metrics
 from mcp_memory.assembly import open_core
@@ -33,6 +36,9 @@ from mcp_memory.embed.loader import Embedder
 from mcp_memory.erasure_tool import register_erasure_tool
 from mcp_memory.errors import InvalidInputError, MemoryServerError
 from mcp_memory.golden_tool import register_golden_tool
+from mcp_memory.inspector.app import inspector_app
+from mcp_memory.inspector.auth import SignedIn, SignIn
+from mcp_memory.inspector.base import Inspector
 from mcp_memory.jwt_auth import JwtVerifier
 from mcp_memory.models import Scope
 from mcp_memory.prompts import register_prompts
@@ -53,6 +59,7 @@ from mcp_memory.stdio import run_stdio
 from mcp_memory.storage.control import ControlStore
 from mcp_memory.storage.sqlite import SqliteStore
 from mcp_memory.storage.tokens import TokenStore
+from mcp_memory.storage.ui_sessions import UiSessionStore
 from mcp_memory.tools import (
     register_stats_tool,
     register_summary_tool,
@@ -134,6 +141,9 @@ class Runtime:
     mcp: MCPServer[Any]
     watcher: ChangeWatcher
     memory_file: MemoryFile
+    browse: BrowseService
+    stats: StatsService
+    erasure: ErasureService
 
 
 @asynccontextmanager
@@ -165,12 +175,14 @@ async def open_runtime(
         mcp.middleware.append(unknown_argument_guard(mcp))
         register_tools(mcp, memory, scopes, notifier)
         register_task_tools(mcp, tasks, memory, scopes, notifier)
-        register_erasure_tool(mcp, ErasureService(store, clock=clock), scopes, notifier)
+        erasure = ErasureService(store, clock=clock)
+        register_erasure_tool(mcp, erasure, scopes, notifier)
         control = ControlStore(settings.data_dir, settings.busy_timeout_ms)
         stats = StatsService(store, control, full_paths=transport == "stdio", llm=llm, switch=memory.switch)
         register_stats_tool(mcp, stats, scopes)
         register_summary_tool(mcp, memory, scopes)
-        register_browse_tools(mcp, BrowseService(store, memory, clock=clock), scopes, notifier)
+        browse = BrowseService(store, memory, clock=clock)
+        register_browse_tools(mcp, browse, scopes, notifier)
         register_resources(mcp, memory, tasks, stats, scopes)
         register_prompts(mcp, memory, tasks, scopes)
         register_completions(mcp, tasks, scopes)
@@ -198,6 +210,9 @@ async def open_runtime(
             mcp,
             ChangeWatcher(notifier, memory, tasks),
             MemoryFile(memory, settings.memory_file, Scope(settings.principal), settings.limits, control),
+            browse,
+            stats,
+            erasure,
         )
         metrics.add_gauge(
             "mcp_memory_memories_indexed",
@@ -332,26 +347,77 @@ def _listen(http: HttpSettings) -> socket.socket:
     return listener
 
 
+async def serve_ui(settings: Settings, open_browser: bool = True) -> None:
+    """`mcp-memory ui`: the web inspector alone, on loopback, for the local principal, entered
+    through a one-time link printed on stderr (and opened in the browser)."""
+    http = settings.http.model_copy(update={"host": "127.0.0.1", "port": settings.ui.port, "auth": "none"})
+    settings = settings.model_copy(update={"http": http, "ui": settings.ui.model_copy(update={"enabled": True})})
+    listener = _listen(http)
+    try:
+        await _serve_gateway(settings, "http", None, None, listener, ui_only=True, open_browser=open_browser)
+    finally:
+        listener.close()
+
+
+def _inspector(
+    runtime: Runtime, identify: Identify, tokens: TokenStore | None, local: Scope | None
+) -> tuple[ASGIApp, SignIn]:
+    """The inspector's app, its visitors signed in with the tokens MCP clients use (the same
+    verification), or, for one local principal, with one-time links."""
+    settings = runtime.settings
+
+    async def verify(token: str) -> SignedIn | None:
+        user = await identify({"type": "http", "headers": [(b"authorization", f"Bearer {token}".encode())]})
+        if user is None:
+            return None
+        claims, held = user.access_token.claims or {}, user.access_token
+        return SignedIn(str(claims["principal"]), claims.get("namespace"), held.client_id, held.expires_at)
+
+    signin = SignIn(
+        UiSessionStore(settings.data_dir, settings.busy_timeout_ms),
+        verify=None if local else verify,
+        tokens=tokens,
+        local=local,
+        session_hours=settings.ui.session_hours,
+    )
+    services = Inspector(
+        runtime.memory,
+        runtime.browse,
+        runtime.tasks,
+        runtime.stats,
+        runtime.erasure,
+        runtime.store.counts,
+        signin,
+        secure_cookie=(settings.http.public_url or "").startswith("https://"),
+    )
+    return inspector_app(services), signin
+
+
 async def _serve_gateway(
-    settings: Settings, transport: str, tokens: TokenStore | None, jwt: JwtVerifier | None, listener: socket.socket
+    settings: Settings,
+    transport: str,
+    tokens: TokenStore | None,
+    jwt: JwtVerifier | None,
+    listener: socket.socket,
+    *,
+    ui_only: bool = False,
+    open_browser: bool = False,
 ) -> None:
     import uvicorn
 
     http = settings.http
     async with open_runtime(settings, transport=transport) as runtime:
-        identify = Identify(
-            tokens=tokens,
-            local=None if tokens else Scope(settings.principal, settings.namespace),
-            jwt=jwt,
-            jwt_issuer=http.jwt.issuer,
-        )
+        local = None if tokens else Scope(settings.principal, settings.namespace)
+        identify = Identify(tokens=tokens, local=local, jwt=jwt, jwt_issuer=http.jwt.issuer)
+        inspector, signin = _inspector(runtime, identify, tokens, local) if settings.ui.enabled else (None, None)
         app = http_app(
-            mcp_app(runtime.mcp, transport, http, settings.limits),
+            _no_mcp if ui_only else mcp_app(runtime.mcp, transport, http, settings.limits),
             transport=transport,
             http=http,
             limits=settings.limits,
             identify=identify,
             model_ready=lambda: runtime.embedder.loaded,
+            inspector=inspector,
         )
         config = uvicorn.Config(
             app,
@@ -366,9 +432,18 @@ async def _serve_gateway(
         settle_heap()
         with _sigterm_stops(server):
             async with anyio.create_task_group() as group:
-                group.start_soon(_announce, server, transport, http)
+                group.start_soon(_announce, server, "inspector" if ui_only else transport, http, signin, open_browser)
                 await server.serve(sockets=[listener])
                 group.cancel_scope.cancel()
+
+
+async def _no_mcp(scope: ASGIScope, receive: Receive, send: Send) -> None:
+    """`mcp-memory ui` serves no MCP: its only pages are the inspector's (and /health)."""
+    if scope["type"] == "http":
+        body = b'{"error":"not_found","error_description":"this is the inspector only: open /ui/"}'
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": 404, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
 
 
 @contextmanager
@@ -389,13 +464,22 @@ def _sigterm_stops(server: Any) -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-async def _announce(server: Any, transport: str, http: HttpSettings) -> None:
+async def _announce(
+    server: Any, transport: str, http: HttpSettings, signin: SignIn | None = None, open_browser: bool = False
+) -> None:
     """One log line with the bound address (port 0 picks one), for people and tests: written at any
-    log level, in the log's own format (a JSON line on the network transports)."""
+    log level, in the log's own format (a JSON line on the network transports). For one local
+    principal, the inspector's one-time sign-in link goes to stderr only, never to a log file."""
     while not server.started:  # noqa: ASYNC110 -- uvicorn exposes a flag, not an event
         await anyio.sleep(0.02)
     host, port = server.servers[0].sockets[0].getsockname()[:2]
-    path = http.sse_path if transport == "sse" else http.path
+    path = {"sse": http.sse_path, "inspector": "/ui/"}.get(transport, http.path)
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{port}{path}"
     log.handle(log.makeRecord(log.name, logging.INFO, __file__, 0, "serving %s on %s", (transport, url), None))
+    if signin is not None and signin.local is not None:
+        link = f"http://{shown}:{port}/ui/login?once={signin.codes.issue()}"
+        sys.stderr.write(f"mcp-memory inspector: open {link} (a one-time link, good for 10 minutes)\n")
+        sys.stderr.flush()
+        if open_browser:
+            await anyio.to_thread.run_sync(webbrowser.open, link)

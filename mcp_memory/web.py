@@ -6,6 +6,8 @@ each one job, outermost first (``http_app`` assembles them):
 2. ``PublicRoutes`` serves `GET /health` (no token, no data), `GET /metrics` (Prometheus text, no
    principal names) and the protected-resource metadata (RFC 9728, ADR 8), and 404 elsewhere;
 3. ``HostCheck`` checks the Host and Origin headers (DNS rebinding) with the SDK's own validator;
+   ``Inspector`` then hands every path under /ui/ to the web inspector, which signs its visitors
+   in with its own session cookie (the inspector package);
 4. ``Authenticate`` verifies the bearer token (``Identify``: token hashes, or a JWT) and attaches
    the identity to the request, where `scope.py` reads the principal and the namespace for every
    tool, resource, prompt and subscription; or answers 401 with `WWW-Authenticate` naming the
@@ -32,7 +34,6 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
-from mcp_types import INVALID_REQUEST, PARSE_ERROR
 from starlette.authentication import AuthCredentials
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -43,6 +44,7 @@ from mcp_memory.jwt_auth import JwtVerifier, looks_like_jwt
 from mcp_memory.models import Scope as MemoryScope
 from mcp_memory.scope import REQUEST_ID_KEY
 from mcp_memory.services.control_ports import TokenCheck
+from mcp_memory.web_body import BodyCheck
 
 log = logging.getLogger("mcp_memory.http")
 # The id of the request the middlewares are handling, for log lines written in their own task
@@ -118,6 +120,7 @@ def identity_user(scope: MemoryScope, client_id: str, expires_at: float | None) 
 # The routes that carry MCP: streamable HTTP, the SSE stream and the SSE transport's messages.
 MCP_ROUTES = frozenset({"mcp", "sse", "messages"})
 ROUTE_KEY = "mcp_memory.route"  # in the ASGI scope: the route RequestLog named for the request
+INSPECTOR_ROOT = "/ui"
 
 
 def http_app(
@@ -128,10 +131,13 @@ def http_app(
     limits: Limits,
     identify: Identify,
     model_ready: Callable[[], bool],
+    inspector: ASGIApp | None = None,
 ) -> ASGIApp:
     """The SDK's app behind the middlewares, outermost first, each one job (see the module's doc)."""
     app = BodyCheck(app, limits)
     app = Authenticate(app, identify, http, transport)
+    if inspector is not None:
+        app = Inspector(app, inspector)
     app = HostCheck(app, http)
     app = PublicRoutes(app, transport, http, model_ready, jwt_issuer=identify.jwt_issuer)
     return RequestLog(app, http)
@@ -144,6 +150,8 @@ def route_of(path: str, http: HttpSettings) -> str:
         return "metrics"
     if path == METADATA_PATH or path.startswith(METADATA_PATH + "/"):
         return "metadata"
+    if path == INSPECTOR_ROOT or path.startswith(INSPECTOR_ROOT + "/"):
+        return "ui"
     if path == http.path:
         return "mcp"
     if path == http.sse_path:
@@ -223,7 +231,7 @@ class PublicRoutes:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         route = scope.get(ROUTE_KEY) if scope["type"] == "http" else None
-        if route is None or route in MCP_ROUTES:
+        if route is None or route in MCP_ROUTES or route == "ui":
             await self.app(scope, receive, send)
             return
         method = scope.get("method", "GET")
@@ -266,6 +274,24 @@ class HostCheck:
             if refusal is not None:
                 await _refuse_origin(scope, send, refusal.status_code)
                 return
+        await self.app(scope, receive, send)
+
+
+class Inspector:
+    """Hands the paths under /ui/ to the web inspector (after the Host and Origin check), which
+    admits its visitors by its own session cookie; every other path goes on to the MCP gate."""
+
+    def __init__(self, app: ASGIApp, inspector: ASGIApp) -> None:
+        self.app = app
+        self.inspector = inspector
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope.get(ROUTE_KEY) == "ui":
+            if scope["path"] == INSPECTOR_ROOT:
+                await _respond(send, 308, b"", b"text/plain", [(b"location", INSPECTOR_ROOT.encode() + b"/")])
+                return
+            await self.inspector(scope, receive, send)
+            return
         await self.app(scope, receive, send)
 
 
@@ -350,82 +376,6 @@ class Authenticate:
         )
 
 
-class BodyCheck:
-    """A POST's body must be application/json, within the limit, one JSON-RPC message; a bad one
-    gets one JSON-RPC error alike on SSE and HTTP, naming what to fix.
-
-    The SDK answers these cases unevenly: over HTTP an object that is no JSON-RPC message gets
-    -32602 and a pydantic dump, over SSE every case gets a line of plain text.
-    """
-
-    def __init__(self, app: ASGIApp, limits: Limits) -> None:
-        self.app = app
-        self.limits = limits
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope.get("method") == "POST":
-            checked = await self._checked(scope, receive, send)
-            if checked is None:
-                return
-            receive = checked
-        await self.app(scope, receive, send)
-
-    async def _checked(self, scope: Scope, receive: Receive, send: Send) -> Receive | None:
-        """The body replayed to the SDK, or None once a bad one has been answered."""
-        headers = dict(scope.get("headers") or [])
-        kind = headers.get(b"content-type", b"").decode("latin-1").split(";")[0].strip().lower()
-        if kind != "application/json":
-            await _rpc_error(send, 415, INVALID_REQUEST, f"Content-Type must be application/json, not {kind!r}")
-            return None
-        body = await _read_within(receive, headers.get(b"content-length", b""), self.limits.max_http_body_bytes)
-        if body is None:  # the client went away
-            return None
-        if isinstance(body, int):
-            problem = f"the body exceeds limits.max_http_body_bytes = {body} bytes; send less per request"
-            await _rpc_error(send, 413, INVALID_REQUEST, problem)
-            return None
-        try:
-            parsed = orjson.loads(body)
-        except orjson.JSONDecodeError as exc:
-            await _rpc_error(send, 400, PARSE_ERROR, f"Parse error: the body is not JSON ({exc})")
-            return None
-        if not _is_jsonrpc(parsed):
-            problem = (
-                'Invalid Request: send one JSON-RPC 2.0 message, an object with "jsonrpc": "2.0" and a "method" '
-                '(or the "result" or "error" for an "id"); batches are not accepted'
-            )
-            await _rpc_error(send, 400, INVALID_REQUEST, problem)
-            return None
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if replayed:
-                return await receive()
-            replayed = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        return replay
-
-
-async def _read_within(receive: Receive, declared: bytes, limit: int) -> bytes | int | None:
-    """The whole body; the limit (an int) when it is over it (a declared excess is refused unread);
-    None when the client disconnected."""
-    chunks: list[bytes] = []
-    size = int(declared) if declared.isdigit() else 0
-    received = 0
-    more = size <= limit
-    while more:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return None
-        chunks.append(message.get("body", b""))
-        received += len(chunks[-1])
-        size = max(size, received)
-        more = message.get("more_body", False) and size <= limit
-    return limit if size > limit else b"".join(chunks)
-
-
 async def _refuse_origin(scope: Scope, send: Send, status: int) -> None:
     headers = dict(scope.get("headers") or [])
     if status == 421:
@@ -448,16 +398,6 @@ def base_url(scope: Scope, http: HttpSettings) -> str:
         return http.public_url.rstrip("/")
     host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1") or f"{http.host}"
     return f"{scope.get('scheme', 'http')}://{host}"
-
-
-def _is_jsonrpc(message: Any) -> bool:
-    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
-        return False
-    return isinstance(message.get("method"), str) or ("id" in message and ("result" in message or "error" in message))
-
-
-async def _rpc_error(send: Send, status: int, code: int, message: str) -> None:
-    await _json(send, status, {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}})
 
 
 def _bearer(scope: Scope) -> str | None:

@@ -10,6 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import jwt
 import orjson
 import pytest
@@ -104,6 +105,15 @@ async def test_jwts_from_the_configured_issuer_name_the_principal_and_nothing_el
 
             metadata = get(srv, "/.well-known/oauth-protected-resource/mcp").json()
             assert metadata["authorization_servers"] == [ISSUER]
+
+            # The web inspector takes the same JWTs at its sign-in, and the same refusals.
+            with httpx2.Client(base_url=srv.base) as browser:
+                assert browser.post("/ui/login", data={"token": refused["expired"]}).status_code == 401
+                signed = browser.post("/ui/login", data={"token": ivy})
+                assert signed.status_code == 303
+                page = browser.get("/ui/memories")
+                assert page.status_code == 200
+                assert f"Ivy&#39;s pager rotation starts on Mondays ({mode})" in page.text
 
 
 def test_jwks_without_an_issuer_and_an_audience_is_refused() -> None:

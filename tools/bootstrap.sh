@@ -73,3 +73,18 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$node_digest" ]; then
     npm ci --prefix "$nodetools" --ignore-scripts --no-audit --no-fund --no-update-notifier --loglevel=error >&2
     echo "$node_digest" > "$stamp"
 fi
+
+# The web inspector's browser tests drive Debian's Chromium (a browser Playwright downloads would
+# fail offline and is never used). Installed with apt where this runs as root; otherwise say how.
+if ! command -v chromium >/dev/null 2>&1; then
+    if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+        echo "installing Debian's chromium for the inspector's browser tests (apt-get)..." >&2
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get install -y -q --no-install-recommends chromium >&2 \
+            || { apt-get update -q >&2 && apt-get install -y -q --no-install-recommends chromium >&2; }
+    else
+        echo "the dev set-up needs Debian's chromium for the inspector's browser tests:" \
+            "run \`sudo apt-get install chromium\` (or put a Chromium named chromium on PATH) and run again" >&2
+        exit 1
+    fi
+fi

@@ -101,8 +101,7 @@ def _row(text: str, vector: np.ndarray, r: random.Random, now: float, second: Se
         content_hash=content_hash(None, content),
     )
     occurrence = NewOccurrence(new_id(), None, created, {}, provenance)
-    vector_bytes = vector.astype(np.float32).tobytes()
-    return NewMemory(record, vector_bytes, segment_for_index(content), occurrence, second=second)
+    return NewMemory(record, vector.astype(np.float32), segment_for_index(content), occurrence, second=second)
 
 
 async def fill(data_dir: Path, principal: str, pool: Pool, model: Model, count: int) -> str:
@@ -121,7 +120,7 @@ async def fill(data_dir: Path, principal: str, pool: Pool, model: Model, count: 
                 text = pool.texts[base] if i < size else synth.variant(pool.texts[base], i)
                 other = None
                 if pool.second is not None and pool.second_id is not None:
-                    other = SecondVector(pool.second_id, pool.second[base].astype(np.float32).tobytes())
+                    other = SecondVector(pool.second_id, pool.second[base].astype(np.float32))
                 rows.append(_row(text, pool.vectors[base], r, now, other))
             await store.apply(scope, rows, [])
     seconds = time.perf_counter() - started

@@ -227,6 +227,33 @@ class BrowseService:
             return CorrectResult(id=outcome.id, replaces=memory_id, outcome="merged", changed=changed, note=note)
         return CorrectResult(id=outcome.id, replaces=memory_id, outcome="corrected", changed=changed)
 
+    async def receipts(self, scope: Scope, limit: int = 50) -> list[tuple[str, datetime, str]]:
+        """What went (memory id, when, how: forgotten, expired, evicted, undone), newest first; for
+        principal-wide callers only (the records name no namespace)."""
+        if scope.namespace is not None:
+            return []
+        return [(i, _at(at), how) for i, at, how in await self.store.browse.receipts(scope, limit)]
+
+    async def settle_conflict(self, scope: Scope, first: str, second: str, keep: str) -> str:
+        """A person's verdict on a flagged pair: ``keep`` one id (the other is superseded by it,
+        history kept) or "both" (the flag is lifted). Returns what was applied."""
+        await refuse_if_off(self.memory.switch, scope, "nothing was changed")
+        records = {r.id: r for r in [await self._current(scope, first), await self._current(scope, second)]}
+        if second not in (records[first].conflicts_with or []):
+            raise InvalidInputError("id", f"{first!r} and {second!r} are not flagged as contradicting each other")
+        if keep == "both":
+            applied = await self.store.lifecycle.settle_conflict(scope, first, second, "both_true", self.clock())
+        elif keep in records:
+            dropped = second if keep == first else first
+            if records[dropped].pinned:
+                raise InvalidInputError("keep", f"{dropped!r} is pinned: unpin it first, then keep {keep!r}")
+            applied = await self.store.lifecycle.settle_conflict(scope, dropped, keep, "replaces", self.clock())
+        else:
+            raise InvalidInputError("keep", f"must be {first!r}, {second!r} or 'both', not {keep!r}")
+        if applied is None:
+            raise InvalidInputError("id", "the pair changed while you looked (one side was replaced or forgotten)")
+        return applied
+
     async def _current(self, scope: Scope, memory_id: str) -> MemoryRecord:
         found = await self.store.select_memories(scope, Criteria(ids=(memory_id,)), self.clock())
         if not found:

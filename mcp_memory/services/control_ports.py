@@ -48,3 +48,38 @@ class TokenCheck(Protocol):
     async def verify(self, token: str, now: float) -> TokenIdentity | None:
         """Whom the token names, or None when it is unknown, revoked or expired."""
         ...
+
+    async def alive(self, token_id: str, now: float) -> bool:
+        """Whether the token with this id is still live (neither revoked nor expired)."""
+        ...
+
+
+class UiSessionRecord(Protocol):
+    @property
+    def principal(self) -> str: ...
+
+    @property
+    def namespace(self) -> str | None: ...
+
+    @property
+    def token_id(self) -> str: ...
+
+    @property
+    def csrf(self) -> str: ...
+
+    @property
+    def expires_at(self) -> float: ...
+
+
+class UiSessions(Protocol):
+    """The web inspector's sign-ins, shared by every process on the data directory."""
+
+    async def open(
+        self, principal: str, namespace: str | None, token_id: str, now: float, expires_at: float
+    ) -> tuple[str, UiSessionRecord]:
+        """A new session's id (shown once, for the cookie) and its record."""
+        ...
+
+    async def find(self, session_id: str, now: float) -> UiSessionRecord | None: ...
+
+    async def close_session(self, session_id: str) -> None: ...

@@ -172,7 +172,7 @@ def _classify_one(
     plan.inserts.append(
         NewMemory(
             record=record,
-            vector=vector.astype("float32").tobytes(),
+            vector=vector.astype("float32"),
             segmented=segment_for_index(p.content),
             occurrence=occurrence,
             supersedes=tuple(item.supersedes),

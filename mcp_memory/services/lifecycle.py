@@ -388,7 +388,7 @@ class LifecycleService:
         )
         return NewMemory(
             record=record,
-            vector=np.asarray(vectors[last.rowid], np.float32).tobytes(),
+            vector=np.asarray(vectors[last.rowid], np.float32),
             segmented=segment_for_index(last.content),
             occurrence=copies[0],
             more_occurrences=tuple(copies[1:]),
@@ -463,7 +463,7 @@ class LifecycleService:
         )
         return NewMemory(
             record=record,
-            vector=np.asarray(vector, np.float32).tobytes(),
+            vector=np.asarray(vector, np.float32),
             segmented=segment_for_index(text),
             occurrence=occurrence,
             summarizes=tuple(m.id for m in members),

@@ -436,9 +436,7 @@ class MemoryService:
         """Every pinned memory visible in the scope, most important first (none while memory is off)."""
         if await off_reason(self.switch, scope) is not None:
             return []
-        records = await self.store.select_memories(
-            scope, Criteria(pinned=True), self.clock(), order="m.importance DESC, m.n"
-        )
+        records = await self.store.select_memories(scope, Criteria(pinned=True), self.clock(), order="importance")
         return [memory_out(r) for r in records]
 
     # ----- forget --------------------------------------------------------------------------
@@ -458,7 +456,7 @@ class MemoryService:
         await refuse_if_off(self.switch, scope, "nothing was read or deleted")
         now = self.clock()
         criteria = inputs.forget_criteria(scope, ids, where, self.limits)
-        records = await self.store.select_memories(scope, criteria, now, order="m.occurred_at, m.n")
+        records = await self.store.select_memories(scope, criteria, now, order="occurred")
         if ids is not None:
             missing = [i for i in dict.fromkeys(ids) if i not in {r.id for r in records}]
             if missing:

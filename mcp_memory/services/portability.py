@@ -127,7 +127,7 @@ async def import_lines(
             inserts.append(
                 NewMemory(
                     record=record,
-                    vector=np.asarray(vector, np.float32).tobytes(),
+                    vector=np.asarray(vector, np.float32),
                     segmented=segment_for_index(record.content),
                     occurrence=occurrence,
                     second=other,
@@ -154,7 +154,7 @@ async def reindex(store: MemoryStore, embedder: Embedder, scope: Scope, batch: i
         vectors = await embedder.passages([content for _, content in chunk], owner=scope.principal)
         await store.replace_vectors(
             scope,
-            [(n, np.asarray(v, np.float32).tobytes()) for (n, _), v in zip(chunk, vectors, strict=True)],
+            [(n, np.asarray(v, np.float32)) for (n, _), v in zip(chunk, vectors, strict=True)],
         )
         made = await second.passages(embedder.second if mixed else None, [c for _, c in chunk], scope.principal)
         if made:  # the second model's too, from scratch: reindex is the way to a new second model

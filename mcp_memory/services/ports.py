@@ -28,6 +28,7 @@ from mcp_memory.models import (
     Merge,
     NewMemory,
     NewOccurrence,
+    RecordOrder,
     Scope,
     TaskSummaryRow,
     Vector,
@@ -195,6 +196,10 @@ class CountRows(Protocol):
         """Memories visible in the scope by tier, level and state (superseded, expired, pinned)."""
         ...
 
+    async def timeline(self, scope: Scope, days: int, now: float) -> list[tuple[int, str, int, int]]:
+        """Current memories written in the last ``days`` days: (days ago, tier, level, count)."""
+        ...
+
     async def event_counts(self, scope: Scope) -> dict[str, int]:
         """The memories' events by kind (principal-wide callers only)."""
         ...
@@ -217,6 +222,10 @@ class BrowseRows(Protocol):
 
     async def gone(self, scope: Scope, memory_id: str) -> tuple[float, str] | None:
         """When and how a memory that no longer exists went (its one content-free event), or None."""
+        ...
+
+    async def receipts(self, scope: Scope, limit: int) -> list[tuple[str, float, str]]:
+        """The principal's latest records of memories gone (id, when, how), newest first."""
         ...
 
     async def page(
@@ -363,7 +372,7 @@ class MemoryStore(Protocol):
         """Top ``limit`` (n, bm25) where a larger score is better."""
         ...
 
-    async def second_vectors(self, scope: Scope, ns: Sequence[int], model_id: str) -> dict[int, bytes]:
+    async def second_vectors(self, scope: Scope, ns: Sequence[int], model_id: str) -> dict[int, Vector]:
         """The second model's vectors of rows ``ns`` (ADR 14); rows without one are absent."""
         ...
 
@@ -375,8 +384,11 @@ class MemoryStore(Protocol):
         *,
         ns: Sequence[int] | None = None,
         limit: int | None = None,
-        order: str = "m.n",
-    ) -> list[MemoryRecord]: ...
+        order: RecordOrder = "stored",
+    ) -> list[MemoryRecord]:
+        """The memories the criteria keep (``ns``: only those rows), in ``order``: as stored,
+        most important first, or by when they happened; ties in the order they were stored."""
+        ...
 
     async def find_by_hash(self, scope: Scope, hashes: Sequence[str], now: float) -> dict[str, str]:
         """content hash -> id of a live memory in exactly the scope's namespace."""
@@ -431,10 +443,10 @@ class MemoryStore(Protocol):
         Other processes see the deletions through the change log. Returns the counts per table."""
         ...
 
-    async def replace_vectors(self, scope: Scope, vectors: Sequence[tuple[int, bytes]]) -> None: ...
+    async def replace_vectors(self, scope: Scope, vectors: Sequence[tuple[int, Vector]]) -> None: ...
 
     async def put_second_vectors(
-        self, scope: Scope, model_id: str, rows: Sequence[tuple[int, bytes]], *, first: bool = False
+        self, scope: Scope, model_id: str, rows: Sequence[tuple[int, Vector]], *, first: bool = False
     ) -> int:
         """Second vectors of stored rows (reindex, the pass); a ``first`` chunk drops every earlier one.
         Returns how many were stored (none when the file's are another model's)."""

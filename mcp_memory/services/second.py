@@ -101,7 +101,7 @@ async def passages(embedder: Embedder | None, texts: list[str], owner: str) -> l
     if embedder is None or not texts or (model_id := await _model_id(embedder)) is None:
         return None
     vectors = await embedder.passages(texts, owner=owner)
-    return [SecondVector(model_id, row.astype("float32").tobytes()) for row in vectors]
+    return [SecondVector(model_id, row.astype("float32")) for row in vectors]
 
 
 async def opinion(
@@ -120,7 +120,7 @@ async def opinion(
     ns = [n for n in first if n in stored]
     if len(ns) < 3:
         return {}
-    matrix = np.frombuffer(b"".join(stored[n] for n in ns), dtype=np.float32).reshape(len(ns), -1)
+    matrix = np.stack([stored[n] for n in ns])
     if matrix.shape[1] != asked.vector.shape[0]:
         return {}
     similarity = matrix @ asked.vector

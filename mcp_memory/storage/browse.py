@@ -44,6 +44,15 @@ class BrowseStore:
         last = logged[-1] if logged else None
         return (last[0], last[1]) if last is not None and last[1] in events.TERMINAL else None
 
+    async def receipts(self, scope: Scope, limit: int) -> list[tuple[str, float, str]]:
+        """The latest content-free records of memories gone (id, when, how), newest first."""
+        rows = await (await self.store.reader(scope)).execute_fetchall(
+            f"SELECT memory_id, at, event FROM memory_events WHERE event IN ({','.join('?' * len(events.TERMINAL))}) "
+            "ORDER BY at DESC, n DESC LIMIT ?",
+            (*sorted(events.TERMINAL), limit),
+        )
+        return [(str(i), float(at), str(event)) for i, at, event in rows]
+
     async def page(
         self,
         scope: Scope,

@@ -61,6 +61,18 @@ class CountStore:
                 counts[key] = counts.get(key, 0) + int(count)
         return counts
 
+    async def timeline(self, scope: Scope, days: int, now: float) -> list[tuple[int, str, int, int]]:
+        """Current memories visible in the scope written in the last ``days`` days, counted by day
+        (days before ``now``, 0 = today), tier and level."""
+        conn = await self.store.reader(scope)
+        where, params = visible_clause(scope, _EVERYTHING, now)
+        rows = await conn.execute_fetchall(
+            f"SELECT CAST((? - m.created_at) / 86400 AS INTEGER) AS ago, m.tier, m.level, COUNT(*) FROM memories m "
+            f"WHERE {where} AND m.superseded_by IS NULL AND m.created_at > ? GROUP BY 1, 2, 3",
+            [now, *params, now - days * 86_400],
+        )
+        return [(int(ago), str(tier), int(level), int(count)) for ago, tier, level, count in rows]
+
     async def event_counts(self, scope: Scope) -> dict[str, int]:
         """The memories' events by kind, for a principal-wide caller (events of a memory that is gone
         carry no namespace, so a namespaced caller gets none)."""

@@ -10,9 +10,10 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import aiosqlite
+import numpy as np
 import orjson
 
-from mcp_memory.models import Criteria, MemoryRecord, Provenance, Scope
+from mcp_memory.models import Criteria, MemoryRecord, Provenance, Scope, Vector
 
 # One list of a memory row's columns, in order: the SELECT, the INSERT and both mappings follow it.
 RECORD_FIELDS = (
@@ -26,6 +27,11 @@ _PROVENANCE_FIELDS = ("client_name", "client_version", "transport")
 
 MEMORY_COLUMNS = ", ".join(("n", *RECORD_FIELDS))
 INSERT_MEMORY = f"INSERT INTO memories ({', '.join(RECORD_FIELDS)}) VALUES ({','.join('?' * len(RECORD_FIELDS))})"
+
+
+def blob(vector: Vector) -> bytes:
+    """A vector as a row stores it: float32, native order."""
+    return np.asarray(vector, dtype=np.float32).tobytes()
 
 
 def record_values(rec: MemoryRecord) -> tuple[Any, ...]:

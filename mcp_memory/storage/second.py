@@ -12,8 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import aiosqlite
+import numpy as np
 
-from mcp_memory.models import NewMemory
+from mcp_memory.models import NewMemory, Vector
+from mcp_memory.storage.rows import blob
 
 MODEL_KEY = "second_model"
 
@@ -42,16 +44,16 @@ async def writable(conn: aiosqlite.Connection, inserts: Sequence[NewMemory]) -> 
 
 async def insert(conn: aiosqlite.Connection, n: int, item: NewMemory, model_id: str | None) -> None:
     if item.second is not None and item.second.model_id == model_id:
-        await conn.execute("INSERT INTO second_vectors(memory_n, vec) VALUES (?, ?)", (n, item.second.vector))
+        await conn.execute("INSERT INTO second_vectors(memory_n, vec) VALUES (?, ?)", (n, blob(item.second.vector)))
 
 
-async def read(conn: aiosqlite.Connection, ns: Sequence[int], model_id: str) -> dict[int, bytes]:
+async def read(conn: aiosqlite.Connection, ns: Sequence[int], model_id: str) -> dict[int, Vector]:
     """The vectors of rows ``ns`` from ``model_id``; none when the file's are another model's."""
     if not ns or await _model(conn) != model_id:
         return {}
     marks = ",".join("?" * len(ns))
     rows = await conn.execute_fetchall(f"SELECT memory_n, vec FROM second_vectors WHERE memory_n IN ({marks})", ns)
-    return {int(n): bytes(vec) for n, vec in rows}
+    return {int(n): np.frombuffer(vec, dtype=np.float32) for n, vec in rows}
 
 
 async def start_over(conn: aiosqlite.Connection, model_id: str) -> None:
@@ -60,11 +62,13 @@ async def start_over(conn: aiosqlite.Connection, model_id: str) -> None:
     await conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (MODEL_KEY, model_id))
 
 
-async def put(conn: aiosqlite.Connection, model_id: str, vectors: Sequence[tuple[int, bytes]]) -> int:
+async def put(conn: aiosqlite.Connection, model_id: str, vectors: Sequence[tuple[int, Vector]]) -> int:
     """Store ``model_id``'s vectors of existing rows, unless the file's are another model's."""
     if not await claim(conn, model_id):
         return 0
-    await conn.executemany("INSERT OR REPLACE INTO second_vectors(memory_n, vec) VALUES (?, ?)", vectors)
+    await conn.executemany(
+        "INSERT OR REPLACE INTO second_vectors(memory_n, vec) VALUES (?, ?)", [(n, blob(v)) for n, v in vectors]
+    )
     return len(vectors)
 
 

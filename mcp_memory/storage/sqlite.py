@@ -34,7 +34,9 @@ from mcp_memory.models import (
     MemoryRecord,
     Merge,
     NewMemory,
+    RecordOrder,
     Scope,
+    Vector,
 )
 from mcp_memory.storage import links, second, writes
 from mcp_memory.storage.browse import BrowseStore
@@ -46,6 +48,7 @@ from mcp_memory.storage.principal import PrincipalDb
 from mcp_memory.storage.rows import (
     MEMORY_COLUMNS,
     attach_occurrences,
+    blob,
     fts_match,
     live_by_hash,
     replaced_by_hash,
@@ -60,6 +63,13 @@ log = logging.getLogger(__name__)
 # Recall's reinforcement waits in memory at most this long before it is written (and at close):
 # reads never take the write lock, and a crash loses at most these seconds of access counts.
 REINFORCE_FLUSH_SECONDS = 2.0
+
+
+_ORDERS: dict[str, str] = {
+    "stored": "m.n",
+    "importance": "m.importance DESC, m.n",
+    "occurred": "m.occurred_at, m.n",
+}
 
 
 class SqliteStore:
@@ -192,12 +202,12 @@ class SqliteStore:
         db = await self.principal_db(scope)
         return await links.links(db.reader, sources, population)
 
-    async def second_vectors(self, scope: Scope, ns: Sequence[int], model_id: str) -> dict[int, bytes]:
+    async def second_vectors(self, scope: Scope, ns: Sequence[int], model_id: str) -> dict[int, Vector]:
         """The second model's vectors of rows ``ns`` (ADR 14); rows without one are absent."""
         return await second.read((await self.principal_db(scope)).reader, ns, model_id)
 
     async def put_second_vectors(
-        self, scope: Scope, model_id: str, rows: Sequence[tuple[int, bytes]], *, first: bool = False
+        self, scope: Scope, model_id: str, rows: Sequence[tuple[int, Vector]], *, first: bool = False
     ) -> int:
         """Second vectors of stored rows (reindex, the pass); a ``first`` chunk drops every earlier one."""
         async with self.transaction(scope) as conn:
@@ -238,7 +248,7 @@ class SqliteStore:
         *,
         ns: Sequence[int] | None = None,
         limit: int | None = None,
-        order: str = "m.n",
+        order: RecordOrder = "stored",
     ) -> list[MemoryRecord]:
         db = await self.principal_db(scope)
         where, params = visible_clause(scope, criteria, now)
@@ -247,7 +257,7 @@ class SqliteStore:
                 return []
             where += f" AND m.n IN ({','.join('?' * len(ns))})"
             params.extend(ns)
-        sql = f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE {where} ORDER BY {order}"
+        sql = f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE {where} ORDER BY {_ORDERS[order]}"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         records = [row_to_record(r) for r in await db.reader.execute_fetchall(sql, params)]
@@ -385,9 +395,9 @@ class SqliteStore:
             await backup.unlink(missing_ok=True)
         return counts
 
-    async def replace_vectors(self, scope: Scope, vectors: Sequence[tuple[int, bytes]]) -> None:
+    async def replace_vectors(self, scope: Scope, vectors: Sequence[tuple[int, Vector]]) -> None:
         async with self.transaction(scope) as conn:
-            await conn.executemany("UPDATE vectors SET vec = ? WHERE memory_n = ?", [(v, n) for n, v in vectors])
+            await conn.executemany("UPDATE vectors SET vec = ? WHERE memory_n = ?", [(blob(v), n) for n, v in vectors])
             await conn.executemany("INSERT INTO changes(memory_n, op) VALUES (?, 'put')", [(n,) for n, _ in vectors])
 
     async def set_model(self, scope: Scope, model_id: str, dim: int) -> None:

@@ -131,6 +131,18 @@ class TokenStore(ControlFile):
         return record if record.live(now) else None
 
     @staticmethod
+    def _by_id(conn: sqlite3.Connection, token_id: str) -> tuple[object, ...] | None:
+        row: tuple[object, ...] | None = conn.execute(
+            f"SELECT {_COLUMNS} FROM tokens WHERE id = ?", (token_id,)
+        ).fetchone()
+        return row
+
+    async def alive(self, token_id: str, now: float) -> bool:
+        """Whether the token with this id is still live (the web inspector's sessions end with it)."""
+        row = await self._call(self._by_id, token_id)
+        return row is not None and _record(row).live(now)
+
+    @staticmethod
     def _all(conn: sqlite3.Connection) -> list[tuple[object, ...]]:
         return conn.execute(f"SELECT {_COLUMNS} FROM tokens ORDER BY created_at").fetchall()
 

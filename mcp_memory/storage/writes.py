@@ -16,7 +16,7 @@ import orjson
 from mcp_memory.errors import ConflictError, NotFoundError
 from mcp_memory.models import SCHEDULER, Applied, Criteria, Merge, NewMemory, NewOccurrence, Scope
 from mcp_memory.storage import events, links, second
-from mcp_memory.storage.rows import INSERT_MEMORY, record_values, rows_in, visible_clause
+from mcp_memory.storage.rows import INSERT_MEMORY, blob, record_values, rows_in, visible_clause
 from mcp_memory.storage.schema import live_copy
 
 
@@ -79,7 +79,7 @@ async def _insert(conn: aiosqlite.Connection, item: NewMemory, second_model: str
     n = cursor.lastrowid
     assert n is not None
     await conn.executemany("INSERT OR IGNORE INTO memory_tags(tag, memory_n) VALUES (?, ?)", [(t, n) for t in rec.tags])
-    await conn.execute("INSERT INTO vectors(memory_n, vec) VALUES (?, ?)", (n, item.vector))
+    await conn.execute("INSERT INTO vectors(memory_n, vec) VALUES (?, ?)", (n, blob(item.vector)))
     await second.insert(conn, n, item, second_model)
     await conn.execute("INSERT INTO memories_fts(rowid, body) VALUES (?, ?)", (n, item.segmented))
     await links.index_entities(conn, [(n, rec.content)])

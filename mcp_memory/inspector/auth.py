@@ -1,0 +1,128 @@
+"""Who is looking: the inspector's sign-in, its session cookie and its CSRF check.
+
+A person signs in with the bearer token their MCP client uses (or a JWT from the configured
+issuer), verified by the same code as every MCP request; `mcp-memory ui` instead opens the
+browser on a one-time link for the local principal, the way notebook servers do. Either opens a
+session: a random id in an HttpOnly, SameSite=Strict cookie scoped to /ui/, whose hash the
+control file keeps with the principal, the namespace binding, the token's id (revoking the token
+ends the session) and a CSRF secret that every form carries back.
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from mcp_memory.models import Scope
+from mcp_memory.services.control_ports import TokenCheck, UiSessionRecord, UiSessions
+
+COOKIE = "mcpm_ui"
+LOCAL_TOKEN_ID = "local"
+STORE_TOKEN_PREFIX = "tok_"  # ids of the tokens `mcp-memory token create` issues (revocable)
+CODE_SECONDS = 600.0
+
+
+@dataclass(frozen=True)
+class SignedIn:
+    """Whom a token names, as the MCP gateway verified it."""
+
+    principal: str
+    namespace: str | None
+    token_id: str
+    expires_at: float | None
+
+
+Verify = Callable[[str], Awaitable[SignedIn | None]]
+
+
+class OneTimeCodes:
+    """Login links for the local principal: each code opens one session, within ten minutes."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
+        self._codes: dict[str, float] = {}
+
+    def issue(self) -> str:
+        code = secrets.token_urlsafe(24)
+        self._codes[code] = self.clock() + CODE_SECONDS
+        return code
+
+    def redeem(self, code: str) -> bool:
+        until = self._codes.pop(code, None) if code else None
+        return until is not None and until > self.clock()
+
+
+@dataclass(frozen=True)
+class Visitor:
+    """A signed-in person: the scope every page reads and writes in, and the session's CSRF secret."""
+
+    scope: Scope
+    csrf: str
+    session_id: str
+
+    def csrf_ok(self, given: str) -> bool:
+        return hmac.compare_digest(self.csrf.encode(), given.encode())
+
+
+class SignIn:
+    """Opens, finds and closes sessions; a session lives `session_hours`, or less when its token
+    expires sooner, and ends with its token's revocation."""
+
+    def __init__(
+        self,
+        sessions: UiSessions,
+        *,
+        verify: Verify | None,
+        tokens: TokenCheck | None,
+        local: Scope | None,
+        session_hours: float,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.sessions = sessions
+        self.verify = verify
+        self.tokens = tokens
+        self.local = local
+        self.codes = OneTimeCodes(clock)
+        self.seconds = session_hours * 3600
+        self.clock = clock
+
+    async def with_token(self, token: str) -> tuple[str, UiSessionRecord] | None:
+        """A session for the token's owner, or None when the token is unknown, revoked or expired."""
+        if self.verify is None or not token.strip() or len(token) > 4096:
+            return None
+        who = await self.verify(token.strip())
+        if who is None:
+            return None
+        now = self.clock()
+        until = now + self.seconds if who.expires_at is None else min(now + self.seconds, who.expires_at)
+        return await self.sessions.open(who.principal, who.namespace, who.token_id, now, until)
+
+    async def with_code(self, code: str) -> tuple[str, UiSessionRecord] | None:
+        """A session for the local principal, when the one-time code is good."""
+        if self.local is None or not self.codes.redeem(code):
+            return None
+        now = self.clock()
+        return await self.sessions.open(
+            self.local.principal, self.local.namespace, LOCAL_TOKEN_ID, now, now + self.seconds
+        )
+
+    async def visitor(self, session_id: str | None) -> Visitor | None:
+        if not session_id:
+            return None
+        now = self.clock()
+        session = await self.sessions.find(session_id, now)
+        if session is None:
+            return None
+        if session.token_id == LOCAL_TOKEN_ID and self.local is None:
+            return None  # a local session means nothing to a server that verifies tokens
+        revocable = session.token_id.startswith(STORE_TOKEN_PREFIX)
+        if revocable and (self.tokens is None or not await self.tokens.alive(session.token_id, now)):
+            await self.sessions.close_session(session_id)
+            return None
+        return Visitor(Scope(session.principal, session.namespace), session.csrf, session_id)
+
+    async def sign_out(self, session_id: str) -> None:
+        await self.sessions.close_session(session_id)

@@ -1,0 +1,126 @@
+"""What every inspector page shares: the services it reads through, the templates, the security
+headers, and `page`, which admits only a signed-in visitor (and, on a POST, only a form that
+carries the session's CSRF secret) and turns a refusal into a page that names the problem."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from urllib.parse import quote
+
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+
+from mcp_memory.errors import AccessDeniedError, MemoryServerError, NotFoundError
+from mcp_memory.inspector.auth import COOKIE, SignIn, Visitor
+from mcp_memory.services.browse import BrowseService
+from mcp_memory.services.erasure import ErasureService
+from mcp_memory.services.memory import MemoryService
+from mcp_memory.services.ports import CountRows
+from mcp_memory.services.stats import StatsService
+from mcp_memory.services.tasks import TaskService
+
+ROOT = "/ui"
+# No script at all: every page is server-rendered, every chart an SVG drawn on the server.
+CSP = (
+    "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+SECURITY_HEADERS = {
+    "content-security-policy": CSP,
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "same-origin",  # no-referrer would send "Origin: null" with every form
+    "x-frame-options": "DENY",
+    "cache-control": "no-store",
+}
+
+
+@dataclass
+class Inspector:
+    """The services the pages use: the same ones, with the same scope rules, as the MCP tools."""
+
+    memory: MemoryService
+    browse: BrowseService
+    tasks: TaskService
+    stats: StatsService
+    erasure: ErasureService
+    counts: CountRows
+    signin: SignIn
+    secure_cookie: bool = False
+
+
+def _when(value: datetime | None) -> str:
+    return "" if value is None else value.strftime("%Y-%m-%d %H:%M")
+
+
+TEMPLATES = Environment(
+    loader=PackageLoader("mcp_memory.inspector", "templates"),
+    autoescape=select_autoescape(default=True),
+    undefined=StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+TEMPLATES.filters["when"] = _when
+TEMPLATES.filters["url"] = lambda value: quote(str(value), safe="")
+TEMPLATES.globals["root"] = ROOT
+
+
+def html(template: str, status: int = 200, **context: Any) -> HTMLResponse:
+    context.setdefault("visitor", None)
+    context.setdefault("notice", None)
+    body = TEMPLATES.get_template(template).render(**context)
+    return HTMLResponse(body, status_code=status, headers=SECURITY_HEADERS)
+
+
+def redirect(path: str, notice: str | None = None) -> RedirectResponse:
+    target = path + (("&" if "?" in path else "?") + "notice=" + quote(notice) if notice else "")
+    return RedirectResponse(target, status_code=303, headers=SECURITY_HEADERS)
+
+
+def status_of(exc: MemoryServerError) -> int:
+    if isinstance(exc, NotFoundError):
+        return 404
+    if isinstance(exc, AccessDeniedError):
+        return 403
+    return 400
+
+
+Handler = Callable[[Request, Visitor, Inspector], Awaitable[Response]]
+
+
+def inspector_of(request: Request) -> Inspector:
+    found: Inspector = request.app.state.inspector
+    return found
+
+
+def page(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+    async def endpoint(request: Request) -> Response:
+        inspector = inspector_of(request)
+        visitor = await inspector.signin.visitor(request.cookies.get(COOKIE))
+        if visitor is None:
+            if request.method == "GET":
+                return redirect(f"{ROOT}/", "Sign in to see this page.")
+            return html("login.html", 401, problem="Your session has ended: sign in again.", local=False)
+        if request.method == "POST":
+            form = await request.form()
+            if not visitor.csrf_ok(str(form.get("csrf", ""))):
+                problem = "This form is stale or came from another site. Reload the page and try again."
+                return html("error.html", 403, visitor=visitor, problem=problem)
+        try:
+            return await handler(request, visitor, inspector)
+        except MemoryServerError as exc:
+            return html("error.html", status_of(exc), visitor=visitor, problem=str(exc))
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+            return html("error.html", 400, visitor=visitor, problem=f"The form has a bad value ({problems}).")
+
+    endpoint.__name__ = handler.__name__
+    return endpoint
+
+
+async def form_text(request: Request, name: str) -> str:
+    value = (await request.form()).get(name, "")
+    return value if isinstance(value, str) else ""

@@ -1,0 +1,77 @@
+"""The task pages: the list, one task's tree (statuses, the current node, pending and
+irreversible actions), its checkpoint timeline with each reason, a diff between two checkpoints,
+and a rollback that asks first."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from mcp_memory.inspector.auth import Visitor
+from mcp_memory.inspector.base import ROOT, Inspector, form_text, html, page, redirect
+
+MAX_DIFF_LINES = 2_000
+
+
+@page
+async def tasks(request: Request, visitor: Visitor, inspector: Inspector) -> Response:
+    found = await inspector.tasks.list_tasks(visitor.scope, request.query_params.get("cursor") or None, limit=50)
+    return html("tasks.html", visitor=visitor, page=found)
+
+
+def _lines(checkpoint: dict[str, Any]) -> list[str]:
+    shown = {k: v for k, v in checkpoint.items() if k != "checkpoint"}
+    return orjson.dumps(shown, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode().splitlines()
+
+
+async def _diff(inspector: Inspector, visitor: Visitor, task_id: str, older: str, newer: str) -> list[tuple[str, str]]:
+    """The lines that differ between two checkpoints (with context), each marked +, - or blank."""
+    before = await inspector.tasks.read_checkpoint(visitor.scope, task_id, older)
+    after = await inspector.tasks.read_checkpoint(visitor.scope, task_id, newer)
+    lines = difflib.unified_diff(_lines(before), _lines(after), older, newer, lineterm="", n=2)
+    marked = [(line[:1] if line[:1] in "+-@" else " ", line) for line in list(lines)[2:]]
+    return marked[:MAX_DIFF_LINES]
+
+
+@page
+async def task(request: Request, visitor: Visitor, inspector: Inspector) -> Response:
+    task_id = request.path_params["task_id"]
+    state = await inspector.tasks.state(visitor.scope, task_id)
+    timeline = await inspector.tasks.list_checkpoints(visitor.scope, task_id, limit=200)
+    older, newer = request.query_params.get("a", ""), request.query_params.get("b", "")
+    diff = await _diff(inspector, visitor, task_id, older, newer) if older and newer else None
+    return html(
+        "task.html",
+        visitor=visitor,
+        state=state,
+        checkpoints=timeline.checkpoints,
+        older=older,
+        newer=newer,
+        diff=diff,
+        notice=request.query_params.get("notice"),
+    )
+
+
+@page
+async def rollback(request: Request, visitor: Visitor, inspector: Inspector) -> Response:
+    task_id = request.path_params["task_id"]
+    checkpoint_id = await form_text(request, "checkpoint_id")
+    if await form_text(request, "confirm") != "yes":
+        state = await inspector.tasks.state(visitor.scope, task_id)
+        return html("rollback.html", visitor=visitor, state=state, checkpoint_id=checkpoint_id)
+    row, _head, copied, _warnings = await inspector.tasks.rollback(visitor.scope, task_id, checkpoint_id)
+    return redirect(
+        f"{ROOT}/tasks/{task_id}", f"Rolled back to {copied}: the head is now a copy of it (head {row.head_seq})."
+    )
+
+
+ROUTES = [
+    Route("/tasks", tasks),
+    Route("/tasks/{task_id}", task),
+    Route("/tasks/{task_id}/rollback", rollback, methods=["POST"]),
+]

@@ -1,0 +1,105 @@
+"""The body check of the HTTP face (see web.py): a POST's body must be application/json, within
+the body limit, one JSON-RPC message; a bad one gets one JSON-RPC error, alike on SSE and HTTP."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from mcp_types import INVALID_REQUEST, PARSE_ERROR
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from mcp_memory.config import Limits
+
+
+class BodyCheck:
+    """A POST's body must be application/json, within the limit, one JSON-RPC message; a bad one
+    gets one JSON-RPC error alike on SSE and HTTP, naming what to fix.
+
+    The SDK answers these cases unevenly: over HTTP an object that is no JSON-RPC message gets
+    -32602 and a pydantic dump, over SSE every case gets a line of plain text.
+    """
+
+    def __init__(self, app: ASGIApp, limits: Limits) -> None:
+        self.app = app
+        self.limits = limits
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope.get("method") == "POST":
+            checked = await self._checked(scope, receive, send)
+            if checked is None:
+                return
+            receive = checked
+        await self.app(scope, receive, send)
+
+    async def _checked(self, scope: Scope, receive: Receive, send: Send) -> Receive | None:
+        """The body replayed to the SDK, or None once a bad one has been answered."""
+        headers = dict(scope.get("headers") or [])
+        kind = headers.get(b"content-type", b"").decode("latin-1").split(";")[0].strip().lower()
+        if kind != "application/json":
+            await _rpc_error(send, 415, INVALID_REQUEST, f"Content-Type must be application/json, not {kind!r}")
+            return None
+        body = await _read_within(receive, headers.get(b"content-length", b""), self.limits.max_http_body_bytes)
+        if body is None:  # the client went away
+            return None
+        if isinstance(body, int):
+            problem = f"the body exceeds limits.max_http_body_bytes = {body} bytes; send less per request"
+            await _rpc_error(send, 413, INVALID_REQUEST, problem)
+            return None
+        try:
+            parsed = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            await _rpc_error(send, 400, PARSE_ERROR, f"Parse error: the body is not JSON ({exc})")
+            return None
+        if not _is_jsonrpc(parsed):
+            problem = (
+                'Invalid Request: send one JSON-RPC 2.0 message, an object with "jsonrpc": "2.0" and a "method" '
+                '(or the "result" or "error" for an "id"); batches are not accepted'
+            )
+            await _rpc_error(send, 400, INVALID_REQUEST, problem)
+            return None
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        return replay
+
+
+async def _read_within(receive: Receive, declared: bytes, limit: int) -> bytes | int | None:
+    """The whole body; the limit (an int) when it is over it (a declared excess is refused unread);
+    None when the client disconnected."""
+    chunks: list[bytes] = []
+    size = int(declared) if declared.isdigit() else 0
+    received = 0
+    more = size <= limit
+    while more:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunks.append(message.get("body", b""))
+        received += len(chunks[-1])
+        size = max(size, received)
+        more = message.get("more_body", False) and size <= limit
+    return limit if size > limit else b"".join(chunks)
+
+
+def _is_jsonrpc(message: Any) -> bool:
+    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+        return False
+    return isinstance(message.get("method"), str) or ("id" in message and ("result" in message or "error" in message))
+
+
+async def _rpc_error(send: Send, status: int, code: int, message: str) -> None:
+    await _json(send, status, {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}})
+
+
+async def _json(send: Send, status: int, body: Any) -> None:
+    payload = orjson.dumps(body)
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": payload})
