@@ -379,6 +379,7 @@ def _inspector(
         tokens=tokens,
         local=local,
         session_hours=settings.ui.session_hours,
+        announce=_tell_link,
     )
     services = Inspector(
         runtime.memory,
@@ -479,7 +480,12 @@ async def _announce(
     log.handle(log.makeRecord(log.name, logging.INFO, __file__, 0, "serving %s on %s", (transport, url), None))
     if signin is not None and signin.local is not None:
         link = f"http://{shown}:{port}/ui/login?once={signin.codes.issue()}"
-        sys.stderr.write(f"mcp-memory inspector: open {link} (a one-time link, good for 10 minutes)\n")
-        sys.stderr.flush()
+        _tell_link(link)
         if open_browser:
             await anyio.to_thread.run_sync(webbrowser.open, link)
+
+
+def _tell_link(link: str) -> None:
+    """A one-time sign-in link goes to the terminal (stderr) only, never to a log file."""
+    sys.stderr.write(f"mcp-memory inspector: open {link} (a one-time link, good for 10 minutes)\n")
+    sys.stderr.flush()

@@ -44,7 +44,7 @@ from mcp_memory.jwt_auth import JwtVerifier, looks_like_jwt
 from mcp_memory.models import Scope as MemoryScope
 from mcp_memory.scope import REQUEST_ID_KEY
 from mcp_memory.services.control_ports import TokenCheck
-from mcp_memory.web_body import BodyCheck
+from mcp_memory.web_body import BodyCheck, read_within, replay
 
 log = logging.getLogger("mcp_memory.http")
 # The id of the request the middlewares are handling, for log lines written in their own task
@@ -270,29 +270,64 @@ class HostCheck:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            refusal = await self.security.validate_request(Request(scope), is_post=False)
+            checked = _without_same_origin(scope) if scope.get(ROUTE_KEY) == "ui" else scope
+            refusal = await self.security.validate_request(Request(checked), is_post=False)
             if refusal is not None:
                 await _refuse_origin(scope, send, refusal.status_code)
                 return
         await self.app(scope, receive, send)
 
 
+def _same_origin(scope: Scope) -> bool | None:
+    """Whether every Origin header names the page's own origin (None: the request sent none)."""
+    headers = scope.get("headers") or []
+    host = dict(headers).get(b"host", b"")
+    origins = [v for k, v in headers if k == b"origin"]
+    if not origins:
+        return None
+    return bool(host) and all(o in (b"http://" + host, b"https://" + host) for o in origins)
+
+
+def _without_same_origin(scope: Scope) -> Scope:
+    """The inspector's own forms post with an Origin equal to the page's: same-origin needs no
+    entry in http.allowed_origins (the Host is still checked, and any other Origin)."""
+    if _same_origin(scope):
+        return {**scope, "headers": [(k, v) for k, v in scope.get("headers") or [] if k != b"origin"]}
+    return scope
+
+
 class Inspector:
     """Hands the paths under /ui/ to the web inspector (after the Host and Origin check), which
     admits its visitors by its own session cookie; every other path goes on to the MCP gate."""
+
+    FORM_LIMIT = 256 * 1024  # a correction is at most limits.max_content_bytes; forms are small
 
     def __init__(self, app: ASGIApp, inspector: ASGIApp) -> None:
         self.app = app
         self.inspector = inspector
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope.get(ROUTE_KEY) == "ui":
-            if scope["path"] == INSPECTOR_ROOT:
-                await _respond(send, 308, b"", b"text/plain", [(b"location", INSPECTOR_ROOT.encode() + b"/")])
-                return
-            await self.inspector(scope, receive, send)
+        if scope["type"] != "http" or scope.get(ROUTE_KEY) != "ui":
+            await self.app(scope, receive, send)
             return
-        await self.app(scope, receive, send)
+        if scope["path"] == INSPECTOR_ROOT:
+            await _respond(send, 308, b"", b"text/plain", [(b"location", INSPECTOR_ROOT.encode() + b"/")])
+            return
+        if scope.get("method") == "POST":
+            # Its forms come from its own pages only: another origin (even loopback's) is refused.
+            if _same_origin(scope) is False:
+                await _json(send, 403, {"error": "forbidden_origin", "error_description": "post from the page itself"})
+                return
+            headers = dict(scope.get("headers") or [])
+            body = await read_within(receive, headers.get(b"content-length", b""), self.FORM_LIMIT)
+            if body is None:
+                return
+            if isinstance(body, int):
+                problem = f"a form of the inspector is at most {body} bytes"
+                await _json(send, 413, {"error": "too_large", "error_description": problem})
+                return
+            receive = replay(body, receive)
+        await self.inspector(scope, receive, send)
 
 
 class Identify:

@@ -39,7 +39,7 @@ class BodyCheck:
         if kind != "application/json":
             await _rpc_error(send, 415, INVALID_REQUEST, f"Content-Type must be application/json, not {kind!r}")
             return None
-        body = await _read_within(receive, headers.get(b"content-length", b""), self.limits.max_http_body_bytes)
+        body = await read_within(receive, headers.get(b"content-length", b""), self.limits.max_http_body_bytes)
         if body is None:  # the client went away
             return None
         if isinstance(body, int):
@@ -58,19 +58,24 @@ class BodyCheck:
             )
             await _rpc_error(send, 400, INVALID_REQUEST, problem)
             return None
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if replayed:
-                return await receive()
-            replayed = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        return replay
+        return replay(body, receive)
 
 
-async def _read_within(receive: Receive, declared: bytes, limit: int) -> bytes | int | None:
+def replay(body: bytes, receive: Receive) -> Receive:
+    """A receive that gives the body already read, then whatever the client sends next."""
+    sent = False
+
+    async def again() -> Message:
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return again
+
+
+async def read_within(receive: Receive, declared: bytes, limit: int) -> bytes | int | None:
     """The whole body; the limit (an int) when it is over it (a declared excess is refused unread);
     None when the client disconnected."""
     chunks: list[bytes] = []

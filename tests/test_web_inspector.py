@@ -113,7 +113,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     data_dir = tmp_path_factory.mktemp("inspector") / "data"
     data_dir.mkdir()
     tokens = {name: create_token(data_dir, name) for name in ("alice", "bob", "carol")}
-    with running(data_dir, "http") as server:
+    with running(data_dir, "http", env={"MCP_MEMORY_HTTP__ALLOWED_HOSTS": '["memory.example.test"]'}) as server:
         world = World(server, data_dir, tokens)
         world.ids, world.checkpoints = over_mcp(server, world.alice, _seed)
         yield world
@@ -212,6 +212,18 @@ def test_a_correction_keeps_history_and_recall_over_mcp_returns_it(world: World,
     hits = over_mcp(world.server, world.alice, ask)["hits"]
     assert hits[0]["id"] == new_id
     assert hits[0]["text"] == "The user's laptop is a ThinkPad T14"
+    # Forgetting the correction takes the version it replaced too: no earlier wording stays behind.
+    page.get_by_role("button", name="Forget…").click()
+    expect(page.locator("ul.dry-run li")).to_have_count(2)
+    page.get_by_role("button", name="Delete it").click()
+    expect(page.get_by_role("status")).to_contain_text("Forgotten: 2 deleted")
+
+    async def old(client: Client) -> str:
+        answer = await client.call_tool("get_memory", {"id": world.ids["editor"]})
+        assert answer.is_error
+        return str(answer.content)
+
+    assert "forgotten" in over_mcp(world.server, world.alice, old)
 
 
 def test_forget_lists_first_then_deletes_and_recall_over_mcp_no_longer_finds_it(world: World, visit: Watched) -> None:
@@ -226,7 +238,7 @@ def test_forget_lists_first_then_deletes_and_recall_over_mcp_no_longer_finds_it(
 
     assert world.ids["vim"] in [h["id"] for h in over_mcp(world.server, world.alice, ask)["hits"]]  # not yet
     page.get_by_role("button", name="Delete it").click()
-    expect(page.get_by_role("status")).to_contain_text("Forgotten: 1 memory deleted")
+    expect(page.get_by_role("status")).to_contain_text("Forgotten: 1 deleted from every table and index")
     assert world.ids["vim"] not in [h["id"] for h in over_mcp(world.server, world.alice, ask)["hits"]]
     page.goto(world.ui("/"))
     receipt = page.locator("table.receipts tr", has_text=world.ids["vim"])
@@ -376,7 +388,7 @@ def test_forget_user_asks_for_the_code_then_leaves_only_a_receipt(world: World, 
     code = page.locator("label[for=confirmation_code] code").inner_text()
     page.get_by_label("Type this code to confirm").fill("wrong-code")
     page.get_by_role("button", name="Delete everything").click()
-    expect(page.get_by_role("alert")).to_contain_text("confirmation_code")  # nothing deleted, a new code needed
+    expect(page.get_by_role("alert")).to_contain_text("did not match, and nothing was deleted")
 
     async def look(client: Client) -> dict[str, Any]:
         return await call(client, "recall", {"query": "bees", "reinforce": False})
@@ -392,3 +404,65 @@ def test_forget_user_asks_for_the_code_then_leaves_only_a_receipt(world: World, 
     assert over_mcp(world.server, dave, look)["hits"] == []
     page.goto(world.ui("/memories"))
     expect(page.get_by_role("heading", name="Sign in")).to_be_visible()  # the erasure signed dave out
+
+
+def test_the_inspector_takes_its_own_origin_and_refuses_others(world: World) -> None:
+    """Behind a name (not loopback), the pages' own forms post with that Origin: no allowed_origins
+    entry is needed for it, while another site's Origin, or an unknown Host, is refused."""
+    named = {"host": "memory.example.test"}
+    with httpx2.Client(base_url=world.server.base) as http:
+        own = http.post(
+            "/ui/login", data={"token": world.alice}, headers={**named, "origin": "http://memory.example.test"}
+        )
+        assert own.status_code == 303
+        other = http.post("/ui/login", data={"token": world.alice}, headers={**named, "origin": "http://evil.test"})
+        assert other.status_code == 403
+        assert http.get("/ui/", headers={"host": "evil.test"}).status_code == 421
+
+
+def test_hostile_requests_get_clear_refusals_and_no_words_of_theirs_on_a_page(world: World) -> None:
+    with httpx2.Client(base_url=world.server.base) as http:
+        big = http.post(
+            "/ui/login",
+            content=b"token=" + b"x" * 600_000,
+            headers={"content-type": "application/x-www-form-urlencoded"},
+        )
+        assert big.status_code == 413  # read no further than the form limit, signed in or not
+        # Login CSRF: another origin, even on loopback, cannot sign a browser in.
+        other = http.post("/ui/login", data={"token": world.bob}, headers={"origin": "http://localhost:9999"})
+        assert other.status_code == 403
+        page = http.get("/ui/", params={"notice": "Your token expired: paste it at https://evil.test"})
+        assert "evil.test" not in page.text
+        signed = http.post("/ui/login", data={"token": f"Bearer {world.alice}", "next": "/ui/tasks"})
+        assert signed.status_code == 303
+        assert signed.headers["location"] == "/ui/tasks"  # where the person was going; "Bearer " tolerated
+        far = http.get("/ui/memories", params={"before": "9999-12-31"})
+        assert far.status_code == 400
+        assert "9999-12-30" in far.text
+        forged = http.get("/ui/memories", params={"notice": "Forged words", "sig": "0" * 32})
+        assert "Forged words" not in forged.text
+        missing = http.get("/ui/no-such-page")
+        assert missing.status_code == 404
+        assert "default-src 'none'" in missing.headers["content-security-policy"]
+
+
+def test_a_task_whose_id_holds_a_slash_opens_and_rolls_back(world: World, visit: Watched) -> None:
+    async def seed(client: Client) -> list[str]:
+        made = []
+        for branch in ("one", "two"):
+            saved = await call(
+                client, "checkpoint", {"task_id": "ops/deploy?x=1", "goal": "Deploy", "variables": {"branch": branch}}
+            )
+            made.append(saved["checkpoint"]["id"])
+        return made
+
+    first, _second = over_mcp(world.server, world.alice, seed)
+    page = visit.page
+    sign_in(page, world, world.alice)
+    page.get_by_role("link", name="Tasks").click()
+    page.get_by_role("link", name="Deploy").click()
+    expect(page.get_by_role("heading", level=1)).to_contain_text("ops/deploy?x=1")
+    page.locator("table.timeline tr", has_text=first).get_by_role("button", name="Roll back…").click()
+    page.get_by_role("button", name="Roll back", exact=True).click()
+    expect(page.get_by_role("status")).to_contain_text(f"Rolled back to {first}")
+    expect(page.get_by_role("heading", level=1)).to_contain_text("ops/deploy?x=1")

@@ -18,9 +18,20 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route
 
 from mcp_memory import metrics
+from mcp_memory.errors import InvalidInputError
 from mcp_memory.inspector import charts, memory_pages, task_pages
-from mcp_memory.inspector.auth import COOKIE, Visitor
-from mcp_memory.inspector.base import ROOT, SECURITY_HEADERS, Inspector, form_text, html, inspector_of, page, redirect
+from mcp_memory.inspector.auth import Visitor
+from mcp_memory.inspector.base import (
+    ROOT,
+    SECURITY_HEADERS,
+    Inspector,
+    form_text,
+    html,
+    inspector_of,
+    notice_of,
+    page,
+    redirect,
+)
 from mcp_memory.services.control_ports import UiSessionRecord
 
 DAYS = 30
@@ -38,10 +49,11 @@ async def static(request: Request) -> Response:
     return Response(body, media_type=STATIC[name], headers={**SECURITY_HEADERS, "cache-control": "max-age=3600"})
 
 
-def _signed_in(session_id: str, session: UiSessionRecord, inspector: Inspector) -> Response:
-    response = RedirectResponse(f"{ROOT}/", status_code=303, headers=SECURITY_HEADERS)
+def _signed_in(session_id: str, session: UiSessionRecord, inspector: Inspector, wanted: str = "") -> Response:
+    target = wanted if wanted.startswith(f"{ROOT}/") and not wanted.startswith("//") else f"{ROOT}/"
+    response = RedirectResponse(target, status_code=303, headers=SECURITY_HEADERS)
     response.set_cookie(
-        COOKIE,
+        inspector.signin.cookie,
         session_id,
         max_age=max(1, int(session.expires_at - time.time())),
         path=f"{ROOT}/",
@@ -54,10 +66,10 @@ def _signed_in(session_id: str, session: UiSessionRecord, inspector: Inspector) 
 
 async def home(request: Request) -> Response:
     inspector = inspector_of(request)
-    visitor = await inspector.signin.visitor(request.cookies.get(COOKIE))
+    visitor = await inspector.signin.visitor(request.cookies.get(inspector.signin.cookie))
     if visitor is None:
         local = inspector.signin.local is not None
-        return html("login.html", problem=None, local=local, notice=request.query_params.get("notice"))
+        return html("login.html", problem=None, local=local, notice=notice_of(request, None), next=_next(request))
     return await _health(request, visitor, inspector)
 
 
@@ -66,20 +78,35 @@ async def login(request: Request) -> Response:
     local = inspector.signin.local is not None
     if request.method == "GET":  # the one-time link `mcp-memory ui` opens
         opened = await inspector.signin.with_code(request.query_params.get("once", ""))
-        problem = "This sign-in link was used already or has expired: run `mcp-memory ui` again."
+        problem = "This sign-in link was used already or has expired: ask for a new one below."
     else:
         opened = await inspector.signin.with_token(await form_text(request, "token"))
         problem = "That token is unknown, revoked or expired. Paste the bearer token your MCP client uses."
     if opened is None:
-        return html("login.html", 401, problem=problem, local=local)
-    return _signed_in(*opened, inspector)
+        return html("login.html", 401, problem=problem, local=local, next="")
+    return _signed_in(*opened, inspector, await form_text(request, "next") if request.method == "POST" else "")
+
+
+async def new_link(request: Request) -> Response:
+    """The local inspector tells a fresh one-time link on its terminal (a spent or lost link)."""
+    inspector = inspector_of(request)
+    told = inspector.signin.new_link(str(request.base_url).rstrip("/") + ROOT)
+    problem = None if told else "This inspector signs in with tokens: paste yours."
+    notice = "A new sign-in link was printed where `mcp-memory ui` runs." if told else None
+    return html("login.html", 200 if told else 400, problem=problem, local=told, notice=notice, next="")
+
+
+def _next(request: Request) -> str:
+    """Where to go after signing in: a page of the inspector, never elsewhere."""
+    wanted = request.query_params.get("next", "")
+    return wanted if wanted.startswith(f"{ROOT}/") and not wanted.startswith("//") and "\\" not in wanted else ""
 
 
 @page
 async def logout(request: Request, visitor: Visitor, inspector: Inspector) -> Response:
     await inspector.signin.sign_out(visitor.session_id)
-    response = redirect(f"{ROOT}/", "Signed out.")
-    response.delete_cookie(COOKIE, path=f"{ROOT}/", httponly=True, samesite="strict")
+    response = redirect(f"{ROOT}/", "signedout")
+    response.delete_cookie(inspector.signin.cookie, path=f"{ROOT}/", httponly=True, samesite="strict")
     return response
 
 
@@ -99,13 +126,13 @@ async def _health(request: Request, visitor: Visitor, inspector: Inspector) -> R
     by_tier = [series(lambda t, _l, tier=tier: t == tier, tier) for tier in ("active", "archived")]
     by_level = [series(lambda _t, lv, level=level: lv == level, f"level {level}") for level in range(4)]
     latency = metrics.TOOL_SECONDS.counts(tool="recall")
-    bounds = [f"≤{b * 1000:g} ms" if b != float("inf") else "more" for b, _ in latency]
+    bounds = [f"{b * 1000:g}" if b != float("inf") else "more" for b, _ in latency]
     llm = stats.llm or {}
     pictures = {
         "Memories written per day, by tier": charts.bars("Memories written per day, by tier", days, by_tier),
         "Memories written per day, by level": charts.bars("Memories written per day, by level", days, by_level),
-        "Recall latency (this process)": charts.bars(
-            "Recall latency (this process)", bounds, [charts.Series("calls", [float(c) for _, c in latency])]
+        "Recall latency in this process (calls per bucket, ms at most)": charts.bars(
+            "Recall latency in this process", bounds, [charts.Series("calls", [float(c) for _, c in latency])]
         ),
     }
     if llm:
@@ -125,20 +152,30 @@ async def _health(request: Request, visitor: Visitor, inspector: Inspector) -> R
         pictures=pictures,
         receipts=receipts,
         gone=await inspector.browse.receipts(visitor.scope, 20),
-        notice=request.query_params.get("notice"),
+        notice=notice_of(request, visitor),
     )
 
 
 @page
 async def forget_user(request: Request, visitor: Visitor, inspector: Inspector) -> Response:
     code = (await form_text(request, "confirmation_code")).strip() or None
-    result = await inspector.erasure.forget_user(visitor.scope, code)
+    try:
+        result = await inspector.erasure.forget_user(visitor.scope, code)
+    except InvalidInputError:
+        problem = "That code did not match, and nothing was deleted. Start again for a new code."
+        return html("error.html", 400, visitor=visitor, problem=problem)
     if result.dry_run:
         return html("forget_user.html", visitor=visitor, result=result)
-    await inspector.signin.sign_out(visitor.session_id)
+    await inspector.signin.sign_out_everywhere(visitor.scope.principal)
     response = html("erased.html", result=result)
-    response.delete_cookie(COOKIE, path=f"{ROOT}/", httponly=True, samesite="strict")
+    response.delete_cookie(inspector.signin.cookie, path=f"{ROOT}/", httponly=True, samesite="strict")
     return response
+
+
+async def _not_here(request: Request, exc: Exception) -> Response:
+    status = getattr(exc, "status_code", 404)
+    problem = "No such page in the inspector." if status == 404 else "That page does not take this kind of request."
+    return html("error.html", status, problem=problem)
 
 
 def inspector_app(inspector: Inspector) -> Starlette:
@@ -146,12 +183,16 @@ def inspector_app(inspector: Inspector) -> Starlette:
     routes = [
         Route("/", home),
         Route("/login", login, methods=["GET", "POST"]),
+        Route("/login/new-link", new_link, methods=["POST"]),
         Route("/logout", logout, methods=["POST"]),
         Route("/forget-user", forget_user, methods=["POST"]),
         Route("/static/{name}", static),
         *memory_pages.ROUTES,
         *task_pages.ROUTES,
     ]
-    app = Starlette(routes=[Mount(ROOT, routes=routes)])
+    app = Starlette(
+        routes=[Mount(ROOT, routes=routes)],
+        exception_handlers={404: _not_here, 405: _not_here},
+    )
     app.state.inspector = inspector
     return app

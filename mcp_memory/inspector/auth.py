@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from mcp_memory.models import Scope
 from mcp_memory.services.control_ports import TokenCheck, UiSessionRecord, UiSessions
 
-COOKIE = "mcpm_ui"
+COOKIE = "mcpm_ui"  # cookies ignore ports: the local inspector's has its own name, so the two never meet
+LOCAL_COOKIE = "mcpm_ui_local"
 LOCAL_TOKEN_ID = "local"
 STORE_TOKEN_PREFIX = "tok_"  # ids of the tokens `mcp-memory token create` issues (revocable)
 CODE_SECONDS = 600.0
@@ -80,6 +81,7 @@ class SignIn:
         local: Scope | None,
         session_hours: float,
         clock: Callable[[], float] = time.time,
+        announce: Callable[[str], None] | None = None,
     ) -> None:
         self.sessions = sessions
         self.verify = verify
@@ -88,12 +90,24 @@ class SignIn:
         self.codes = OneTimeCodes(clock)
         self.seconds = session_hours * 3600
         self.clock = clock
+        self.announce = announce  # where a new one-time link is told (the terminal of `mcp-memory ui`)
+        self.cookie = LOCAL_COOKIE if local is not None else COOKIE
+
+    def new_link(self, base: str) -> bool:
+        """Tell a fresh one-time link where the local inspector was started; False when there is none."""
+        if self.local is None or self.announce is None:
+            return False
+        self.announce(f"{base}/login?once={self.codes.issue()}")
+        return True
 
     async def with_token(self, token: str) -> tuple[str, UiSessionRecord] | None:
         """A session for the token's owner, or None when the token is unknown, revoked or expired."""
-        if self.verify is None or not token.strip() or len(token) > 4096:
+        token = token.strip()
+        if token[:7].lower() == "bearer ":  # pasted with its scheme, as a config file holds it
+            token = token[7:].strip()
+        if self.verify is None or not token or len(token) > 4096:
             return None
-        who = await self.verify(token.strip())
+        who = await self.verify(token)
         if who is None:
             return None
         now = self.clock()
@@ -116,8 +130,8 @@ class SignIn:
         session = await self.sessions.find(session_id, now)
         if session is None:
             return None
-        if session.token_id == LOCAL_TOKEN_ID and self.local is None:
-            return None  # a local session means nothing to a server that verifies tokens
+        if (session.token_id == LOCAL_TOKEN_ID) != (self.local is not None):
+            return None  # a session of the other kind of inspector on this data directory: not ours
         revocable = session.token_id.startswith(STORE_TOKEN_PREFIX)
         if revocable and (self.tokens is None or not await self.tokens.alive(session.token_id, now)):
             await self.sessions.close_session(session_id)
@@ -126,3 +140,7 @@ class SignIn:
 
     async def sign_out(self, session_id: str) -> None:
         await self.sessions.close_session(session_id)
+
+    async def sign_out_everywhere(self, principal: str) -> None:
+        """End every session of the principal (its memories were just erased)."""
+        await self.sessions.close_principal(principal)

@@ -13,7 +13,7 @@ from starlette.routing import Route
 
 from mcp_memory.errors import InvalidInputError
 from mcp_memory.inspector.auth import Visitor
-from mcp_memory.inspector.base import ROOT, Inspector, form_text, html, page, redirect
+from mcp_memory.inspector.base import ROOT, Inspector, form_text, html, notice_of, page, redirect
 from mcp_memory.models import Provenance
 from mcp_memory.schemas import ListedMemory, ListFilters, MemoryOut
 from mcp_memory.services.intake import CallContext
@@ -27,9 +27,9 @@ def _day(text: str | None, field: str, end: bool = False) -> datetime | None:
         return None
     try:
         day = datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=UTC)
-    except ValueError:
-        raise InvalidInputError(field, f"must be a date as YYYY-MM-DD, not {text[:20]!r}") from None
-    return day + timedelta(days=1) if end else day
+        return day + timedelta(days=1) if end else day
+    except (ValueError, OverflowError):
+        raise InvalidInputError(field, f"must be a date from 0001-01-01 to 9999-12-30, not {text[:20]!r}") from None
 
 
 def _filters(query: dict[str, str]) -> ListFilters:
@@ -65,9 +65,18 @@ async def memories(request: Request, visitor: Visitor, inspector: Inspector) -> 
     note = next_cursor = None
     if words:
         found = await inspector.memory.recall(
-            visitor.scope, words, k=20, filters=filters, explain=True, reinforce=False
+            visitor.scope,
+            words,
+            k=20,
+            budget_tokens=inspector.memory.limits.max_recall_budget_tokens,
+            filters=filters,
+            explain=True,
+            reinforce=False,
+            detail="full",
         )
-        hits, note = found.hits, found.note
+        hits = [h for h in found.hits if isinstance(h, MemoryOut) and _kept(h, filters)]
+        if found.below_floor:
+            note = f"{found.below_floor} more were left out as no closer to the question than any memory."
     else:
         listing = await inspector.browse.list_memories(
             visitor.scope, filters, cursor=query.get("cursor") or None, limit=50
@@ -82,14 +91,23 @@ async def memories(request: Request, visitor: Visitor, inspector: Inspector) -> 
         listed=listed,
         note=note,
         next_cursor=next_cursor,
-        notice=request.query_params.get("notice"),
+        notice=notice_of(request, visitor),
+    )
+
+
+def _kept(hit: MemoryOut, filters: ListFilters) -> bool:
+    """What recall's own filters cannot narrow: pinned, level and flagged conflicts."""
+    return (
+        (filters.pinned is None or hit.pinned == filters.pinned)
+        and (filters.level is None or hit.level == filters.level)
+        and (not filters.conflicts or bool(hit.conflicts_with))
     )
 
 
 @page
 async def memory(request: Request, visitor: Visitor, inspector: Inspector) -> Response:
     detail = await inspector.browse.get_memory(visitor.scope, request.path_params["memory_id"])
-    return html("memory.html", visitor=visitor, detail=detail, notice=request.query_params.get("notice"))
+    return html("memory.html", visitor=visitor, detail=detail, notice=notice_of(request, visitor))
 
 
 @page
@@ -110,7 +128,8 @@ async def correct(request: Request, visitor: Visitor, inspector: Inspector) -> R
         importance=importance if importance != before.importance else None,
     )
     changed = ", ".join(result.changed)
-    return redirect(f"{ROOT}/memories/{result.id}", f"Corrected ({changed}); the earlier version is kept in history.")
+    said = f"Corrected ({changed}); the earlier version is kept in history."
+    return redirect(f"{ROOT}/memories/{result.id}", said, visitor)
 
 
 def _number(text: str) -> float:
@@ -125,24 +144,28 @@ async def pin(request: Request, visitor: Visitor, inspector: Inspector) -> Respo
     memory_id = request.path_params["memory_id"]
     pinned = await form_text(request, "pinned") == "yes"
     await inspector.memory.pin(visitor.scope, memory_id, pinned)
-    return redirect(f"{ROOT}/memories/{memory_id}", "Pinned." if pinned else "Unpinned.")
+    return redirect(f"{ROOT}/memories/{memory_id}", "Pinned." if pinned else "Unpinned.", visitor)
 
 
 @page
 async def forget(request: Request, visitor: Visitor, inspector: Inspector) -> Response:
     memory_id = request.path_params["memory_id"]
     confirmed = await form_text(request, "confirm") == "yes"
-    result = await inspector.memory.forget(visitor.scope, ids=[memory_id], dry_run=not confirmed)
+    # A memory goes with the versions it replaced: an earlier wording must not stay behind.
+    detail = await inspector.browse.get_memory(visitor.scope, memory_id)
+    ids = [memory_id, *(v.id for v in detail.replaces)]
+    result = await inspector.memory.forget(visitor.scope, ids=ids, dry_run=not confirmed)
     if not confirmed:
         return html("forget.html", visitor=visitor, memory_id=memory_id, result=result)
-    return redirect(f"{ROOT}/memories", f"Forgotten: {result.deleted} memory deleted. {result.note}")
+    said = f"Forgotten: {result.deleted} deleted from every table and index; only a dated record without text remains."
+    return redirect(f"{ROOT}/memories", said, visitor)
 
 
 @page
 async def undo_summary(request: Request, visitor: Visitor, inspector: Inspector) -> Response:
     memory_id = request.path_params["memory_id"]
     restored = await inspector.memory.undo_summary(visitor.scope, memory_id)
-    return redirect(f"{ROOT}/memories", f"Summary undone: {len(restored)} memories are back in recall.")
+    return redirect(f"{ROOT}/memories", f"Summary undone: {len(restored)} memories are back in recall.", visitor)
 
 
 @page
@@ -157,7 +180,7 @@ async def conflicts(request: Request, visitor: Visitor, inspector: Inspector) ->
                 continue
             seen.add(key)
             pairs.append((by_id[key[0]], by_id[key[1]]))
-    return html("conflicts.html", visitor=visitor, pairs=pairs, notice=request.query_params.get("notice"))
+    return html("conflicts.html", visitor=visitor, pairs=pairs, notice=notice_of(request, visitor))
 
 
 @page
@@ -165,7 +188,7 @@ async def settle(request: Request, visitor: Visitor, inspector: Inspector) -> Re
     first, second, keep = [await form_text(request, name) for name in ("first", "second", "keep")]
     applied = await inspector.browse.settle_conflict(visitor.scope, first, second, keep)
     said = "Both are kept as true." if applied == "both_true" else "The other one is replaced; history is kept."
-    return redirect(f"{ROOT}/conflicts", said)
+    return redirect(f"{ROOT}/conflicts", said, visitor)
 
 
 ROUTES = [

@@ -13,7 +13,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from mcp_memory.inspector.auth import Visitor
-from mcp_memory.inspector.base import ROOT, Inspector, form_text, html, page, redirect
+from mcp_memory.inspector.base import ROOT, Inspector, form_text, html, notice_of, page, redirect, url_segment
 
 MAX_DIFF_LINES = 2_000
 
@@ -45,6 +45,7 @@ async def task(request: Request, visitor: Visitor, inspector: Inspector) -> Resp
     timeline = await inspector.tasks.list_checkpoints(visitor.scope, task_id, limit=200)
     older, newer = request.query_params.get("a", ""), request.query_params.get("b", "")
     diff = await _diff(inspector, visitor, task_id, older, newer) if older and newer else None
+    problem = "Choose two checkpoints: one to diff from and one to diff to." if bool(older) != bool(newer) else None
     return html(
         "task.html",
         visitor=visitor,
@@ -53,25 +54,25 @@ async def task(request: Request, visitor: Visitor, inspector: Inspector) -> Resp
         older=older,
         newer=newer,
         diff=diff,
-        notice=request.query_params.get("notice"),
+        problem=problem,
+        notice=notice_of(request, visitor),
     )
 
 
 @page
 async def rollback(request: Request, visitor: Visitor, inspector: Inspector) -> Response:
-    task_id = request.path_params["task_id"]
-    checkpoint_id = await form_text(request, "checkpoint_id")
+    task_id, checkpoint_id = await form_text(request, "task_id"), await form_text(request, "checkpoint_id")
     if await form_text(request, "confirm") != "yes":
         state = await inspector.tasks.state(visitor.scope, task_id)
+        await inspector.tasks.read_checkpoint(visitor.scope, task_id, checkpoint_id)  # it exists, or "not found"
         return html("rollback.html", visitor=visitor, state=state, checkpoint_id=checkpoint_id)
-    row, _head, copied, _warnings = await inspector.tasks.rollback(visitor.scope, task_id, checkpoint_id)
-    return redirect(
-        f"{ROOT}/tasks/{task_id}", f"Rolled back to {copied}: the head is now a copy of it (head {row.head_seq})."
-    )
+    row, _head, copied, warnings = await inspector.tasks.rollback(visitor.scope, task_id, checkpoint_id)
+    said = " ".join([f"Rolled back to {copied}: the head is now a copy of it (head {row.head_seq}).", *warnings])
+    return redirect(f"{ROOT}/tasks/{url_segment(task_id)}", said, visitor)
 
 
 ROUTES = [
     Route("/tasks", tasks),
-    Route("/tasks/{task_id}", task),
-    Route("/tasks/{task_id}/rollback", rollback, methods=["POST"]),
+    Route("/tasks/{task_id:path}", task),  # a task id may hold any character, "/" too
+    Route("/rollback", rollback, methods=["POST"]),
 ]

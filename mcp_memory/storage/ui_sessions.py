@@ -104,3 +104,11 @@ class UiSessionStore(ControlFile):
 
     async def close_session(self, session_id: str) -> None:
         await self._call(self._delete, _hash(session_id))
+
+    @staticmethod
+    def _delete_principal(conn: sqlite3.Connection, principal: str) -> None:
+        with conn:
+            conn.execute("DELETE FROM ui_sessions WHERE principal = ?", (principal,))
+
+    async def close_principal(self, principal: str) -> None:
+        await self._call(self._delete_principal, principal)
