@@ -63,7 +63,11 @@ async def open_core(settings: Settings, clock: Callable[[], float] = time.time) 
             llm=llm,
             switch=switches,
         )
-        yield Core(store, embedder, llm, memory, TaskService(TaskStore(store), memory, settings.limits, clock=clock))
+        tasks = TaskService(TaskStore(store), memory, settings.limits, clock=clock)
+        try:
+            yield Core(store, embedder, llm, memory, tasks)
+        finally:
+            switches.close()
 
 
 def embedder_config(settings: Settings) -> EmbedderConfig:

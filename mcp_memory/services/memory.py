@@ -356,7 +356,7 @@ class MemoryService:
             )
 
         dense, keyword, pinned = await concurrently(
-            dense_side(), self.store.keyword_search(scope, terms, criteria, depth, now), self.pinned(scope)
+            dense_side(), self.store.keyword_search(scope, terms, criteria, depth, now), self._pins(scope)
         )
         return dense, keyword, pinned
 
@@ -436,6 +436,10 @@ class MemoryService:
         """Every pinned memory visible in the scope, most important first (none while memory is off)."""
         if await off_reason(self.switch, scope) is not None:
             return []
+        return await self._pins(scope)
+
+    async def _pins(self, scope: Scope) -> list[MemoryOut]:
+        """The pinned memories, for a caller that has checked the switch already."""
         records = await self.store.select_memories(scope, Criteria(pinned=True), self.clock(), order="importance")
         return [memory_out(r) for r in records]
 

@@ -60,6 +60,37 @@ class ControlFile:
         self.path = data_dir / "control.db"
         self.busy_timeout_ms = busy_timeout_ms
         self._lock = anyio.Lock()
+        self._reader: sqlite3.Connection | None = None
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+    def _read_now(self, fn: Any, *args: Any) -> Any:
+        """A read on one connection kept open, on the caller's thread, never waiting for a lock
+        (busy timeout 0). In WAL mode each statement is a fresh read transaction that sees every
+        commit made before it; ``fn`` must run its statements to their end (fetchall), so no
+        snapshot outlives the read."""
+        if self._reader is None:
+            private_dir(self.path.parent)
+            conn = connect_sync(self.path, 0)
+            try:
+                conn.executescript(self.schema)
+            except BaseException:
+                conn.close()
+                raise
+            self._reader = conn
+        return fn(self._reader, *args)
+
+    async def _read(self, fn: Any, *args: Any) -> Any:
+        """A point read answered at once on the kept connection; when the file is busy or in trouble,
+        the patient path on a worker thread (which says what is wrong)."""
+        try:
+            return self._read_now(fn, *args)
+        except (OSError, sqlite3.Error):
+            self.close()
+            return await self._call(fn, *args)
 
     def _run(self, fn: Any, *args: Any) -> Any:
         try:

@@ -59,7 +59,7 @@ class SwitchFile(ControlFile):
 
     async def off_for(self, scope: Scope) -> list[tuple[str, float]]:
         """The switches covering ``scope`` that are off (none: memory is on), with when they went off."""
-        found: list[tuple[str, float]] = await self._call(self._off, switch_targets(scope))
+        found: list[tuple[str, float]] = await self._read(self._off, switch_targets(scope))
         return found
 
     @staticmethod
@@ -74,12 +74,12 @@ class SwitchFile(ControlFile):
     @staticmethod
     def _off_within(conn: sqlite3.Connection, principal: str) -> bool:
         prefix = switch_target(principal, "")
-        row = conn.execute(
+        rows = conn.execute(  # fetchall: the statement ends here, on a connection that stays open
             "SELECT 1 FROM switches WHERE state = 'off' AND (target IN (?, ?) OR substr(target, 1, ?) = ?) LIMIT 1",
             (EVERYWHERE, principal, len(prefix), prefix),
-        ).fetchone()
-        return row is not None
+        ).fetchall()
+        return bool(rows)
 
     async def off_within(self, principal: str) -> bool:
         """Whether memory is off anywhere in ``principal``'s store (a namespace of it included)."""
-        return bool(await self._call(self._off_within, principal))
+        return bool(await self._read(self._off_within, principal))

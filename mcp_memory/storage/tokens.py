@@ -16,11 +16,9 @@ import hashlib
 import secrets
 import sqlite3
 from dataclasses import dataclass
-from pathlib import Path
 
 from mcp_memory.errors import InvalidInputError, NotFoundError
 from mcp_memory.storage.control import ControlFile
-from mcp_memory.storage.schema import connect_sync, private_dir
 
 TOKEN_PREFIX = "mcpm_"
 
@@ -62,15 +60,6 @@ _COLUMNS = "id, principal, namespace, label, created_at, expires_at, revoked_at"
 class TokenStore(ControlFile):
     schema = _SCHEMA
 
-    def __init__(self, data_dir: Path, busy_timeout_ms: int = 10_000) -> None:
-        super().__init__(data_dir, busy_timeout_ms)
-        self._reader: sqlite3.Connection | None = None
-
-    def close(self) -> None:
-        if self._reader is not None:
-            self._reader.close()
-            self._reader = None
-
     @staticmethod
     def _insert(conn: sqlite3.Connection, record: TokenRecord, digest: str) -> None:
         conn.execute(
@@ -102,29 +91,11 @@ class TokenStore(ControlFile):
         ).fetchall()
         return rows[0] if rows else None
 
-    def _find_now(self, digest: str) -> tuple[object, ...] | None:
-        """The lookup on the kept connection, never waiting for a lock (busy timeout 0)."""
-        if self._reader is None:
-            private_dir(self.path.parent)
-            conn = connect_sync(self.path, 0)
-            try:
-                conn.executescript(self.schema)
-            except BaseException:
-                conn.close()
-                raise
-            self._reader = conn
-        return self._find(self._reader, digest)
-
     async def verify(self, token: str, now: float) -> TokenRecord | None:
         """The live record the token belongs to, or None (unknown, revoked or expired)."""
         if not token.startswith(TOKEN_PREFIX) or len(token) > 200:
             return None
-        digest = token_hash(token)
-        try:
-            row = self._find_now(digest)
-        except (OSError, sqlite3.Error):  # busy, or the file is in trouble: the patient path says which
-            self.close()
-            row = await self._call(self._find, digest)
+        row = await self._read(self._find, token_hash(token))
         if row is None:
             return None
         record = _record(row)
