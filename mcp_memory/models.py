@@ -42,6 +42,8 @@ SCHEDULER = Provenance(client_name="mcp-memory", transport="scheduler")
 
 Tier = Literal["active", "archived"]
 RecordOrder = Literal["stored", "importance", "occurred"]  # how select_memories orders what it finds
+# The event left of a memory that is gone (its only one, without content): the deletion receipts.
+GONE_EVENTS = ("evicted", "expired", "forgotten", "undone")
 KNOWN_KINDS = ("fact", "preference", "decision", "event", "observation", "instruction", "goal", "note")
 
 

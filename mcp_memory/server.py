@@ -478,11 +478,9 @@ async def _announce(
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{port}{path}"
     log.handle(log.makeRecord(log.name, logging.INFO, __file__, 0, "serving %s on %s", (transport, url), None))
-    if signin is not None and signin.local is not None:
-        link = f"http://{shown}:{port}/ui/login?once={signin.codes.issue()}"
-        _tell_link(link)
-        if open_browser:
-            await anyio.to_thread.run_sync(webbrowser.open, link)
+    link = signin.new_link(f"http://{shown}:{port}/ui") if signin is not None else None
+    if link is not None and open_browser:
+        await anyio.to_thread.run_sync(webbrowser.open, link)
 
 
 def _tell_link(link: str) -> None:

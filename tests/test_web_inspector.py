@@ -345,6 +345,13 @@ def test_mcp_memory_ui_opens_a_one_time_link_for_the_local_principal(tmp_path: P
         again = fresh.new_page()
         again.goto(link)  # the link is spent
         expect(again.get_by_role("alert")).to_contain_text("used already")
+        again.get_by_role("button", name="Print a new link there").click()
+        expect(again.get_by_role("status")).to_contain_text("A new sign-in link was printed")
+        links = re.findall(r"open (http://\S+once=\S+)", log.read_text())
+        assert len(links) == 2
+        assert links[1] != link
+        again.goto(links[1])  # the new one opens a session
+        expect(again.locator("nav .who")).to_have_text("local-owner")
         assert httpx2.get(link.split("/ui/")[0] + "/mcp").status_code == 404  # the inspector alone: no MCP
         context.close()
         fresh.close()
@@ -374,13 +381,18 @@ def test_the_pages_work_from_the_keyboard_and_at_200_percent_zoom(world: World, 
     context.close()
 
 
-def test_forget_user_asks_for_the_code_then_leaves_only_a_receipt(world: World, visit: Watched) -> None:
+def test_forget_user_asks_for_the_code_then_leaves_only_a_receipt(
+    world: World, visit: Watched, browser: Browser
+) -> None:
     dave = create_token(world.data_dir, "dave")
 
     async def seed(client: Client) -> None:
         await call(client, "remember", {"content": "Dave keeps bees on the roof", "kind": "fact"})
 
     over_mcp(world.server, dave, seed)
+    elsewhere = browser.new_context()  # dave signed in on another browser too
+    other = elsewhere.new_page()
+    sign_in(other, world, dave)
     page = visit.page
     sign_in(page, world, dave)
     page.get_by_role("button", name="Forget this user…").click()
@@ -404,6 +416,9 @@ def test_forget_user_asks_for_the_code_then_leaves_only_a_receipt(world: World, 
     assert over_mcp(world.server, dave, look)["hits"] == []
     page.goto(world.ui("/memories"))
     expect(page.get_by_role("heading", name="Sign in")).to_be_visible()  # the erasure signed dave out
+    other.goto(world.ui("/memories"))
+    expect(other.get_by_role("heading", name="Sign in")).to_be_visible()  # everywhere
+    elsewhere.close()
 
 
 def test_the_inspector_takes_its_own_origin_and_refuses_others(world: World) -> None:

@@ -32,10 +32,10 @@ from mcp_memory.inspector.base import (
     page,
     redirect,
 )
+from mcp_memory.models import GONE_EVENTS
 from mcp_memory.services.control_ports import UiSessionRecord
 
 DAYS = 30
-GONE_EVENTS = ("forgotten", "expired", "evicted", "undone")
 
 
 STATIC = {"inspector.css": "text/css", "icon.svg": "image/svg+xml"}
@@ -49,9 +49,13 @@ async def static(request: Request) -> Response:
     return Response(body, media_type=STATIC[name], headers={**SECURITY_HEADERS, "cache-control": "max-age=3600"})
 
 
+def _within(wanted: str) -> str:
+    """Where to go after signing in: a page of the inspector, never elsewhere ("" when not)."""
+    return wanted if wanted.startswith(f"{ROOT}/") and "\\" not in wanted else ""
+
+
 def _signed_in(session_id: str, session: UiSessionRecord, inspector: Inspector, wanted: str = "") -> Response:
-    target = wanted if wanted.startswith(f"{ROOT}/") and not wanted.startswith("//") else f"{ROOT}/"
-    response = RedirectResponse(target, status_code=303, headers=SECURITY_HEADERS)
+    response = RedirectResponse(_within(wanted) or f"{ROOT}/", status_code=303, headers=SECURITY_HEADERS)
     response.set_cookie(
         inspector.signin.cookie,
         session_id,
@@ -69,7 +73,8 @@ async def home(request: Request) -> Response:
     visitor = await inspector.signin.visitor(request.cookies.get(inspector.signin.cookie))
     if visitor is None:
         local = inspector.signin.local is not None
-        return html("login.html", problem=None, local=local, notice=notice_of(request, None), next=_next(request))
+        wanted = _within(request.query_params.get("next", ""))
+        return html("login.html", problem=None, local=local, notice=notice_of(request, None), next=wanted)
     return await _health(request, visitor, inspector)
 
 
@@ -90,16 +95,10 @@ async def login(request: Request) -> Response:
 async def new_link(request: Request) -> Response:
     """The local inspector tells a fresh one-time link on its terminal (a spent or lost link)."""
     inspector = inspector_of(request)
-    told = inspector.signin.new_link(str(request.base_url).rstrip("/") + ROOT)
+    told = inspector.signin.new_link(str(request.base_url).rstrip("/") + ROOT) is not None
     problem = None if told else "This inspector signs in with tokens: paste yours."
     notice = "A new sign-in link was printed where `mcp-memory ui` runs." if told else None
     return html("login.html", 200 if told else 400, problem=problem, local=told, notice=notice, next="")
-
-
-def _next(request: Request) -> str:
-    """Where to go after signing in: a page of the inspector, never elsewhere."""
-    wanted = request.query_params.get("next", "")
-    return wanted if wanted.startswith(f"{ROOT}/") and not wanted.startswith("//") and "\\" not in wanted else ""
 
 
 @page

@@ -47,8 +47,10 @@ class OneTimeCodes:
         self._codes: dict[str, float] = {}
 
     def issue(self) -> str:
+        now = self.clock()
+        self._codes = {code: until for code, until in self._codes.items() if until > now}  # none piles up
         code = secrets.token_urlsafe(24)
-        self._codes[code] = self.clock() + CODE_SECONDS
+        self._codes[code] = now + CODE_SECONDS
         return code
 
     def redeem(self, code: str) -> bool:
@@ -93,12 +95,15 @@ class SignIn:
         self.announce = announce  # where a new one-time link is told (the terminal of `mcp-memory ui`)
         self.cookie = LOCAL_COOKIE if local is not None else COOKIE
 
-    def new_link(self, base: str) -> bool:
-        """Tell a fresh one-time link where the local inspector was started; False when there is none."""
-        if self.local is None or self.announce is None:
-            return False
-        self.announce(f"{base}/login?once={self.codes.issue()}")
-        return True
+    def new_link(self, base: str) -> str | None:
+        """A fresh one-time link (``base`` is the inspector's root URL), told where the local
+        inspector was started; None for an inspector that signs in with tokens."""
+        if self.local is None:
+            return None
+        link = f"{base}/login?once={self.codes.issue()}"
+        if self.announce is not None:
+            self.announce(link)
+        return link
 
     async def with_token(self, token: str) -> tuple[str, UiSessionRecord] | None:
         """A session for the token's owner, or None when the token is unknown, revoked or expired."""

@@ -1,8 +1,8 @@
 """Charts drawn on the server as SVG: no script runs in the page (the Content-Security-Policy
 forbids all of them), and the pictures work offline and at any zoom.
 
-Each chart is a bar chart with a title, labelled axes and, for screen readers, a `<title>` and a
-table of the same figures beside it (the templates show it).
+Each chart is a bar chart with a title, a labelled axis and a legend; every bar carries a
+`<title>` with its figure, which a screen reader or a pointer shows.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ class Series:
     values: Sequence[float]
 
 
-def bars(title: str, labels: Sequence[str], series: Sequence[Series], unit: str = "") -> Markup:
+def bars(title: str, labels: Sequence[str], series: Sequence[Series]) -> Markup:
     """Stacked bars, one per label, one colour per series; the legend names the series."""
     totals = [sum(s.values[i] for s in series) for i in range(len(labels))]
     top = _nice(max(totals, default=0))
@@ -49,7 +49,7 @@ def bars(title: str, labels: Sequence[str], series: Sequence[Series], unit: str 
             if h > 0:
                 parts.append(
                     f'<rect class="bar" x="{x:.1f}" y="{base - h:.1f}" width="{width:.1f}" height="{h:.1f}" '
-                    f'fill="{colour}"><title>{escape(label)}: {escape(s.name)} {_figure(s.values[i])}{unit}</title>'
+                    f'fill="{colour}"><title>{escape(label)}: {escape(s.name)} {_figure(s.values[i])}</title>'
                     "</rect>"
                 )
             base -= h

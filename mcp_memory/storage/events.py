@@ -13,6 +13,7 @@ from typing import Any
 import aiosqlite
 import orjson
 
+from mcp_memory.models import GONE_EVENTS
 from mcp_memory.storage.rows import rows_in
 
 # What an event may be; the tools document each one.
@@ -32,7 +33,7 @@ EVENTS = (
 )
 
 
-TERMINAL = frozenset({"forgotten", "expired", "evicted", "undone"})  # the one event left of a memory gone
+TERMINAL = frozenset(GONE_EVENTS)  # the one event left of a memory gone
 
 
 async def record(conn: aiosqlite.Connection, ids: Iterable[str], event: str, at: float, **detail: Any) -> None:
