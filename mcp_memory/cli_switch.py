@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from mcp_memory.config import Settings
 from mcp_memory.errors import InvalidInputError
 from mcp_memory.models import Scope, describe_switch, switch_target
+from mcp_memory.storage.pool import principal_file
 from mcp_memory.storage.switch import SwitchFile
 
 
@@ -42,4 +43,11 @@ async def run(settings: Settings, state: str, principal: str | None, namespace: 
         )
         return 0
     sys.stderr.write(f"memory is now {state} for {describe_switch(target)}, in every process on {settings.data_dir}\n")
+    if principal is not None and not principal_file(settings.data_dir, principal).exists():
+        # A typo would leave the real principal's memory on: say so, but keep the switch (a
+        # principal may be switched before its first call).
+        sys.stderr.write(
+            f"note: nothing is stored yet for principal {principal!r} on {settings.data_dir}: the switch holds from "
+            "its first call on; if you meant a principal that has memories, check the name and run the command again\n"
+        )
     return 0

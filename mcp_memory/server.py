@@ -16,7 +16,7 @@ import threading
 import time
 import webbrowser
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
+from contextlib import AsyncExitStack, asynccontextmanager, closing, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -360,7 +360,7 @@ async def serve_ui(settings: Settings, open_browser: bool = True) -> None:
 
 
 def _inspector(
-    runtime: Runtime, identify: Identify, tokens: TokenStore | None, local: Scope | None
+    runtime: Runtime, identify: Identify, tokens: TokenStore | None, local: Scope | None, sessions: UiSessionStore
 ) -> tuple[ASGIApp, SignIn]:
     """The inspector's app, its visitors signed in with the tokens MCP clients use (the same
     verification), or, for one local principal, with one-time links."""
@@ -374,7 +374,7 @@ def _inspector(
         return SignedIn(str(claims["principal"]), claims.get("namespace"), held.client_id, held.expires_at)
 
     signin = SignIn(
-        UiSessionStore(settings.data_dir, settings.busy_timeout_ms),
+        sessions,
         verify=None if local else verify,
         tokens=tokens,
         local=local,
@@ -407,10 +407,13 @@ async def _serve_gateway(
     import uvicorn
 
     http = settings.http
-    async with open_runtime(settings, transport=transport) as runtime:
+    async with open_runtime(settings, transport=transport) as runtime, AsyncExitStack() as stack:
         local = None if tokens else Scope(settings.principal, settings.namespace)
         identify = Identify(tokens=tokens, local=local, jwt=jwt, jwt_issuer=http.jwt.issuer)
-        inspector, signin = _inspector(runtime, identify, tokens, local) if settings.ui.enabled else (None, None)
+        sessions = stack.enter_context(closing(UiSessionStore(settings.data_dir, settings.busy_timeout_ms)))
+        inspector, signin = (
+            _inspector(runtime, identify, tokens, local, sessions) if settings.ui.enabled else (None, None)
+        )
         app = http_app(
             _no_mcp if ui_only else mcp_app(runtime.mcp, transport, http, settings.limits),
             transport=transport,

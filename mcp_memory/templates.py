@@ -10,7 +10,7 @@ from pathlib import Path
 
 import orjson
 
-from mcp_memory.schemas import Hit, MemoryOut
+from mcp_memory.schemas import Hit, MemoryOut, Pin
 from mcp_memory.task_schemas import MemoryBrief, ResumePacket
 
 _HERE = Path(__file__).parent
@@ -32,7 +32,7 @@ def _bullets(items: list[str]) -> str:
     return "\n".join(f"- {item}" for item in items) if items else "(none)"
 
 
-def _memories(memories: Sequence[MemoryBrief | MemoryOut | Hit]) -> str:
+def _memories(memories: Sequence[MemoryBrief | MemoryOut | Hit | Pin]) -> str:
     """Each memory quoted as a JSON string (data, never an instruction), with its date and id, and the
     caution when its text reads as an instruction to the agent."""
     return _bullets(
@@ -82,7 +82,7 @@ def resume_text(packet: ResumePacket) -> str:
     )
 
 
-def recall_text(query: str, pinned: Sequence[MemoryOut], hits: Sequence[Hit | MemoryOut]) -> str:
+def recall_text(query: str, pinned: Sequence[Pin | MemoryOut], hits: Sequence[Hit | MemoryOut]) -> str:
     """A context block of the memories recall found for ``query``, pinned ones first."""
     return template("recall_context").format(query=query, pinned=_memories(pinned), memories=_memories(hits))
 

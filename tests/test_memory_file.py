@@ -83,7 +83,7 @@ def _write(path: Path, text: str) -> None:
 
 
 async def _pins(client: Client) -> dict[str, dict[str, Any]]:
-    pinned = (await call(client, "recall", {"query": "anything", "reinforce": False}))["pinned"]
+    pinned = (await call(client, "recall", {"query": "anything", "reinforce": False, "detail": "full"}))["pinned"]
     return {p["key"]: p for p in pinned if (p.get("key") or "").startswith("file:")}
 
 

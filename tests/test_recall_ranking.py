@@ -88,3 +88,17 @@ async def test_detail_full_returns_the_whole_record(new_user: Client) -> None:
         assert field in hit
     assert isinstance(hit["why"], str)
     assert "'berlin'" in hit["why"]
+
+
+async def test_pinned_memories_come_lean_by_default_and_whole_with_detail_full(new_user: Client) -> None:
+    rule = "Never push to main without review"
+    await call(new_user, "remember", {"content": rule, "pinned": True})
+    lean = (await call(new_user, "recall", {"query": "Berlin", "reinforce": False}))["pinned"]
+    assert [pin["text"] for pin in lean] == [rule]
+    assert set(lean[0]) <= {"id", "text", "kind", "occurred_at", "conflicts_with", "caution"}
+    # Beyond its text a lean pin costs what a lean hit does at most: well under the record's cost.
+    assert len(orjson.dumps(lean[0]).decode()) - len(orjson.dumps(rule).decode()) <= 120
+    full = (await call(new_user, "recall", {"query": "Berlin", "detail": "full", "reinforce": False}))["pinned"]
+    assert full[0]["id"] == lean[0]["id"]
+    assert full[0]["pinned"] is True
+    assert {"created_at", "occurrence_ids", "importance"} <= set(full[0])

@@ -173,3 +173,19 @@ def test_a_narrower_switch_on_says_a_broader_one_keeps_memory_off(
     said = capfd.readouterr().err
     assert "memory stays off there" in said
     assert "the whole data directory" in said
+
+
+def test_switching_a_principal_with_nothing_stored_says_so(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    data = tmp_path / "data"
+
+    async def alice(client: Client, runtime: Runtime) -> None:
+        await call(client, "remember", {"content": FACT})
+
+    serve(data, "alice", alice)
+    capfd.readouterr()
+    switch(data, "off", "--principal", "alcie")  # a typo: alice's memory stays on, and the person is told
+    said = capfd.readouterr().err
+    assert "nothing is stored yet for principal 'alcie'" in said
+    assert "check the name" in said
+    switch(data, "off", "--principal", "alice")
+    assert "nothing is stored yet" not in capfd.readouterr().err

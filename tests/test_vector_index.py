@@ -88,3 +88,52 @@ def test_a_batch_of_neighbour_searches_is_each_search_alone() -> None:
         assert [[n for n, _ in row] for row in batched] == [[n for n, _ in row] for row in alone]
         assert all(len(row) == 5 for row in batched)  # positive control: there was something to find
     assert VectorIndex(DIM).neighbours(queries, namespace=None, limit=5, now=0.0) == [[]] * len(queries)
+
+
+def _centred_scores(index: VectorIndex, centring: Centring) -> dict[int, float]:
+    found = index.rank(centring.query, namespace=None, limit=10_000, now=0.0, centring=centring, include_dead=True)
+    return dict(found.hits)
+
+
+def test_centred_search_keeps_the_script_means_until_enough_rows_change() -> None:
+    """A centred search measures against script means taken from the rows; a few writes (a small
+    share of a large index) reuse them, new rows included, and more writes take them again."""
+    rows = _rows(1_024 + 40, seed=5)
+    kept, fresh = VectorIndex(DIM), VectorIndex(DIM)
+    kept.load(_columns(rows[:1_024]))
+    rng = np.random.default_rng(9)
+    prior = (rng.normal(size=DIM).astype(np.float32) * 0.1, rng.normal(size=DIM).astype(np.float32) * 0.1)
+    centring = Centring(query=rows[7].vector, prior=prior, prior_weight=8.0)
+    _centred_scores(kept, centring)  # takes the means
+    kept.upsert(rows[1_024:1_028])  # 4 rows of 1,028: within the drift allowed (1/256)
+    fresh.load(_columns(rows[:1_028]))
+    near, exact = _centred_scores(kept, centring), _centred_scores(fresh, centring)
+    assert near.keys() == exact.keys()
+    assert rows[1_026].n in near  # the new rows are searched
+    gaps = np.array([near[n] - exact[n] for n in exact])
+    assert 0 < np.abs(gaps).max() < 0.01  # the kept means: close, and not retaken
+    kept.upsert(rows[1_028:1_040])  # 16 changed rows: more than 1/256 of the index
+    fresh = VectorIndex(DIM)
+    fresh.load(_columns(rows[:1_040]))
+    near, exact = _centred_scores(kept, centring), _centred_scores(fresh, centring)
+    assert np.allclose([near[n] for n in exact], list(exact.values()), atol=1e-5)
+
+
+def test_a_centred_search_takes_the_means_again_for_another_prior_and_after_removals() -> None:
+    rows = _rows(600, seed=8)
+    index = VectorIndex(DIM)
+    index.load(_columns(rows))
+    zero = (np.zeros(DIM, np.float32), np.zeros(DIM, np.float32))
+    other = (np.full(DIM, 0.2, np.float32), np.full(DIM, -0.2, np.float32))
+    for prior in (zero, other):
+        centring = Centring(query=rows[3].vector, prior=prior, prior_weight=50.0)
+        fresh = VectorIndex(DIM)
+        fresh.load(_columns(rows))
+        got, want = _centred_scores(index, centring), _centred_scores(fresh, centring)
+        assert np.allclose([got[n] for n in want], list(want.values()), atol=1e-5)
+    index.remove([r.n for r in rows[:10]])  # 10 of 600 rows: more than the drift allowed
+    fresh = VectorIndex(DIM)
+    fresh.load(_columns(rows[10:]))
+    got, want = _centred_scores(index, centring), _centred_scores(fresh, centring)
+    assert got.keys() == want.keys()
+    assert np.allclose([got[n] for n in want], list(want.values()), atol=1e-5)

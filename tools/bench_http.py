@@ -42,7 +42,7 @@ from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
-from mcpclient import SERVER_BIN, memory_status
+from mcpclient import SERVER_BIN, checkout, memory_status
 from stats import markdown_table, percentile
 
 from mcp_memory.storage.pool import principal_file
@@ -533,8 +533,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     shown = sys.argv[1:] if argv is None else list(argv)
     command = "OMP_NUM_THREADS=1 .venv/bin/python tools/bench_http.py " + shlex.join(shown)
     if args.baseline:
-        from eval_retrieval import checkout
-
         with tempfile.TemporaryDirectory(prefix="mcp-memory-bench-baseline-") as tmp:
             source = checkout(args.baseline, Path(tmp) / "src")
             _progress(f"baseline: the server of {args.baseline}")

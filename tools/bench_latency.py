@@ -7,11 +7,18 @@
 (b) single `remember` p50/p95; (c) `recall` p50/p95 at 1k, 10k and 100k memories in one scope
 (`--quick`: 1k and 10k); (d) batched `remember` throughput beside the raw embedder in-process;
 (e) resident memory of the server at 10k memories after recalls. Markdown goes to stdout.
+
+    .venv/bin/python tools/bench_latency.py --baseline REV [--rounds 3] [--sizes 10000,100000]
+
+measures only (c), this checkout's server against git revision REV's (its package served by this
+venv) on the same store, one after the other, ``--rounds`` times: the medians of each side's
+p50/p95 and their ratio, so a change is judged on a shared, noisy machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 import tempfile
 import time
@@ -21,7 +28,7 @@ from pathlib import Path
 import anyio
 import fill_store
 import synth
-from mcpclient import MemoryClient, ServerSpec, Stopwatch, memory_status, open_server, server_env, server_pid
+from mcpclient import MemoryClient, ServerSpec, Stopwatch, checkout, memory_status, open_server, server_env, server_pid
 from stats import markdown_table, median, percentile, verdict
 
 from mcp_memory.assembly import second_opinion_config
@@ -287,6 +294,55 @@ async def run(quick: bool, runs: int, recalls: int, cache_dir: Path, server_env:
     return "\n".join(sections)
 
 
+async def _recall_times(spec: ServerSpec, queries: list[str]) -> tuple[float, float]:
+    """p50/p95 ms of ``queries`` (after 10 warm-up calls) through one server."""
+    async with open_server(spec) as client:
+        for q in queries[:10]:
+            await client.recall(q)
+        times: list[float] = []
+        for q in queries:
+            with Stopwatch() as sw:
+                await client.recall(q)
+            times.append(sw.seconds)
+    return _ms(times)
+
+
+async def recall_against(baseline: str, sizes: list[int], rounds: int, recalls: int, cache_dir: Path) -> str:
+    """(c) alone: REV's server and this checkout's on the same stores, alternately, ``rounds`` times."""
+    model = build_model(EmbedderConfig())
+    wanted = second_opinion_config(load_settings(data_dir=Path(tempfile.gettempdir())))
+    pool = fill_store.embed_pool(model, 1_000, cache_dir, build_model(wanted) if wanted else None)
+    queries = synth.distinct(synth.question, recalls, seed=5)
+    rows: list[list[object]] = []
+    with tempfile.TemporaryDirectory(prefix="mcp-memory-bench-") as tmp:
+        source = checkout(baseline, Path(tmp) / "baseline")
+        for size in sizes:
+            data_dir = Path(tempfile.mkdtemp(dir=tmp))
+            _progress(f"recall: filling a store of {size} memories")
+            await fill_store.fill(data_dir, "bench", pool, model, size)
+            runs: dict[str, list[tuple[float, float]]] = {"baseline": [], "this checkout": []}
+            for round_ in range(rounds):
+                for side, src in (("baseline", source), ("this checkout", None)):
+                    _progress(f"recall at {size}: {side}, round {round_ + 1} of {rounds}")
+                    runs[side].append(await _recall_times(ServerSpec(data_dir, source=src), queries))
+            p50s = {side: median([p for p, _ in got]) for side, got in runs.items()}
+            p95s = {side: median([p for _, p in got]) for side, got in runs.items()}
+            ratio = p50s["this checkout"] / p50s["baseline"]
+            rows.append([f"{size:,}", *(f"{p50s[s]:.1f} / {p95s[s]:.1f}" for s in runs), f"{ratio:.2f}"])
+    return "\n".join(
+        [
+            f"# Recall through MCP stdio: this checkout against {baseline}",
+            "",
+            f"Load average at the end (1/5/15 min, 2 cores): {_load()}",
+            "",
+            markdown_table(["memories", f"{baseline} p50 / p95 ms", "this checkout p50 / p95 ms", "p50 ratio"], rows),
+            "",
+            f"Each figure is the median over {rounds} rounds of {len(queries)} recalls (k=10, reinforce=false, "
+            "varied questions, after 10 warm-up calls); the two servers alternate on one store filled once.",
+        ]
+    )
+
+
 async def spawn_report(runs: int, env: dict[str, str]) -> str:
     with tempfile.TemporaryDirectory(prefix="mcp-memory-bench-") as tmp:
         text, checks = await bench_spawn(Path(tmp), runs, env)
@@ -306,6 +362,9 @@ def parser() -> argparse.ArgumentParser:
         default=Path(tempfile.gettempdir()) / "mcp-memory-bench-cache",
         help="where the embedded pool is cached between runs",
     )
+    p.add_argument("--baseline", metavar="REV", help="only (c): REV's server against this checkout's, alternately")
+    p.add_argument("--rounds", type=int, default=3, help="with --baseline: rounds per side (default 3)")
+    p.add_argument("--sizes", default="10000,100000", help="with --baseline: store sizes (default 10000,100000)")
     p.add_argument(
         "--server-env",
         action="append",
@@ -327,6 +386,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     recalls = args.recalls or (100 if args.quick else 200)
     if args.spawn_only:
         print(anyio.run(spawn_report, args.runs, server_env(args.server_env)))
+        return 0
+    if args.baseline:
+        sizes = [int(size) for size in args.sizes.split(",")]
+        named = subprocess.run(["git", "rev-parse", "--short", args.baseline], capture_output=True, text=True)
+        if named.returncode != 0:
+            raise SystemExit(f"--baseline {args.baseline!r} is not a git revision here: {named.stderr.strip()}")
+        recalls = args.recalls or 100
+        print(anyio.run(recall_against, named.stdout.strip(), sizes, args.rounds, recalls, args.cache_dir))
         return 0
     print(anyio.run(run, args.quick, args.runs, recalls, args.cache_dir, server_env(args.server_env)))
     return 0

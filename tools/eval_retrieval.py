@@ -12,7 +12,6 @@ bootstraps per question.
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -25,23 +24,13 @@ import dialog_set
 import eval_agentstore
 import eval_bilingual
 import eval_dialogs
-from mcpclient import REPO, SHARED_DATA, server_env
+from mcpclient import SHARED_DATA, checkout, server_env
 from stats import RESAMPLES, SEED, Estimate, bootstrap, markdown_table, paired_bootstrap, verdict
 
 Score = eval_dialogs.QuestionScore
 
 # The release before issue 10 (recall): what every change of this round is measured against.
 BASELINE = "e8e2a43"
-
-
-def checkout(ref: str, into: Path) -> Path:
-    """The package of ``ref`` (``git archive``), to serve with this checkout's venv."""
-    into.mkdir(parents=True)
-    archive = subprocess.run(
-        ["git", "archive", ref, "mcp_memory", "prompts"], cwd=REPO, capture_output=True, check=True
-    )
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
-    return into
 
 
 def _paired(ours: Sequence[float], theirs: Sequence[float], resamples: int) -> Estimate:

@@ -8,6 +8,7 @@ structured result.
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -57,6 +58,16 @@ class ServerSpec:
             # The README's exact command, run from the clone: `sh tools/serve.sh`.
             return StdioServerParameters(command="sh", args=["tools/serve.sh"], env=env, cwd=REPO)
         return StdioServerParameters(command=str(SERVER_BIN), args=["serve"], env=env, cwd=REPO)
+
+
+def checkout(ref: str, into: Path) -> Path:
+    """The package of ``ref`` (``git archive``), to serve with this checkout's venv."""
+    into.mkdir(parents=True)
+    archive = subprocess.run(
+        ["git", "archive", ref, "mcp_memory", "prompts"], cwd=REPO, capture_output=True, check=True
+    )
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return into
 
 
 class MemoryClient:

@@ -53,7 +53,7 @@ from mcp_memory.services.checks import text_field
 from mcp_memory.services.intake import CallContext as CallContext  # where callers have always found it
 from mcp_memory.services.intake import Progress
 from mcp_memory.services.ports import MemoryStore
-from mcp_memory.services.recall import Scored, concurrently, fit_budget, floor_note, memory_out, score
+from mcp_memory.services.recall import Scored, concurrently, fit_budget, floor_note, memory_out, pins_as, score
 from mcp_memory.services.relations import Thresholds, stored_neighbours
 from mcp_memory.services.sessions import SessionTracker
 from mcp_memory.services.switch import SwitchState, nothing_recalled, off_reason, refuse_if_off
@@ -307,7 +307,7 @@ class MemoryService:
         return RecallResult(
             query=redact(query),  # the answer is stored in a transcript: no secret echoed back
             hits=hits,
-            pinned=pinned,
+            pinned=pins_as(detail, pinned),
             preset=preset,
             budget_tokens=budget,
             used_tokens=used,

@@ -17,7 +17,7 @@ import orjson
 from pydantic import BaseModel
 
 from mcp_memory.models import DenseHits, MemoryRecord, to_datetime
-from mcp_memory.schemas import Detail, Hit, MemoryOut, Signals
+from mcp_memory.schemas import Detail, Hit, MemoryOut, Pin, Signals
 from mcp_memory.services import scoring
 from mcp_memory.services.caution import caution, reveal
 from mcp_memory.services.question import Understanding
@@ -174,6 +174,23 @@ def lean_hit(record: MemoryRecord, value: float, reason: str, signals: Signals |
         source_ids=record.source_ids or None,
         signals=signals,
     )
+
+
+def pins_as(detail: Detail, pins: list[MemoryOut]) -> list[Pin | MemoryOut]:
+    """The pinned memories recall returns: the rule and what to beware of, or (``full``) the records."""
+    if detail == "full":
+        return list(pins)
+    return [
+        Pin(
+            id=p.id,
+            text=p.text,
+            kind=p.kind,
+            occurred_at=p.occurred_at.replace(microsecond=0),
+            conflicts_with=p.conflicts_with or None,
+            caution=p.caution,
+        )
+        for p in pins
+    ]
 
 
 def _second(seconds: float) -> datetime:

@@ -466,7 +466,7 @@ class TaskService:
             budget=budget,
             checkpoint=latest,
             memories=[hit for hit in recalled.hits if isinstance(hit, MemoryOut)],
-            pinned=recalled.pinned,
+            pinned=[pin for pin in recalled.pinned if isinstance(pin, MemoryOut)],
             warnings=warnings,
             rolled_back_to=rolled_back_to,
             full_uri=full_uri,

@@ -110,7 +110,7 @@ class TokenStore(ControlFile):
 
     async def alive(self, token_id: str, now: float) -> bool:
         """Whether the token with this id is still live (the web inspector's sessions end with it)."""
-        row = await self._call(self._by_id, token_id)
+        row = await self._read(self._by_id, token_id)  # every inspector page asks: the kept connection
         return row is not None and _record(row).live(now)
 
     @staticmethod

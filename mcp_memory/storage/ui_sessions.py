@@ -84,7 +84,7 @@ class UiSessionStore(ControlFile):
         """The live session the id names, or None (unknown, signed out or expired)."""
         if not session_id or len(session_id) > 100:
             return None
-        row = await self._call(self._find, _hash(session_id), now)
+        row = await self._read(self._find, _hash(session_id), now)  # every page asks: the kept connection
         if row is None:
             return None
         principal, namespace, token_id, csrf, created, expires = row

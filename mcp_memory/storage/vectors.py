@@ -26,6 +26,11 @@ T = TypeVar("T")
 # Rows a vector scan may cover on the event loop; a larger one runs on a worker thread so that it
 # does not stall the other clients.
 SCAN_ON_LOOP = 20_000
+# The script means a centred search uses are taken again once more than this share of the rows has
+# changed since they were taken: a mean over N rows moves by about k/N when k of them change, so a
+# store's means stay within well under 1% of themselves, and the two products over every row they
+# cost are paid once per so many writes, not by every search (ADR 10).
+MEANS_DRIFT = 1 / 256
 
 
 async def scan(run: Callable[[], T], rows: int) -> T:
@@ -41,6 +46,22 @@ class IndexRow:
     live: bool
     expires_at: float | None
     cjk: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Means:
+    """The script means a centred search measures against, as taken from the running sums, and the
+    prior they were shrunk towards."""
+
+    prior: tuple[Vector, Vector]
+    weight: float
+    means: Vector  # (2, dim): Latin, CJK
+    norm2: npt.NDArray[np.float32]  # |mean|^2 per script
+
+    def serves(self, centring: Centring) -> bool:
+        return self.weight == centring.prior_weight and all(
+            np.array_equal(a, b) for a, b in zip(self.prior, centring.prior, strict=True)
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +85,9 @@ class VectorIndex:
         self._live = np.zeros(0, dtype=bool)
         self._expires = np.zeros(0, dtype=np.float64)
         self._cjk = np.zeros(0, dtype=bool)
+        self._row_mean = np.zeros(0, dtype=np.float32)  # each row . its script's mean in ``_means``
+        self._means: _Means | None = None
+        self._drift = 0  # rows changed since ``_means`` was taken
         self._sums = np.zeros((2, dim), dtype=np.float64)  # per script: Latin, CJK
         self._counts = np.zeros(2, dtype=np.int64)
         self._size = 0
@@ -79,7 +103,14 @@ class VectorIndex:
         return self._size
 
     # The per-row columns beside the vectors, with their types.
-    _COLUMNS = (("_n", np.int64), ("_ns", np.int32), ("_live", bool), ("_expires", np.float64), ("_cjk", bool))
+    _COLUMNS = (
+        ("_n", np.int64),
+        ("_ns", np.int32),
+        ("_live", bool),
+        ("_expires", np.float64),
+        ("_cjk", bool),
+        ("_row_mean", np.float32),
+    )
 
     def _grow(self, need: int) -> None:
         cap = len(self._n)
@@ -119,6 +150,9 @@ class VectorIndex:
             self._live[pos] = row.live
             self._expires[pos] = np.inf if row.expires_at is None else row.expires_at
             self._count(pos, 1)
+            if self._means is not None:
+                self._row_mean[pos] = self._mat[pos] @ self._means.means[int(row.cjk)]
+                self._drift += 1
 
     def load(self, columns: IndexColumns) -> None:
         """Fill an empty index at once from column arrays (a store's first read, in one buffer)."""
@@ -146,6 +180,7 @@ class VectorIndex:
         self._sums[:] = (everything - chinese, chinese)
         cjk = int(self._cjk[:size].sum())
         self._counts[:] = (size - cjk, cjk)
+        self._means = None
 
     @property
     def nbytes(self) -> int:
@@ -166,11 +201,12 @@ class VectorIndex:
             last = self._size - 1
             if pos != last:
                 self._mat[pos] = self._mat[last]
-                for name in ("_n", "_ns", "_live", "_expires", "_cjk"):
+                for name, _ in self._COLUMNS:
                     arr = getattr(self, name)
                     arr[pos] = arr[last]
                 self._pos[int(self._n[pos])] = pos
             self._size = last
+            self._drift += 1
 
     def search(self, query: Vector, **where: Any) -> list[tuple[int, float]]:
         """Top ``limit`` (n, cosine) visible from ``namespace``: its own rows plus principal-wide ones
@@ -264,17 +300,30 @@ class VectorIndex:
         return out
 
     def _centred_scores(self, centring: Centring) -> npt.NDArray[np.float32]:
-        """cos(p - mu_script(p), q') for every row, from one product with [q', mu_latin, mu_cjk]."""
+        """cos(p - mu_script(p), q') for every row: one product with q', beside each row's product
+        with its script's mean, kept from when the means were taken."""
         size = self._size
-        weight = centring.prior_weight
+        taken = self._taken_means(centring)
+        cjk = self._cjk[:size]
+        mean_dot_query = taken.means @ centring.query  # mu_s . q'
+        norm2 = np.where(cjk, taken.norm2[1], taken.norm2[0])
+        norms = np.sqrt(np.maximum(1.0 - 2.0 * self._row_mean[:size] + norm2, 1e-6))
+        offset = np.where(cjk, mean_dot_query[1], mean_dot_query[0])
+        out: npt.NDArray[np.float32] = ((self._mat[:size] @ centring.query - offset) / norms).astype(np.float32)
+        return out
+
+    def _taken_means(self, centring: Centring) -> _Means:
+        """Each script's mean (its running sum shrunk towards the prior), taken again with each row's
+        product with it when the prior changed or more than ``MEANS_DRIFT`` of the rows did."""
+        taken = self._means
+        if taken is not None and taken.serves(centring) and self._drift <= self._size * MEANS_DRIFT:
+            return taken
+        size, weight = self._size, centring.prior_weight
         means = np.stack(
             [(self._sums[s] + weight * centring.prior[s]) / (self._counts[s] + weight) for s in (0, 1)]
         ).astype(np.float32)
-        products = self._mat[:size] @ np.stack([centring.query, means[0], means[1]], axis=1)
-        script = self._cjk[:size].astype(np.int64)
-        own_mean = products[np.arange(size), 1 + script]  # p . mu_s
-        mean_dot_query = means @ centring.query  # mu_s . q'
-        mean_norm2 = np.einsum("ij,ij->i", means, means)
-        norms = np.sqrt(np.maximum(1.0 - 2.0 * own_mean + mean_norm2[script], 1e-6))
-        out: npt.NDArray[np.float32] = ((products[:, 0] - mean_dot_query[script]) / norms).astype(np.float32)
-        return out
+        products = self._mat[:size] @ means.T  # (rows, 2)
+        self._row_mean[:size] = np.where(self._cjk[:size], products[:, 1], products[:, 0])
+        norm2 = np.einsum("ij,ij->i", means, means).astype(np.float32)
+        self._means, self._drift = _Means(centring.prior, weight, means, norm2), 0
+        return self._means
