@@ -247,10 +247,10 @@ class Centring:
 
 @dataclass(frozen=True, slots=True)
 class DenseHits:
-    """The best rows with their similarity, and the spread of similarity over every visible row:
-    what lets recall say how far above the ordinary a hit stands."""
+    """The best memories (by id) with their similarity, and the spread of similarity over every
+    visible one: what lets recall say how far above the ordinary a hit stands."""
 
-    hits: list[tuple[int, float]]
+    hits: list[tuple[str, float]]
     mean: float
     std: float
     visible: int
@@ -264,8 +264,8 @@ class DenseHits:
 
 @dataclass(frozen=True, slots=True)
 class Link:
-    source: int  # the memory recall reached first (row number)
-    target: int
+    source: str  # the memory recall reached first (its id)
+    target: str
     via: str  # the shared entity, or "" for a session neighbour
 
 

@@ -18,6 +18,7 @@ def _rows(count: int, seed: int = 3) -> list[IndexRow]:
     return [
         IndexRow(
             n=10 + 3 * i,
+            id=f"m{10 + 3 * i}",
             vector=vectors[i],
             namespace=namespaces[i % 3],
             live=i % 7 != 0,
@@ -31,6 +32,7 @@ def _rows(count: int, seed: int = 3) -> list[IndexRow]:
 def _columns(rows: list[IndexRow]) -> IndexColumns:
     return IndexColumns(
         ns=np.array([r.n for r in rows], dtype=np.int64),
+        ids=[r.id for r in rows],
         vectors=np.stack([r.vector for r in rows]),
         namespaces=[r.namespace for r in rows],
         live=np.array([r.live for r in rows]),
@@ -70,8 +72,8 @@ def test_a_loaded_index_takes_changes_and_removals() -> None:
     index.remove([rows[0].n, rows[45].n])
     assert len(index) == 48
     found = index.search(rows[45].vector, namespace=None, limit=50, now=0.0, include_dead=True)
-    assert rows[45].n not in [n for n, _ in found]
-    assert index.search(rows[46].vector, namespace="work", limit=1, now=0.0)[0][0] == rows[46].n
+    assert rows[45].id not in [m for m, _ in found]
+    assert index.search(rows[46].vector, namespace="work", limit=1, now=0.0)[0][0] == rows[46].id
     assert index.nbytes > 50 * DIM * 4
 
 
@@ -90,7 +92,7 @@ def test_a_batch_of_neighbour_searches_is_each_search_alone() -> None:
     assert VectorIndex(DIM).neighbours(queries, namespace=None, limit=5, now=0.0) == [[]] * len(queries)
 
 
-def _centred_scores(index: VectorIndex, centring: Centring) -> dict[int, float]:
+def _centred_scores(index: VectorIndex, centring: Centring) -> dict[str, float]:
     found = index.rank(centring.query, namespace=None, limit=10_000, now=0.0, centring=centring, include_dead=True)
     return dict(found.hits)
 
@@ -109,7 +111,7 @@ def test_centred_search_keeps_the_script_means_until_enough_rows_change() -> Non
     fresh.load(_columns(rows[:1_028]))
     near, exact = _centred_scores(kept, centring), _centred_scores(fresh, centring)
     assert near.keys() == exact.keys()
-    assert rows[1_026].n in near  # the new rows are searched
+    assert rows[1_026].id in near  # the new rows are searched
     gaps = np.array([near[n] - exact[n] for n in exact])
     assert 0 < np.abs(gaps).max() < 0.01  # the kept means: close, and not retaken
     kept.upsert(rows[1_028:1_040])  # 16 changed rows: more than 1/256 of the index

@@ -77,8 +77,8 @@ def link_words(via: str) -> str:
 
 @dataclass(frozen=True)
 class _Gathered:
-    ranked: list[int]  # row numbers, best first, that the scope may see
-    records: dict[int, MemoryRecord]
+    ranked: list[str]  # memory ids, best first, that the scope may see
+    records: dict[str, MemoryRecord]
     linked: dict[str, str]  # memory id -> how a link reached it
     entity_linked: set[str]  # reached through a shared rare entity: kept above the floor
 
@@ -321,8 +321,8 @@ class MemoryService:
         scope: Scope,
         words: str,
         dense: DenseHits,
-        keyword: list[tuple[int, float]],
-    ) -> tuple[dict[int, float], dict[int, float]]:
+        keyword: list[tuple[str, float]],
+    ) -> tuple[dict[str, float], dict[str, float]]:
         """Score-aware fusion of the two searches (ADR 10), then the second model's opinion of the
         first candidates in a store that mixes scripts (ADR 14): the fused scores and that opinion."""
         identifier = looks_like_identifier_query(words)
@@ -345,7 +345,7 @@ class MemoryService:
 
     async def _searches(
         self, scope: Scope, words: str, terms: list[str], criteria: Criteria, depth: int, now: float
-    ) -> tuple[DenseHits, list[tuple[int, float]], list[MemoryOut]]:
+    ) -> tuple[DenseHits, list[tuple[str, float]], list[MemoryOut]]:
         """The dense ranking, the keyword ranking and the pins; the keyword search and the pins need
         no vector, so they run while the question is embedded."""
 
@@ -361,31 +361,31 @@ class MemoryService:
         return dense, keyword, pinned
 
     async def _gather(
-        self, scope: Scope, fused: dict[int, float], dense: DenseHits, criteria: Criteria, depth: int, now: float
+        self, scope: Scope, fused: dict[str, float], dense: DenseHits, criteria: Criteria, depth: int, now: float
     ) -> _Gathered:
         """The best fused candidates and the memories their links reach, read in one go."""
-        ranked = sorted(fused, key=lambda n: -fused[n])[:depth]
-        seeds = [n for n in ranked[: scoring.LINK_SEEDS] if fused[n] > scoring.RELEVANCE_FLOOR]
+        ranked = sorted(fused, key=lambda m: -fused[m])[:depth]
+        seeds = [m for m in ranked[: scoring.LINK_SEEDS] if fused[m] > scoring.RELEVANCE_FLOOR]
         reached = await self._follow_links(scope, seeds, dense)
-        for n in reached:
-            fused.setdefault(n, scoring.unseen(dense))
+        for m in reached:
+            fused.setdefault(m, scoring.unseen(dense))
         wanted = list(dict.fromkeys([*ranked, *reached]))
-        records = {r.rowid: r for r in await self.store.select_memories(scope, criteria, now, ns=wanted)}
+        records = {r.id: r for r in await self.store.select_memories(scope, criteria, now, among=wanted)}
         linked = {
-            records[n].id: f"via link from {records[source].id} ({link_words(via)})"
-            for n, (source, via) in reached.items()
-            if n in records and source in records and (via or question.is_turn(records[n], records[source]))
+            m: f"via link from {source} ({link_words(via)})"
+            for m, (source, via) in reached.items()
+            if m in records and source in records and (via or question.is_turn(records[m], records[source]))
         }
         # A memory a first hit names by a rare entity is relevant through it, however far its own words are.
-        entity_linked = {records[n].id for n, (_, via) in reached.items() if via and n in records}
-        return _Gathered([n for n in wanted if n in records], records, linked, entity_linked)
+        entity_linked = {m for m, (_, via) in reached.items() if via and m in records}
+        return _Gathered([m for m in wanted if m in records], records, linked, entity_linked)
 
-    async def _follow_links(self, scope: Scope, seeds: list[int], dense: DenseHits) -> dict[int, tuple[int, str]]:
+    async def _follow_links(self, scope: Scope, seeds: list[str], dense: DenseHits) -> dict[str, tuple[str, str]]:
         """Memories linked to the first hits (rare shared entities, session neighbours): target ->
         (the seed it was reached from, the entity or "" for a neighbour); the first link found wins."""
         if not seeds:
             return {}
-        reached: dict[int, tuple[int, str]] = {}
+        reached: dict[str, tuple[str, str]] = {}
         for link in await self.store.links(scope, seeds, dense.population):
             # a seed reached from a better seed is one answer reached twice: it gains too
             if link.target != link.source and link.target != seeds[0]:

@@ -300,13 +300,13 @@ class VectorSearch(Protocol):
         now: float,
         centring: Centring | None = None,
     ) -> DenseHits:
-        """The closest rows to ``query`` the scope and criteria allow, best first."""
+        """The closest memories to ``query`` the scope and criteria allow, best first."""
         ...
 
     async def neighbours(
         self, scope: Scope, queries: Vector, criteria: Criteria, limit: int, now: float
-    ) -> list[list[tuple[int, float]]]:
-        """Per row of ``queries``, the closest live rows of the scope (its own namespace only when
+    ) -> list[list[tuple[str, float]]]:
+        """Per row of ``queries``, the closest live memories (id, similarity) of the scope (its own namespace only when
         ``criteria.namespace_only``): one search for a whole batch of new memories."""
         ...
 
@@ -361,19 +361,19 @@ class MemoryStore(Protocol):
 
     async def stored_model(self, scope: Scope) -> tuple[str | None, int | None]: ...
 
-    async def links(self, scope: Scope, sources: Sequence[int], population: int) -> list[Link]:
+    async def links(self, scope: Scope, sources: Sequence[str], population: int) -> list[Link]:
         """The memories linked to ``sources`` (shared rare entities, session neighbours); recall reads
         the targets through ``select_memories``, so what a scope may not see never comes back."""
         ...
 
     async def keyword_search(
         self, scope: Scope, terms: Sequence[str], criteria: Criteria, limit: int, now: float
-    ) -> list[tuple[int, float]]:
-        """Top ``limit`` (n, bm25) where a larger score is better."""
+    ) -> list[tuple[str, float]]:
+        """Top ``limit`` (memory id, bm25) where a larger score is better."""
         ...
 
-    async def second_vectors(self, scope: Scope, ns: Sequence[int], model_id: str) -> dict[int, Vector]:
-        """The second model's vectors of rows ``ns`` (ADR 14); rows without one are absent."""
+    async def second_vectors(self, scope: Scope, ids: Sequence[str], model_id: str) -> dict[str, Vector]:
+        """The second model's vectors of memories ``ids`` (ADR 14); those without one are absent."""
         ...
 
     async def select_memories(
@@ -382,11 +382,11 @@ class MemoryStore(Protocol):
         criteria: Criteria,
         now: float,
         *,
-        ns: Sequence[int] | None = None,
+        among: Sequence[str] | None = None,
         limit: int | None = None,
         order: RecordOrder = "stored",
     ) -> list[MemoryRecord]:
-        """The memories the criteria keep (``ns``: only those rows), in ``order``: as stored,
+        """The memories the criteria keep (``among``: only those ids), in ``order``: as stored,
         most important first, or by when they happened; ties in the order they were stored."""
         ...
 

@@ -48,13 +48,13 @@ Scored = tuple[float, MemoryRecord, Signals]  # value, the memory, why
 
 
 def score(
-    ranked: Sequence[int],
-    records: Mapping[int, MemoryRecord],
+    ranked: Sequence[str],
+    records: Mapping[str, MemoryRecord],
     *,
-    fused: Mapping[int, float],
+    fused: Mapping[str, float],
     dense: DenseHits,
-    keyword: Sequence[tuple[int, float]],
-    second: Mapping[int, float],
+    keyword: Sequence[tuple[str, float]],
+    second: Mapping[str, float],
     understanding: Mapping[str, Understanding],
     preset: str,
     half_life_hours: float,

@@ -53,13 +53,13 @@ async def stored_neighbours(
         return []
     criteria = Criteria(namespace_only=True)
     rows = await store.vectors.neighbours(scope, vectors, criteria, NEIGHBOURS, now)
-    close = {n for row in rows for n, score in row if score >= related}
-    records = {r.rowid: r for r in await store.select_memories(scope, criteria, now, ns=sorted(close))} if close else {}
+    close = {m for row in rows for m, score in row if score >= related}
+    records = {r.id: r for r in await store.select_memories(scope, criteria, now, among=sorted(close))} if close else {}
     return [
         [
-            Neighbour(score, records[n].id, records[n].content, records[n].kind)
-            for n, score in row
-            if score >= related and n in records
+            Neighbour(score, m, records[m].content, records[m].kind)
+            for m, score in row
+            if score >= related and m in records
         ]
         for row in rows
     ]

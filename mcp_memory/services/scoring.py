@@ -59,7 +59,7 @@ class Fusion:
 
     keyword_weight: float
 
-    def fuse(self, dense: DenseHits, keyword: Sequence[tuple[int, float]]) -> dict[int, float]:
+    def fuse(self, dense: DenseHits, keyword: Sequence[tuple[str, float]]) -> dict[str, float]:
         scores = {n: dense.z(similarity) for n, similarity in dense.hits}
         for n, evidence in keyword_evidence(dense, keyword).items():
             scores[n] = scores.get(n, unseen(dense)) + self.keyword_weight * evidence
@@ -71,7 +71,7 @@ def unseen(dense: DenseHits) -> float:
     return dense.z(dense.hits[-1][1]) if dense.hits else 0.0
 
 
-def keyword_evidence(dense: DenseHits, keyword: Sequence[tuple[int, float]]) -> dict[int, float]:
+def keyword_evidence(dense: DenseHits, keyword: Sequence[tuple[str, float]]) -> dict[str, float]:
     """BM25 in units of one word found in a single memory of the store (its IDF is about log N)."""
     unit = math.log(max(dense.population, dense.visible, len(keyword)) + 1)
     return {n: max(bm25, 0.0) / unit for n, bm25 in keyword}

@@ -107,20 +107,20 @@ async def passages(embedder: Embedder | None, texts: list[str], owner: str) -> l
 async def opinion(
     store: MemoryStore,
     scope: Scope,
-    fused: dict[int, float],
+    fused: dict[str, float],
     asked: Question | None,
     candidates: int,
-) -> dict[int, float]:
+) -> dict[str, float]:
     """How many standard deviations the second model puts each of the first ``candidates`` above
     the others (those with a second vector); empty without a question or with too few."""
     if asked is None:
         return {}
-    first = sorted(fused, key=lambda n: -fused[n])[:candidates]
+    first = sorted(fused, key=lambda m: -fused[m])[:candidates]
     stored = await store.second_vectors(scope, first, asked.model_id)
-    ns = [n for n in first if n in stored]
-    if len(ns) < 3:
+    read = [m for m in first if m in stored]
+    if len(read) < 3:
         return {}
-    matrix = np.stack([stored[n] for n in ns])
+    matrix = np.stack([stored[m] for m in read])
     if matrix.shape[1] != asked.vector.shape[0]:
         return {}
     similarity = matrix @ asked.vector
@@ -128,10 +128,10 @@ async def opinion(
     if spread < _MIN_SPREAD:
         return {}
     z = (similarity - similarity.mean()) / spread
-    return {n: round(float(v), 4) for n, v in zip(ns, z, strict=True)}
+    return {m: round(float(v), 4) for m, v in zip(read, z, strict=True)}
 
 
-def add(fused: dict[int, float], said: dict[int, float]) -> None:
+def add(fused: dict[str, float], said: dict[str, float]) -> None:
     """The opinion counts as much as the first model's among the candidates it read."""
-    for n, z in said.items():
-        fused[n] += z
+    for m, z in said.items():
+        fused[m] += z

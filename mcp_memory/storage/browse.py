@@ -120,15 +120,15 @@ class BrowseStore:
         """The memories recall would follow from this one (the same rule recall uses), that the scope sees."""
         conn = await self.store.reader(scope)
         population = int(next(iter(await conn.execute_fetchall("SELECT COUNT(*) FROM memories")))[0])
-        found = await links.links(conn, [record.rowid], population)
+        found = await links.links(conn, [record.id], population)
         if not found:
             return []
-        seen = await self.store.select_memories(scope, Criteria(), time.time(), ns=[link.target for link in found])
-        ids = {r.rowid: r.id for r in seen}
+        seen = await self.store.select_memories(scope, Criteria(), time.time(), among=[link.target for link in found])
+        visible = {r.id for r in seen}
         via: dict[str, str] = {}  # a memory reached both ways is named by the entity (listed first)
         for link in found:
-            if link.target in ids:
-                via.setdefault(ids[link.target], link.via or "session")
+            if link.target in visible:
+                via.setdefault(link.target, link.via or "session")
         return [(how, target) for target, how in via.items()]
 
     async def _occurrences(self, scope: Scope, n: int) -> list[StoredOccurrence]:

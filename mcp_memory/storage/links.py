@@ -40,8 +40,22 @@ def backfill(conn: sqlite3.Connection) -> None:
     conn.executemany("INSERT OR IGNORE INTO memory_entities(entity, memory_n) VALUES (?, ?)", rows)
 
 
-async def links(conn: aiosqlite.Connection, sources: Sequence[int], population: int) -> list[Link]:
-    """The links of ``sources``: shared rare entities (at most MAX_LINKS a source), then session neighbours."""
+async def links(conn: aiosqlite.Connection, sources: Sequence[str], population: int) -> list[Link]:
+    """The links of the memories ``sources`` (ids): shared rare entities (at most MAX_LINKS a
+    source), then session neighbours."""
+    if not sources:
+        return []
+    rows_of = {
+        str(r[1]): int(r[0]) for r in await rows_in(conn, "SELECT n, id FROM memories WHERE id IN ({marks})", sources)
+    }
+    found = await _row_links(conn, [rows_of[s] for s in sources if s in rows_of], population)
+    named = sorted({n for source, target, _ in found for n in (source, target)})
+    ids = {int(r[0]): str(r[1]) for r in await rows_in(conn, "SELECT n, id FROM memories WHERE n IN ({marks})", named)}
+    return [Link(ids[source], ids[target], via) for source, target, via in found if target in ids]
+
+
+async def _row_links(conn: aiosqlite.Connection, sources: Sequence[int], population: int) -> list[tuple[int, int, str]]:
+    """(source, target, via) rows: shared rare entities (at most MAX_LINKS a source), then session neighbours."""
     if not sources:
         return []
     cap = max(2, int(LINK_SHARE * population))
@@ -62,7 +76,7 @@ async def links(conn: aiosqlite.Connection, sources: Sequence[int], population: 
     by_source: dict[int, list[str]] = {}
     for entity, n in named:
         by_source.setdefault(int(n), []).append(str(entity))
-    found: list[Link] = []
+    found: list[tuple[int, int, str]] = []
     for source in sources:
         seen: set[int] = {source}
         for entity in sorted(by_source.get(source, []), key=lambda e: (counts.get(e, 0), e)):
@@ -71,12 +85,12 @@ async def links(conn: aiosqlite.Connection, sources: Sequence[int], population: 
             for target in sharing[entity]:
                 if target not in seen and len(seen) <= MAX_LINKS:
                     seen.add(target)
-                    found.append(Link(source, target, entity))
+                    found.append((source, target, entity))
     found.extend(await session_neighbours(conn, sources))
     return found
 
 
-async def session_neighbours(conn: aiosqlite.Connection, sources: Sequence[int]) -> list[Link]:
+async def session_neighbours(conn: aiosqlite.Connection, sources: Sequence[int]) -> list[tuple[int, int, str]]:
     rows = await rows_in(
         conn,
         "SELECT m.n, "
@@ -85,4 +99,4 @@ async def session_neighbours(conn: aiosqlite.Connection, sources: Sequence[int])
         "FROM memories m WHERE m.session_key IS NOT NULL AND m.n IN ({marks})",
         sources,
     )
-    return [Link(int(r[0]), int(t), "") for r in rows for t in (r[1], r[2]) if t is not None]
+    return [(int(r[0]), int(t), "") for r in rows for t in (r[1], r[2]) if t is not None]

@@ -25,9 +25,9 @@ from mcp_memory.storage.vectors import IndexColumns, IndexRow, VectorIndex
 
 log = logging.getLogger(__name__)
 
-# What the vector index holds of a memory: row number, vector, namespace, live, expiry, script.
+# What the vector index holds of a memory: row number, id, vector, namespace, live, expiry, script.
 _INDEX_ROWS = (
-    "SELECT m.n, v.vec, m.namespace, (m.tier = 'active' AND m.superseded_by IS NULL), m.expires_at, "
+    "SELECT m.n, m.id, v.vec, m.namespace, (m.tier = 'active' AND m.superseded_by IS NULL), m.expires_at, "
     "m.language IN ('zh', 'ja', 'ko') FROM memories m JOIN vectors v ON v.memory_n = m.n"
 )
 
@@ -119,11 +119,12 @@ class PrincipalDb:
         return [
             IndexRow(
                 n=int(r[0]),
-                vector=np.frombuffer(r[1], dtype=np.float32),
-                namespace=r[2],
-                live=bool(r[3]),
-                expires_at=r[4],
-                cjk=bool(r[5]),
+                id=str(r[1]),
+                vector=np.frombuffer(r[2], dtype=np.float32),
+                namespace=r[3],
+                live=bool(r[4]),
+                expires_at=r[5],
+                cjk=bool(r[6]),
             )
             for r in rows
         ]
@@ -136,9 +137,10 @@ class PrincipalDb:
         gc.disable()
         try:
             rows = list(await self.reader.execute_fetchall(_INDEX_ROWS))
-            ns, vecs, namespaces, live, expires, cjk = zip(*rows, strict=True) if rows else ((),) * 6
+            ns, ids, vecs, namespaces, live, expires, cjk = zip(*rows, strict=True) if rows else ((),) * 7
             return IndexColumns(
                 ns=np.array(ns, dtype=np.int64),
+                ids=list(ids),
                 # One writable buffer the index adopts as its matrix.
                 vectors=np.frombuffer(bytearray().join(vecs), dtype=np.float32).reshape(len(rows), dim),
                 namespaces=list(namespaces),

@@ -15,7 +15,7 @@ import aiosqlite
 import numpy as np
 
 from mcp_memory.models import NewMemory, Vector
-from mcp_memory.storage.rows import blob
+from mcp_memory.storage.rows import blob, rows_in
 
 MODEL_KEY = "second_model"
 
@@ -47,13 +47,16 @@ async def insert(conn: aiosqlite.Connection, n: int, item: NewMemory, model_id: 
         await conn.execute("INSERT INTO second_vectors(memory_n, vec) VALUES (?, ?)", (n, blob(item.second.vector)))
 
 
-async def read(conn: aiosqlite.Connection, ns: Sequence[int], model_id: str) -> dict[int, Vector]:
-    """The vectors of rows ``ns`` from ``model_id``; none when the file's are another model's."""
-    if not ns or await _model(conn) != model_id:
+async def read(conn: aiosqlite.Connection, ids: Sequence[str], model_id: str) -> dict[str, Vector]:
+    """The vectors of memories ``ids`` from ``model_id``; none when the file's are another model's."""
+    if not ids or await _model(conn) != model_id:
         return {}
-    marks = ",".join("?" * len(ns))
-    rows = await conn.execute_fetchall(f"SELECT memory_n, vec FROM second_vectors WHERE memory_n IN ({marks})", ns)
-    return {int(n): np.frombuffer(vec, dtype=np.float32) for n, vec in rows}
+    rows = await rows_in(
+        conn,
+        "SELECT m.id, s.vec FROM second_vectors s JOIN memories m ON m.n = s.memory_n WHERE m.id IN ({marks})",
+        ids,
+    )
+    return {str(ident): np.frombuffer(vec, dtype=np.float32) for ident, vec in rows}
 
 
 async def start_over(conn: aiosqlite.Connection, model_id: str) -> None:

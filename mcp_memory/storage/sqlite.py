@@ -196,15 +196,15 @@ class SqliteStore:
 
     # ----- reads ---------------------------------------------------------------------------
 
-    async def links(self, scope: Scope, sources: Sequence[int], population: int) -> list[Link]:
+    async def links(self, scope: Scope, sources: Sequence[str], population: int) -> list[Link]:
         """The memories linked to ``sources`` (shared rare entities, session neighbours); recall reads
         the targets through ``select_memories``, so what a scope may not see never comes back."""
         db = await self.principal_db(scope)
         return await links.links(db.reader, sources, population)
 
-    async def second_vectors(self, scope: Scope, ns: Sequence[int], model_id: str) -> dict[int, Vector]:
-        """The second model's vectors of rows ``ns`` (ADR 14); rows without one are absent."""
-        return await second.read((await self.principal_db(scope)).reader, ns, model_id)
+    async def second_vectors(self, scope: Scope, ids: Sequence[str], model_id: str) -> dict[str, Vector]:
+        """The second model's vectors of memories ``ids`` (ADR 14); those without one are absent."""
+        return await second.read((await self.principal_db(scope)).reader, ids, model_id)
 
     async def put_second_vectors(
         self, scope: Scope, model_id: str, rows: Sequence[tuple[int, Vector]], *, first: bool = False
@@ -223,14 +223,14 @@ class SqliteStore:
 
     async def keyword_search(
         self, scope: Scope, terms: Sequence[str], criteria: Criteria, limit: int, now: float
-    ) -> list[tuple[int, float]]:
-        """Top ``limit`` (n, bm25) where a larger score is better."""
+    ) -> list[tuple[str, float]]:
+        """Top ``limit`` (memory id, bm25) where a larger score is better."""
         if not terms:
             return []
         db = await self.principal_db(scope)
         where, params = visible_clause(scope, criteria, now)
         sql = (
-            "SELECT memories_fts.rowid, bm25(memories_fts) AS score FROM memories_fts "
+            "SELECT m.id, bm25(memories_fts) AS score FROM memories_fts "
             "JOIN memories m ON m.n = memories_fts.rowid "
             f"WHERE memories_fts MATCH ? AND {where} ORDER BY score LIMIT ?"
         )
@@ -238,7 +238,7 @@ class SqliteStore:
             rows = await db.reader.execute_fetchall(sql, [fts_match(terms), *params, limit])
         except sqlite3.OperationalError as exc:
             raise StorageError(f"keyword search failed: {exc}") from exc
-        return [(int(r[0]), -float(r[1])) for r in rows]
+        return [(str(r[0]), -float(r[1])) for r in rows]
 
     async def select_memories(
         self,
@@ -246,17 +246,17 @@ class SqliteStore:
         criteria: Criteria,
         now: float,
         *,
-        ns: Sequence[int] | None = None,
+        among: Sequence[str] | None = None,
         limit: int | None = None,
         order: RecordOrder = "stored",
     ) -> list[MemoryRecord]:
         db = await self.principal_db(scope)
         where, params = visible_clause(scope, criteria, now)
-        if ns is not None:
-            if not ns:
+        if among is not None:
+            if not among:
                 return []
-            where += f" AND m.n IN ({','.join('?' * len(ns))})"
-            params.extend(ns)
+            where += f" AND m.id IN ({','.join('?' * len(among))})"
+            params.extend(among)
         sql = f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE {where} ORDER BY {_ORDERS[order]}"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"

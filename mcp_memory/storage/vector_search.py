@@ -42,7 +42,7 @@ class ExactVectorSearch:
         now: float,
         centring: Centring | None = None,
     ) -> DenseHits:
-        """The closest rows to ``query`` the scope and criteria allow, best first."""
+        """The closest memories to ``query`` the scope and criteria allow, best first."""
         index = await self.sync(scope, query.shape[0])
         allow = None
         if criteria.narrows:
@@ -63,7 +63,7 @@ class ExactVectorSearch:
 
     async def neighbours(
         self, scope: Scope, queries: Vector, criteria: Criteria, limit: int, now: float
-    ) -> list[list[tuple[int, float]]]:
+    ) -> list[list[tuple[str, float]]]:
         """Per row of ``queries``, the closest live rows of the scope (its own namespace only when
         ``criteria.namespace_only``): one search for a whole batch of new memories."""
         if criteria.narrows or criteria.include_superseded or criteria.include_archived or criteria.include_expired:

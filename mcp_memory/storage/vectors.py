@@ -40,7 +40,8 @@ async def scan(run: Callable[[], T], rows: int) -> T:
 
 @dataclass(frozen=True, slots=True)
 class IndexRow:
-    n: int
+    n: int  # the row in the store, what the change log names
+    id: str  # the memory's id, what a search returns
     vector: Vector
     namespace: str | None
     live: bool
@@ -69,6 +70,7 @@ class IndexColumns:
     """Every row of an index as columns: what a bulk load reads in one pass."""
 
     ns: npt.NDArray[np.int64]
+    ids: list[str]
     vectors: Vector  # (rows, dim)
     namespaces: list[str | None]
     live: npt.NDArray[np.bool_]
@@ -81,6 +83,7 @@ class VectorIndex:
         self.dim = dim
         self._mat: Vector = np.zeros((0, dim), dtype=np.float32)
         self._n = np.zeros(0, dtype=np.int64)
+        self._ids: list[str] = []  # by position, as every column
         self._ns = np.zeros(0, dtype=np.int32)
         self._live = np.zeros(0, dtype=bool)
         self._expires = np.zeros(0, dtype=np.float64)
@@ -141,8 +144,10 @@ class VectorIndex:
                 pos = self._size
                 self._size += 1
                 self._pos[row.n] = pos
+                self._ids.append(row.id)
             else:
                 self._count(pos, -1)
+                self._ids[pos] = row.id
             self._mat[pos] = row.vector
             self._cjk[pos] = row.cjk
             self._n[pos] = row.n
@@ -167,6 +172,7 @@ class VectorIndex:
             self._grow(size)
             self._mat[:size] = vectors
         self._n[:size] = columns.ns
+        self._ids = list(columns.ids)
         self._ns[:size] = [self._code(namespace) for namespace in columns.namespaces]
         self._live[:size] = columns.live
         self._expires[:size] = columns.expires
@@ -204,12 +210,14 @@ class VectorIndex:
                 for name, _ in self._COLUMNS:
                     arr = getattr(self, name)
                     arr[pos] = arr[last]
+                self._ids[pos] = self._ids[last]
                 self._pos[int(self._n[pos])] = pos
+            self._ids.pop()
             self._size = last
             self._drift += 1
 
-    def search(self, query: Vector, **where: Any) -> list[tuple[int, float]]:
-        """Top ``limit`` (n, cosine) visible from ``namespace``: its own rows plus principal-wide ones
+    def search(self, query: Vector, **where: Any) -> list[tuple[str, float]]:
+        """Top ``limit`` (id, cosine) visible from ``namespace``: its own rows plus principal-wide ones
         (only its own with ``exact_namespace``)."""
         return self.rank(query, **where).hits
 
@@ -247,13 +255,13 @@ class VectorIndex:
         take = min(limit, visible)
         top = np.argpartition(-scores, take - 1)[:take]
         top = top[np.argsort(-scores[top])]
-        hits = [(int(self._n[i]), float(scores[i])) for i in top]
+        hits = [(self._ids[i], float(scores[i])) for i in top]
         return DenseHits(hits, mean, std, visible, population=size, centred=mixed)
 
     def neighbours(
         self, queries: Vector, *, namespace: str | None, limit: int, now: float, exact_namespace: bool = False
-    ) -> list[list[tuple[int, float]]]:
-        """Per row of ``queries``, the top ``limit`` (n, cosine) among live, unexpired rows visible
+    ) -> list[list[tuple[str, float]]]:
+        """Per row of ``queries``, the top ``limit`` (id, cosine) among live, unexpired rows visible
         from ``namespace``: one matrix product for the whole batch."""
         size = self._size
         if size == 0 or limit <= 0:
@@ -263,11 +271,11 @@ class VectorIndex:
         if take == 0:
             return [[] for _ in range(len(queries))]
         scores = np.where(mask[:, None], self._mat[:size] @ queries.T, -np.inf)  # (rows, queries)
-        out: list[list[tuple[int, float]]] = []
+        out: list[list[tuple[str, float]]] = []
         for column in scores.T:
             top = np.argpartition(-column, take - 1)[:take]
             top = top[np.argsort(-column[top])]
-            out.append([(int(self._n[i]), float(column[i])) for i in top])
+            out.append([(self._ids[i], float(column[i])) for i in top])
         return out
 
     def _mask(
