@@ -79,6 +79,8 @@ class MemoryRecord:
     conflicts_with: list[str] = field(default_factory=list)
     source_ids: list[str] = field(default_factory=list)
     last_seen_at: float | None = None  # when it was last stated: its newest occurrence
+    # The store's order of writing (grows with each stored memory): an order for watermarks and
+    # cursors, never a way to name a memory; ids do that across the seam (ADR 13).
     rowid: int = 0
 
 

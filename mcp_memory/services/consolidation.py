@@ -17,10 +17,10 @@ COMPARE_BLOCK = 256
 
 
 def same_fact_groups(
-    records: list[MemoryRecord], vectors: dict[int, Vector], fresh: set[int], related: float
+    records: list[MemoryRecord], vectors: dict[str, Vector], fresh: set[str], related: float
 ) -> list[list[MemoryRecord]]:
     """Groups of two or more ``records`` that state one fact, each joined through a new memory
-    (row number in ``fresh``); ``vectors`` by row number."""
+    (its id in ``fresh``); ``vectors`` by id."""
     group = list(range(len(records)))
 
     def root(i: int) -> int:
@@ -33,13 +33,13 @@ def same_fact_groups(
     for i, record in enumerate(records):
         by_bucket.setdefault((record.namespace, record.kind), []).append(i)
     for bucket in by_bucket.values():
-        new = [i for i in bucket if records[i].rowid in fresh]
+        new = [i for i in bucket if records[i].id in fresh]
         if len(bucket) < 2 or not new:
             continue
-        everything = np.stack([vectors[records[i].rowid] for i in bucket])
+        everything = np.stack([vectors[records[i].id] for i in bucket])
         for start in range(0, len(new), COMPARE_BLOCK):
             block = new[start : start + COMPARE_BLOCK]
-            similar = np.stack([vectors[records[i].rowid] for i in block]) @ everything.T
+            similar = np.stack([vectors[records[i].id] for i in block]) @ everything.T
             for a, b in np.argwhere(similar >= related):
                 i, j = block[a], bucket[b]
                 if i != j and root(i) != root(j) and rules.same_facts(records[i].content, records[j].content):

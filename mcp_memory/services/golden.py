@@ -55,7 +55,7 @@ class Probe:
 class Measure:
     probes: list[Probe]
     found: dict[str, bool]  # probe id -> found in the top k
-    answering: frozenset[int] = frozenset()  # rows of the memories that found them
+    answering: frozenset[str] = frozenset()  # ids of the memories that found them
 
     @property
     def recall(self) -> float:
@@ -166,18 +166,18 @@ class GoldenService:
         return probes
 
     async def measure(self, scope: Scope, probes: Sequence[Probe]) -> Measure:
-        """Ask every probe (reinforcement off): which find their memory, and through which rows."""
+        """Ask every probe (reinforcement off): which find their memory, and through which memories."""
         found: dict[str, bool] = {}
-        answering: set[int] = set()
+        answering: set[str] = set()
         for probe in probes:
-            row = await self._answer(Scope(scope.principal, probe.namespace), probe)
-            found[probe.id] = row is not None
-            if row is not None:
-                answering.add(row)
+            answer = await self._answer(Scope(scope.principal, probe.namespace), probe)
+            found[probe.id] = answer is not None
+            if answer is not None:
+                answering.add(answer)
         return Measure(list(probes), found, frozenset(answering))
 
-    async def _answer(self, scope: Scope, probe: Probe) -> int | None:
-        """The row of the hit that finds the probe's memory, or None."""
+    async def _answer(self, scope: Scope, probe: Probe) -> str | None:
+        """The id of the hit that finds the probe's memory, or None."""
         try:
             result = await self.memory.recall(scope, probe.query, k=self.settings.golden_k, reinforce=False)
         except InvalidInputError as exc:  # a query the limits refuse now: it finds nothing
@@ -190,7 +190,7 @@ class GoldenService:
             if record is None:
                 continue
             if record.level == 0 or 2 * len(words & set(keyword_terms(record.content))) >= len(words):
-                return record.rowid
+                return record.id
         return None
 
     async def settle(self, scope: Scope, before: Measure, changes: PassChanges) -> Verdict | None:

@@ -119,36 +119,36 @@ class LifecycleService:
         self.embedder = embedder
         self.settings = settings
 
-    async def decay(self, scope: Scope, now: float, keep: frozenset[int] = frozenset()) -> DecayOutcome:
-        """One decay pass over the principal's active, unpinned memories (every namespace); the rows
-        in ``keep`` (what answers the golden queries now) are never evicted."""
+    async def decay(self, scope: Scope, now: float, keep: frozenset[str] = frozenset()) -> DecayOutcome:
+        """One decay pass over the principal's active, unpinned memories (every namespace); the
+        memories in ``keep`` (what answers the golden queries now) are never evicted."""
         cfg = self.settings
         rows = await self.rows.decay_rows(scope)
         # Over the watermark a pass evicts more: below four times the threshold with importance up
         # to 0.7, the faintest first, only until the store is back under the watermark.
         target = int(cfg.capacity * cfg.watermark)
         aggressive = len(rows) > target
-        evict: dict[int, tuple[float, float]] = {}  # n -> (retention, the threshold it fell under)
-        extra: list[tuple[float, int]] = []  # (retention, n): evictable only over the watermark
+        evict: dict[str, tuple[float, float]] = {}  # id -> (retention, the threshold it fell under)
+        extra: list[tuple[float, str]] = []  # (retention, id): evictable only over the watermark
         deep = min(cfg.evict_threshold * 4, cfg.compress_threshold)
         compress = 0
-        for n, importance, access_count, last_touch in rows:
+        for memory_id, importance, access_count, last_touch in rows:
             idle = max(now - last_touch, 0.0) / 3600
             r = retention(idle, cfg.decay_base_hours, importance, access_count)
-            if r < cfg.evict_threshold and importance < 0.5 and n not in keep:
-                evict[n] = (r, cfg.evict_threshold)
+            if r < cfg.evict_threshold and importance < 0.5 and memory_id not in keep:
+                evict[memory_id] = (r, cfg.evict_threshold)
             elif (
                 aggressive
                 and r < min(cfg.evict_threshold * 4, cfg.compress_threshold)
                 and importance < 0.7
-                and n not in keep
+                and memory_id not in keep
             ):
-                extra.append((r, n))
+                extra.append((r, memory_id))
             elif r < cfg.compress_threshold and idle >= 24:
                 compress += 1
         over = len(rows) - len(evict) - target
         if over > 0:
-            evict.update((n, (r, deep)) for r, n in sorted(extra)[:over])
+            evict.update((memory_id, (r, deep)) for r, memory_id in sorted(extra)[:over])
         evicted, archived = 0, []
         if evict:
             if cfg.evict_action == "delete":
@@ -314,12 +314,12 @@ class LifecycleService:
         new_ones = await self.rows.consolidation_candidates(scope, SEMANTIC_KINDS, after=mark, limit=MAX_NEW_PER_PASS)
         if not new_ones:
             return ConsolidateOutcome(facts=0, consolidated=0)
-        fresh = {r.rowid for r in new_ones}
+        fresh = {r.id for r in new_ones}
         records = await self.rows.consolidation_candidates(scope, SEMANTIC_KINDS)
         model = await self.embedder.ready()
         related = min(model.related_similarity, model.duplicate_similarity)
-        vectors = await self.rows.vectors(scope, [r.rowid for r in records])
-        records = [r for r in records if r.rowid in vectors]
+        vectors = await self.rows.vectors(scope, [r.id for r in records])
+        records = [r for r in records if r.id in vectors]
         groups = consolidation.same_fact_groups(records, vectors, fresh, related)
         facts = consolidated = 0
         made: list[str] = []
@@ -328,7 +328,7 @@ class LifecycleService:
             if facts >= MAX_GROUPS_PER_PASS:
                 done = False  # the rest waits for the next pass, which compares the same new ones again
                 break
-            occurrences = await self.rows.occurrences(scope, [m.rowid for m in members])
+            occurrences = await self.rows.occurrences(scope, [m.id for m in members])
             if len({o.session_key for found in occurrences.values() for o in found}) < 2:
                 continue  # said twice in one session is not yet a fact the user holds
             fact = self._fact(members, occurrences, vectors, now if written_at is None else written_at)
@@ -341,22 +341,22 @@ class LifecycleService:
             consolidated += len(members)
             made.append(fact.record.id)
         if done:
-            await self.rows.mark_consolidated(scope, max(fresh))
+            await self.rows.mark_consolidated(scope, max(r.rowid for r in new_ones))
         return ConsolidateOutcome(facts=facts, consolidated=consolidated, made=made)
 
     @staticmethod
     def _fact(
         members: list[MemoryRecord],
-        occurrences: dict[int, list[NewOccurrence]],
-        vectors: dict[int, np.ndarray],
+        occurrences: dict[str, list[NewOccurrence]],
+        vectors: dict[str, np.ndarray],
         now: float,
     ) -> NewMemory:
         copies = sorted(
-            (replace(o, id=new_id()) for m in members for o in occurrences.get(m.rowid, [])),
+            (replace(o, id=new_id()) for m in members for o in occurrences.get(m.id, [])),
             key=lambda o: o.occurred_at,
         )
         last = max(
-            members, key=lambda m: (max((o.occurred_at for o in occurrences.get(m.rowid, [])), default=0), m.rowid)
+            members, key=lambda m: (max((o.occurred_at for o in occurrences.get(m.id, [])), default=0), m.created_at)
         )
         ids = {m.id for m in members}
         record = MemoryRecord(
@@ -388,7 +388,7 @@ class LifecycleService:
         )
         return NewMemory(
             record=record,
-            vector=np.asarray(vectors[last.rowid], np.float32),
+            vector=np.asarray(vectors[last.id], np.float32),
             segmented=segment_for_index(last.content),
             occurrence=copies[0],
             more_occurrences=tuple(copies[1:]),

@@ -250,7 +250,7 @@ class MemoryService:
         elif not pinned and record.pinned:
             total -= estimate_tokens(record.content)
         if record.pinned != pinned:
-            await self.store.set_pinned(scope, record.rowid, pinned)
+            await self.store.set_pinned(scope, record.id, pinned)
         return PinResult(id=memory_id, pinned=pinned, pinned_tokens=total, cap_tokens=self.limits.pinned_cap_tokens)
 
     # ----- recall --------------------------------------------------------------------------
@@ -485,7 +485,7 @@ class MemoryService:
                 items=items,
                 note=f"dry run: nothing was deleted; call again with dry_run=false to delete these.{held}",
             )
-        deleted, scrubbed = await self.store.delete(scope, [r.rowid for r in records], derived=True)
+        deleted, scrubbed = await self.store.delete(scope, [r.id for r in records], derived=True)
         note = "deleted from every table and index; freed pages zeroed and the write-ahead log emptied"
         if not scrubbed:
             note = (

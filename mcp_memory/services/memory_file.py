@@ -285,7 +285,7 @@ class MemoryFile:
             store = self.memory.store
             edited = [old for old in plan.replaced.values() if old.pinned]
             for old in edited:
-                await store.set_pinned(self.scope, old.rowid, False)
+                await store.set_pinned(self.scope, old.id, False)
             try:
                 await self.memory.remember(
                     self.scope,
@@ -302,7 +302,7 @@ class MemoryFile:
                 )
             except BaseException:
                 for old in edited:
-                    await store.set_pinned(self.scope, old.rowid, True)
+                    await store.set_pinned(self.scope, old.id, True)
                 raise
         for record in plan.repin:
             await self.memory.pin(self.scope, record.id)

@@ -42,8 +42,8 @@ class LifecycleRows(Protocol):
         """Every principal with a file in the data directory (for the scheduler)."""
         ...
 
-    async def expired(self, scope: Scope, now: float) -> list[int]:
-        """Row numbers of every memory whose time to live has run out (every namespace, pinned too)."""
+    async def expired(self, scope: Scope, now: float) -> list[str]:
+        """Ids of every memory whose time to live has run out (every namespace, pinned too)."""
         ...
 
     async def prune_changes(self, scope: Scope, keep: int) -> int:
@@ -51,12 +51,12 @@ class LifecycleRows(Protocol):
         dropped ones rebuilds its vector index from the file (PrincipalDb.catch_up)."""
         ...
 
-    async def without_second_vector(self, scope: Scope, limit: int, model_id: str) -> list[tuple[int, str]]:
-        """(n, text) of up to ``limit`` memories without the second model's vector, the newest first."""
+    async def without_second_vector(self, scope: Scope, limit: int, model_id: str) -> list[tuple[str, str]]:
+        """(id, text) of up to ``limit`` memories without the second model's vector, the newest first."""
         ...
 
-    async def decay_rows(self, scope: Scope) -> list[tuple[int, float, int, float]]:
-        """(n, importance, access_count, last access or creation) of every active, unpinned memory."""
+    async def decay_rows(self, scope: Scope) -> list[tuple[str, float, int, float]]:
+        """(id, importance, access_count, last access or creation) of every active, unpinned memory."""
         ...
 
     async def compression_candidates(
@@ -91,12 +91,12 @@ class LifecycleRows(Protocol):
 
     async def mark_consolidated(self, scope: Scope, upto: int) -> None: ...
 
-    async def vectors(self, scope: Scope, ns: Sequence[int]) -> dict[int, np.ndarray]:
-        """The stored vectors of memories ``ns``."""
+    async def vectors(self, scope: Scope, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """The stored vectors of memories ``ids``."""
         ...
 
-    async def occurrences(self, scope: Scope, ns: Sequence[int]) -> dict[int, list[NewOccurrence]]:
-        """Every occurrence of memories ``ns``, oldest first, as they would be written again."""
+    async def occurrences(self, scope: Scope, ids: Sequence[str]) -> dict[str, list[NewOccurrence]]:
+        """Every occurrence of memories ``ids``, oldest first, as they would be written again."""
         ...
 
     async def unjudged_conflicts(self, scope: Scope, limit: int) -> list[tuple[MemoryRecord, MemoryRecord]]:
@@ -179,8 +179,8 @@ class LifecycleRows(Protocol):
         undone summary is not simply made again by the next pass."""
         ...
 
-    async def archive(self, scope: Scope, faded: dict[int, tuple[float, float]]) -> list[str]:
-        """Move memories (row -> retention, the threshold it fell under) to the archive tier (kept,
+    async def archive(self, scope: Scope, faded: dict[str, tuple[float, float]]) -> list[str]:
+        """Move memories (id -> retention, the threshold it fell under) to the archive tier (kept,
         out of default recall), each event naming both; returns the ids moved."""
         ...
 
@@ -408,7 +408,7 @@ class MemoryStore(Protocol):
         Raises NotFoundError, writing nothing, when a ``supersedes`` id is not in the scope."""
         ...
 
-    async def set_pinned(self, scope: Scope, n: int, pinned: bool) -> None: ...
+    async def set_pinned(self, scope: Scope, memory_id: str, pinned: bool) -> None: ...
 
     async def reinforce(self, scope: Scope, ids: Sequence[str], now: float) -> None:
         """Recall strengthens what it returns (access count, last access) without taking the write
@@ -422,7 +422,7 @@ class MemoryStore(Protocol):
     async def delete(
         self,
         scope: Scope,
-        ns: Sequence[int],
+        ids: Sequence[str],
         *,
         unpinned_only: bool = False,
         derived: bool = False,
@@ -443,18 +443,18 @@ class MemoryStore(Protocol):
         Other processes see the deletions through the change log. Returns the counts per table."""
         ...
 
-    async def replace_vectors(self, scope: Scope, vectors: Sequence[tuple[int, Vector]]) -> None: ...
+    async def replace_vectors(self, scope: Scope, vectors: Sequence[tuple[str, Vector]]) -> None: ...
 
     async def put_second_vectors(
-        self, scope: Scope, model_id: str, rows: Sequence[tuple[int, Vector]], *, first: bool = False
+        self, scope: Scope, model_id: str, rows: Sequence[tuple[str, Vector]], *, first: bool = False
     ) -> int:
-        """Second vectors of stored rows (reindex, the pass); a ``first`` chunk drops every earlier one.
+        """Second vectors of stored memories, by id (reindex, the pass); a ``first`` chunk drops every earlier one.
         Returns how many were stored (none when the file's are another model's)."""
         ...
 
     async def set_model(self, scope: Scope, model_id: str, dim: int) -> None: ...
 
-    async def all_ids(self, scope: Scope) -> list[tuple[int, str]]:
+    async def all_ids(self, scope: Scope) -> list[tuple[str, str]]:
         """Every memory of the principal (all namespaces), for export and reindex."""
         ...
 

@@ -20,7 +20,7 @@ import orjson
 from mcp_memory.models import SCHEDULER, MemoryRecord, NewOccurrence, Provenance, Scope, TaskSummaryRow
 from mcp_memory.storage import events, second, writes
 from mcp_memory.storage.counts import fact_check_key
-from mcp_memory.storage.rows import MEMORY_COLUMNS, attach_occurrences, row_to_record
+from mcp_memory.storage.rows import MEMORY_COLUMNS, attach_occurrences, row_to_record, rows_in, rows_of
 
 if TYPE_CHECKING:  # the store builds this one around itself
     from mcp_memory.storage.sqlite import SqliteStore
@@ -49,13 +49,13 @@ class LifecycleStore:
 
         return await anyio.to_thread.run_sync(read)
 
-    async def expired(self, scope: Scope, now: float) -> list[int]:
-        """Row numbers of every memory whose time to live has run out (every namespace, pinned too)."""
+    async def expired(self, scope: Scope, now: float) -> list[str]:
+        """Ids of every memory whose time to live has run out (every namespace, pinned too)."""
         conn = await self.store.reader(scope)
         rows = await conn.execute_fetchall(
-            "SELECT n FROM memories WHERE expires_at IS NOT NULL AND expires_at <= ?", (now,)
+            "SELECT id FROM memories WHERE expires_at IS NOT NULL AND expires_at <= ? ORDER BY n", (now,)
         )
-        return [int(r[0]) for r in rows]
+        return [str(r[0]) for r in rows]
 
     async def prune_changes(self, scope: Scope, keep: int) -> int:
         """Drop all but the last ``keep`` entries of the change log; a process that had not read the
@@ -64,20 +64,20 @@ class LifecycleStore:
             cursor = await conn.execute("DELETE FROM changes WHERE seq <= (SELECT MAX(seq) FROM changes) - ?", (keep,))
             return int(cursor.rowcount or 0)
 
-    async def without_second_vector(self, scope: Scope, limit: int, model_id: str) -> list[tuple[int, str]]:
-        """(n, text) of up to ``limit`` current memories without ``model_id``'s vector, the newest
+    async def without_second_vector(self, scope: Scope, limit: int, model_id: str) -> list[tuple[str, str]]:
+        """(id, text) of up to ``limit`` current memories without ``model_id``'s vector, the newest
         first; none when the file's second vectors are another model's."""
         return await second.missing(await self.store.reader(scope), limit, model_id)
 
-    async def decay_rows(self, scope: Scope) -> list[tuple[int, float, int, float]]:
-        """(n, importance, access_count, last access or creation) of every active, unpinned memory."""
+    async def decay_rows(self, scope: Scope) -> list[tuple[str, float, int, float]]:
+        """(id, importance, access_count, last access or creation) of every active, unpinned memory."""
         await self.store.flush_reinforcement(scope)  # decay reads the counts: recall's go first
         conn = await self.store.reader(scope)
         rows = await conn.execute_fetchall(
-            "SELECT n, importance, access_count, COALESCE(last_accessed_at, created_at) FROM memories "
-            "WHERE tier = 'active' AND pinned = 0"
+            "SELECT id, importance, access_count, COALESCE(last_accessed_at, created_at) FROM memories "
+            "WHERE tier = 'active' AND pinned = 0 ORDER BY n"
         )
-        return [(int(r[0]), float(r[1]), int(r[2]), float(r[3])) for r in rows]
+        return [(str(r[0]), float(r[1]), int(r[2]), float(r[3])) for r in rows]
 
     async def compression_candidates(
         self,
@@ -152,31 +152,29 @@ class LifecycleStore:
                 (str(upto),),
             )
 
-    async def vectors(self, scope: Scope, ns: Sequence[int]) -> dict[int, np.ndarray]:
-        """The stored vectors of memories ``ns``."""
-        conn = await self.store.reader(scope)
-        found: dict[int, np.ndarray] = {}
-        for start in range(0, len(ns), 500):
-            chunk = list(ns[start : start + 500])
-            rows = await conn.execute_fetchall(
-                f"SELECT memory_n, vec FROM vectors WHERE memory_n IN ({','.join('?' * len(chunk))})", chunk
-            )
-            found.update((int(n), np.frombuffer(vec, dtype=np.float32)) for n, vec in rows)
-        return found
+    async def vectors(self, scope: Scope, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """The stored vectors of memories ``ids``."""
+        rows = await rows_in(
+            await self.store.reader(scope),
+            "SELECT m.id, v.vec FROM vectors v JOIN memories m ON m.n = v.memory_n WHERE m.id IN ({marks})",
+            ids,
+        )
+        return {str(ident): np.frombuffer(vec, dtype=np.float32) for ident, vec in rows}
 
-    async def occurrences(self, scope: Scope, ns: Sequence[int]) -> dict[int, list[NewOccurrence]]:
-        """Every occurrence of memories ``ns``, oldest first, as they would be written again."""
+    async def occurrences(self, scope: Scope, ids: Sequence[str]) -> dict[str, list[NewOccurrence]]:
+        """Every occurrence of memories ``ids``, oldest first, as they would be written again."""
         conn = await self.store.reader(scope)
-        found: dict[int, list[NewOccurrence]] = {}
-        for start in range(0, len(ns), 500):
-            chunk = list(ns[start : start + 500])
+        found: dict[str, list[NewOccurrence]] = {}
+        for start in range(0, len(ids), 500):
+            chunk = list(ids[start : start + 500])
             rows = await conn.execute_fetchall(
-                "SELECT memory_n, id, session_key, occurred_at, metadata, client_name, transport FROM occurrences "
-                f"WHERE memory_n IN ({','.join('?' * len(chunk))}) ORDER BY occurred_at, id",
+                "SELECT m.id, o.id, o.session_key, o.occurred_at, o.metadata, o.client_name, o.transport "
+                "FROM occurrences o JOIN memories m ON m.n = o.memory_n "
+                f"WHERE m.id IN ({','.join('?' * len(chunk))}) ORDER BY o.occurred_at, o.id",
                 chunk,
             )
-            for n, occ_id, session, occurred, metadata, client, transport in rows:
-                found.setdefault(int(n), []).append(
+            for memory_id, occ_id, session, occurred, metadata, client, transport in rows:
+                found.setdefault(str(memory_id), []).append(
                     NewOccurrence(
                         id=str(occ_id),
                         session_key=session,
@@ -407,20 +405,20 @@ class LifecycleStore:
                 await writes.undo(conn, above, 0)
             return await writes.undo(conn, summary_id, resist)
 
-    async def archive(self, scope: Scope, faded: dict[int, tuple[float, float]]) -> list[str]:
-        """Move memories (row -> retention, the threshold it fell under) to the archive tier (kept,
+    async def archive(self, scope: Scope, faded: dict[str, tuple[float, float]]) -> list[str]:
+        """Move memories (id -> retention, the threshold it fell under) to the archive tier (kept,
         out of default recall); each one's event names both. Returns their ids."""
         archived: list[str] = []
-        ns = list(faded)
         async with self.store.transaction(scope) as conn:
+            ns = sorted((await rows_of(conn, list(faded))).values())
             for start in range(0, len(ns), 500):
                 chunk = ns[start : start + 500]
                 marks = ",".join("?" * len(chunk))
                 fading = await conn.execute_fetchall(
                     f"SELECT n, id FROM memories WHERE n IN ({marks}) AND pinned = 0 AND tier = 'active'", chunk
                 )
-                for n, memory_id in fading:
-                    retention, threshold = faded[n]
+                for _, memory_id in fading:
+                    retention, threshold = faded[str(memory_id)]
                     detail = {"retention": round(retention, 4), "threshold": threshold}
                     await events.record(conn, [str(memory_id)], "archived", time.time(), **detail)
                 await conn.execute(f"UPDATE memories SET tier = 'archived' WHERE n IN ({marks}) AND pinned = 0", chunk)

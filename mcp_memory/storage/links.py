@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 import aiosqlite
 
 from mcp_memory.models import Link
-from mcp_memory.storage.rows import rows_in
+from mcp_memory.storage.rows import rows_in, rows_of
 from mcp_memory.text import entities
 
 LINK_SHARE = 0.05  # an entity in more than this share of the memories ("user", a speaker) links nothing
@@ -45,10 +45,8 @@ async def links(conn: aiosqlite.Connection, sources: Sequence[str], population: 
     source), then session neighbours."""
     if not sources:
         return []
-    rows_of = {
-        str(r[1]): int(r[0]) for r in await rows_in(conn, "SELECT n, id FROM memories WHERE id IN ({marks})", sources)
-    }
-    found = await _row_links(conn, [rows_of[s] for s in sources if s in rows_of], population)
+    rows = await rows_of(conn, sources)
+    found = await _row_links(conn, [rows[s] for s in sources if s in rows], population)
     named = sorted({n for source, target, _ in found for n in (source, target)})
     ids = {int(r[0]): str(r[1]) for r in await rows_in(conn, "SELECT n, id FROM memories WHERE n IN ({marks})", named)}
     return [Link(ids[source], ids[target], via) for source, target, via in found if target in ids]

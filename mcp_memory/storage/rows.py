@@ -119,6 +119,12 @@ async def rows_in(conn: aiosqlite.Connection, sql: str, keys: Sequence[Any]) -> 
     return rows
 
 
+async def rows_of(conn: aiosqlite.Connection, ids: Sequence[str]) -> dict[str, int]:
+    """id -> row number of those of the memories ``ids`` that are stored: what a service names by
+    id, the file keys by row."""
+    return {str(r[1]): int(r[0]) for r in await rows_in(conn, "SELECT n, id FROM memories WHERE id IN ({marks})", ids)}
+
+
 async def attach_occurrences(conn: aiosqlite.Connection, records: list[MemoryRecord]) -> None:
     """Occurrence ids, conflicts and summary sources: what a record carries besides its row."""
     if not records:

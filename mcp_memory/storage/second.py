@@ -15,7 +15,7 @@ import aiosqlite
 import numpy as np
 
 from mcp_memory.models import NewMemory, Vector
-from mcp_memory.storage.rows import blob, rows_in
+from mcp_memory.storage.rows import blob, rows_in, rows_of
 
 MODEL_KEY = "second_model"
 
@@ -65,24 +65,24 @@ async def start_over(conn: aiosqlite.Connection, model_id: str) -> None:
     await conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (MODEL_KEY, model_id))
 
 
-async def put(conn: aiosqlite.Connection, model_id: str, vectors: Sequence[tuple[int, Vector]]) -> int:
-    """Store ``model_id``'s vectors of existing rows, unless the file's are another model's."""
+async def put(conn: aiosqlite.Connection, model_id: str, vectors: Sequence[tuple[str, Vector]]) -> int:
+    """Store ``model_id``'s vectors of stored memories (by id), unless the file's are another model's."""
     if not await claim(conn, model_id):
         return 0
-    await conn.executemany(
-        "INSERT OR REPLACE INTO second_vectors(memory_n, vec) VALUES (?, ?)", [(n, blob(v)) for n, v in vectors]
-    )
-    return len(vectors)
+    rows = await rows_of(conn, [ident for ident, _ in vectors])
+    found = [(rows[ident], blob(v)) for ident, v in vectors if ident in rows]
+    await conn.executemany("INSERT OR REPLACE INTO second_vectors(memory_n, vec) VALUES (?, ?)", found)
+    return len(found)
 
 
-async def missing(conn: aiosqlite.Connection, limit: int, model_id: str) -> list[tuple[int, str]]:
-    """(n, text) of up to ``limit`` current memories (what recall searches unless asked for more)
+async def missing(conn: aiosqlite.Connection, limit: int, model_id: str) -> list[tuple[str, str]]:
+    """(id, text) of up to ``limit`` current memories (what recall searches unless asked for more)
     without a second vector, the newest first; none when the file's are another model's."""
     if await _model(conn) not in (None, model_id):
         return []
     rows = await conn.execute_fetchall(
-        "SELECT m.n, m.content FROM memories m LEFT JOIN second_vectors s ON s.memory_n = m.n "
+        "SELECT m.id, m.content FROM memories m LEFT JOIN second_vectors s ON s.memory_n = m.n "
         "WHERE s.memory_n IS NULL AND m.superseded_by IS NULL AND m.tier = 'active' ORDER BY m.n DESC LIMIT ?",
         (limit,),
     )
-    return [(int(n), str(text)) for n, text in rows]
+    return [(str(ident), str(text)) for ident, text in rows]

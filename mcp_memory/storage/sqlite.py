@@ -53,6 +53,7 @@ from mcp_memory.storage.rows import (
     live_by_hash,
     replaced_by_hash,
     row_to_record,
+    rows_of,
     visible_clause,
 )
 from mcp_memory.storage.schema import private_dir, tighten
@@ -207,9 +208,9 @@ class SqliteStore:
         return await second.read((await self.principal_db(scope)).reader, ids, model_id)
 
     async def put_second_vectors(
-        self, scope: Scope, model_id: str, rows: Sequence[tuple[int, Vector]], *, first: bool = False
+        self, scope: Scope, model_id: str, rows: Sequence[tuple[str, Vector]], *, first: bool = False
     ) -> int:
-        """Second vectors of stored rows (reindex, the pass); a ``first`` chunk drops every earlier one."""
+        """Second vectors of stored memories, by id (reindex, the pass); a ``first`` chunk drops every earlier one."""
         async with self.transaction(scope) as conn:
             if first:
                 await second.start_over(conn, model_id)
@@ -301,11 +302,12 @@ class SqliteStore:
         async with self.transaction(scope) as conn:
             return await writes.apply(conn, scope, inserts, merges, now)
 
-    async def set_pinned(self, scope: Scope, n: int, pinned: bool) -> None:
+    async def set_pinned(self, scope: Scope, memory_id: str, pinned: bool) -> None:
         async with self.transaction(scope) as conn:
-            await conn.execute("UPDATE memories SET pinned = ? WHERE n = ?", (int(pinned), n))
-            # Every write to a memory moves the change log, a pin too: watchers read pins only then.
-            await conn.execute("INSERT INTO changes(memory_n, op) VALUES (?, 'put')", (n,))
+            for n in (await rows_of(conn, [memory_id])).values():
+                await conn.execute("UPDATE memories SET pinned = ? WHERE n = ?", (int(pinned), n))
+                # Every write to a memory moves the change log, a pin too: watchers read pins only then.
+                await conn.execute("INSERT INTO changes(memory_n, op) VALUES (?, 'put')", (n,))
 
     async def reinforce(self, scope: Scope, ids: Sequence[str], now: float) -> None:
         """Recall strengthens what it returns (access count, last access) without taking the write
@@ -346,14 +348,14 @@ class SqliteStore:
             except Exception:  # never let the upkeep die: the next round retries
                 log.exception("store upkeep failed")
 
-    async def delete(self, scope: Scope, ns: Sequence[int], **how: Any) -> tuple[int, bool]:
+    async def delete(self, scope: Scope, ids: Sequence[str], **how: Any) -> tuple[int, bool]:
         """Delete memories everywhere and leave no recoverable text (FTS rewrite, WAL truncate); ``how``
         as ``writes.delete`` takes it (unpinned_only, derived, event). Returns the count and whether
         the WAL was emptied now (else at a later commit)."""
-        if not ns:
+        if not ids:
             return 0, True
         async with self.transaction(scope) as conn:
-            deleted = await writes.delete(conn, ns, **how)
+            deleted = await writes.delete(conn, sorted((await rows_of(conn, ids)).values()), **how)
         return deleted, await self.scrub(scope)
 
     async def scrub(self, scope: Scope) -> bool:
@@ -395,10 +397,12 @@ class SqliteStore:
             await backup.unlink(missing_ok=True)
         return counts
 
-    async def replace_vectors(self, scope: Scope, vectors: Sequence[tuple[int, Vector]]) -> None:
+    async def replace_vectors(self, scope: Scope, vectors: Sequence[tuple[str, Vector]]) -> None:
         async with self.transaction(scope) as conn:
-            await conn.executemany("UPDATE vectors SET vec = ? WHERE memory_n = ?", [(blob(v), n) for n, v in vectors])
-            await conn.executemany("INSERT INTO changes(memory_n, op) VALUES (?, 'put')", [(n,) for n, _ in vectors])
+            rows = await rows_of(conn, [ident for ident, _ in vectors])
+            found = [(rows[ident], v) for ident, v in vectors if ident in rows]
+            await conn.executemany("UPDATE vectors SET vec = ? WHERE memory_n = ?", [(blob(v), n) for n, v in found])
+            await conn.executemany("INSERT INTO changes(memory_n, op) VALUES (?, 'put')", [(n,) for n, _ in found])
 
     async def set_model(self, scope: Scope, model_id: str, dim: int) -> None:
         async with self.transaction(scope) as conn:
@@ -408,11 +412,11 @@ class SqliteStore:
         async with db.index_lock:
             db.index = None  # rebuilt from the new vectors on next use
 
-    async def all_ids(self, scope: Scope) -> list[tuple[int, str]]:
-        """Every memory of the principal (all namespaces), for export and reindex."""
+    async def all_ids(self, scope: Scope) -> list[tuple[str, str]]:
+        """(id, text) of every memory of the principal (all namespaces), as stored, for reindex."""
         db = await self.principal_db(scope)
-        rows = await db.reader.execute_fetchall("SELECT n, content FROM memories ORDER BY n")
-        return [(int(n), str(c)) for n, c in rows]
+        rows = await db.reader.execute_fetchall("SELECT id, content FROM memories ORDER BY n")
+        return [(str(ident), str(c)) for ident, c in rows]
 
     async def export_rows(self, scope: Scope) -> list[MemoryRecord]:
         db = await self.principal_db(scope)
