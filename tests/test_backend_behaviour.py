@@ -13,15 +13,19 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 import anyio
+import numpy as np
 import pytest
 
 from mcp_memory.config import Settings, load_settings
 from mcp_memory.errors import ConflictError, NotFoundError, StaleHeadError
-from mcp_memory.models import Scope
+from mcp_memory.ids import new_id
+from mcp_memory.models import Criteria, MemoryRecord, NewMemory, NewOccurrence, Provenance, Scope
 from mcp_memory.schemas import Hit, MemoryInput, MemoryOut
 from mcp_memory.server import Runtime, open_runtime
 from mcp_memory.services.erasure import ErasureService
+from mcp_memory.services.intake import content_hash
 from mcp_memory.services.memory import CallContext
+from mcp_memory.text import segment_for_index
 from tests.conftest import Clock
 
 pytestmark = pytest.mark.anyio
@@ -163,3 +167,51 @@ async def test_two_processes_storing_one_text_at_once_store_it_once(
             group.start_soon(store, two)
         assert len({i for found in ids for i in found}) == 1
         assert await texts(one, ALICE, "on-call rotation") == [text]
+
+
+def _stored(text: str, importance: float, at: float, dim: int) -> NewMemory:
+    """A memory row as remember builds it, with a made-up unit vector (no model call)."""
+    vector = np.random.default_rng(len(text) + int(1000 * importance)).normal(size=dim).astype(np.float32)
+    record = MemoryRecord(
+        id=new_id(),
+        namespace=None,
+        kind="fact",
+        content=text,
+        key=None,
+        tags=[],
+        metadata={},
+        importance=importance,
+        pinned=False,
+        occurred_at=at,
+        created_at=at,
+        last_accessed_at=None,
+        access_count=0,
+        valid_from=at,
+        valid_to=None,
+        superseded_by=None,
+        expires_at=None,
+        tier="active",
+        level=0,
+        language="en",
+        session_key=None,
+        task_id=None,
+        provenance=Provenance(),
+        content_hash=content_hash(None, text),
+    )
+    occurrence = NewOccurrence(new_id(), None, at, {}, Provenance())
+    return NewMemory(record, vector / np.linalg.norm(vector), segment_for_index(text), occurrence)
+
+
+async def test_a_read_of_more_memories_than_one_query_names_returns_them_all_in_order(rt: Runtime) -> None:
+    dim = (await rt.embedder.ready()).dim
+    await rt.store.check_model(ALICE, (await rt.embedder.ready()).model_id, dim)
+    rows = [_stored(f"Ticket OPS-{i} was closed", (i % 7) / 10, 1_000.0 + i, dim) for i in range(1_234)]
+    await rt.store.apply(ALICE, rows, [])
+    wanted = [*(row.record.id for row in rows[:33:-1]), "not-a-stored-id"]  # 1,200 stored and one not
+    got = await rt.store.select_memories(ALICE, Criteria(), 5_000.0, among=wanted, order="importance")
+    assert {r.id for r in got} == set(wanted[:1_200])
+    assert [r.id for r in got] == [
+        r.record.id for r in sorted(rows[34:], key=lambda r: -r.record.importance)
+    ]  # most important first, ties in the order they were written
+    limited = await rt.store.select_memories(ALICE, Criteria(), 5_000.0, among=wanted, order="occurred", limit=3)
+    assert [r.id for r in limited] == [row.record.id for row in rows[34:37]]

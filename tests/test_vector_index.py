@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from mcp_memory.models import Centring
@@ -93,7 +95,7 @@ def test_a_batch_of_neighbour_searches_is_each_search_alone() -> None:
 
 
 def _centred_scores(index: VectorIndex, centring: Centring) -> dict[str, float]:
-    found = index.rank(centring.query, namespace=None, limit=10_000, now=0.0, centring=centring, include_dead=True)
+    found = index.rank(centring.query, namespace="home", limit=10_000, now=0.0, centring=centring, include_dead=True)
     return dict(found.hits)
 
 
@@ -133,9 +135,35 @@ def test_a_centred_search_takes_the_means_again_for_another_prior_and_after_remo
         fresh.load(_columns(rows))
         got, want = _centred_scores(index, centring), _centred_scores(fresh, centring)
         assert np.allclose([got[n] for n in want], list(want.values()), atol=1e-5)
-    index.remove([r.n for r in rows[:10]])  # 10 of 600 rows: more than the drift allowed
+    index.remove([rows[1].n])  # one Latin row of 450 (allowed: (450 + 50) / 256); the last row moves into its place
     fresh = VectorIndex(DIM)
-    fresh.load(_columns(rows[10:]))
+    fresh.load(_columns([r for r in rows if r is not rows[1]]))
     got, want = _centred_scores(index, centring), _centred_scores(fresh, centring)
     assert got.keys() == want.keys()
-    assert np.allclose([got[n] for n in want], list(want.values()), atol=1e-5)
+    assert rows[1].id not in got
+    assert rows[-1].id in got
+    gaps = np.array([got[m] - want[m] for m in want])
+    assert 0 < np.abs(gaps).max() < 0.01  # kept means, and each row's product moved with it
+    index.remove([r.n for r in rows[2:8]])  # more Latin and CJK rows than allowed: taken again
+    fresh = VectorIndex(DIM)
+    fresh.load(_columns([r for i, r in enumerate(rows) if i != 1 and not 2 <= i < 8]))
+    got, want = _centred_scores(index, centring), _centred_scores(fresh, centring)
+    assert got.keys() == want.keys()
+    assert np.allclose([got[m] for m in want], list(want.values()), atol=1e-5)
+
+
+def test_a_script_with_few_rows_takes_its_mean_again_at_once() -> None:
+    """The allowance is each script's: a large English store that starts taking Chinese memories
+    does not keep a Chinese mean taken from one of them."""
+    rows = [replace(r, cjk=False) for r in _rows(3_000, seed=11)]
+    chinese = [replace(r, n=100_000 + i, id=f"zh{i}", cjk=True) for i, r in enumerate(_rows(12, seed=12))]
+    index = VectorIndex(DIM)
+    index.load(_columns([*rows, chinese[0]]))
+    prior = (np.zeros(DIM, np.float32), np.zeros(DIM, np.float32))
+    centring = Centring(query=rows[5].vector, prior=prior, prior_weight=8.0)
+    _centred_scores(index, centring)  # takes the means: the Chinese one from a single row
+    index.upsert(chinese[1:])  # 11 of 3,012 rows, but most of the Chinese ones
+    fresh = VectorIndex(DIM)
+    fresh.load(_columns([*rows, *chinese]))
+    got, want = _centred_scores(index, centring), _centred_scores(fresh, centring)
+    assert np.allclose([got[m] for m in want], list(want.values()), atol=1e-5)

@@ -28,7 +28,17 @@ from pathlib import Path
 import anyio
 import fill_store
 import synth
-from mcpclient import MemoryClient, ServerSpec, Stopwatch, checkout, memory_status, open_server, server_env, server_pid
+from mcpclient import (
+    REPO,
+    MemoryClient,
+    ServerSpec,
+    Stopwatch,
+    checkout,
+    memory_status,
+    open_server,
+    server_env,
+    server_pid,
+)
 from stats import markdown_table, median, percentile, verdict
 
 from mcp_memory.assembly import second_opinion_config
@@ -389,7 +399,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.baseline:
         sizes = [int(size) for size in args.sizes.split(",")]
-        named = subprocess.run(["git", "rev-parse", "--short", args.baseline], capture_output=True, text=True)
+        named = subprocess.run(["git", "rev-parse", "--short", args.baseline], capture_output=True, text=True, cwd=REPO)
         if named.returncode != 0:
             raise SystemExit(f"--baseline {args.baseline!r} is not a git revision here: {named.stderr.strip()}")
         recalls = args.recalls or 100

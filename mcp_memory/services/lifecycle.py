@@ -148,7 +148,8 @@ class LifecycleService:
                 compress += 1
         over = len(rows) - len(evict) - target
         if over > 0:
-            evict.update((memory_id, (r, deep)) for r, memory_id in sorted(extra)[:over])
+            # the faintest first; equal ones in the order they were written (decay_rows' order)
+            evict.update((memory_id, (r, deep)) for r, memory_id in sorted(extra, key=lambda e: e[0])[:over])
         evicted, archived = 0, []
         if evict:
             if cfg.evict_action == "delete":
@@ -355,9 +356,7 @@ class LifecycleService:
             (replace(o, id=new_id()) for m in members for o in occurrences.get(m.id, [])),
             key=lambda o: o.occurred_at,
         )
-        last = max(
-            members, key=lambda m: (max((o.occurred_at for o in occurrences.get(m.id, [])), default=0), m.created_at)
-        )
+        last = max(members, key=lambda m: (max((o.occurred_at for o in occurrences.get(m.id, [])), default=0), m.rowid))
         ids = {m.id for m in members}
         record = MemoryRecord(
             id=new_id(),

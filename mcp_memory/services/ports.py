@@ -81,12 +81,14 @@ class LifecycleRows(Protocol):
     async def consolidation_candidates(
         self, scope: Scope, kinds: Sequence[str], *, after: int = 0, limit: int = -1
     ) -> list[MemoryRecord]:
-        """Active, unpinned, current raw memories of ``kinds`` in every namespace written after
-        memory ``after``, oldest first (at most ``limit``; -1: all), with their conflicts."""
+        """Active, unpinned, current raw memories of ``kinds`` in every namespace written after the
+        order of writing ``after`` (a ``rowid``), oldest first (at most ``limit``; -1: all), with
+        their conflicts."""
         ...
 
     async def consolidation_mark(self, scope: Scope) -> int:
-        """The newest memory the consolidation has compared with everything before it."""
+        """The order of writing (``rowid``) up to which the consolidation has compared every memory
+        with everything before it."""
         ...
 
     async def mark_consolidated(self, scope: Scope, upto: int) -> None: ...
@@ -238,8 +240,8 @@ class BrowseRows(Protocol):
         after: tuple[float, int] | None,
         limit: int,
     ) -> list[MemoryRecord]:
-        """Up to ``limit`` memories ordered by ``sort`` (a name of ``SORT_KEYS``) then row, past ``after``
-        (the last one's sort value and row)."""
+        """Up to ``limit`` memories ordered by ``sort`` (a name of ``SORT_KEYS``) then the order of
+        writing, past ``after`` (the last one's sort value and ``rowid``)."""
         ...
 
     async def history(self, scope: Scope, record: MemoryRecord) -> MemoryHistory:
@@ -408,7 +410,9 @@ class MemoryStore(Protocol):
         Raises NotFoundError, writing nothing, when a ``supersedes`` id is not in the scope."""
         ...
 
-    async def set_pinned(self, scope: Scope, memory_id: str, pinned: bool) -> None: ...
+    async def set_pinned(self, scope: Scope, memory_id: str, pinned: bool) -> None:
+        """Pin or unpin a stored memory; an id that is not stored changes nothing."""
+        ...
 
     async def reinforce(self, scope: Scope, ids: Sequence[str], now: float) -> None:
         """Recall strengthens what it returns (access count, last access) without taking the write
@@ -432,7 +436,8 @@ class MemoryStore(Protocol):
         with ``derived`` the facts extracted from them too (a user's forget). Each memory's event
         log becomes the one content-free ``event`` (forgotten, expired, evicted).
 
-        Returns the count and whether the WAL was emptied now (else at a later commit)."""
+        Returns the count (ids not stored count nothing) and whether the WAL was emptied now (else
+        at a later commit)."""
         ...
 
     async def erase_principal(self, scope: Scope, now: float) -> dict[str, int]:
@@ -443,19 +448,22 @@ class MemoryStore(Protocol):
         Other processes see the deletions through the change log. Returns the counts per table."""
         ...
 
-    async def replace_vectors(self, scope: Scope, vectors: Sequence[tuple[str, Vector]]) -> None: ...
+    async def replace_vectors(self, scope: Scope, vectors: Sequence[tuple[str, Vector]]) -> None:
+        """New vectors of stored memories, by id (reindex); ids not stored are skipped."""
+        ...
 
     async def put_second_vectors(
-        self, scope: Scope, model_id: str, rows: Sequence[tuple[str, Vector]], *, first: bool = False
+        self, scope: Scope, model_id: str, vectors: Sequence[tuple[str, Vector]], *, first: bool = False
     ) -> int:
-        """Second vectors of stored memories, by id (reindex, the pass); a ``first`` chunk drops every earlier one.
-        Returns how many were stored (none when the file's are another model's)."""
+        """Second vectors of stored memories, by id (reindex, the pass); a ``first`` chunk drops every
+        earlier one. Returns how many were stored: none when the file's are another model's, and
+        ids not stored (forgotten meanwhile) are skipped."""
         ...
 
     async def set_model(self, scope: Scope, model_id: str, dim: int) -> None: ...
 
     async def all_ids(self, scope: Scope) -> list[tuple[str, str]]:
-        """Every memory of the principal (all namespaces), for export and reindex."""
+        """(id, text) of every memory of the principal (all namespaces), as stored, for reindex."""
         ...
 
     async def export_rows(self, scope: Scope) -> list[MemoryRecord]: ...

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from types import TracebackType
@@ -71,6 +71,13 @@ _ORDERS: dict[str, str] = {
     "importance": "m.importance DESC, m.n",
     "occurred": "m.occurred_at, m.n",
 }
+# The same orders in Python, for a read of more ids than one IN list holds.
+_ORDER_KEYS: dict[str, Callable[[MemoryRecord], tuple[float, ...]]] = {
+    "stored": lambda r: (r.rowid,),
+    "importance": lambda r: (-r.importance, r.rowid),
+    "occurred": lambda r: (r.occurred_at, r.rowid),
+}
+IN_LIST = 500  # ids per IN list (SQLite's limit on variables can be as low as 999)
 
 
 class SqliteStore:
@@ -208,13 +215,13 @@ class SqliteStore:
         return await second.read((await self.principal_db(scope)).reader, ids, model_id)
 
     async def put_second_vectors(
-        self, scope: Scope, model_id: str, rows: Sequence[tuple[str, Vector]], *, first: bool = False
+        self, scope: Scope, model_id: str, vectors: Sequence[tuple[str, Vector]], *, first: bool = False
     ) -> int:
         """Second vectors of stored memories, by id (reindex, the pass); a ``first`` chunk drops every earlier one."""
         async with self.transaction(scope) as conn:
             if first:
                 await second.start_over(conn, model_id)
-            return await second.put(conn, model_id, rows)
+            return await second.put(conn, model_id, vectors)
 
     async def eligible(self, scope: Scope, criteria: Criteria, now: float) -> list[int]:
         db = await self.principal_db(scope)
@@ -251,6 +258,14 @@ class SqliteStore:
         limit: int | None = None,
         order: RecordOrder = "stored",
     ) -> list[MemoryRecord]:
+        if among is not None and len(among) > IN_LIST:
+            records = [
+                record
+                for start in range(0, len(among), IN_LIST)
+                for record in await self.select_memories(scope, criteria, now, among=among[start : start + IN_LIST])
+            ]
+            records.sort(key=_ORDER_KEYS[order])
+            return records if limit is None else records[:limit]
         db = await self.principal_db(scope)
         where, params = visible_clause(scope, criteria, now)
         if among is not None:

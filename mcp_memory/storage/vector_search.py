@@ -17,6 +17,7 @@ from mcp_memory.models import Centring, Criteria, DenseHits, Scope, Vector
 from mcp_memory.storage.vectors import VectorIndex, scan
 
 if TYPE_CHECKING:  # the store builds this one around itself
+    from mcp_memory.storage.principal import PrincipalDb
     from mcp_memory.storage.sqlite import SqliteStore
 
 
@@ -26,12 +27,15 @@ class ExactVectorSearch:
 
     async def sync(self, scope: Scope, dim: int) -> VectorIndex:
         """The principal's index, loaded on first use and caught up with other processes."""
+        return (await self._synced(scope, dim))[1]
+
+    async def _synced(self, scope: Scope, dim: int) -> tuple[PrincipalDb, VectorIndex]:
         db = await self.store.principal_db(scope)
         loaded = db.index is not None
         index = await db.sync(dim)
         if not loaded:
             self.store.pool.trim_indexes(keep=db)
-        return index
+        return db, index
 
     async def ranking(
         self,
@@ -43,7 +47,7 @@ class ExactVectorSearch:
         centring: Centring | None = None,
     ) -> DenseHits:
         """The closest memories to ``query`` the scope and criteria allow, best first."""
-        index = await self.sync(scope, query.shape[0])
+        db, index = await self._synced(scope, query.shape[0])
         allow = None
         if criteria.narrows:
             allow = np.asarray(await self.store.eligible(scope, criteria, now), dtype=np.int64)
@@ -59,16 +63,16 @@ class ExactVectorSearch:
             allow=allow,
             centring=centring,
         )
-        return await scan(run, len(index))
+        return await scan(run, len(index), db.index_lock)
 
     async def neighbours(
         self, scope: Scope, queries: Vector, criteria: Criteria, limit: int, now: float
     ) -> list[list[tuple[str, float]]]:
-        """Per row of ``queries``, the closest live rows of the scope (its own namespace only when
-        ``criteria.namespace_only``): one search for a whole batch of new memories."""
+        """Per row of ``queries``, the closest live memories of the scope (its own namespace only
+        when ``criteria.namespace_only``): one search for a whole batch of new memories."""
         if criteria.narrows or criteria.include_superseded or criteria.include_archived or criteria.include_expired:
             raise ValueError("neighbours searches live rows by namespace only")
-        index = await self.sync(scope, queries.shape[1])
+        db, index = await self._synced(scope, queries.shape[1])
         run = functools.partial(
             index.neighbours,
             queries,
@@ -77,7 +81,7 @@ class ExactVectorSearch:
             now=now,
             exact_namespace=criteria.namespace_only,
         )
-        return await scan(run, len(index) * len(queries))
+        return await scan(run, len(index) * len(queries), db.index_lock)
 
     async def scripts(self, scope: Scope, dim: int) -> tuple[bool, bool]:
         """Whether the principal's memories include Latin-script ones, and CJK ones."""

@@ -26,16 +26,21 @@ T = TypeVar("T")
 # Rows a vector scan may cover on the event loop; a larger one runs on a worker thread so that it
 # does not stall the other clients.
 SCAN_ON_LOOP = 20_000
-# The script means a centred search uses are taken again once more than this share of the rows has
-# changed since they were taken: a mean over N rows moves by about k/N when k of them change, so a
-# store's means stay within well under 1% of themselves, and the two products over every row they
-# cost are paid once per so many writes, not by every search (ADR 10).
+# The script means a centred search uses are taken again once more than this share of a script's
+# rows (with the prior's weight) has changed since they were taken: a mean over N rows moves by
+# about k/N when k of them change, so each mean stays within well under 1% of itself, and the two
+# products over every row they cost are paid once per so many writes, not by every search (ADR 10).
 MEANS_DRIFT = 1 / 256
+ID_BYTES = 80  # a memory id held as a Python string, with its place in the list
 
 
-async def scan(run: Callable[[], T], rows: int) -> T:
-    """``run`` (a scan of ``rows`` rows) on the event loop when small, else on a worker thread."""
-    return await anyio.to_thread.run_sync(run) if rows > SCAN_ON_LOOP else run()
+async def scan(run: Callable[[], T], rows: int, changes: anyio.Lock) -> T:
+    """``run`` (a scan of ``rows`` rows) on the event loop when small, else on a worker thread
+    holding ``changes``, the lock the index changes under, so that no change lands mid-scan."""
+    if rows <= SCAN_ON_LOOP:
+        return run()
+    async with changes:
+        return await anyio.to_thread.run_sync(run)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +95,7 @@ class VectorIndex:
         self._cjk = np.zeros(0, dtype=bool)
         self._row_mean = np.zeros(0, dtype=np.float32)  # each row . its script's mean in ``_means``
         self._means: _Means | None = None
-        self._drift = 0  # rows changed since ``_means`` was taken
+        self._drift = np.zeros(2, dtype=np.int64)  # rows of each script changed since ``_means`` was taken
         self._sums = np.zeros((2, dim), dtype=np.float64)  # per script: Latin, CJK
         self._counts = np.zeros(2, dtype=np.int64)
         self._size = 0
@@ -157,7 +162,6 @@ class VectorIndex:
             self._count(pos, 1)
             if self._means is not None:
                 self._row_mean[pos] = self._mat[pos] @ self._means.means[int(row.cjk)]
-                self._drift += 1
 
     def load(self, columns: IndexColumns) -> None:
         """Fill an empty index at once from column arrays (a store's first read, in one buffer)."""
@@ -187,16 +191,19 @@ class VectorIndex:
         cjk = int(self._cjk[:size].sum())
         self._counts[:] = (size - cjk, cjk)
         self._means = None
+        self._drift[:] = 0
 
     @property
     def nbytes(self) -> int:
-        """Memory the index holds (its arrays, at their capacity)."""
-        return sum(int(getattr(self, name).nbytes) for name in ("_mat", "_n", "_ns", "_live", "_expires", "_cjk"))
+        """Memory the index holds: its arrays at their capacity, and about 80 bytes an id."""
+        arrays = sum(int(getattr(self, name).nbytes) for name in ("_mat", *(name for name, _ in self._COLUMNS)))
+        return arrays + ID_BYTES * len(self._ids)
 
     def _count(self, pos: int, sign: int) -> None:
         script = int(self._cjk[pos])
         self._sums[script] += sign * self._mat[pos].astype(np.float64)
         self._counts[script] += sign
+        self._drift[script] += 1
 
     def remove(self, ns: list[int]) -> None:
         for n in ns:
@@ -214,7 +221,6 @@ class VectorIndex:
                 self._pos[int(self._n[pos])] = pos
             self._ids.pop()
             self._size = last
-            self._drift += 1
 
     def search(self, query: Vector, **where: Any) -> list[tuple[str, float]]:
         """Top ``limit`` (id, cosine) visible from ``namespace``: its own rows plus principal-wide ones
@@ -324,7 +330,8 @@ class VectorIndex:
         """Each script's mean (its running sum shrunk towards the prior), taken again with each row's
         product with it when the prior changed or more than ``MEANS_DRIFT`` of the rows did."""
         taken = self._means
-        if taken is not None and taken.serves(centring) and self._drift <= self._size * MEANS_DRIFT:
+        allowed = (self._counts + centring.prior_weight) * MEANS_DRIFT
+        if taken is not None and taken.serves(centring) and bool(np.all(self._drift <= allowed)):
             return taken
         size, weight = self._size, centring.prior_weight
         means = np.stack(
@@ -333,5 +340,6 @@ class VectorIndex:
         products = self._mat[:size] @ means.T  # (rows, 2)
         self._row_mean[:size] = np.where(self._cjk[:size], products[:, 1], products[:, 0])
         norm2 = np.einsum("ij,ij->i", means, means).astype(np.float32)
-        self._means, self._drift = _Means(centring.prior, weight, means, norm2), 0
+        self._means = _Means(centring.prior, weight, means, norm2)
+        self._drift[:] = 0
         return self._means
