@@ -54,20 +54,24 @@ def _est_list(values: Sequence[float], resamples: int) -> Estimate:
     return bootstrap(list(values), resamples=resamples, seed=SEED)
 
 
-def baseline_rows(main: Sequence[Score], resamples: int) -> list[list[object]]:
+def baseline_rows(main: Sequence[Score], resamples: int, name: str = BASELINE) -> list[list[object]]:
     """The baseline release's rows of the headline table, when it was run."""
     if not main or any(s.previous is None for s in main):
         return []
     before = {k: _est_list(_previous(main, k), resamples) for k in (5, 10)}
     change = {k: _paired(_column(main, "ours", k), _previous(main, k), resamples) for k in (5, 10)}
     return [
-        [f"baseline release ({BASELINE}) over MCP stdio", before[5].n, before[5].percent(), before[10].percent()],
+        [f"baseline release ({name}) over MCP stdio", before[5].n, before[5].percent(), before[10].percent()],
         ["paired difference, ours - baseline", change[5].n, change[5].percent(), change[10].percent()],
     ]
 
 
 def locomo_report(
-    scores: list[Score], log: eval_dialogs.StoreLog, evidence: dialog_set.EvidenceLog, resamples: int
+    scores: list[Score],
+    log: eval_dialogs.StoreLog,
+    evidence: dialog_set.EvidenceLog,
+    resamples: int,
+    name: str = BASELINE,
 ) -> tuple[str, list[tuple[str, str, bool]]]:
     main = [s for s in scores if s.question.category in (1, 2, 3, 4)]
     out: list[str] = ["## LoCoMo dev split, turn level, categories 1-4", ""]
@@ -90,7 +94,7 @@ def locomo_report(
                 ],
                 ["BM25 baseline (bm25s, stopwords 'en', same text)", bm25[5].n, bm25[5].percent(), bm25[10].percent()],
                 ["paired difference, ours - BM25", diff[5].n, diff[5].percent(), diff[10].percent()],
-                *baseline_rows(main, resamples),
+                *baseline_rows(main, resamples, name),
             ],
         )
     )
@@ -186,9 +190,13 @@ def locomo_report(
     if by_category:
         multi, temporal = by_category[1][5], by_category[2][5]
         checks += [
-            ("multi-hop R@5 up >= 8 points, lower bound > 0", multi.percent(), multi.mean >= 0.08 and multi.low > 0),
             (
-                "temporal R@5 up >= 5 points, lower bound > 0",
+                f"multi-hop R@5 up >= 8 points on {name}, lower bound > 0",
+                multi.percent(),
+                multi.mean >= 0.08 and multi.low > 0,
+            ),
+            (
+                f"temporal R@5 up >= 5 points on {name}, lower bound > 0",
                 temporal.percent(),
                 temporal.mean >= 0.05 and temporal.low > 0,
             ),
@@ -206,6 +214,7 @@ def bilingual_report(
     log: eval_bilingual.BilingualLog,
     resamples: int,
     previous: list[eval_bilingual.QueryScore] | None = None,
+    name: str = BASELINE,
 ) -> tuple[str, list[tuple[str, str, bool]]]:
     out = ["## Bilingual dev set (600 memories, one store)", ""]
     rows: list[list[object]] = []
@@ -224,7 +233,7 @@ def bilingual_report(
         rows.append(row)
     head = ["query set", "n", "R@1 [95% CI]", "R@5 [95% CI]"]
     if previous is not None:
-        head += [f"R@1 change vs {BASELINE}", f"R@5 change vs {BASELINE}"]
+        head += [f"R@1 change vs {name}", f"R@5 change vs {name}"]
     out.append(markdown_table(head, rows))
     merged = ", ".join(f"{a}->{b}" for a, b in log.merged_into_other[:6]) or "none"
     if len(log.merged_into_other) > 6:
@@ -257,6 +266,7 @@ def agentstore_report(
     log: eval_agentstore.AgentLog,
     resamples: int,
     previous: list[eval_agentstore.QueryScore] | None = None,
+    name: str = BASELINE,
 ) -> tuple[str, list[tuple[str, str, bool]]]:
     out = [f"## Agentstore dev set ({log.stores} small stores, {log.memories} memories, one store each)", ""]
     rows: list[list[object]] = []
@@ -278,7 +288,7 @@ def agentstore_report(
         checks.append((f"agentstore {name} R@3 >= 0.90", r3.fraction(), r3.mean >= 0.90))
     head = ["set (question -> memory)", "n", "hit@1 [95% CI]", "R@3 [95% CI]", "MRR@10 [95% CI]"]
     if previous is not None:
-        head += [f"hit@1 change vs {BASELINE}", f"R@3 change vs {BASELINE}"]
+        head += [f"hit@1 change vs {name}", f"R@3 change vs {name}"]
     out.append(markdown_table(head, rows))
     abstained = log.foreign_empty / log.foreign_asked if log.foreign_asked else 0.0
     out += [
@@ -360,7 +370,7 @@ async def run(
         if only in (None, "agentstore"):
             ascores, alog = await eval_agentstore.evaluate(data_dir, work, server_env)
             aprevious = (await eval_agentstore.evaluate(data_dir, work, server_env, source))[0] if source else None
-            text, more = agentstore_report(ascores, alog, resamples, aprevious)
+            text, more = agentstore_report(ascores, alog, resamples, aprevious, baseline or BASELINE)
             sections += [text, ""]
             checks += more
         if only in (None, "locomo"):
@@ -369,7 +379,7 @@ async def run(
             scores, log = await eval_dialogs.evaluate(
                 conversations, work, budget_tokens, server_env, after, session_ids, source
             )
-            text, more = locomo_report(scores, log, evidence, resamples)
+            text, more = locomo_report(scores, log, evidence, resamples, baseline or BASELINE)
             sections += [text, ""]
             checks += more
             if after:
@@ -381,7 +391,7 @@ async def run(
             bprevious = None
             if source is not None:
                 bprevious = (await eval_bilingual.evaluate(data_dir, work, budget_tokens, server_env, source=source))[0]
-            text, more = bilingual_report(bscores, blog, resamples, bprevious)
+            text, more = bilingual_report(bscores, blog, resamples, bprevious, baseline or BASELINE)
             sections += [text, ""]
             checks += more
             if after:
