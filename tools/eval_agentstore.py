@@ -49,7 +49,7 @@ class AgentLog:
     merged: int = 0
     foreign_asked: int = 0
     foreign_empty: int = 0  # foreign questions answered with no hit at all
-    said_none: int = 0  # recalls that said no memory is relevant
+    floored: int = 0  # foreign questions whose answer left memories out below the floor (and said so)
     floor_cut: int = 0  # questions whose gold the unfloored top 10 held and the served list lost
     misses: list[tuple[QueryScore, list[str]]] = field(default_factory=list)
 
@@ -110,5 +110,5 @@ async def evaluate(
                 served = await _ask(client, question)
                 log.foreign_asked += 1
                 log.foreign_empty += not served["hits"]
-                log.said_none += bool(served.get("note"))
+                log.floored += bool(served.get("below_floor"))
     return scores, log

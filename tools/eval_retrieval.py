@@ -294,7 +294,8 @@ def agentstore_report(
     out += [
         "",
         f"Relevance floor: {log.foreign_empty} of {log.foreign_asked} questions about attributes a store lacks "
-        f"returned no hit ({100 * abstained:.0f}%); {log.said_none} recalls said none was relevant. "
+        f"returned no hit ({100 * abstained:.0f}%); {log.floored} of them left some memories out below the floor "
+        "(and said so), but still returned others. "
         f"The floor cut the gold of {log.floor_cut} of {len(scores)} questions "
         f"({100 * log.floor_cut / max(len(scores), 1):.1f}%; target <= 3%). "
         f"Memories merged on load: {log.merged}.",
