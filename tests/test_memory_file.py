@@ -12,7 +12,9 @@ from mcp.client import Client
 
 from mcp_memory.config import Limits, load_settings
 from mcp_memory.models import Scope
+from mcp_memory.schemas import MemoryInput
 from mcp_memory.server import Runtime, open_runtime
+from mcp_memory.services.memory import CallContext
 from mcp_memory.services.memory_file import MemoryFileError, parse
 from tests.conftest import Clock, call
 from tests.test_stdio import spawn_server
@@ -126,6 +128,20 @@ async def test_add_edit_and_delete_items(file_runtime: Runtime, memory_file: Pat
     assert old.pinned is False  # no longer a pin anywhere (stats count it so)
     spelling = next(r for r in await file_runtime.store.export_rows(Scope("alice")) if r.key == "file:spelling")
     assert (spelling.pinned, spelling.superseded_by) == (False, None)  # deleted from the file: unpinned, kept
+
+
+async def test_an_item_an_agent_already_said_becomes_the_one_current_memory(
+    file_runtime: Runtime, memory_file: Path
+) -> None:
+    said = "Deploys to production need Ingrid's approval"
+    scope = Scope("alice")
+    stored = await file_runtime.memory.remember(scope, [MemoryInput(content=said)], CallContext())
+    _write(memory_file, f"- {said} {{#deploys}}\n")
+    await file_runtime.memory_file.sync()
+    current = [r for r in await file_runtime.store.export_rows(scope) if r.content == said and r.superseded_by is None]
+    assert [(r.key, r.pinned) for r in current] == [("file:deploys", True)]
+    (agents,) = [r for r in await file_runtime.store.export_rows(scope) if r.id == stored.items[0].id]
+    assert agents.superseded_by == current[0].id  # kept as history, replaced by the file's pin
 
 
 async def test_a_broken_file_changes_nothing(file_runtime: Runtime, memory_file: Path) -> None:

@@ -113,6 +113,21 @@ async def test_a_later_memory_with_the_same_key_supersedes_and_keeps_history(cli
     assert by_text["The user lives in Lisbon"]["valid_to"] is not None
 
 
+async def test_the_same_words_under_a_key_take_the_place_of_the_plain_memory(client: Client) -> None:
+    """One current memory per text: saying a stored text again with a key replaces the plain copy
+    (history kept), as saying it again without one merges into it."""
+    plain = (await call(client, "remember", {"content": "The user prefers dark mode"}))["items"][0]["id"]
+    keyed = (await call(client, "remember", {"content": "The user prefers dark mode", "key": "ui.theme"}))["items"][0]
+    assert keyed["outcome"] == "stored"
+    assert keyed["superseded"] == [plain]
+    current = await call(client, "recall", {"detail": "full", "query": "dark mode", "k": 5})
+    assert [(h["id"], h["key"]) for h in current["hits"]] == [(keyed["id"], "ui.theme")]
+    again = (await call(client, "remember", {"content": "The user prefers dark mode"}))["items"][0]
+    assert (again["outcome"], again["id"]) == ("merged", keyed["id"])  # said plainly again: one memory still
+    history = (await call(client, "get_memory", {"id": plain}))["memory"]
+    assert history["superseded_by"] == keyed["id"]
+
+
 async def test_supersedes_by_id_replaces_the_named_memory(client: Client) -> None:
     old = await call(client, "remember", {"content": "Deploys go out on Thursdays"})
     await call(

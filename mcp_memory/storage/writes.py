@@ -126,8 +126,9 @@ async def _archive_sources(conn: aiosqlite.Connection, item: NewMemory) -> None:
 async def _supersede(
     conn: aiosqlite.Connection, item: NewMemory, n: int, where: str, params: Sequence[object]
 ) -> list[str]:
-    """Mark what a new memory replaces (named by the caller, inferred by the rules, or holding the
-    same key) as superseded by it, and take apart the summaries built on them. Returns their ids."""
+    """Mark what a new memory replaces (named by the caller, inferred by the rules, holding the
+    same key, or, for a keyed memory, saying its text without a key) as superseded by it, and take
+    apart the summaries built on them. Returns their ids."""
     rec = item.record
     old = await _check_named(conn, item.supersedes, where, params)
     rules = dict.fromkeys((i for _, i in old), "named")
@@ -147,6 +148,14 @@ async def _supersede(
         )
         old.extend((int(r[0]), str(r[1])) for r in found)
         rules.update((str(r[1]), "key") for r in found if str(r[1]) not in rules)
+        # The same words said without a key: the keyed memory takes their place, so the text has
+        # one current memory (as a plain restatement would have merged into it).
+        found = await conn.execute_fetchall(
+            f"SELECT m.n, m.id FROM memories m WHERE m.content_hash = ? AND {live_copy('m')} AND m.n != ?",
+            (rec.content_hash, n),
+        )
+        old.extend((int(r[0]), str(r[1])) for r in found if str(r[1]) not in rules)
+        rules.update((str(r[1]), "same text, now under a key") for r in found if str(r[1]) not in rules)
     for old_n, old_id in old:
         cursor = await conn.execute(
             "UPDATE memories SET valid_to = ?, superseded_by = ? WHERE n = ? AND superseded_by IS NULL",
