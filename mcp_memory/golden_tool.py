@@ -43,7 +43,7 @@ def register_golden_tool(mcp: MCPServer[Any], golden: GoldenService, scopes: Sco
         listed = [GoldenQueryOut(id=q.id, query=q.query, memory_id=q.memory_id, namespace=q.namespace) for q in rows]
         recall_at_k = None
         if check:
-            measure = await golden.measure(scope, await golden.probes(scope))
+            measure = await golden.check_now(scope)
             listed = [
                 GoldenQueryOut(
                     id=p.id, query=p.query, memory_id=p.memory_id, namespace=p.namespace, found=measure.found[p.id]

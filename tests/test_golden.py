@@ -143,6 +143,14 @@ async def test_sampled_queries_ask_with_the_rarest_words_not_the_whole_text(clie
     assert "frankfurt" in asked
     assert sampled["found"] is True
     assert checked["recall_at_k"] == 1.0
+    (recorded,) = checked["recent_checks"]  # asked by hand, recorded beside the passes' checks
+    assert (recorded["by"], recorded["queries"], recorded["recall_after"], recorded["missed"]) == (
+        "request",
+        1,
+        1.0,
+        [],
+    )
+    assert recorded["rolled_back"] is False
 
 
 async def test_golden_queries_refuse_bad_input_and_follow_a_forget(client: Client) -> None:

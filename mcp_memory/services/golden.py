@@ -193,6 +193,16 @@ class GoldenService:
                 return record.id
         return None
 
+    async def check_now(self, scope: Scope) -> Measure:
+        """Ask every golden query now (the tool's ``check=true``) and record it with the passes'
+        checks: nothing changed, so recall@k before and after are the same figure."""
+        measure = await self.measure(scope, await self.probes(scope))
+        missed = [p.id for p in measure.probes if not measure.found[p.id]]
+        detail: dict[str, object] = {"by": "request", "missed": missed[:20]}
+        check = GoldenCheckRow(self.clock(), len(measure.probes), measure.recall, measure.recall, False, detail)
+        await self.rows.record_check(scope, check)
+        return measure
+
     async def settle(self, scope: Scope, before: Measure, changes: PassChanges) -> Verdict | None:
         """After the pass: ask again, roll the pass back if recall@k fell too far, record the check."""
         if not before.probes or not changes:
