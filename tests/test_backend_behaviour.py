@@ -19,9 +19,10 @@ import pytest
 from mcp_memory.config import Settings, load_settings
 from mcp_memory.errors import ConflictError, NotFoundError, StaleHeadError
 from mcp_memory.ids import new_id
-from mcp_memory.models import Criteria, MemoryRecord, NewMemory, NewOccurrence, Provenance, Scope
+from mcp_memory.models import Criteria, NewMemory, NewOccurrence, Provenance, Scope
 from mcp_memory.schemas import Hit, MemoryInput, MemoryOut
 from mcp_memory.server import Runtime, open_runtime
+from mcp_memory.services import inputs
 from mcp_memory.services.erasure import ErasureService
 from mcp_memory.services.intake import content_hash
 from mcp_memory.services.memory import CallContext
@@ -172,32 +173,8 @@ async def test_two_processes_storing_one_text_at_once_store_it_once(
 def _stored(text: str, importance: float, at: float, dim: int) -> NewMemory:
     """A memory row as remember builds it, with a made-up unit vector (no model call)."""
     vector = np.random.default_rng(len(text) + int(1000 * importance)).normal(size=dim).astype(np.float32)
-    record = MemoryRecord(
-        id=new_id(),
-        namespace=None,
-        kind="fact",
-        content=text,
-        key=None,
-        tags=[],
-        metadata={},
-        importance=importance,
-        pinned=False,
-        occurred_at=at,
-        created_at=at,
-        last_accessed_at=None,
-        access_count=0,
-        valid_from=at,
-        valid_to=None,
-        superseded_by=None,
-        expires_at=None,
-        tier="active",
-        level=0,
-        language="en",
-        session_key=None,
-        task_id=None,
-        provenance=Provenance(),
-        content_hash=content_hash(None, text),
-    )
+    item = MemoryInput(content=text, kind="fact", importance=importance)
+    record = inputs.new_record(ALICE, item, text, content_hash(None, text), at, at, None, Provenance())
     occurrence = NewOccurrence(new_id(), None, at, {}, Provenance())
     return NewMemory(record, vector / np.linalg.norm(vector), segment_for_index(text), occurrence)
 
