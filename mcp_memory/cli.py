@@ -114,7 +114,12 @@ def _parser() -> argparse.ArgumentParser:
         parents=common,
     )
     switch.add_argument("state", choices=("off", "on", "status"))
-    sub.add_parser("reindex", help="re-embed every memory with the configured embedding model", parents=common)
+    reindex = sub.add_parser(
+        "reindex", help="re-embed every memory with the configured embedding model", parents=common
+    )
+    reindex.add_argument(
+        "--check", action="store_true", help="re-embed nothing: write the vector engine's missing points, drop orphans"
+    )
     sub.add_parser("stats", help="print what the stats tool returns for the principal, as JSON", parents=common)
     maintain = sub.add_parser(
         "maintain", help="run one lifecycle pass (decay, compression) now and print what it did", parents=common
@@ -195,7 +200,7 @@ def _main(argv: Sequence[str]) -> int:
         if args.command == "import":
             return anyio.run(_import, settings, _read_import(args.file))
         if args.command == "reindex":
-            return anyio.run(_reindex, settings)
+            return anyio.run(_reindex, settings, args.check)
         if args.command == "stats":
             return anyio.run(_stats, settings)
         if args.command == "maintain":
@@ -298,6 +303,9 @@ async def _doctor(settings: Settings, explicit: Path | None) -> int:
                 ok = False
                 _out("store/model mismatch: run `mcp-memory reindex`")
             _out(f"store stats: {await runtime.store.count(scope)}")
+            healthy, said = await runtime.store.vectors.health(scope)
+            ok = ok and healthy
+            _out(f"vectors: {said}" if healthy else f"vectors: PROBLEM: {said}")
             off = await off_reason(runtime.memory.switch, scope)
             _out(f"memory switch: {off or 'on'}")  # off is a person's choice, not a broken set-up
             from mcp_memory.storage.tokens import TokenStore
@@ -391,12 +399,16 @@ async def _import(settings: Settings, lines: list[bytes]) -> int:
     return 0
 
 
-async def _reindex(settings: Settings) -> int:
+async def _reindex(settings: Settings, check: bool) -> int:
     from mcp_memory.models import Scope
     from mcp_memory.server import open_runtime
     from mcp_memory.services.portability import reindex
 
     async with open_runtime(settings, warm=False) as runtime:
+        if check:
+            found = await runtime.store.vectors.repair(Scope(settings.principal))
+            _err(f"vector engine: wrote {found['missing']} missing point(s), removed {found['orphans']} orphan(s)")
+            return 0
         count = await reindex(runtime.store, runtime.embedder, Scope(settings.principal, settings.namespace))
     _err(f"re-embedded {count} memories")
     return 0

@@ -204,6 +204,47 @@ class PoolSettings(_Section):
     index_budget_mb: int = Field(1_024, ge=1, description="vector indexes held in memory, all principals together")
 
 
+class QdrantSettings(_Section):
+    """A Qdrant server or cluster (``url``), or qdrant-client's local mode (``path``: tests and trials)."""
+
+    url: str | None = Field(None, description="http(s)://host:6333 of a Qdrant server or cluster")
+    path: str | None = Field(
+        None, description="local mode: a folder one process holds, or ':memory:'; a brute-force scan, not a server"
+    )
+    api_key_env: str = Field("QDRANT_API_KEY", description="the environment variable holding the API key")
+    collection_prefix: str = Field("mcp_memory_", pattern=r"^[A-Za-z0-9_-]{0,64}$")
+    timeout_seconds: float = Field(10.0, gt=0)
+    # Qdrant's multitenancy advice: no global graph (m = 0), one graph per tenant (payload_m).
+    hnsw: dict[str, int | bool] = Field(
+        default_factory=lambda: {"m": 0, "payload_m": 16}, description="HNSW settings passed to Qdrant"
+    )
+    quantization: dict[str, Any] | None = Field(None, description="quantization passed to Qdrant, e.g. scalar int8")
+
+    @model_validator(mode="after")
+    def _one_place(self) -> QdrantSettings:
+        if self.url is not None and self.path is not None:
+            raise ValueError("set either vectors.qdrant.url (a server) or vectors.qdrant.path (local mode), not both")
+        return self
+
+    @property
+    def api_key(self) -> SecretStr | None:
+        value = os.environ.get(self.api_key_env)
+        return SecretStr(value) if value else None
+
+
+class VectorSettings(_Section):
+    """Where recall's dense search runs: an exact in-process index per principal, or Qdrant."""
+
+    engine: Literal["exact", "qdrant"] = "exact"
+    qdrant: QdrantSettings = QdrantSettings()
+
+    @model_validator(mode="after")
+    def _placed(self) -> VectorSettings:
+        if self.engine == "qdrant" and self.qdrant.url is None and self.qdrant.path is None:
+            raise ValueError("vectors.engine = 'qdrant' needs vectors.qdrant.url (a server) or vectors.qdrant.path")
+        return self
+
+
 class UiSettings(_Section):
     """The web inspector: under /ui/ of `serve --transport http|sse`, and `mcp-memory ui`."""
 
@@ -254,6 +295,7 @@ class Settings(BaseSettings):
     http: HttpSettings = HttpSettings()
     pool: PoolSettings = PoolSettings()
     ui: UiSettings = UiSettings()
+    vectors: VectorSettings = VectorSettings()
 
     @field_validator("data_dir")
     @classmethod

@@ -1,9 +1,12 @@
 """One behaviour suite for every storage backend, run through the services as the tools use them.
 
-Each test takes ``backend`` as a parameter: SQLite today. The scale-out issue adds PostgreSQL and
-Qdrant here, as more parameters of ``BACKENDS`` and more branches of ``backend_settings``, without
-touching ``services/``. "Another process" is a second runtime on the same data: its own store,
-connections and vector index, as a second server process has.
+Each test takes ``backend`` as a parameter: SQLite with its exact vector index, and SQLite with
+the Qdrant engine in qdrant-client's local mode (the scale-out issue adds PostgreSQL here too, as
+more parameters of ``BACKENDS`` and more branches of ``backend_settings``, without touching
+``services/``). "Another process" is a second runtime on the same data: its own store,
+connections and vector index, as a second server process has. Local mode holds its folder for one
+process, so each runtime of "sqlite+qdrant" has a Qdrant of its own in memory: a second runtime
+finds its points behind the record store and brings them up from the change log (ADR 18).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from tests.conftest import Clock
 
 pytestmark = pytest.mark.anyio
 
-BACKENDS = ["sqlite"]
+BACKENDS = ["sqlite", "sqlite+qdrant"]
 ALICE = Scope("alice")
 BOB = Scope("bob")
 
@@ -40,6 +43,10 @@ def backend_settings(backend: str, data_dir: Path) -> Settings:
     """The configuration that serves ``backend`` on ``data_dir``."""
     if backend == "sqlite":
         return load_settings(data_dir=data_dir, principal="alice")
+    if backend == "sqlite+qdrant":
+        return load_settings(
+            data_dir=data_dir, principal="alice", vectors={"engine": "qdrant", "qdrant": {"path": ":memory:"}}
+        )
     raise AssertionError(f"no settings for backend {backend!r}")
 
 

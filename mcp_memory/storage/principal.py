@@ -108,49 +108,11 @@ class PrincipalDb:
 
     async def index_rows(self, ns: Sequence[int]) -> list[IndexRow]:
         """The index rows of the memories ``ns`` (a replay of the change log)."""
-        rows: list[Any] = []
-        for start in range(0, len(ns), 500):
-            chunk = ns[start : start + 500]
-            rows.extend(
-                await self.reader.execute_fetchall(
-                    f"{_INDEX_ROWS} WHERE m.n IN ({','.join('?' * len(chunk))})", tuple(chunk)
-                )
-            )
-        return [
-            IndexRow(
-                n=int(r[0]),
-                id=str(r[1]),
-                vector=np.frombuffer(r[2], dtype=np.float32),
-                namespace=r[3],
-                live=bool(r[4]),
-                expires_at=r[5],
-                cjk=bool(r[6]),
-            )
-            for r in rows
-        ]
+        return await index_rows(self.reader, ns)
 
     async def index_columns(self, dim: int) -> IndexColumns:
         """Every row of the index, read as columns: one buffer of vectors, not an object per row."""
-        # 100k rows arrive as 700k objects at once: a full pass of the cyclic collector over the
-        # whole heap in the middle of it once doubled the load. Nothing here makes a cycle.
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
-            rows = list(await self.reader.execute_fetchall(_INDEX_ROWS))
-            ns, ids, vecs, namespaces, live, expires, cjk = zip(*rows, strict=True) if rows else ((),) * 7
-            return IndexColumns(
-                ns=np.array(ns, dtype=np.int64),
-                ids=list(ids),
-                # One writable buffer the index adopts as its matrix.
-                vectors=np.frombuffer(bytearray().join(vecs), dtype=np.float32).reshape(len(rows), dim),
-                namespaces=list(namespaces),
-                live=np.array(live, dtype=bool),
-                expires=np.array([np.inf if e is None else e for e in expires], dtype=np.float64),
-                cjk=np.array(cjk, dtype=bool),
-            )
-        finally:
-            if collecting:
-                gc.enable()
+        return await index_columns(self.reader, dim)
 
     async def sync(self, dim: int) -> VectorIndex:
         """The principal's index, loaded on first use and caught up with other processes."""
@@ -185,3 +147,49 @@ class PrincipalDb:
             return False
         finally:
             await self.writer.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
+
+
+async def index_rows(conn: aiosqlite.Connection, ns: Sequence[int]) -> list[IndexRow]:
+    """The index rows of the memories ``ns`` (a replay of the change log)."""
+    rows: list[Any] = []
+    for start in range(0, len(ns), 500):
+        chunk = ns[start : start + 500]
+        rows.extend(
+            await conn.execute_fetchall(f"{_INDEX_ROWS} WHERE m.n IN ({','.join('?' * len(chunk))})", tuple(chunk))
+        )
+    return [
+        IndexRow(
+            n=int(r[0]),
+            id=str(r[1]),
+            vector=np.frombuffer(r[2], dtype=np.float32),
+            namespace=r[3],
+            live=bool(r[4]),
+            expires_at=r[5],
+            cjk=bool(r[6]),
+        )
+        for r in rows
+    ]
+
+
+async def index_columns(conn: aiosqlite.Connection, dim: int) -> IndexColumns:
+    """Every row of the index, read as columns: one buffer of vectors, not an object per row."""
+    # 100k rows arrive as 700k objects at once: a full pass of the cyclic collector over the
+    # whole heap in the middle of it once doubled the load. Nothing here makes a cycle.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        rows = list(await conn.execute_fetchall(_INDEX_ROWS))
+        ns, ids, vecs, namespaces, live, expires, cjk = zip(*rows, strict=True) if rows else ((),) * 7
+        return IndexColumns(
+            ns=np.array(ns, dtype=np.int64),
+            ids=list(ids),
+            # One writable buffer the index adopts as its matrix.
+            vectors=np.frombuffer(bytearray().join(vecs), dtype=np.float32).reshape(len(rows), dim),
+            namespaces=list(namespaces),
+            live=np.array(live, dtype=bool),
+            expires=np.array([np.inf if e is None else e for e in expires], dtype=np.float64),
+            cjk=np.array(cjk, dtype=bool),
+        )
+    finally:
+        if collecting:
+            gc.enable()

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiosqlite
 import anyio
@@ -59,6 +59,11 @@ from mcp_memory.storage.rows import (
 from mcp_memory.storage.schema import private_dir, tighten
 from mcp_memory.storage.vector_search import ExactVectorSearch
 
+if TYPE_CHECKING:  # an optional engine (the qdrant extra)
+    from mcp_memory.storage.qdrant_search import QdrantVectorSearch
+
+    SqliteVectors = ExactVectorSearch | QdrantVectorSearch
+
 log = logging.getLogger(__name__)
 
 # Recall's reinforcement waits in memory at most this long before it is written (and at close):
@@ -81,7 +86,13 @@ IN_LIST = 500  # ids per IN list (SQLite's limit on variables can be as low as 9
 
 
 class SqliteStore:
-    def __init__(self, data_dir: Path, busy_timeout_ms: int = 10_000, pool: PoolLimits | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        busy_timeout_ms: int = 10_000,
+        pool: PoolLimits | None = None,
+        vectors: Callable[[SqliteStore], SqliteVectors] = ExactVectorSearch,
+    ) -> None:
         self.data_dir = data_dir
         self.busy_timeout_ms = busy_timeout_ms
         self.pool = PrincipalPool(data_dir, busy_timeout_ms, pool or PoolLimits(), self._flush_principal)
@@ -89,7 +100,7 @@ class SqliteStore:
         self.counts = CountStore(self)  # what stats and receipts count
         self.browse = BrowseStore(self)  # paging through memories and their history
         self.golden = GoldenStore(self)  # the queries that guard the passes, and their checks
-        self.vectors = ExactVectorSearch(self)  # the dense side of recall, over each principal's index
+        self.vectors = vectors(self)  # the dense side of recall: each principal's exact index, or Qdrant
         self._group: TaskGroup | None = None
 
     async def __aenter__(self) -> SqliteStore:
@@ -116,6 +127,7 @@ class SqliteStore:
         with anyio.CancelScope(shield=True):
             await self.flush_reinforcement()
         await self.pool.close()
+        await self.vectors.close()
 
     # ----- opening -------------------------------------------------------------------------
 
@@ -153,7 +165,9 @@ class SqliteStore:
             except sqlite3.OperationalError as exc:
                 raise StorageError(f"the data file is busy (another process holds the write lock): {exc}") from exc
             try:
+                began = await self.vectors.began(conn)
                 yield conn
+                await self.vectors.writing(scope, conn, began)  # an engine outside the file follows the commit
             except BaseException:
                 with anyio.CancelScope(shield=True):
                     if conn.in_transaction:
@@ -401,6 +415,7 @@ class SqliteStore:
         db = await self.principal_db(scope)
         async with self.transaction(scope) as conn:
             counts = await writes.erase_principal(conn, now)
+        counts["vector_points"] = await self.vectors.erase(scope)
         async with self.transaction(scope) as conn:
             await conn.execute("INSERT INTO memories_fts(memories_fts) VALUES ('rebuild')")
         async with db.write_lock:
@@ -423,9 +438,7 @@ class SqliteStore:
         async with self.transaction(scope) as conn:
             await conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('embed_model', ?)", (model_id,))
             await conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('embed_dim', ?)", (str(dim),))
-        db = await self.principal_db(scope)
-        async with db.index_lock:
-            db.index = None  # rebuilt from the new vectors on next use
+        await self.vectors.model_changed(scope)
 
     async def all_ids(self, scope: Scope) -> list[tuple[str, str]]:
         """(id, text) of every memory of the principal (all namespaces), as stored, for reindex."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
+import aiosqlite
 import numpy as np
 
 from mcp_memory.models import Centring, Criteria, DenseHits, Scope, Vector
@@ -22,8 +23,37 @@ if TYPE_CHECKING:  # the store builds this one around itself
 
 
 class ExactVectorSearch:
+    """Each principal's vectors in one in-process matrix. Like every engine the SQLite store keeps,
+    it also hears of the store's transactions (``began``, ``writing``), of forget_user (``erase``)
+    and of a reindex under another model (``model_changed``)."""
+
     def __init__(self, store: SqliteStore) -> None:
         self.store = store
+
+    async def began(self, conn: aiosqlite.Connection) -> int:
+        return 0  # the index follows the change log after the commit (PrincipalDb.catch_up)
+
+    async def writing(self, scope: Scope, conn: aiosqlite.Connection, began: int) -> None:
+        return None
+
+    async def erase(self, scope: Scope) -> int:
+        """The index loses the rows through the change log, as after any delete."""
+        return 0
+
+    async def model_changed(self, scope: Scope) -> None:
+        db = await self.store.principal_db(scope)
+        async with db.index_lock:
+            db.index = None  # rebuilt from the new vectors on next use
+
+    async def repair(self, scope: Scope) -> dict[str, int]:
+        """Nothing to repair: the index is read from the file whenever a process opens it."""
+        return {"missing": 0, "orphans": 0}
+
+    async def health(self, scope: Scope) -> tuple[bool, str]:
+        return True, "exact, in this process (read from the data file)"
+
+    async def close(self) -> None:
+        return None
 
     async def sync(self, scope: Scope, dim: int) -> VectorIndex:
         """The principal's index, loaded on first use and caught up with other processes."""
