@@ -20,10 +20,11 @@ import dataclasses
 import itertools
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import aiosqlite
 import httpx
@@ -46,6 +47,10 @@ log = logging.getLogger(__name__)
 SAMPLE = 256  # points drawn to estimate the spread of similarity and each script's mean
 SAMPLE_SECONDS = 30.0  # a sample is drawn again after this long even if nothing changed (expiry moves)
 OVERFETCH = 4  # a mixed store's candidates per script, as a multiple of the hits asked for
+# Principals whose samples this process keeps (about 200 kB a sample, in half precision), least
+# recently used dropped first: a server of many users holds no more than this of them.
+SEEN_PRINCIPALS = 128
+Sample = npt.NDArray[np.float16]
 _FAILURES = (ResponseHandlingException, UnexpectedResponse, httpx.HTTPError, OSError, RuntimeError, ValueError)
 
 
@@ -85,7 +90,7 @@ class _Spread:
     """A random sample of the points a search may return, and how many there are."""
 
     visible: int
-    vectors: Vector  # (sample, dim)
+    vectors: Sample  # (sample, dim)
     cjk: npt.NDArray[np.bool_]
     taken: float
 
@@ -122,7 +127,7 @@ class QdrantVectorSearch:
     def __init__(self, store: SqliteStore, points: QdrantPoints) -> None:
         self.store = store
         self.points = points
-        self._seen: dict[str, _Seen] = {}
+        self._seen: OrderedDict[str, _Seen] = OrderedDict()
 
     # ----- following the record store ------------------------------------------------------------
 
@@ -250,6 +255,7 @@ class QdrantVectorSearch:
         version = int(next(iter(await db.reader.execute_fetchall("PRAGMA data_version")))[0])
         seen = self._seen.get(scope.principal)
         if seen is not None and seen.version == version:
+            self._seen.move_to_end(scope.principal)
             return seen.collection
         model = await _model(db.reader)
         collection = None
@@ -262,6 +268,9 @@ class QdrantVectorSearch:
                 async with self.store.transaction(scope) as conn, _engine("catch the vectors up with the store"):
                     collection = await self._follow(scope, conn)
         self._seen[scope.principal] = _Seen(version, collection)
+        self._seen.move_to_end(scope.principal)
+        while len(self._seen) > SEEN_PRINCIPALS:
+            self._seen.popitem(last=False)
         return collection
 
     async def ranking(
@@ -313,7 +322,7 @@ class QdrantVectorSearch:
         offsets = means @ centring.query
         norm2 = np.einsum("ij,ij->i", means, means)
 
-        def score(vectors: Vector, cjk: npt.NDArray[np.bool_]) -> npt.NDArray[np.float32]:
+        def score(vectors: npt.NDArray[np.floating[Any]], cjk: npt.NDArray[np.bool_]) -> npt.NDArray[np.float32]:
             s = cjk.astype(np.int64)
             norms = np.sqrt(np.maximum(1.0 - 2.0 * np.einsum("ij,ij->i", vectors, means[s]) + norm2[s], 1e-6))
             out: npt.NDArray[np.float32] = ((vectors @ centring.query - offsets[s]) / norms).astype(np.float32)
@@ -330,9 +339,8 @@ class QdrantVectorSearch:
         return [(found[i].id, float(scores[i])) for i in order], score(spread.vectors, spread.cjk)
 
     def _fresh(self, scope: Scope) -> _Seen:
-        seen = self._seen.get(scope.principal)
-        assert seen is not None, "sync comes first"
-        return seen
+        """What ``sync`` kept of the principal (or a throwaway, if many others pushed it out since)."""
+        return self._seen.get(scope.principal) or _Seen(-1, None)
 
     async def _spread(self, scope: Scope, collection: str, where: Where) -> _Spread:
         """How many points ``where`` allows and a random sample of them (kept while nothing changes)."""
@@ -360,7 +368,7 @@ class QdrantVectorSearch:
                 every = Where(key, None, any_namespace=True, include_dead=True, include_expired=True, cjk=cjk)
                 counts.append(await self.points.count(collection, every))
                 vectors, _ = _stack(await self.points.sample(collection, every, SAMPLE))
-                means.append(vectors.mean(axis=0) if len(vectors) else np.zeros(0, dtype=np.float32))
+                means.append(vectors.astype(np.float32).mean(axis=0) if len(vectors) else np.zeros(0, dtype=np.float32))
             seen.scripts = _Scripts((counts[0], counts[1]), (means[0], means[1]))
         return seen.scripts
 
@@ -399,8 +407,10 @@ class QdrantVectorSearch:
         return 0
 
 
-def _stack(found: Sequence[Found]) -> tuple[Vector, npt.NDArray[np.bool_]]:
+def _stack(found: Sequence[Found]) -> tuple[Sample, npt.NDArray[np.bool_]]:
+    """A sample's vectors in half precision (enough for a mean and a spread) and their scripts."""
     with_vectors = [f for f in found if f.vector is not None]
     if not with_vectors:
-        return np.zeros((0, 0), dtype=np.float32), np.zeros(0, dtype=bool)
-    return np.stack([f.vector for f in with_vectors if f.vector is not None]), np.array([f.cjk for f in with_vectors])
+        return np.zeros((0, 0), dtype=np.float16), np.zeros(0, dtype=bool)
+    vectors = np.stack([f.vector for f in with_vectors if f.vector is not None]).astype(np.float16)
+    return vectors, np.array([f.cjk for f in with_vectors])
