@@ -43,19 +43,65 @@ _INDEXES: dict[str, Any] = {
 _QUANTIZATION: TypeAdapter[qm.QuantizationConfig] = TypeAdapter(qm.QuantizationConfig)
 
 
-def principal_key(principal: str) -> str:
-    """What a point says of its principal: a digest of the name, never the name."""
-    return hashlib.sha256(f"mcp-memory principal\0{principal}".encode()).hexdigest()[:32]
+def principal_key(store_id: str, principal: str) -> str:
+    """What a point says of its principal: a digest of the principal with its data file's random id,
+    so the name cannot be guessed from it and two deployments sharing a Qdrant never share points."""
+    return hashlib.sha256(f"mcp-memory principal\0{store_id}\0{principal}".encode()).hexdigest()[:32]
 
 
-def point_id(memory_id: str) -> str:
-    return str(uuid.uuid5(_ID_SPACE, memory_id))
+def point_id(key: str, memory_id: str) -> str:
+    """A memory's point: its id within its principal (an import may give two principals one id)."""
+    return str(uuid.uuid5(_ID_SPACE, f"{key}\0{memory_id}"))
 
 
 def collection_name(prefix: str, model_id: str, dim: int) -> str:
     """A readable name that no other model shares (the digest tells apart ids the slug merges)."""
     slug = re.sub(r"[^A-Za-z0-9_-]+", "_", model_id).strip("_")[:60]
     return f"{prefix}{slug}_{hashlib.sha256(model_id.encode()).hexdigest()[:8]}_{dim}"
+
+
+def ours(prefix: str, name: str) -> bool:
+    """Whether a collection is one of this engine's (its marks, or a model's), not merely a name
+    that starts with the prefix."""
+    rest = name[len(prefix) :] if name.startswith(prefix) else None
+    return rest is not None and (
+        rest == "marks" or re.fullmatch(r"[A-Za-z0-9_-]*_[0-9a-f]{8}_[0-9]+", rest) is not None
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    """What a principal's points in one collection reflect of its data file.
+
+    After a commit: the change log up to ``seq`` of the file whose vector token is ``token``. While a
+    write is on its way (or if it never committed), ``token`` is the one it will commit, and the
+    file still says ``prev_token``: then the points reflect ``prev_seq`` except for the rows
+    ``pending`` (None: any row), which must be read again from the file."""
+
+    seq: int
+    token: str
+    prev_seq: int
+    prev_token: str | None
+    pending: tuple[int, ...] | None
+
+    def payload(self, key: str) -> dict[str, Any]:
+        pending = None if self.pending is None else list(self.pending)
+        return {
+            "p": key,
+            "seq": self.seq,
+            "token": self.token,
+            "prev_seq": self.prev_seq,
+            "prev_token": self.prev_token,
+            "pending": pending,
+            "all": self.pending is None,
+        }
+
+    @classmethod
+    def of(cls, payload: dict[str, Any]) -> Mark:
+        pending = None if payload.get("all", True) else tuple(int(n) for n in payload.get("pending") or ())
+        return cls(
+            int(payload["seq"]), str(payload["token"]), int(payload["prev_seq"]), payload.get("prev_token"), pending
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,16 +205,20 @@ class QdrantPoints:
         await self.client.close()
 
     def _mark_id(self, collection: str, key: str) -> str:
-        return point_id(f"{collection}\0{key}")
+        return point_id(key, f"mark\0{collection}")
 
-    async def mark(self, collection: str, key: str) -> int:
-        """The principal's change-log position its points in ``collection`` reflect (0: none)."""
+    async def mark(self, collection: str, key: str) -> Mark | None:
+        """What the principal's points in ``collection`` reflect (None: nothing; no points)."""
         found = await self.client.retrieve(self.marks, ids=[self._mark_id(collection, key)], with_payload=True)
-        return int(found[0].payload["seq"]) if found and found[0].payload else 0
+        return Mark.of(found[0].payload) if found and found[0].payload else None
 
-    async def set_mark(self, collection: str, key: str, seq: int) -> None:
-        point = qm.PointStruct(id=self._mark_id(collection, key), vector={}, payload={"p": key, "seq": seq})
+    async def set_mark(self, collection: str, key: str, mark: Mark) -> None:
+        point = qm.PointStruct(id=self._mark_id(collection, key), vector={}, payload=mark.payload(key))
         await self.client.upsert(self.marks, [point], wait=True)
+
+    def forget_collections(self) -> None:
+        """After a failure: check that the collections exist again (Qdrant may have come back empty)."""
+        self._ready.clear()
 
     async def clear_mark(self, collection: str, key: str) -> None:
         """A principal without memories keeps no mark: nothing in Qdrant says it was there."""
@@ -180,7 +230,7 @@ class QdrantPoints:
         for start in range(0, len(rows), PUT_BATCH):
             points = [
                 qm.PointStruct(
-                    id=point_id(row.id),
+                    id=point_id(key, row.id),
                     vector=row.vector.tolist(),
                     payload={
                         "p": key,
@@ -202,7 +252,7 @@ class QdrantPoints:
         if not ns:
             return
         rows = qm.FieldCondition(key="n", match=qm.MatchAny(any=list(ns)))
-        kept = [qm.HasIdCondition(has_id=[point_id(m) for m in keep])] if keep else None
+        kept = [qm.HasIdCondition(has_id=[point_id(key, m) for m in keep])] if keep else None
         selector = qm.FilterSelector(filter=qm.Filter(must=[_match("p", key), rows], must_not=kept))
         await self.client.delete(collection, points_selector=selector, wait=True)
 
@@ -229,7 +279,7 @@ class QdrantPoints:
         found: set[str] = set()
         stray: list[str] = []
         for pid, memory_id in await self.held(collection, key):
-            if memory_id in ids and pid == point_id(memory_id):
+            if memory_id in ids and pid == point_id(key, memory_id):
                 found.add(memory_id)
             else:
                 stray.append(pid)
@@ -246,7 +296,7 @@ class QdrantPoints:
         gone = 0
         for found in (await self.client.get_collections()).collections:
             name = found.name
-            if not name.startswith(self.prefix) or name == but:
+            if not ours(self.prefix, name) or name == but:
                 continue
             where = qm.Filter(must=[_match("p", key)])
             if name != self.marks:

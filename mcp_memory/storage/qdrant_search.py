@@ -20,6 +20,7 @@ import dataclasses
 import itertools
 import logging
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -35,8 +36,9 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 
 from mcp_memory.errors import StorageError
 from mcp_memory.models import Centring, Criteria, DenseHits, Scope, Vector
-from mcp_memory.storage.principal import index_columns, index_rows
-from mcp_memory.storage.qdrant import Found, QdrantPoints, Where, collection_name, principal_key
+from mcp_memory.storage import qdrant_follow as follow
+from mcp_memory.storage.principal import PrincipalDb, index_columns, index_rows
+from mcp_memory.storage.qdrant import Found, Mark, QdrantPoints, Where, collection_name
 from mcp_memory.storage.vectors import IndexRow
 
 if TYPE_CHECKING:
@@ -45,44 +47,15 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SAMPLE = 256  # points drawn to estimate the spread of similarity and each script's mean
-SAMPLE_SECONDS = 30.0  # a sample is drawn again after this long even if nothing changed (expiry moves)
+SAMPLE_SECONDS = 30.0  # what a process knows of a principal's points is read again after this long
+IN_FLIGHT_SECONDS = 10.0  # a write seen on its way this long without committing is taken as abandoned
+PENDING_MAX = 2_000  # rows a mark names one by one; a bigger write is read again whole if abandoned
 OVERFETCH = 4  # a mixed store's candidates per script, as a multiple of the hits asked for
 # Principals whose samples this process keeps (about 200 kB a sample, in half precision), least
 # recently used dropped first: a server of many users holds no more than this of them.
 SEEN_PRINCIPALS = 128
 Sample = npt.NDArray[np.float16]
 _FAILURES = (ResponseHandlingException, UnexpectedResponse, httpx.HTTPError, OSError, RuntimeError, ValueError)
-
-
-@asynccontextmanager
-async def _engine(action: str) -> AsyncIterator[None]:
-    """Qdrant's failures as the store's, naming what failed and what to check."""
-    try:
-        yield
-    except _FAILURES as exc:
-        raise StorageError(
-            f"the vector engine (Qdrant) failed to {action}: {type(exc).__name__}: {exc}; "
-            "check vectors.qdrant.url and that Qdrant is running (`mcp-memory doctor`)"
-        ) from exc
-
-
-async def _head(conn: aiosqlite.Connection) -> int:
-    rows = await conn.execute_fetchall("SELECT COALESCE(MAX(seq), 0) FROM changes")
-    return int(next(iter(rows))[0])
-
-
-async def _empty(conn: aiosqlite.Connection) -> bool:
-    """Whether the principal has no vector at all (then it has no points and no mark)."""
-    rows = await conn.execute_fetchall("SELECT NOT EXISTS (SELECT 1 FROM vectors)")
-    return bool(next(iter(rows))[0])
-
-
-async def _model(conn: aiosqlite.Connection) -> tuple[str, int] | None:
-    rows = await conn.execute_fetchall("SELECT key, value FROM meta WHERE key IN ('embed_model', 'embed_dim')")
-    meta = {str(k): str(v) for k, v in rows}
-    if "embed_model" not in meta or "embed_dim" not in meta:
-        return None
-    return meta["embed_model"], int(meta["embed_dim"])
 
 
 @dataclass(slots=True)
@@ -112,12 +85,21 @@ class _Scripts:
 
 @dataclass(slots=True)
 class _Seen:
-    """What this process knows of a principal's points as of one ``data_version`` of its file."""
+    """What this process knows of a principal's points, as of one ``data_version`` of one open file,
+    until a deadline (samples age, and a write seen on its way must be looked at again)."""
 
+    db: weakref.ref[PrincipalDb] | None
     version: int
     collection: str | None
+    key: str
+    until: float
     spreads: dict[tuple[str | None, bool, bool, bool], _Spread] = field(default_factory=dict)
     scripts: _Scripts | None = None
+
+    def current(self, db: PrincipalDb, version: int) -> bool:
+        # A reopened file's connection counts data_version from 1 again: the open file is part of the key.
+        alive = self.db() if self.db is not None else None
+        return alive is db and self.version == version and time.monotonic() < self.until
 
 
 class QdrantVectorSearch:
@@ -128,41 +110,67 @@ class QdrantVectorSearch:
         self.store = store
         self.points = points
         self._seen: OrderedDict[str, _Seen] = OrderedDict()
+        self._in_flight: dict[str, tuple[str, float]] = {}  # principal -> (a write's token, first seen)
+        self._abandoned: set[str] = set()  # principals whose write rolled back here after its points went
 
     # ----- following the record store ------------------------------------------------------------
 
     async def began(self, conn: aiosqlite.Connection) -> int:
-        return await _head(conn)
+        return await follow.head(conn)
 
     async def writing(self, scope: Scope, conn: aiosqlite.Connection, began: int) -> None:
         """Inside a write transaction, before its commit: the points of what it changed."""
-        if await _head(conn) != began:
-            async with _engine("store the changed memories' vectors; nothing was stored"):
+        if await follow.head(conn) != began:
+            async with self._engine("store the changed memories' vectors; nothing was stored"):
                 await self._follow(scope, conn)
 
+    def abandoned(self, scope: Scope) -> None:
+        """The transaction rolled back after ``writing``: its points may stand; the next call reads
+        the rows it touched again (its mark names them)."""
+        self._seen.pop(scope.principal, None)
+        self._abandoned.add(scope.principal)
+
     async def _follow(self, scope: Scope, conn: aiosqlite.Connection) -> str | None:
-        """Bring the principal's points up to the change log as ``conn`` sees it (holding the write lock)."""
-        model = await _model(conn)
+        """Bring the principal's points up to the file as ``conn`` sees it, holding its write lock.
+
+        Two marks bracket the points' writes: the first names the rows about to change, the second
+        what they reflect once this transaction commits. A file that never committed (a rollback, a
+        crash) still says the token before both, so whoever comes next reads those rows again."""
+        model = await follow.model(conn)
         if model is None:
             return None
+        key = await follow.made_key(conn, scope.principal)
         collection = await self.points.collection(*model)
-        key = principal_key(scope.principal)
-        head, mark = await _head(conn), await self.points.mark(collection, key)
-        if mark == head or (mark == 0 and await _empty(conn)):
+        mark, token, head = (
+            await self.points.mark(collection, key),
+            await follow.meta(conn, "vector_token"),
+            await follow.head(conn),
+        )
+        base, dirty = follow.unsettled(mark, token)
+        empty = await follow.empty(conn)
+        self._in_flight.pop(scope.principal, None)  # under the lock no other write is on its way
+        self._abandoned.discard(scope.principal)
+        if (base == head and dirty == ()) or (mark is None and empty):
             return collection
-        rows = await conn.execute_fetchall("SELECT seq, memory_n FROM changes WHERE seq > ? ORDER BY seq", (mark,))
-        first = int(next(iter(rows))[0]) if rows else head + 1
-        if mark > head or first > mark + 1:  # another file, or a log pruned past the mark: copy every row
+        touched = await follow.since(conn, base, head)
+        pending = None if touched is None or dirty is None else tuple(sorted({*touched, *dirty}))
+        if pending is not None and len(pending) > PENDING_MAX:
+            pending = None
+        after = follow.new_token()
+        await conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('vector_token', ?)", (after,))
+        prev_seq = base if base is not None else 0
+        await self.points.set_mark(collection, key, Mark(-1, after, prev_seq, token, pending))
+        if pending is None:
             await self._copy_all(conn, collection, key, model[1])
         else:
-            touched = sorted({int(r[1]) for r in rows})
-            found = await index_rows(conn, touched)
-            await self.points.put(collection, key, found)
-            await self.points.drop(collection, key, touched, [row.id for row in found])
-        if await _empty(conn):  # forgotten to the last memory (forget_user): no mark stays either
+            rows = await index_rows(conn, pending)
+            # A reindex writes another model's vectors before it names the model: they wait for it.
+            await self.points.put(collection, key, [row for row in rows if len(row.vector) == model[1]])
+            await self.points.drop(collection, key, pending, [row.id for row in rows])
+        if empty:  # forgotten to the last memory (forget_user): no mark stays either
             await self.points.clear_mark(collection, key)
         else:
-            await self.points.set_mark(collection, key, head)
+            await self.points.set_mark(collection, key, Mark(head, after, prev_seq, token, pending))
         self._seen.pop(scope.principal, None)
         return collection
 
@@ -170,12 +178,16 @@ class QdrantVectorSearch:
         """Every row's point written, every point without a row removed: (written, removed)."""
         columns = await index_columns(conn, dim)
         rows = [
-            IndexRow(int(n), ident, columns.vectors[i], columns.namespaces[i], bool(columns.live[i]), None, False)
+            IndexRow(
+                int(n),
+                ident,
+                columns.vectors[i],
+                columns.namespaces[i],
+                bool(columns.live[i]),
+                None if np.isinf(columns.expires[i]) else float(columns.expires[i]),
+                bool(columns.cjk[i]),
+            )
             for i, (n, ident) in enumerate(zip(columns.ns.tolist(), columns.ids, strict=True))
-        ]
-        rows = [
-            dataclasses.replace(row, expires_at=None if np.isinf(e) else float(e), cjk=bool(c))
-            for row, e, c in zip(rows, columns.expires, columns.cjk, strict=True)
         ]
         await self.points.put(collection, key, rows)
         _, orphans = await self.points.orphans(collection, key, set(columns.ids))
@@ -184,94 +196,145 @@ class QdrantVectorSearch:
         return len(rows), len(orphans)
 
     async def repair(self, scope: Scope) -> dict[str, int]:
-        """``reindex --check``: bring the points up to the log, then write every missing point and
-        remove every orphan (the record store decides)."""
-        async with self.store.transaction(scope) as conn, _engine("compare the points with the memories"):
-            model = await _model(conn)
+        """``reindex --check``: every row's point written again (its payload too), every point that
+        stands for no memory removed; the counts of what was missing and what was orphaned."""
+        async with self.store.transaction(scope) as conn, self._engine("compare the points with the memories"):
+            model = await follow.model(conn)
             if model is None:
                 return {"missing": 0, "orphans": 0}
-            collection = await self._follow(scope, conn)
-            assert collection is not None
-            key = principal_key(scope.principal)
-            rows = await conn.execute_fetchall("SELECT m.n, m.id FROM memories m JOIN vectors v ON v.memory_n = m.n")
-            ids = {str(r[1]): int(r[0]) for r in rows}
-            held, orphans = await self.points.orphans(collection, key, set(ids))
-            missing = sorted(set(ids) - held)
-            await self.points.put(collection, key, await index_rows(conn, [ids[m] for m in missing]))
-            await self.points.remove(collection, orphans)
+            await self._follow(scope, conn)
+            key = await follow.made_key(conn, scope.principal)
+            collection = await self.points.collection(*model)
+            rows = await conn.execute_fetchall("SELECT m.id FROM memories m JOIN vectors v ON v.memory_n = m.n")
+            ids = {str(r[0]) for r in rows}
+            held, orphans = await self.points.orphans(collection, key, ids)
+            await self._copy_all(conn, collection, key, model[1])
+            if ids:
+                token = await follow.meta(conn, "vector_token") or follow.new_token()
+                await conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('vector_token', ?)", (token,))
+                await self.points.set_mark(collection, key, Mark(await follow.head(conn), token, 0, None, None))
             self._seen.pop(scope.principal, None)
-            return {"missing": len(missing), "orphans": len(orphans)}
+            return {"missing": len(ids - held), "orphans": len(orphans)}
 
     async def health(self, scope: Scope) -> tuple[bool, str]:
         """For ``doctor``: Qdrant reachable, the model's collection present with the model's dimension,
         and the principal's points in step with its memories."""
         db = await self.store.principal_db(scope)
-        model = await _model(db.reader)
+        model, key = await follow.model(db.reader), await follow.key(db.reader, scope.principal)
+        rows = await db.reader.execute_fetchall("SELECT COUNT(*) FROM vectors")
+        memories = int(next(iter(rows))[0])
         try:
-            async with _engine("answer"):
+            async with self._engine("answer"):
                 names = {c.name for c in (await self.points.client.get_collections()).collections}
                 if model is None:
                     return True, f"Qdrant answers ({len(names)} collections); no vectors stored yet"
                 name = collection_name(self.points.prefix, *model)
-                if name not in names:
-                    return False, f"collection {name} is missing: run `mcp-memory reindex --check` to fill it"
+                if name not in names or key is None:
+                    said = f"collection {name} has no points of the principal's {memories} memories"
+                    return (
+                        memories == 0,
+                        f"{said}: they are written at the next call, or by `mcp-memory reindex --check`",
+                    )
                 size = (await self.points.client.get_collection(name)).config.params.vectors
                 if not isinstance(size, qm.VectorParams) or size.size != model[1]:
                     return False, f"collection {name} does not hold {model[1]}-dimension vectors: remove it"
-                key = principal_key(scope.principal)
                 every = Where(key, None, any_namespace=True, include_dead=True, include_expired=True)
-                points, mark = await self.points.count(name, every), await self.points.mark(name, key)
+                points, behind = (
+                    await self.points.count(name, every),
+                    await self._behind(db.reader, name, key, scope.principal),
+                )
         except StorageError as exc:
             return False, str(exc)
-        rows = await db.reader.execute_fetchall("SELECT COUNT(*) FROM vectors")
-        memories, head = int(next(iter(rows))[0]), await _head(db.reader)
         said = f"collection {name}: {points} points for {memories} memories"
-        if mark != head:
-            return True, f"{said}, {head - mark} changes behind (caught up at the next call)"
+        if behind:
+            return True, f"{said}, behind the data file (caught up at the next call)"
         if points != memories:
             return False, f"{said}: run `mcp-memory reindex --check` to repair them"
         return True, f"{said}, in step"
 
     async def erase(self, scope: Scope) -> int:
         """forget_user: every point and mark of the principal, in every model's collection."""
-        async with _engine("erase the principal's vectors"):
-            gone = await self.points.erase(principal_key(scope.principal))
+        key = await follow.key((await self.store.principal_db(scope)).reader, scope.principal)
         self._seen.pop(scope.principal, None)
-        return gone
+        if key is None:
+            return 0
+        async with self._engine("erase the principal's vectors"):
+            return await self.points.erase(key)
 
     async def model_changed(self, scope: Scope) -> None:
         """A reindex under another model: the other models' points go; the new collection fills from the store."""
-        model = await _model((await self.store.principal_db(scope)).reader)
-        async with _engine("remove the earlier model's vectors"):
-            keep = await self.points.collection(*model) if model else None
-            await self.points.erase(principal_key(scope.principal), but=keep)
+        reader = (await self.store.principal_db(scope)).reader
+        model, key = await follow.model(reader), await follow.key(reader, scope.principal)
         self._seen.pop(scope.principal, None)
+        if key is None:
+            return
+        async with self._engine("remove the earlier model's vectors"):
+            keep = await self.points.collection(*model) if model else None
+            await self.points.erase(key, but=keep)
+
+    @asynccontextmanager
+    async def _engine(self, action: str) -> AsyncIterator[None]:
+        """Qdrant's failures as the store's, naming what failed and what to check."""
+        try:
+            yield
+        except _FAILURES as exc:
+            self.points.forget_collections()  # Qdrant may have come back empty: make them again
+            raise StorageError(
+                f"the vector engine (Qdrant) failed to {action}: {type(exc).__name__}: {exc}; "
+                "check vectors.qdrant.url and that Qdrant is running (`mcp-memory doctor`)"
+            ) from exc
+
+    async def _behind(self, reader: aiosqlite.Connection, collection: str, key: str, principal: str) -> bool:
+        """Whether the points lag behind the committed file so that this reader must bring them up
+        (under the write lock). A write on its way is not waited for, unless it was abandoned."""
+        mark, token = await self.points.mark(collection, key), await follow.meta(reader, "vector_token")
+        if mark is None:
+            return not await follow.empty(reader)
+        if token is not None and token == mark.token and mark.seq >= 0:
+            self._in_flight.pop(principal, None)
+            return mark.seq != await follow.head(reader)
+        if token is not None and token == mark.prev_token:  # a write has not committed: wait, a while
+            first = self._in_flight.setdefault(principal, (mark.token, time.monotonic()))
+            if first[0] != mark.token:
+                self._in_flight[principal] = first = (mark.token, time.monotonic())
+            return principal in self._abandoned or time.monotonic() - first[1] > IN_FLIGHT_SECONDS
+        return True  # points of another state of the file (a restored backup): read it all again
 
     # ----- the VectorSearch protocol -------------------------------------------------------------
 
     async def sync(self, scope: Scope, dim: int) -> str | None:
-        """The principal's collection, its points brought up to the log if they lag (rare: ADR 18)."""
+        """The principal's collection, its points brought up to the file if they lag (ADR 18)."""
+        return (await self._synced(scope)).collection
+
+    async def _synced(self, scope: Scope) -> _Seen:
         db = await self.store.principal_db(scope)
         version = int(next(iter(await db.reader.execute_fetchall("PRAGMA data_version")))[0])
         seen = self._seen.get(scope.principal)
-        if seen is not None and seen.version == version:
+        if seen is not None and seen.current(db, version):
             self._seen.move_to_end(scope.principal)
-            return seen.collection
-        model = await _model(db.reader)
-        collection = None
+            return seen
+        model = await follow.model(db.reader)
+        collection = key = None
+        settled = True
         if model is not None:
-            async with _engine("read the principal's vectors"):
+            key = await follow.key(db.reader, scope.principal)
+            async with self._engine("read the principal's vectors"):
                 collection = await self.points.collection(*model)
-                mark = await self.points.mark(collection, principal_key(scope.principal))
-                behind = mark != await _head(db.reader) and not (mark == 0 and await _empty(db.reader))
+                behind = key is None and not await follow.empty(db.reader)
+                if key is not None:
+                    behind = await self._behind(db.reader, collection, key, scope.principal)
+                    settled = scope.principal not in self._in_flight
             if behind:
-                async with self.store.transaction(scope) as conn, _engine("catch the vectors up with the store"):
+                async with self.store.transaction(scope) as conn, self._engine("catch the vectors up with the store"):
                     collection = await self._follow(scope, conn)
-        self._seen[scope.principal] = _Seen(version, collection)
+                    key = await follow.key(conn, scope.principal)
+                settled = True
+        until = time.monotonic() + (SAMPLE_SECONDS if settled else 1.0)
+        seen = self._seen[scope.principal] = _Seen(weakref.ref(db), version, collection, key or "", until)
         self._seen.move_to_end(scope.principal)
         while len(self._seen) > SEEN_PRINCIPALS:
             self._seen.popitem(last=False)
-        return collection
+        return seen
 
     async def ranking(
         self,
@@ -284,14 +347,15 @@ class QdrantVectorSearch:
     ) -> DenseHits:
         """The closest memories to ``query`` the scope and criteria allow, best first; the spread of
         similarity and the script means estimated from a sample."""
-        collection = await self.sync(scope, query.shape[0])
+        seen = await self._synced(scope)
+        collection = seen.collection
         if collection is None or limit <= 0:
             return DenseHits([], 0.0, 0.0, 0)
         allow = None
         if criteria.narrows:
             allow = tuple(await self.store.eligible(scope, criteria, now))
         where = Where(
-            principal_key(scope.principal),
+            seen.key,
             scope.namespace,
             exact_namespace=criteria.namespace_only,
             include_dead=criteria.include_superseded or criteria.include_archived,
@@ -299,18 +363,18 @@ class QdrantVectorSearch:
             now=now,
             allow=allow,
         )
-        async with _engine("search the vectors"):
-            spread = await self._spread(scope, collection, where)
+        async with self._engine("search the vectors"):
+            spread = await self._spread(seen, where)
             if spread.visible == 0:
                 return DenseHits([], 0.0, 0.0, 0)
-            scripts = await self._scripts(scope, collection)
+            scripts = await self._scripts(seen)
             mixed = centring is not None and min(scripts.counts) > 0
             if centring is not None and mixed:
-                hits, seen = await self._centred(collection, where, centring, scripts, spread, limit)
+                hits, sampled = await self._centred(collection, where, centring, scripts, spread, limit)
             else:
                 [found] = await self.points.search(collection, [(query, where)], limit)
-                hits, seen = [(f.id, f.score) for f in found], spread.vectors @ query
-        mean, std = (float(seen.mean()), float(seen.std())) if len(seen) else (0.0, 0.0)
+                hits, sampled = [(f.id, f.score) for f in found], spread.vectors @ query
+        mean, std = (float(sampled.mean()), float(sampled.std())) if len(sampled) else (0.0, 0.0)
         return DenseHits(hits, mean, std, spread.visible, population=sum(scripts.counts), centred=mixed)
 
     async def _centred(
@@ -328,9 +392,17 @@ class QdrantVectorSearch:
             out: npt.NDArray[np.float32] = ((vectors @ centring.query - offsets[s]) / norms).astype(np.float32)
             return out
 
-        over = max(limit * OVERFETCH, 64)
-        per_script = [(centring.query, dataclasses.replace(where, cjk=c)) for c in (False, True)]
-        answers = await self.points.search(collection, per_script, over, vectors=True)
+        # A script of no more than SAMPLE points gives them all (then the hits are the exact index's);
+        # a bigger one its best by the raw product, which the centring reorders only near the top.
+        over = [n if n <= SAMPLE else max(limit * OVERFETCH, 64) for n in scripts.counts]
+        answers = [
+            (
+                await self.points.search(
+                    collection, [(centring.query, dataclasses.replace(where, cjk=c))], n, vectors=True
+                )
+            )[0]
+            for c, n in zip((False, True), over, strict=True)
+        ]
         found = [f for f in itertools.chain(*answers) if f.vector is not None]
         if not found:
             return [], np.zeros(0, dtype=np.float32)
@@ -338,16 +410,13 @@ class QdrantVectorSearch:
         order = np.argsort(-scores)[:limit]
         return [(found[i].id, float(scores[i])) for i in order], score(spread.vectors, spread.cjk)
 
-    def _fresh(self, scope: Scope) -> _Seen:
-        """What ``sync`` kept of the principal (or a throwaway, if many others pushed it out since)."""
-        return self._seen.get(scope.principal) or _Seen(-1, None)
-
-    async def _spread(self, scope: Scope, collection: str, where: Where) -> _Spread:
+    async def _spread(self, seen: _Seen, where: Where) -> _Spread:
         """How many points ``where`` allows and a random sample of them (kept while nothing changes)."""
-        seen = self._fresh(scope)
+        collection = seen.collection
+        assert collection is not None
         key = (where.namespace, where.exact_namespace, where.include_dead, where.include_expired)
         kept = seen.spreads.get(key) if where.allow is None else None
-        if kept is not None and time.monotonic() - kept.taken < SAMPLE_SECONDS:
+        if kept is not None:
             return kept
         visible = await self.points.count(collection, where)
         drawn = await self.points.sample(collection, where, SAMPLE) if visible else []
@@ -356,10 +425,11 @@ class QdrantVectorSearch:
             seen.spreads[key] = spread
         return spread
 
-    async def _scripts(self, scope: Scope, collection: str) -> _Scripts:
-        seen = self._fresh(scope)
+    async def _scripts(self, seen: _Seen) -> _Scripts:
+        collection = seen.collection
+        assert collection is not None
         if seen.scripts is None:
-            key = principal_key(scope.principal)
+            key = seen.key
             counts: list[int] = []
             means: list[Vector] = []
             for cjk in (False, True):
@@ -379,21 +449,22 @@ class QdrantVectorSearch:
         when ``criteria.namespace_only``)."""
         if criteria.narrows or criteria.include_superseded or criteria.include_archived or criteria.include_expired:
             raise ValueError("neighbours searches live rows by namespace only")
-        collection = await self.sync(scope, queries.shape[1])
+        seen = await self._synced(scope)
+        collection = seen.collection
         if collection is None or limit <= 0 or len(queries) == 0:
             return [[] for _ in range(len(queries))]
-        where = Where(principal_key(scope.principal), scope.namespace, exact_namespace=criteria.namespace_only, now=now)
-        async with _engine("search the vectors"):
+        where = Where(seen.key, scope.namespace, exact_namespace=criteria.namespace_only, now=now)
+        async with self._engine("search the vectors"):
             found = await self.points.search(collection, [(q, where) for q in queries], limit)
         return [[(f.id, f.score) for f in row] for row in found]
 
     async def scripts(self, scope: Scope, dim: int) -> tuple[bool, bool]:
         """Whether the principal's memories include Latin-script ones, and CJK ones."""
-        collection = await self.sync(scope, dim)
-        if collection is None:
+        seen = await self._synced(scope)
+        if seen.collection is None:
             return False, False
-        async with _engine("count the vectors"):
-            counts = (await self._scripts(scope, collection)).counts
+        async with self._engine("count the vectors"):
+            counts = (await self._scripts(seen)).counts
         return counts[0] > 0, counts[1] > 0
 
     async def close(self) -> None:

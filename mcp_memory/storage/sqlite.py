@@ -167,11 +167,13 @@ class SqliteStore:
             try:
                 began = await self.vectors.began(conn)
                 yield conn
-                await self.vectors.writing(scope, conn, began)  # an engine outside the file follows the commit
+                with anyio.CancelScope(shield=True):  # an engine outside the file follows, then the commit
+                    await self.vectors.writing(scope, conn, began)
             except BaseException:
                 with anyio.CancelScope(shield=True):
                     if conn.in_transaction:
                         await conn.execute("ROLLBACK")
+                self.vectors.abandoned(scope)
                 raise
             try:
                 with anyio.CancelScope(shield=True):
@@ -180,6 +182,7 @@ class SqliteStore:
                 with anyio.CancelScope(shield=True):
                     if conn.in_transaction:
                         await conn.execute("ROLLBACK")
+                self.vectors.abandoned(scope)
                 raise StorageError(f"write failed: {exc}") from exc
             if db.scrub_pending:
                 db.scrub_pending = not await db.truncate_wal(attempts=1)
@@ -415,7 +418,6 @@ class SqliteStore:
         db = await self.principal_db(scope)
         async with self.transaction(scope) as conn:
             counts = await writes.erase_principal(conn, now)
-        counts["vector_points"] = await self.vectors.erase(scope)
         async with self.transaction(scope) as conn:
             await conn.execute("INSERT INTO memories_fts(memories_fts) VALUES ('rebuild')")
         async with db.write_lock:
@@ -425,6 +427,12 @@ class SqliteStore:
         folder = anyio.Path(db.path.parent)
         async for backup in folder.glob(f"{db.path.stem}.v*.bak.db"):
             await backup.unlink(missing_ok=True)
+        try:  # last: the file is scrubbed whatever the engine says
+            counts["vector_points"] = await self.vectors.erase(scope)
+        except StorageError as exc:
+            log.error(
+                "forget_user: the vector engine kept some points (`mcp-memory reindex --check` removes them): %s", exc
+            )
         return counts
 
     async def replace_vectors(self, scope: Scope, vectors: Sequence[tuple[str, Vector]]) -> None:

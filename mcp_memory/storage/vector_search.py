@@ -36,6 +36,10 @@ class ExactVectorSearch:
     async def writing(self, scope: Scope, conn: aiosqlite.Connection, began: int) -> None:
         return None
 
+    def abandoned(self, scope: Scope) -> None:
+        """A transaction rolled back: the index never saw it (it follows commits)."""
+        return None
+
     async def erase(self, scope: Scope) -> int:
         """The index loses the rows through the change log, as after any delete."""
         return 0
