@@ -199,4 +199,5 @@ async def test_the_change_log_is_pruned_and_a_process_behind_it_rebuilds_its_ind
         signals = found.hits[0].signals
         assert signals is not None
         assert signals.dense_rank is not None  # found through the rebuilt vector index, not keywords alone
-        assert len(await second.store.vectors.sync(alice, (await second.embedder.ready()).dim)) == 30
+        await second.store.vectors.sync(alice, (await second.embedder.ready()).dim)
+        assert second.store.vectors.size(alice) == 30
