@@ -1,0 +1,80 @@
+"""Numbered migrations of the PostgreSQL schema, run by the owner role (ADR 19).
+
+Each file in ``migrations/`` runs in one transaction with the row that records it, so a failed
+migration leaves the schema as it was. A database written by a newer mcp-memory is refused, as a
+SQLite file is (``schema_version`` holds the version and the oldest code that may use it).
+"""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+
+import psycopg
+from psycopg import sql
+
+from mcp_memory import __version__
+from mcp_memory.errors import SchemaVersionError, StorageError
+
+SCHEMA_VERSION = 1
+MIN_CODE_SCHEMA = 1  # the oldest code that may open a database of this version
+_ROLE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+async def schema_state(conn: psycopg.AsyncConnection) -> tuple[int, int]:
+    """(version, the oldest code schema that may use it); (0, 0) for an empty database."""
+    present = await (await conn.execute("SELECT to_regclass('schema_version') IS NOT NULL")).fetchone()
+    if not present or not present[0]:
+        return 0, 0
+    row = await (await conn.execute("SELECT version, min_code FROM schema_version")).fetchone()
+    return (int(row[0]), int(row[1])) if row else (0, 0)
+
+
+def check_code(version: int, min_code: int) -> None:
+    if min_code > SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"the database's schema is version {version}, written by a newer mcp-memory that needs code of "
+            f"schema {min_code} or later (this is {__version__}, schema {SCHEMA_VERSION}): upgrade mcp-memory"
+        )
+
+
+async def migrate(conn: psycopg.AsyncConnection, server_role: str) -> int:
+    """Apply every pending migration as the owner; ``server_role`` gets what the server may do.
+    Returns the version reached."""
+    if not _ROLE.match(server_role):
+        raise StorageError(f"server role {server_role!r} is not a plain PostgreSQL role name")
+    version, min_code = await schema_state(conn)
+    check_code(version, min_code)
+    for number in range(version + 1, SCHEMA_VERSION + 1):
+        script = resources.files("mcp_memory.storage.pg").joinpath(f"migrations/{number:03d}.sql").read_text()
+        async with conn.transaction():
+            await conn.execute(sql.SQL(script.replace("{server}", server_role)))
+            await conn.execute(
+                "UPDATE schema_version SET version = %s, min_code = %s, written_by = %s",
+                (number, MIN_CODE_SCHEMA, f"mcp-memory {__version__}"),
+            )
+            await conn.execute(sql.SQL("GRANT SELECT ON schema_version TO {}").format(sql.Identifier(server_role)))
+    return SCHEMA_VERSION
+
+
+async def role_problems(conn: psycopg.AsyncConnection) -> list[str]:
+    """Why the connected role must not serve: row-level security does not hold for it."""
+    row = await (
+        await conn.execute("SELECT current_user, rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user")
+    ).fetchone()
+    if row is None:
+        return ["the connected role is not in pg_roles"]
+    user, superuser, bypass = row
+    problems = []
+    if superuser:
+        problems.append(
+            f"role {user!r} is a superuser, which row-level security does not bind: connect as a plain role"
+        )
+    if bypass:
+        problems.append(f"role {user!r} has BYPASSRLS, which skips row-level security: ALTER ROLE {user} NOBYPASSRLS")
+    return problems
+
+
+async def as_principal(conn: psycopg.AsyncConnection, key: str) -> None:
+    """Bind the open transaction to one principal: the policies and partition functions read it."""
+    await conn.execute("SELECT set_config('mcp.principal', %s, true)", (key,))

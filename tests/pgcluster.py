@@ -1,0 +1,134 @@
+"""A throwaway PostgreSQL cluster for the tests and for tools/pg.sh, from the binaries installed here.
+
+``initdb`` in a temporary folder (as the ``postgres`` user when run as root: PostgreSQL refuses to
+run as root), on a free port, fsync off, trust on loopback only; a database ``mcp`` owned by the
+role ``mcp_owner`` (migrations) and the role ``mcp_server``, which is neither superuser nor
+BYPASSRLS (what the server connects as). ``stop`` ends it; the folder is the caller's to remove.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+# Debian's PostgreSQL 15 (this kind of machine), then whatever pg_config on PATH names.
+BIN_DIRS = (Path("/usr/lib/postgresql/15/bin"),)
+OWNER, SERVER, DATABASE = "mcp_owner", "mcp_server", "mcp"
+
+
+def bindir() -> Path | None:
+    """Where initdb and pg_ctl are, or None when PostgreSQL is not installed."""
+    for folder in BIN_DIRS:
+        if (folder / "initdb").is_file():
+            return folder
+    config = shutil.which("pg_config")
+    if config is not None:
+        found = Path(subprocess.run([config, "--bindir"], capture_output=True, text=True, check=True).stdout.strip())
+        if (found / "initdb").is_file():
+            return found
+    return None
+
+
+@dataclass(frozen=True)
+class Cluster:
+    root: Path
+    port: int
+    bin: Path
+
+    @property
+    def data(self) -> Path:
+        return self.root / "data"
+
+    def dsn(self, user: str = SERVER, database: str = DATABASE) -> str:
+        return f"postgresql://{user}@127.0.0.1:{self.port}/{database}"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _as_owner(argv: list[str]) -> list[str]:
+    """PostgreSQL will not run as root: run its commands as the ``postgres`` user then."""
+    if os.geteuid() == 0:
+        return ["runuser", "-u", "postgres", "--", *argv]
+    return argv
+
+
+def start(root: Path | None = None) -> Cluster:
+    """A running cluster in ``root`` (by default a new folder in the system's temporary directory,
+    which the ``postgres`` user can reach, unlike pytest's), with the roles and database above."""
+    folder = bindir()
+    if folder is None:
+        raise RuntimeError("PostgreSQL is not installed: apt-get install postgresql-15 (or put pg_config on PATH)")
+    root = root or Path(tempfile.mkdtemp(prefix="mcp-memory-pg-"))
+    root.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() == 0:
+        shutil.chown(root, "postgres")
+    cluster = Cluster(root, _free_port(), folder)
+    run = {"check": True, "capture_output": True, "text": True}
+    subprocess.run(
+        _as_owner([str(folder / "initdb"), "-D", str(cluster.data), "-A", "trust", "-U", "postgres", "--no-sync"]),
+        **run,  # type: ignore[call-overload]
+    )
+    options = f"-p {cluster.port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off"
+    subprocess.run(
+        _as_owner(
+            [str(folder / "pg_ctl"), "-D", str(cluster.data), "-o", options, "-l", str(root / "log"), "-w", "start"]
+        ),
+        **run,  # type: ignore[call-overload]
+    )
+    setup = (
+        f"CREATE ROLE {OWNER} LOGIN; CREATE ROLE {SERVER} LOGIN NOSUPERUSER NOBYPASSRLS; "
+        f"CREATE DATABASE {DATABASE} OWNER {OWNER}; REVOKE ALL ON DATABASE {DATABASE} FROM PUBLIC; "
+        f"GRANT CONNECT ON DATABASE {DATABASE} TO {SERVER};"
+    )
+    for statement in setup.split("; "):
+        psql(cluster, statement.rstrip(";"), user="postgres", database="postgres")
+    return cluster
+
+
+def psql(cluster: Cluster, sql: str, *, user: str = "postgres", database: str = DATABASE) -> str:
+    """One statement through psql; its output, unaligned."""
+    done = subprocess.run(
+        [
+            str(cluster.bin / "psql"),
+            "-X",
+            "-qtA",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-d",
+            cluster.dsn(user, database),
+            "-c",
+            sql,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"psql failed: {done.stderr.strip()}")
+    return done.stdout.strip()
+
+
+def stop(cluster: Cluster, *, remove: bool = False) -> None:
+    subprocess.run(
+        _as_owner([str(cluster.bin / "pg_ctl"), "-D", str(cluster.data), "-m", "immediate", "stop"]),
+        capture_output=True,
+        check=False,
+    )
+    if remove:
+        shutil.rmtree(cluster.root, ignore_errors=True)
+
+
+if __name__ == "__main__":  # tools/pg.sh: start one and print how to reach it
+    where = Path(sys.argv[1])
+    started = start(where)
+    sys.stdout.write(f"server: {started.dsn()}\nowner:  {started.dsn(OWNER)}\nstop:   sh tools/pg.sh stop {where}\n")

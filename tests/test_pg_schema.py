@@ -1,0 +1,130 @@
+"""The PostgreSQL schema on a throwaway cluster (tests/pgcluster.py): migrations, and row-level
+security as the second wall behind the queries' own filters (issue 16, ADR 19).
+
+The backend itself is not built yet; these tests hold its foundation to what ADR 19 promises.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from mcp_memory.errors import SchemaVersionError
+from mcp_memory.storage.pg import migrations
+from tests import pgcluster
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.skipif(pgcluster.bindir() is None, reason="PostgreSQL is not installed here"),
+]
+
+ALICE = hashlib.sha256(b"alice").hexdigest()[:32]
+BOB = hashlib.sha256(b"bob").hexdigest()[:32]
+CANARY = "canary-7f3a-the-passport-ends-in-4471"
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[pgcluster.Cluster]:
+    started = pgcluster.start()
+    try:
+        yield started
+    finally:
+        pgcluster.stop(started, remove=True)
+
+
+@pytest.fixture
+async def schema(cluster: pgcluster.Cluster) -> pgcluster.Cluster:
+    """The schema migrated afresh: each test starts from an empty database."""
+    pgcluster.psql(cluster, f"DROP DATABASE IF EXISTS {pgcluster.DATABASE} WITH (FORCE)", database="postgres")
+    pgcluster.psql(cluster, f"CREATE DATABASE {pgcluster.DATABASE} OWNER {pgcluster.OWNER}", database="postgres")
+    pgcluster.psql(cluster, f"GRANT CONNECT ON DATABASE mcp TO {pgcluster.SERVER}", database="postgres")
+    async with await psycopg.AsyncConnection.connect(cluster.dsn(pgcluster.OWNER), autocommit=True) as owner:
+        assert await migrations.migrate(owner, pgcluster.SERVER) == migrations.SCHEMA_VERSION
+    return cluster
+
+
+async def _server(cluster: pgcluster.Cluster) -> psycopg.AsyncConnection:
+    return await psycopg.AsyncConnection.connect(cluster.dsn(pgcluster.SERVER))
+
+
+async def _as(conn: psycopg.AsyncConnection, key: str, statement: str, params: tuple[str, ...] = ()) -> None:
+    """One statement in a transaction bound to principal ``key``."""
+    async with conn.transaction():
+        await migrations.as_principal(conn, key)
+        await conn.execute(statement, params)
+
+
+async def _remember(conn: psycopg.AsyncConnection, key: str, text: str) -> None:
+    """One memory of principal ``key``, in a transaction bound to it (as the backend will write)."""
+    async with conn.transaction():
+        await migrations.as_principal(conn, key)
+        await conn.execute("SELECT mcp_open_principal(%s)", (key,))
+        await conn.execute(
+            "INSERT INTO memories (principal, id, kind, content, importance, occurred_at, created_at, valid_from, "
+            "language, content_hash) VALUES (%s, %s, 'fact', %s, 0.5, 0, 0, 0, 'en', %s)",
+            (key, hashlib.sha256(text.encode()).hexdigest()[:26], text, hashlib.sha256(text.encode()).hexdigest()),
+        )
+
+
+async def test_a_query_that_forgot_its_principal_sees_only_the_bound_one(schema: pgcluster.Cluster) -> None:
+    async with await _server(schema) as conn:
+        await _remember(conn, ALICE, "Alice prefers window seats")
+        await _remember(conn, BOB, "Bob prefers aisle seats")
+        async with conn.transaction():
+            await migrations.as_principal(conn, ALICE)
+            rows = await (await conn.execute("SELECT content FROM memories")).fetchall()  # no WHERE at all
+            assert rows == [("Alice prefers window seats",)]
+        async with conn.transaction():  # bound to nobody: nothing
+            assert await (await conn.execute("SELECT count(*) FROM memories")).fetchone() == (0,)
+
+
+async def test_a_write_for_another_principal_is_refused(schema: pgcluster.Cluster) -> None:
+    async with await _server(schema) as conn:
+        await _remember(conn, BOB, "Bob prefers aisle seats")
+        planted = (
+            "INSERT INTO memories (principal, id, kind, content, importance, occurred_at, created_at, "
+            "valid_from, language, content_hash) VALUES (%s, 'x', 'fact', 'planted', 0.5, 0, 0, 0, 'en', 'h')"
+        )
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
+            await _as(conn, ALICE, planted, (BOB,))
+        with pytest.raises(psycopg.errors.RaiseException, match="own principal"):
+            await _as(conn, ALICE, "SELECT mcp_drop_principal(%s)", (BOB,))
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):  # a partition is not the server's to read
+            await _as(conn, BOB, f"SELECT * FROM memories_{BOB}")
+
+
+async def test_dropping_a_principal_leaves_none_of_its_text_in_the_cluster_files(schema: pgcluster.Cluster) -> None:
+    async with await _server(schema) as conn:
+        await _remember(conn, ALICE, f"Alice's note {CANARY}")
+        await _remember(conn, BOB, "Bob prefers aisle seats")
+    pgcluster.psql(schema, "CHECKPOINT")
+    assert _holding(schema.data / "base", CANARY), "the canary reached the table files"
+    async with await _server(schema) as conn, conn.transaction():
+        await migrations.as_principal(conn, ALICE)
+        await conn.execute("SELECT mcp_drop_principal(%s)", (ALICE,))
+    pgcluster.psql(schema, "CHECKPOINT")
+    assert _holding(schema.data / "base", CANARY) == []  # the WAL (pg_wal) still has it until recycled
+    async with await _server(schema) as conn, conn.transaction():
+        await migrations.as_principal(conn, BOB)
+        assert await (await conn.execute("SELECT content FROM memories")).fetchall() == [("Bob prefers aisle seats",)]
+
+
+def _holding(folder: Path, text: str) -> list[Path]:
+    needle = text.encode()
+    return [p for p in folder.rglob("*") if p.is_file() and needle in p.read_bytes()]
+
+
+async def test_the_server_role_is_checked_and_a_newer_schema_refused(schema: pgcluster.Cluster) -> None:
+    async with await _server(schema) as conn:
+        assert await migrations.role_problems(conn) == []
+    async with await psycopg.AsyncConnection.connect(schema.dsn("postgres")) as superuser:
+        problems = await migrations.role_problems(superuser)
+        assert any("superuser" in p for p in problems), problems
+    pgcluster.psql(schema, "UPDATE schema_version SET version = 99, min_code = 99", user=pgcluster.OWNER)
+    async with await psycopg.AsyncConnection.connect(schema.dsn(pgcluster.OWNER), autocommit=True) as owner:
+        with pytest.raises(SchemaVersionError, match="upgrade mcp-memory"):
+            await migrations.migrate(owner, pgcluster.SERVER)
