@@ -13,7 +13,7 @@ from mcp.client import Client
 
 from mcp_memory.config import Settings, load_settings
 from mcp_memory.errors import InvalidInputError
-from mcp_memory.models import Scope
+from mcp_memory.models import GoldenRow, Scope
 from mcp_memory.server import Runtime, open_runtime
 from mcp_memory.services.portability import export_lines, import_lines
 from tests.conftest import BILLING_SESSION, Clock, call, row_counts
@@ -209,3 +209,26 @@ async def test_a_line_whose_lineage_is_not_a_list_of_ids_is_refused(original: Or
     rows[0]["source_ids"] = "01J0000000000000000000000"
     with pytest.raises(InvalidInputError, match="line 1"):
         await _import(fresh, [orjson.dumps(row) for row in rows])
+
+
+async def test_golden_queries_travel_with_the_export_and_are_not_doubled(original: Original, tmp_path: Path) -> None:
+    """The questions the passes are checked against come back with the memories, namespace and all."""
+    async with open_runtime(_settings(tmp_path / "original")) as runtime:
+        await runtime.store.golden.add(
+            Scope("alice", "work"),
+            GoldenRow("01GOLDEN0000000000000000000", "work", "what about cats?", original.cats, 1.0),
+        )
+        lines = [line async for line in export_lines(runtime.store, ALICE)]
+    assert orjson.loads(lines[-1])["golden_query"]["memory_id"] == original.cats
+    async with open_runtime(_settings(tmp_path / "copy")) as copy:
+        assert await _import(copy, lines) == (len(lines) - 1, 0)
+        assert await _import(copy, lines) == (0, len(lines) - 1)
+        [golden] = await copy.store.golden.queries(ALICE)
+        assert (golden.namespace, golden.query, golden.memory_id) == ("work", "what about cats?", original.cats)
+
+
+async def test_a_golden_query_naming_a_memory_that_is_nowhere_is_refused(original: Original, fresh: Runtime) -> None:
+    stray = {"golden_query": {"id": "g1", "namespace": None, "query": "q", "memory_id": "NOPE", "created_at": 1.0}}
+    with pytest.raises(InvalidInputError, match=rf"line {len(original.lines) + 1}.*'NOPE'"):
+        await _import(fresh, [*original.lines, orjson.dumps(stray)])
+    assert (await fresh.store.count(ALICE))["memories"] == 0

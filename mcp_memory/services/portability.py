@@ -12,6 +12,10 @@ writing anything: one neither in the file nor in the store is refused with its l
 link would be a summary that cannot be undone), and links are written after every row, in one
 transaction, so the order of the lines does not matter. Links of lines already present are written
 too: importing a file again completes what an interrupted or older import left out.
+
+Golden queries follow the memories, one line each (``{"golden_query": {...}}``), so an export
+restores the questions the lifecycle passes are checked against; one whose memory is neither in the
+file nor in the store is refused like a dangling link, and one already present is skipped.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import orjson
 from mcp_memory.embed.loader import Embedder
 from mcp_memory.errors import InvalidInputError
 from mcp_memory.ids import new_id
-from mcp_memory.models import MemoryRecord, NewMemory, NewOccurrence, Provenance, Scope, SecondVector
+from mcp_memory.models import GoldenRow, MemoryRecord, NewMemory, NewOccurrence, Provenance, Scope, SecondVector
 from mcp_memory.redact import redact, redact_value
 from mcp_memory.services import second
 from mcp_memory.services.ports import MemoryStore
@@ -43,6 +47,33 @@ async def export_lines(store: MemoryStore, scope: Scope) -> AsyncIterator[bytes]
         if record.id in failures:  # only then: files without it stay readable by older versions
             row["compression_failures"] = failures[record.id]
         yield orjson.dumps(row) + b"\n"
+    for golden in await store.golden.queries(Scope(scope.principal)):  # every namespace, as the rows
+        yield orjson.dumps({"golden_query": asdict(golden)}) + b"\n"
+
+
+@dataclass(frozen=True, slots=True)
+class _Golden:
+    number: int
+    row: GoldenRow
+
+
+def _golden(number: int, value: object) -> _Golden:
+    """A golden query line's row, its question redacted as a memory's text is."""
+    try:
+        if not isinstance(value, dict):
+            raise TypeError("golden_query must be an object")
+        row = GoldenRow(**value)
+        for name in ("id", "query", "memory_id"):
+            if not isinstance(getattr(row, name), str) or not getattr(row, name):
+                raise ValueError(f"golden_query.{name} must be a non-empty string")
+        if row.namespace is not None and not isinstance(row.namespace, str):
+            raise ValueError("golden_query.namespace must be a string or null")
+        if isinstance(row.created_at, bool) or not isinstance(row.created_at, int | float):
+            raise ValueError("golden_query.created_at must be a time in seconds")
+        check_text(row.query)
+    except (TypeError, ValueError, TextProblem) as exc:
+        raise InvalidInputError(f"line {number}", f"is not an exported golden query: {exc}") from None
+    return _Golden(number, GoldenRow(row.id, row.namespace, redact(row.query), row.memory_id, float(row.created_at)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,9 +88,11 @@ def _ids(field: str, value: object) -> None:
         raise ValueError(f"{field} must be a list of memory ids")
 
 
-def _parse(number: int, line: bytes) -> _Line:
+def _parse(number: int, line: bytes) -> _Line | _Golden:
     try:
         row = orjson.loads(line)
+        if isinstance(row, dict) and set(row) == {"golden_query"}:
+            return _golden(number, row["golden_query"])
         provenance = Provenance(**(row.pop("provenance", None) or {}))
         row.pop("occurrence_ids", None)
         failures = row.pop("compression_failures", 0)
@@ -80,11 +113,19 @@ def _parse(number: int, line: bytes) -> _Line:
     return _Line(number, record, failures)
 
 
-async def _check_links(store: MemoryStore, scope: Scope, lines: list[_Line]) -> None:
+async def _check_links(store: MemoryStore, scope: Scope, lines: list[_Line], goldens: list[_Golden]) -> None:
     """Refuse, before anything is written, a line naming a memory neither in the file nor in the store."""
     in_file = {line.record.id for line in lines}
-    named = {i for line in lines for i in (*line.record.source_ids, *line.record.conflicts_with)} - in_file
+    named = {i for line in lines for i in (*line.record.source_ids, *line.record.conflicts_with)}
+    named = (named | {g.row.memory_id for g in goldens}) - in_file
     known = in_file | (await store.existing_ids(scope, sorted(named)) if named else set())
+    for golden in goldens:
+        if golden.row.memory_id not in known:
+            raise InvalidInputError(
+                f"line {golden.number}",
+                f"golden query {golden.row.id!r} names memory {golden.row.memory_id!r}, which is neither in the "
+                "file nor in the store; export the whole store again, or remove that line",
+            )
     for line in lines:
         for field, ids in (("source_ids", line.record.source_ids), ("conflicts_with", line.record.conflicts_with)):
             for missing in (i for i in ids if i not in known):
@@ -99,9 +140,11 @@ async def import_lines(
     store: MemoryStore, embedder: Embedder, scope: Scope, lines: Iterable[bytes], batch: int = 64
 ) -> tuple[int, int]:
     """Insert exported memories, re-embedded; returns (imported, skipped as already present)."""
-    parsed = [_parse(i, line) for i, line in enumerate(lines, start=1) if line.strip()]
+    read = [_parse(i, line) for i, line in enumerate(lines, start=1) if line.strip()]
+    parsed = [line for line in read if isinstance(line, _Line)]
+    goldens = [line for line in read if isinstance(line, _Golden)]
     records = [line.record for line in parsed]
-    await _check_links(store, scope, parsed)
+    await _check_links(store, scope, parsed, goldens)
     model = await embedder.ready()
     await store.check_model(scope, model.model_id, model.dim)
     present = await store.existing_ids(scope, [r.id for r in records])
@@ -141,6 +184,9 @@ async def import_lines(
         conflicts=[(r.id, other) for r in records for other in r.conflicts_with],
         failures=[(line.record.id, line.compression_failures) for line in parsed if line.compression_failures],
     )
+    held = {row.id for row in await store.golden.queries(Scope(scope.principal))}
+    for golden in (g.row for g in goldens if g.row.id not in held):
+        await store.golden.add(Scope(scope.principal, golden.namespace), golden)
     return len(fresh), len(present)
 
 
