@@ -121,11 +121,9 @@ class Where:
     def filter(self) -> qm.Filter:
         must: list[qm.Condition] = [_match("p", self.key)]
         own = "" if self.namespace is None else self.namespace
-        if self.any_namespace:
-            pass
-        elif self.exact_namespace or self.namespace is None:
+        if self.exact_namespace or (self.namespace is None and not self.any_namespace):
             must.append(_match("ns", own))
-        else:
+        elif not self.any_namespace:  # its own namespace and the principal-wide memories
             must.append(qm.FieldCondition(key="ns", match=qm.MatchAny(any=["", own])))
         if not self.include_dead:
             must.append(_match("live", True))

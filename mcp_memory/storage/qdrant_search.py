@@ -65,7 +65,6 @@ class _Spread:
     visible: int
     vectors: Sample  # (sample, dim)
     cjk: npt.NDArray[np.bool_]
-    taken: float
 
 
 @dataclass(slots=True)
@@ -174,8 +173,8 @@ class QdrantVectorSearch:
         self._seen.pop(scope.principal, None)
         return collection
 
-    async def _copy_all(self, conn: aiosqlite.Connection, collection: str, key: str, dim: int) -> tuple[int, int]:
-        """Every row's point written, every point without a row removed: (written, removed)."""
+    async def _copy_all(self, conn: aiosqlite.Connection, collection: str, key: str, dim: int) -> None:
+        """Every row's point written, every point without a row removed."""
         columns = await index_columns(conn, dim)
         rows = [
             IndexRow(
@@ -193,7 +192,6 @@ class QdrantVectorSearch:
         _, orphans = await self.points.orphans(collection, key, set(columns.ids))
         await self.points.remove(collection, orphans)
         log.info("vector engine: %d points written and %d removed for one principal", len(rows), len(orphans))
-        return len(rows), len(orphans)
 
     async def repair(self, scope: Scope) -> dict[str, int]:
         """``reindex --check``: every row's point written again (its payload too), every point that
@@ -202,18 +200,21 @@ class QdrantVectorSearch:
             model = await follow.model(conn)
             if model is None:
                 return {"missing": 0, "orphans": 0}
-            await self._follow(scope, conn)
             key = await follow.made_key(conn, scope.principal)
             collection = await self.points.collection(*model)
             rows = await conn.execute_fetchall("SELECT m.id FROM memories m JOIN vectors v ON v.memory_n = m.n")
             ids = {str(r[0]) for r in rows}
             held, orphans = await self.points.orphans(collection, key, ids)
-            await self._copy_all(conn, collection, key, model[1])
+            await self._copy_all(conn, collection, key, model[1])  # the whole file: no log to replay first
             if ids:
-                token = await follow.meta(conn, "vector_token") or follow.new_token()
+                token = follow.new_token()
                 await conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('vector_token', ?)", (token,))
                 await self.points.set_mark(collection, key, Mark(await follow.head(conn), token, 0, None, None))
+            else:
+                await self.points.clear_mark(collection, key)
             self._seen.pop(scope.principal, None)
+            self._in_flight.pop(scope.principal, None)
+            self._abandoned.discard(scope.principal)
             return {"missing": len(ids - held), "orphans": len(orphans)}
 
     async def health(self, scope: Scope) -> tuple[bool, str]:
@@ -420,7 +421,7 @@ class QdrantVectorSearch:
             return kept
         visible = await self.points.count(collection, where)
         drawn = await self.points.sample(collection, where, SAMPLE) if visible else []
-        spread = _Spread(visible, *_stack(drawn), time.monotonic())
+        spread = _Spread(visible, *_stack(drawn))
         if where.allow is None:
             seen.spreads[key] = spread
         return spread
