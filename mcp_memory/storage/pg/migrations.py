@@ -78,3 +78,23 @@ async def role_problems(conn: psycopg.AsyncConnection) -> list[str]:
 async def as_principal(conn: psycopg.AsyncConnection, key: str) -> None:
     """Bind the open transaction to one principal: the policies and partition functions read it."""
     await conn.execute("SELECT set_config('mcp.principal', %s, true)", (key,))
+
+
+SHARED_TABLES = ("principals", "tokens", "switches", "llm_usage", "leases", "passes", "ui_sessions", "forget_codes")
+
+
+async def missing_tables(conn: psycopg.AsyncConnection) -> list[str]:
+    """The schema's tables the connected role cannot find (a half-restored or foreign database)."""
+    row = await (await conn.execute("SELECT to_regproc('mcp_principal_tables') IS NOT NULL")).fetchone()
+    per_principal: list[str] = []
+    if row and row[0]:
+        per_principal = list((await (await conn.execute("SELECT mcp_principal_tables()")).fetchone() or [[]])[0])
+    wanted = [*per_principal, *SHARED_TABLES] if per_principal else ["mcp_principal_tables()", *SHARED_TABLES]
+    rows = await (
+        await conn.execute(
+            "SELECT relname FROM pg_class WHERE relnamespace = 'public'::regnamespace AND relname = ANY(%s)",
+            (list(wanted),),
+        )
+    ).fetchall()
+    present = {r[0] for r in rows}
+    return [t for t in wanted if t not in present]

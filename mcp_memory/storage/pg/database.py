@@ -1,0 +1,126 @@
+"""The PostgreSQL database as the settings name it: connecting as the server's role or the schema
+owner's, migrating, and what `doctor` checks (ADR 19).
+
+The server's password comes from the variable ``password_env`` names and the owner's whole DSN from
+``owner_dsn_env``; neither is ever in the config file, a log line or an error message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+
+from mcp_memory.config import PostgresSettings
+from mcp_memory.errors import InvalidInputError, StorageError
+from mcp_memory.storage.pg import migrations
+
+APPLICATION = "mcp-memory"
+
+
+def server_role(settings: PostgresSettings) -> str:
+    """The role the server connects as: the user its DSN names."""
+    user = _parts(settings.dsn).get("user")
+    if not user:
+        raise InvalidInputError(
+            "storage.postgres.dsn", "names no user: give the server's role (postgresql://mcp_server@host/db)"
+        )
+    return str(user)
+
+
+def _parts(dsn: str | None) -> dict[str, object]:
+    if not dsn:
+        raise InvalidInputError("storage.postgres.dsn", "is not set: set it, or MCP_MEMORY_STORAGE__POSTGRES__DSN")
+    try:
+        return dict(conninfo_to_dict(dsn))
+    except psycopg.ProgrammingError as exc:
+        raise InvalidInputError("storage.postgres.dsn", f"is not a PostgreSQL connection string ({exc})") from exc
+
+
+async def connect_server(settings: PostgresSettings, *, autocommit: bool = False) -> psycopg.AsyncConnection:
+    """One connection as the server's role, with its statement timeout."""
+    parts = _parts(settings.dsn)
+    password = settings.password
+    if password is not None:
+        parts["password"] = password.get_secret_value()
+    return await _connect(parts, settings.statement_timeout_ms, autocommit, "storage.postgres.dsn")
+
+
+async def connect_owner(settings: PostgresSettings) -> psycopg.AsyncConnection:
+    """One connection as the schema's owner, from the DSN in ``owner_dsn_env`` (migrations only)."""
+    dsn = settings.owner_dsn
+    if dsn is None:
+        raise InvalidInputError(
+            settings.owner_dsn_env,
+            "is not set: put the schema owner's DSN (with its password) in it to migrate; the server's own "
+            "role may not change the schema",
+        )
+    return await _connect(dict(conninfo_to_dict(dsn.get_secret_value())), 0, True, settings.owner_dsn_env)
+
+
+async def _connect(parts: dict[str, object], timeout_ms: int, autocommit: bool, named: str) -> psycopg.AsyncConnection:
+    parts.setdefault("application_name", APPLICATION)
+    parts.setdefault("connect_timeout", 10)
+    if timeout_ms:
+        parts["options"] = f"-c statement_timeout={timeout_ms}"
+    try:
+        return await psycopg.AsyncConnection.connect(autocommit=autocommit, **parts)  # type: ignore[arg-type]
+    except psycopg.OperationalError as exc:
+        where = f"{parts.get('host', 'localhost')}:{parts.get('port', 5432)}/{parts.get('dbname', '')}"
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise StorageError(f"cannot connect to PostgreSQL at {where} ({named}): {first}") from exc
+
+
+async def migrate(settings: PostgresSettings) -> tuple[int, int]:
+    """Bring the schema to this code's version as its owner: (version before, version after)."""
+    role = server_role(settings)
+    async with await connect_owner(settings) as owner:
+        before, _ = await migrations.schema_state(owner)
+        return before, await migrations.migrate(owner, role)
+
+
+@dataclass(frozen=True)
+class Finding:
+    what: str
+    ok: bool
+    said: str
+
+
+async def check(settings: PostgresSettings) -> list[Finding]:
+    """What `doctor` reports of the database: reachable, the role, the schema and its tables."""
+    try:
+        conn = await connect_server(settings, autocommit=True)
+    except (StorageError, InvalidInputError) as exc:
+        return [Finding("database", False, str(exc))]
+    async with conn:
+        version = conn.info.server_version
+        found = [
+            Finding("database", True, f"PostgreSQL {version // 10000}.{version % 10000} as {server_role(settings)}")
+        ]
+        if version < 150000:
+            found.append(Finding("database version", False, "PostgreSQL 15 or later is needed"))
+        problems = await migrations.role_problems(conn)
+        found.append(Finding("database role", not problems, "; ".join(problems) or "bound by row-level security"))
+        found.append(await _schema(conn))
+    return found
+
+
+async def _schema(conn: psycopg.AsyncConnection) -> Finding:
+    version, min_code = await migrations.schema_state(conn)
+    if version == 0:
+        return Finding("database schema", False, "empty: run `mcp-memory database migrate` with the owner's DSN")
+    try:
+        migrations.check_code(version, min_code)
+    except StorageError as exc:
+        return Finding("database schema", False, str(exc))
+    if version < migrations.SCHEMA_VERSION:
+        return Finding(
+            "database schema",
+            False,
+            f"version {version}, this code needs {migrations.SCHEMA_VERSION}: run `mcp-memory database migrate`",
+        )
+    missing = await migrations.missing_tables(conn)
+    if missing:
+        return Finding("database schema", False, f"version {version} but tables are missing: {', '.join(missing)}")
+    return Finding("database schema", True, f"version {version}, every table present")

@@ -1,0 +1,128 @@
+"""`[storage]` settings, `mcp-memory database migrate | status` and `doctor` on the PostgreSQL backend,
+against a throwaway cluster (tests/pgcluster.py). Serving from PostgreSQL is not built yet, and
+every command that would open the store says so (issue 16, ADR 19)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from mcp_memory.assembly import open_core
+from mcp_memory.cli import main
+from mcp_memory.config import load_settings
+from mcp_memory.errors import InvalidInputError, StorageError
+from mcp_memory.storage.pg import NOT_SERVED
+from tests import pgcluster
+
+pytestmark = pytest.mark.skipif(pgcluster.bindir() is None, reason="PostgreSQL is not installed here")
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[pgcluster.Cluster]:
+    started = pgcluster.start()
+    try:
+        yield started
+    finally:
+        pgcluster.stop(started, remove=True)
+
+
+@pytest.fixture
+def empty(cluster: pgcluster.Cluster, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pgcluster.Cluster:
+    """A new, empty database, and the environment a team's server would have for it."""
+    pgcluster.psql(cluster, f"DROP DATABASE IF EXISTS {pgcluster.DATABASE} WITH (FORCE)", database="postgres")
+    pgcluster.psql(cluster, f"CREATE DATABASE {pgcluster.DATABASE} OWNER {pgcluster.OWNER}", database="postgres")
+    pgcluster.psql(cluster, f"GRANT CONNECT ON DATABASE mcp TO {pgcluster.SERVER}", database="postgres")
+    monkeypatch.setenv("MCP_MEMORY_STORAGE__BACKEND", "postgres")
+    monkeypatch.setenv("MCP_MEMORY_STORAGE__POSTGRES__DSN", cluster.dsn())
+    monkeypatch.setenv("MCP_MEMORY_PG_OWNER_DSN", cluster.dsn(pgcluster.OWNER))
+    monkeypatch.setenv("MCP_MEMORY_DATA_DIR", str(tmp_path / "data"))
+    return cluster
+
+
+def test_migrate_then_status_as_the_server_role(empty: pgcluster.Cluster, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["database", "status"]) == 1
+    out = capsys.readouterr().out
+    assert "database schema: PROBLEM: empty: run `mcp-memory database migrate`" in out
+    assert "database role: bound by row-level security" in out
+
+    assert main(["database", "migrate"]) == 0
+    assert "migrated from version 0 to version 1" in capsys.readouterr().out
+    assert main(["database", "migrate"]) == 0
+    assert "already at version 1" in capsys.readouterr().out
+
+    assert main(["database", "status"]) == 0
+    out = capsys.readouterr().out
+    assert "database: PostgreSQL 15." in out
+    assert "database schema: version 1, every table present" in out
+    assert "PROBLEM" not in out
+
+
+def test_a_superuser_dsn_and_a_missing_table_are_problems(
+    empty: pgcluster.Cluster, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["database", "migrate"]) == 0
+    pgcluster.psql(empty, "ALTER TABLE leases RENAME TO leases_gone", user=pgcluster.OWNER)
+    assert main(["database", "status"]) == 1
+    assert "tables are missing: leases" in capsys.readouterr().out
+    monkeypatch.setenv("MCP_MEMORY_STORAGE__POSTGRES__DSN", empty.dsn("postgres"))
+    assert main(["database", "status"]) == 1
+    out = capsys.readouterr().out
+    assert "database role: PROBLEM: role 'postgres' is a superuser, which row-level security does not bind" in out
+
+
+def test_doctor_checks_the_database_and_says_the_backend_does_not_serve_yet(
+    empty: pgcluster.Cluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["database", "migrate"]) == 0
+    capsys.readouterr()
+    assert main(["doctor"]) == 1
+    out = capsys.readouterr().out
+    assert "database schema: version 1, every table present" in out
+    assert f"storage: PROBLEM: {NOT_SERVED}" in out
+    assert out.rstrip().endswith("status: BROKEN")
+
+    async def serve() -> None:
+        async with open_core(load_settings()):
+            pass
+
+    with pytest.raises(StorageError, match="not built yet"):
+        anyio.run(serve)
+
+
+def test_unreachable_and_unmigrated_say_what_to_do(
+    empty: pgcluster.Cluster, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("MCP_MEMORY_STORAGE__POSTGRES__DSN", f"postgresql://mcp_server@127.0.0.1:{_closed_port()}/mcp")
+    monkeypatch.setenv("MCP_MEMORY_PG_PASSWORD", "hunter2-not-logged")
+    assert main(["database", "status"]) == 1
+    out = capsys.readouterr().out
+    assert "database: PROBLEM: cannot connect to PostgreSQL at 127.0.0.1:" in out
+    assert "hunter2" not in out
+    monkeypatch.delenv("MCP_MEMORY_PG_OWNER_DSN")
+    assert main(["database", "migrate"]) == 2
+    assert "MCP_MEMORY_PG_OWNER_DSN" in capsys.readouterr().err
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_storage_settings_refuse_a_password_in_the_file_and_a_backend_without_a_dsn() -> None:
+    with pytest.raises(InvalidInputError, match="password_env") as refused:
+        load_settings(storage={"postgres": {"dsn": "postgresql://mcp_server:s3cret@db/mcp"}})
+    assert "s3cret" not in str(refused.value)
+    with pytest.raises(InvalidInputError, match="password_env"):
+        load_settings(storage={"postgres": {"dsn": "host=db user=mcp_server password=s3cret dbname=mcp"}})
+    with pytest.raises(InvalidInputError, match=r"needs storage\.postgres\.dsn"):
+        load_settings(storage={"backend": "postgres"})
+    with pytest.raises(InvalidInputError, match="pool_min is larger than pool_max"):
+        load_settings(storage={"postgres": {"pool_min": 5, "pool_max": 2}})
+    fine = load_settings(storage={"postgres": {"dsn": "postgresql://mcp_server@db:5432/mcp?sslmode=require"}})
+    assert fine.storage.backend == "sqlite"
