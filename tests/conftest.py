@@ -21,6 +21,7 @@ from mcp_types import ResourceUpdatedNotification
 from mcp_memory.config import Settings, load_settings
 from mcp_memory.server import Runtime, open_runtime
 from mcp_memory.storage.pool import principal_file
+from tests import pgcluster
 from tests.fake_openai import LLM_KEY, LLM_KEY_ENV, FakeOpenAI, fake_openai_server
 
 MODES = ["legacy", "2026-07-28"]
@@ -48,8 +49,8 @@ MODEL_INDEPENDENT = frozenset(
     test_config test_conformance test_events test_forget_user test_http test_http_bad_requests
     test_http_isolation test_http_jwt test_http_shared test_inspector test_install test_isolation
     test_isolation_property test_llm test_memory_file test_migrations test_multiprocess test_pg_database
-    test_pg_schema test_pool test_readme test_resources_prompts test_scheduler_processes test_secrets test_stdio
-    test_stdio_unreadable test_switch test_tasks test_tasks_stdio test_watch""".split()
+    test_pg_keyword test_pg_schema test_pool test_readme test_resources_prompts test_scheduler_processes
+    test_secrets test_stdio test_stdio_unreadable test_switch test_tasks test_tasks_stdio test_watch""".split()
 )
 
 
@@ -67,6 +68,25 @@ def _keep_root_logging() -> Iterator[None]:
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[pgcluster.Cluster]:
+    """One throwaway PostgreSQL cluster for the whole run (tests/pgcluster.py), started when first asked."""
+    if pgcluster.bindir() is None:
+        pytest.skip("PostgreSQL is not installed here")
+    started = pgcluster.start()
+    try:
+        yield started
+    finally:
+        pgcluster.stop(started, remove=True)
+
+
+@pytest.fixture
+def pg_empty(pg_cluster: pgcluster.Cluster) -> pgcluster.Cluster:
+    """The cluster with a new, empty database ``mcp``: each test that asks starts from one."""
+    pgcluster.fresh_database(pg_cluster)
+    return pg_cluster
 
 
 @pytest.fixture

@@ -85,13 +85,9 @@ def start(root: Path | None = None) -> Cluster:
         ),
         **run,  # type: ignore[call-overload]
     )
-    setup = (
-        f"CREATE ROLE {OWNER} LOGIN; CREATE ROLE {SERVER} LOGIN NOSUPERUSER NOBYPASSRLS; "
-        f"CREATE DATABASE {DATABASE} OWNER {OWNER}; REVOKE ALL ON DATABASE {DATABASE} FROM PUBLIC; "
-        f"GRANT CONNECT ON DATABASE {DATABASE} TO {SERVER};"
-    )
-    for statement in setup.split("; "):
-        psql(cluster, statement.rstrip(";"), user="postgres", database="postgres")
+    psql(cluster, f"CREATE ROLE {OWNER} LOGIN", database="postgres")
+    psql(cluster, f"CREATE ROLE {SERVER} LOGIN NOSUPERUSER NOBYPASSRLS", database="postgres")
+    fresh_database(cluster)
     return cluster
 
 
@@ -116,6 +112,17 @@ def psql(cluster: Cluster, sql: str, *, user: str = "postgres", database: str = 
     if done.returncode != 0:
         raise RuntimeError(f"psql failed: {done.stderr.strip()}")
     return done.stdout.strip()
+
+
+def fresh_database(cluster: Cluster) -> None:
+    """Drop the database ``mcp`` and make it again, empty, as ``start`` made it."""
+    for statement in (
+        f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)",
+        f"CREATE DATABASE {DATABASE} OWNER {OWNER}",
+        f"REVOKE ALL ON DATABASE {DATABASE} FROM PUBLIC",
+        f"GRANT CONNECT ON DATABASE {DATABASE} TO {SERVER}",
+    ):
+        psql(cluster, statement, database="postgres")
 
 
 def stop(cluster: Cluster, *, remove: bool = False) -> None:

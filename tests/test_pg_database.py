@@ -4,7 +4,6 @@ every command that would open the store says so (issue 16, ADR 19)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -17,24 +16,11 @@ from mcp_memory.errors import InvalidInputError, StorageError
 from mcp_memory.storage.pg import NOT_SERVED
 from tests import pgcluster
 
-pytestmark = pytest.mark.skipif(pgcluster.bindir() is None, reason="PostgreSQL is not installed here")
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[pgcluster.Cluster]:
-    started = pgcluster.start()
-    try:
-        yield started
-    finally:
-        pgcluster.stop(started, remove=True)
-
 
 @pytest.fixture
-def empty(cluster: pgcluster.Cluster, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pgcluster.Cluster:
+def empty(pg_empty: pgcluster.Cluster, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pgcluster.Cluster:
     """A new, empty database, and the environment a team's server would have for it."""
-    pgcluster.psql(cluster, f"DROP DATABASE IF EXISTS {pgcluster.DATABASE} WITH (FORCE)", database="postgres")
-    pgcluster.psql(cluster, f"CREATE DATABASE {pgcluster.DATABASE} OWNER {pgcluster.OWNER}", database="postgres")
-    pgcluster.psql(cluster, f"GRANT CONNECT ON DATABASE mcp TO {pgcluster.SERVER}", database="postgres")
+    cluster = pg_empty
     monkeypatch.setenv("MCP_MEMORY_STORAGE__BACKEND", "postgres")
     monkeypatch.setenv("MCP_MEMORY_STORAGE__POSTGRES__DSN", cluster.dsn())
     monkeypatch.setenv("MCP_MEMORY_PG_OWNER_DSN", cluster.dsn(pgcluster.OWNER))

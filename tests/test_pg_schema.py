@@ -7,7 +7,6 @@ The backend itself is not built yet; these tests hold its foundation to what ADR
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -17,38 +16,17 @@ from mcp_memory.errors import SchemaVersionError
 from mcp_memory.storage.pg import migrations
 from tests import pgcluster
 
-pytestmark = [
-    pytest.mark.anyio,
-    pytest.mark.skipif(pgcluster.bindir() is None, reason="PostgreSQL is not installed here"),
-]
+pytestmark = pytest.mark.anyio
 
 ALICE = hashlib.sha256(b"alice").hexdigest()[:32]
 BOB = hashlib.sha256(b"bob").hexdigest()[:32]
 CANARY = "canary-7f3a-the-passport-ends-in-4471"
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[pgcluster.Cluster]:
-    started = pgcluster.start()
-    try:
-        yield started
-    finally:
-        pgcluster.stop(started, remove=True)
-
-
 @pytest.fixture
-def empty(cluster: pgcluster.Cluster) -> pgcluster.Cluster:
-    """A new, empty database: each test starts from one."""
-    pgcluster.psql(cluster, f"DROP DATABASE IF EXISTS {pgcluster.DATABASE} WITH (FORCE)", database="postgres")
-    pgcluster.psql(cluster, f"CREATE DATABASE {pgcluster.DATABASE} OWNER {pgcluster.OWNER}", database="postgres")
-    pgcluster.psql(cluster, f"GRANT CONNECT ON DATABASE mcp TO {pgcluster.SERVER}", database="postgres")
-    return cluster
-
-
-@pytest.fixture
-async def schema(empty: pgcluster.Cluster) -> pgcluster.Cluster:
+async def schema(pg_empty: pgcluster.Cluster) -> pgcluster.Cluster:
     """The schema migrated afresh."""
-    cluster = empty
+    cluster = pg_empty
     async with await psycopg.AsyncConnection.connect(cluster.dsn(pgcluster.OWNER), autocommit=True) as owner:
         assert await migrations.migrate(owner, pgcluster.SERVER) == migrations.SCHEMA_VERSION
     return cluster

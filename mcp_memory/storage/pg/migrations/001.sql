@@ -106,8 +106,10 @@ CREATE TABLE second_vectors (
 
 -- The keyword index: the tokens SQLite's FTS5 sees (text.segment_for_index, then its unicode61
 -- rule), with their positions so a phrase ("inv-767") matches as FTS5 matches it. BM25 is computed
--- from these and `term_df`, kept in each writing transaction; `ts_rank` would ignore the document
--- frequencies the recall's word weighting needs (ADR 10).
+-- from these (storage/pg/keyword.py), with FTS5's formula and statistics: the memories' token counts
+-- (memories.doc_len), and their number and total in `meta` (keyword_docs, keyword_tokens), kept in
+-- each writing transaction. `ts_rank` would ignore the document frequencies that the recall's
+-- word weighting needs (ADR 10).
 CREATE TABLE postings (
     principal text NOT NULL,
     term text NOT NULL,
@@ -116,13 +118,6 @@ CREATE TABLE postings (
     PRIMARY KEY (principal, term, memory_n)
 ) PARTITION BY LIST (principal);
 CREATE INDEX postings_memory ON postings (principal, memory_n);
-
-CREATE TABLE term_df (
-    principal text NOT NULL,
-    term text NOT NULL,
-    df integer NOT NULL CHECK (df >= 0),
-    PRIMARY KEY (principal, term)
-) PARTITION BY LIST (principal);
 
 CREATE TABLE memory_entities (
     principal text NOT NULL,
@@ -244,7 +239,7 @@ CREATE TABLE golden_checks (
 CREATE FUNCTION mcp_principal_tables() RETURNS text[]
 LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT ARRAY['meta', 'memories', 'memory_tags', 'occurrences', 'vectors', 'second_vectors', 'postings',
-                 'term_df', 'memory_entities', 'changes', 'tasks', 'checkpoints', 'erasures', 'conflicts',
+                 'memory_entities', 'changes', 'tasks', 'checkpoints', 'erasures', 'conflicts',
                  'summary_sources', 'compression_failures', 'memory_events', 'golden_queries', 'golden_checks']
 $$;
 

@@ -1,0 +1,217 @@
+"""The keyword index inside PostgreSQL: SQLite FTS5's tokens, postings and BM25, with no extension
+(ADR 19).
+
+A memory's text goes through the same ``text.segment_for_index`` as on SQLite (CJK runs become
+bigrams), then through :func:`tokens`, which follows FTS5's ``unicode61 remove_diacritics 2``:
+letters, digits, marks and private-use characters make tokens, everything else separates them;
+tokens are case-folded, and Latin letters lose their diacritics. It agrees with FTS5 on Latin,
+Greek, Cyrillic, Arabic, Hebrew, Hangul, CJK bigrams, digits and identifiers. It differs where
+SQLite's Unicode tables are older than Python's, and in scripts whose vowel signs FTS5 takes for
+separators (Devanagari and its kin), where this one keeps the word whole.
+
+Each token is a row of ``postings`` with its positions in the memory, so a query term of several
+tokens (``inv-767``) is matched as a phrase, as FTS5 matches a quoted term. The score is FTS5's
+``bm25()`` over the principal's whole index (every tier, as FTS5 holds every row): for each term,
+idf = ln((N - n + 0.5) / (n + 0.5)), floored at 1e-6, times f * (k1 + 1) / (f + k1 * (1 - b + b * D
+/ avgdl)), with k1 = 1.2 and b = 0.75. N and the total of tokens are kept in ``meta``; ``D`` is
+``memories.doc_len``; ``n`` is counted from the term's postings as FTS5 reads its doclist.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from mcp_memory.text import segment_for_index
+
+K1, B = 1.2, 0.75
+DOCS, TOKENS = "keyword_docs", "keyword_tokens"  # the meta rows of N and the total of tokens
+_DIACRITICS = range(0x300, 0x370)
+EVERY_MEMORY = sql.SQL("true")
+
+
+def _latin(ch: str) -> bool:
+    code = ord(ch)
+    return code < 0x250 or 0x1E00 <= code < 0x1F00
+
+
+def _fold(ch: str) -> str:
+    """One character as FTS5 stores it: case-folded (a one-character fold, else lower case) and,
+    for a Latin letter, without its diacritics."""
+    folded = ch.casefold()
+    if len(folded) != 1:
+        folded = ch.lower()  # "ß" stays "ß", as in FTS5, rather than becoming "ss"
+    kept = []
+    for c in folded:
+        if ord(c) in _DIACRITICS:
+            continue
+        parts = unicodedata.normalize("NFD", c)
+        if len(parts) > 1 and _latin(parts[0]):
+            c = "".join(p for p in parts if ord(p) not in _DIACRITICS)
+        kept.append(c)
+    return "".join(kept)
+
+
+def _token_char(ch: str) -> bool:
+    category = unicodedata.category(ch)
+    return category[0] in "LNM" or category == "Co"
+
+
+def tokens(text: str) -> list[str]:
+    """The tokens of an already segmented text (``text.segment_for_index``), in order."""
+    found: list[str] = []
+    current: list[str] = []
+    for ch in text:
+        if _token_char(ch):
+            current.append(_fold(ch))
+        elif current:
+            found.append("".join(current))
+            current = []
+    if current:
+        found.append("".join(current))
+    return [t for t in found if t]
+
+
+def positions(text: str) -> tuple[dict[str, list[int]], int]:
+    """Each token of a memory's text with its positions, and how many tokens the text has."""
+    seen: dict[str, list[int]] = {}
+    words = tokens(segment_for_index(text))
+    for at, token in enumerate(words):
+        seen.setdefault(token, []).append(at)
+    return seen, len(words)
+
+
+async def index(conn: psycopg.AsyncConnection, principal: str, rows: Mapping[int, str]) -> None:
+    """Index memories (row number -> text) inside the caller's transaction."""
+    postings: list[tuple[str, str, int, list[int]]] = []
+    lengths: list[tuple[int, str, int]] = []
+    for n, text in rows.items():
+        where, length = positions(text)
+        postings.extend((principal, term, n, at) for term, at in where.items())
+        lengths.append((length, principal, n))
+    async with conn.cursor() as cur:
+        await cur.executemany(
+            "INSERT INTO postings (principal, term, memory_n, positions) VALUES (%s, %s, %s, %s)", postings
+        )
+        await cur.executemany("UPDATE memories SET doc_len = %s WHERE principal = %s AND n = %s", lengths)
+    await _count(conn, principal, len(rows), sum(length for length, _, _ in lengths))
+
+
+async def unindex(conn: psycopg.AsyncConnection, principal: str, rows: Sequence[int]) -> None:
+    """Take memories out of the index, inside the caller's transaction (before their rows go)."""
+    if not rows:
+        return
+    found = await (
+        await conn.execute(
+            "SELECT count(*), coalesce(sum(doc_len), 0) FROM memories WHERE principal = %s AND n = ANY(%s)",
+            (principal, list(rows)),
+        )
+    ).fetchone()
+    await conn.execute("DELETE FROM postings WHERE principal = %s AND memory_n = ANY(%s)", (principal, list(rows)))
+    if found is not None:
+        await _count(conn, principal, -int(found[0]), -int(found[1]))
+
+
+async def _count(conn: psycopg.AsyncConnection, principal: str, docs: int, total: int) -> None:
+    await conn.execute(
+        "INSERT INTO meta (principal, key, value) VALUES (%(p)s, %(docs)s, %(d)s), (%(p)s, %(tokens)s, %(t)s) "
+        "ON CONFLICT (principal, key) DO UPDATE SET value = (meta.value::bigint + excluded.value::bigint)::text",
+        {"p": principal, "docs": DOCS, "tokens": TOKENS, "d": str(docs), "t": str(total)},
+    )
+
+
+def phrases(terms: Iterable[str]) -> list[list[str]]:
+    """Each query term as the phrase FTS5 makes of it (its tokens); terms without one are dropped."""
+    return [found for found in (tokens(term) for term in terms) if found]
+
+
+def _phrase_hits(i: int, phrase: list[str], params: dict[str, Any]) -> sql.Composed:
+    """(phrase number, memory row, occurrences) for the memories holding ``phrase``."""
+    for j, token in enumerate(phrase):
+        params[f"t{i}_{j}"] = token
+    if len(phrase) == 1:
+        return sql.SQL(
+            "SELECT {i} AS i, memory_n, cardinality(positions) AS f FROM postings "
+            "WHERE principal = %(p)s AND term = %(t{i}_0)s"
+        ).format(i=sql.Literal(i))
+    joins = sql.SQL(" ").join(
+        sql.SQL(
+            "JOIN postings a{j} ON a{j}.principal = a0.principal AND a{j}.memory_n = a0.memory_n "
+            "AND a{j}.term = %(t{i}_{j})s"
+        ).format(j=sql.Literal(j), i=sql.Literal(i))
+        for j in range(1, len(phrase))
+    )
+    follows = sql.SQL(" AND ").join(
+        sql.SQL("x + {j} = ANY(a{j}.positions)").format(j=sql.Literal(j)) for j in range(1, len(phrase))
+    )
+    return sql.SQL(
+        "SELECT i, memory_n, f FROM (SELECT {i} AS i, a0.memory_n, "
+        "(SELECT count(*) FROM unnest(a0.positions) AS x WHERE {follows}) AS f "
+        "FROM postings a0 {joins} WHERE a0.principal = %(p)s AND a0.term = %(t{i}_0)s) h WHERE f > 0"
+    ).format(i=sql.Literal(i), follows=follows, joins=joins)
+
+
+def bm25_query(found: list[list[str]], visible: sql.Composable, limit: int, params: dict[str, Any]) -> sql.Composed:
+    """One statement: (memory id, BM25) of the best ``limit`` visible memories holding any phrase.
+    ``visible`` is a condition on the memories as ``m``; ``params`` gains the phrases' tokens."""
+    hits = sql.SQL(" UNION ALL ").join(_phrase_hits(i, phrase, params) for i, phrase in enumerate(found))
+    params["limit"] = limit
+    return sql.SQL(
+        "WITH hits AS ({hits}), "
+        "df AS (SELECT i, count(*) AS n FROM hits GROUP BY i), "
+        "stats AS (SELECT "
+        "  coalesce((SELECT value::float8 FROM meta WHERE principal = %(p)s AND key = {docs}), 0) AS docs, "
+        "  coalesce((SELECT value::float8 FROM meta WHERE principal = %(p)s AND key = {tokens}), 0) AS total) "
+        "SELECT m.id, sum(greatest(ln((s.docs - df.n + 0.5) / (df.n + 0.5)), 1e-6) * h.f * {k1plus} "
+        "  / (h.f + {k1} * (1 - {b} + {b} * m.doc_len / greatest(s.total / greatest(s.docs, 1), 1e-9)))) AS score "
+        "FROM hits h JOIN df USING (i) CROSS JOIN stats s "
+        "JOIN memories m ON m.principal = %(p)s AND m.n = h.memory_n "
+        "WHERE {visible} GROUP BY m.id ORDER BY score DESC, m.id LIMIT %(limit)s"
+    ).format(
+        hits=hits,
+        docs=sql.Literal(DOCS),
+        tokens=sql.Literal(TOKENS),
+        k1plus=sql.Literal(K1 + 1),
+        k1=sql.Literal(K1),
+        b=sql.Literal(B),
+        visible=visible,
+    )
+
+
+async def search(
+    conn: psycopg.AsyncConnection,
+    principal: str,
+    terms: Sequence[str],
+    limit: int,
+    visible: sql.Composable = EVERY_MEMORY,
+    visible_params: Mapping[str, Any] | None = None,
+) -> list[tuple[str, float]]:
+    """Top ``limit`` (memory id, BM25) where a larger score is better, as the SQLite store answers."""
+    found = phrases(terms)
+    if not found:
+        return []
+    params: dict[str, Any] = {"p": principal, **(visible_params or {})}
+    query = bm25_query(found, visible, limit, params)
+    rows = await (await conn.execute(query, params)).fetchall()
+    return [(str(r[0]), float(r[1])) for r in rows]
+
+
+async def document_counts(conn: psycopg.AsyncConnection, principal: str, terms: Sequence[str]) -> dict[str, int]:
+    """How many memories (every tier) hold each term, as a phrase: what golden queries weigh."""
+    counts: dict[str, int] = {}
+    for term in dict.fromkeys(terms):
+        found = phrases([term])
+        if not found:
+            counts[term] = 0
+            continue
+        params: dict[str, Any] = {"p": principal}
+        query = sql.SQL("SELECT count(DISTINCT memory_n) FROM ({hits}) h").format(
+            hits=_phrase_hits(0, found[0], params)
+        )
+        row = await (await conn.execute(query, params)).fetchone()
+        counts[term] = int(row[0]) if row else 0
+    return counts

@@ -1,0 +1,143 @@
+"""Keyword search inside PostgreSQL (storage/pg/keyword.py) scores what SQLite's FTS5 scores: the
+same tokens, phrases and BM25 over the same texts, side by side on a throwaway cluster (ADR 19)."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from mcp_memory.storage.pg import keyword, migrations
+from mcp_memory.storage.rows import fts_match
+from mcp_memory.text import keyword_terms, segment_for_index
+from tests import pgcluster
+
+pytestmark = pytest.mark.anyio
+
+KEY = hashlib.sha256(b"alice").hexdigest()[:32]
+TEXTS = [
+    "The user prefers oolong tea without sugar",
+    "The user uses vim keybindings in every editor",
+    "The user lives in Berlin and works remotely",
+    "用户喜欢喝乌龙茶，不加糖",
+    "用户住在柏林，远程工作",
+    "Invoice INV-767 was paid on 2024-03-02 by Café Zürich",
+    "INV 767 is not the same as INV-768; see inv-767 again",
+    "The deploy runbook lives in docs/runbook.md, version v1.2.3",
+    "Caroline went to the LGBTQ support group on Tuesday",
+    "Melanie painted a sunrise; Caroline liked the sunrise painting",
+    "We decided to move the billing database to PostgreSQL 16 next Wednesday",
+    "The user, the user, the user: boilerplate that every memory repeats",
+    "Crème brûlée at the café in Zürich was the user's favourite dessert",
+    "数据库迁移定在下周三，用户同意了",
+    "Σίσυφος and ΣΊΣΥΦΟΣ are one word; naïve and NAIVE too",
+    "tea tea tea tea: a memory that says tea four times",
+]
+QUESTIONS = [
+    "What does the user like to drink?",
+    "tea",
+    "inv-767",
+    "INV 767",
+    "cafe zurich",
+    "用户喜欢喝什么茶？",
+    "柏林",
+    "Where is the runbook? docs/runbook.md",
+    "v1.2.3",
+    "Caroline sunrise painting",
+    "postgresql billing wednesday",
+    "σίσυφος naive",
+    "nothing matches zzzqx",
+    "the user",
+]
+
+
+async def _pg_index(cluster: pgcluster.Cluster) -> psycopg.AsyncConnection:
+    async with await psycopg.AsyncConnection.connect(cluster.dsn(pgcluster.OWNER), autocommit=True) as owner:
+        await migrations.migrate(owner, pgcluster.SERVER)
+    conn = await psycopg.AsyncConnection.connect(cluster.dsn())
+    async with conn.transaction():
+        await migrations.as_principal(conn, KEY)
+        await conn.execute("SELECT mcp_open_principal(%s)", (KEY,))
+        rows: dict[int, str] = {}
+        for i, text in enumerate(TEXTS):
+            row = await (
+                await conn.execute(
+                    "INSERT INTO memories (principal, id, kind, content, importance, occurred_at, created_at, "
+                    "valid_from, language, content_hash, tier) VALUES (%s, %s, 'fact', %s, 0.5, 0, 0, 0, 'en', %s, %s) "
+                    "RETURNING n",
+                    (KEY, f"m{i:02d}", text, f"h{i}", "archived" if i == 2 else "active"),
+                )
+            ).fetchone()
+            assert row is not None
+            rows[int(row[0])] = text
+        await keyword.index(conn, KEY, rows)
+    return conn
+
+
+def _fts5() -> sqlite3.Connection:
+    """The SQLite store's keyword index over the same texts (schema.py's table, writes.py's rows)."""
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE VIRTUAL TABLE memories_fts USING fts5(body, tokenize = 'unicode61 remove_diacritics 2')")
+    db.executemany(
+        "INSERT INTO memories_fts(rowid, body) VALUES (?, ?)", [(i, segment_for_index(t)) for i, t in enumerate(TEXTS)]
+    )
+    return db
+
+
+def _sqlite_scores(db: sqlite3.Connection, terms: list[str]) -> dict[str, float]:
+    rows = db.execute(
+        "SELECT rowid, bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ?", (fts_match(terms),)
+    ).fetchall()
+    return {f"m{r[0]:02d}": -float(r[1]) for r in rows}
+
+
+async def _pg_scores(conn: psycopg.AsyncConnection, terms: list[str], **kwargs: object) -> dict[str, float]:
+    async with conn.transaction():
+        await migrations.as_principal(conn, KEY)
+        return dict(await keyword.search(conn, KEY, terms, 100, **kwargs))  # type: ignore[arg-type]
+
+
+async def test_bm25_in_postgresql_equals_fts5_on_english_chinese_phrases_and_accents(
+    pg_empty: pgcluster.Cluster,
+) -> None:
+    db = _fts5()
+    async with await _pg_index(pg_empty) as conn:
+        compared = 0
+        for question in QUESTIONS:
+            terms = keyword_terms(question)
+            expected = _sqlite_scores(db, terms)
+            got = await _pg_scores(conn, terms)
+            assert got.keys() == expected.keys(), question
+            for memory, score in expected.items():
+                assert got[memory] == pytest.approx(score, rel=1e-9, abs=1e-12), (question, memory)
+            compared += len(expected)
+        assert compared > 20  # positive control: the questions do match
+        # a phrase matches only where its tokens stand together, as in FTS5
+        assert set(await _pg_scores(conn, ["inv-767"])) == {"m05", "m06"}
+        assert "m06" not in await _pg_scores(conn, ["inv-768-x"])
+
+
+async def test_the_visibility_condition_filters_after_the_statistics_and_a_deletion_unindexes(
+    pg_empty: pgcluster.Cluster,
+) -> None:
+    async with await _pg_index(pg_empty) as conn:
+        everything = await _pg_scores(conn, ["berlin", "柏林"])
+        assert set(everything) == {"m02", "m04"}
+        active = await _pg_scores(conn, ["berlin", "柏林"], visible=sql.SQL("m.tier = 'active'"))
+        assert active == {"m04": everything["m04"]}  # the archived one still counts in N, as in FTS5
+        async with conn.transaction():
+            await migrations.as_principal(conn, KEY)
+            row = await (
+                await conn.execute("SELECT n FROM memories WHERE principal = %s AND id = 'm04'", (KEY,))
+            ).fetchone()
+            assert row is not None
+            await keyword.unindex(conn, KEY, [int(row[0])])
+            await conn.execute("DELETE FROM memories WHERE principal = %s AND id = 'm04'", (KEY,))
+            counts = await keyword.document_counts(conn, KEY, ["柏林", "tea", "inv-767"])
+        assert counts == {"柏林": 0, "tea": 2, "inv-767": 2}
+        db = _fts5()
+        db.execute("DELETE FROM memories_fts WHERE rowid = 4")
+        assert await _pg_scores(conn, ["tea", "user"]) == pytest.approx(_sqlite_scores(db, ["tea", "user"]))
