@@ -78,8 +78,13 @@ async def test_a_write_for_another_principal_is_refused(schema: pgcluster.Cluste
             await _as(conn, ALICE, planted, (BOB,))
         with pytest.raises(psycopg.errors.RaiseException, match="own principal"):
             await _as(conn, ALICE, "SELECT mcp_drop_principal(%s)", (BOB,))
-        with pytest.raises(psycopg.errors.InsufficientPrivilege):  # a partition is not the server's to read
-            await _as(conn, BOB, f"SELECT * FROM memories_{BOB}")
+        async with conn.transaction():  # a partition named outright is walled as the parent is
+            await migrations.as_principal(conn, ALICE)
+            assert await (await conn.execute(f"SELECT count(*) FROM memories_{BOB}")).fetchone() == (0,)
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
+            await _as(conn, ALICE, planted.replace("INTO memories ", f"INTO memories_{BOB} "), (BOB,))
+        with pytest.raises(psycopg.errors.CheckViolation, match="partition constraint"):  # the default is Alice
+            await _as(conn, ALICE, f"INSERT INTO meta_{BOB} (key, value) VALUES ('k', 'v')")
 
 
 async def test_dropping_a_principal_leaves_none_of_its_text_in_the_cluster_files(schema: pgcluster.Cluster) -> None:

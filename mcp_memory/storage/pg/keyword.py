@@ -76,10 +76,10 @@ def tokens(text: str) -> list[str]:
     return [t for t in found if t]
 
 
-def positions(text: str) -> tuple[dict[str, list[int]], int]:
-    """Each token of a memory's text with its positions, and how many tokens the text has."""
+def positions(segmented: str) -> tuple[dict[str, list[int]], int]:
+    """Each token of a memory's segmented text with its positions, and how many tokens it has."""
     seen: dict[str, list[int]] = {}
-    words = tokens(segment_for_index(text))
+    words = tokens(segmented)
     for at, token in enumerate(words):
         seen.setdefault(token, []).append(at)
     return seen, len(words)
@@ -87,10 +87,15 @@ def positions(text: str) -> tuple[dict[str, list[int]], int]:
 
 async def index(conn: psycopg.AsyncConnection, principal: str, rows: Mapping[int, str]) -> None:
     """Index memories (row number -> text) inside the caller's transaction."""
+    await index_segmented(conn, principal, {n: segment_for_index(text) for n, text in rows.items()})
+
+
+async def index_segmented(conn: psycopg.AsyncConnection, principal: str, rows: Mapping[int, str]) -> None:
+    """Index memories (row number -> ``text.segment_for_index`` of their text), as FTS5 is fed."""
     postings: list[tuple[str, str, int, list[int]]] = []
     lengths: list[tuple[int, str, int]] = []
-    for n, text in rows.items():
-        where, length = positions(text)
+    for n, segmented in rows.items():
+        where, length = positions(segmented)
         postings.extend((principal, term, n, at) for term, at in where.items())
         lengths.append((length, principal, n))
     async with conn.cursor() as cur:

@@ -18,24 +18,25 @@ CREATE TABLE principals (
 -- ----- per principal ------------------------------------------------------------------------
 
 CREATE TABLE meta (
-    principal text NOT NULL,
+    principal text NOT NULL DEFAULT current_setting('mcp.principal', true),
     key text NOT NULL,
     value text NOT NULL,
     PRIMARY KEY (principal, key)
 ) PARTITION BY LIST (principal);
 
+CREATE SEQUENCE memories_n_seq;
 CREATE TABLE memories (
-    principal text NOT NULL,
-    n bigint GENERATED ALWAYS AS IDENTITY,  -- ADR 13's order of writing (MemoryRecord.rowid)
+    principal text NOT NULL DEFAULT current_setting('mcp.principal', true),
+    n bigint NOT NULL DEFAULT nextval('memories_n_seq'),  -- ADR 13's order of writing (MemoryRecord.rowid); one sequence for all principals, so a partition made apart numbers as the parent does
     id text NOT NULL,
     namespace text,
     kind text NOT NULL,
     content text NOT NULL,
     key text,
-    tags jsonb NOT NULL DEFAULT '[]',
-    metadata jsonb NOT NULL DEFAULT '{}',
+    tags text NOT NULL DEFAULT '[]',
+    metadata text NOT NULL DEFAULT '{}',
     importance double precision NOT NULL,
-    pinned boolean NOT NULL DEFAULT false,
+    pinned integer NOT NULL DEFAULT 0,  -- 0 or 1, as in SQLite: one SQL reads both (ADR 20)
     occurred_at double precision NOT NULL,
     created_at double precision NOT NULL,
     last_accessed_at double precision,
@@ -61,14 +62,14 @@ CREATE INDEX memories_key ON memories (principal, key, namespace) WHERE key IS N
 CREATE INDEX memories_hash ON memories (principal, content_hash);
 CREATE INDEX memories_occurred ON memories (principal, occurred_at);
 CREATE INDEX memories_task ON memories (principal, task_id) WHERE task_id IS NOT NULL;
-CREATE INDEX memories_pinned ON memories (principal) WHERE pinned;
+CREATE INDEX memories_pinned ON memories (principal) WHERE pinned = 1;
 CREATE INDEX memories_session ON memories (principal, session_key, n) WHERE session_key IS NOT NULL;
 -- One live copy of a text per scope (SQLite's schema 8): two replicas never store it twice.
 CREATE UNIQUE INDEX memories_live_copy ON memories (principal, content_hash)
     WHERE superseded_by IS NULL AND tier = 'active' AND key IS NULL AND level = 0;
 
 CREATE TABLE memory_tags (
-    principal text NOT NULL,
+    principal text NOT NULL DEFAULT current_setting('mcp.principal', true),
     tag text NOT NULL,
     memory_n bigint NOT NULL,
     PRIMARY KEY (principal, tag, memory_n)
@@ -76,13 +77,13 @@ CREATE TABLE memory_tags (
 CREATE INDEX memory_tags_memory ON memory_tags (principal, memory_n);
 
 CREATE TABLE occurrences (
-    principal text NOT NULL,
+    principal text NOT NULL DEFAULT current_setting('mcp.principal', true),
     id text NOT NULL,
     memory_n bigint NOT NULL,
     session_key text,
     occurred_at double precision NOT NULL,
     created_at double precision NOT NULL,
-    metadata jsonb NOT NULL DEFAULT '{}',
+    metadata text NOT NULL DEFAULT '{}',
     client_name text,
     transport text,
     PRIMARY KEY (principal, id)
@@ -91,14 +92,14 @@ CREATE INDEX occurrences_memory ON occurrences (principal, memory_n);
 
 -- The first model's vector (float32, little-endian, as in SQLite) and the second model's (ADR 14).
 CREATE TABLE vectors (
-    principal text NOT NULL,
+    principal text NOT NULL DEFAULT current_setting('mcp.principal', true),
     memory_n bigint NOT NULL,
     vec bytea NOT NULL,
     PRIMARY KEY (principal, memory_n)
 ) PARTITION BY LIST (principal);
 
 CREATE TABLE second_vectors (
-    principal text NOT NULL,
+    principal text NOT NULL DEFAULT current_setting('mcp.principal', true),
     memory_n bigint NOT NULL,
     vec bytea NOT NULL,
     PRIMARY KEY (principal, memory_n)
@@ -111,7 +112,7 @@ CREATE TABLE second_vectors (
 -- each writing transaction. `ts_rank` would ignore the document frequencies that the recall's
 -- word weighting needs (ADR 10).
 CREATE TABLE postings (
-    principal text NOT NULL,
+    principal text NOT NULL DEFAULT current_setting('mcp.principal', true),
     term text NOT NULL,
     memory_n bigint NOT NULL,
     positions integer[] NOT NULL,
@@ -120,7 +121,7 @@ CREATE TABLE postings (
 CREATE INDEX postings_memory ON postings (principal, memory_n);
 
 CREATE TABLE memory_entities (
-    principal text NOT NULL,
+    principal text NOT NULL DEFAULT current_setting('mcp.principal', true),
     entity text NOT NULL,
     memory_n bigint NOT NULL,
     PRIMARY KEY (principal, entity, memory_n)
@@ -128,21 +129,22 @@ CREATE TABLE memory_entities (
 CREATE INDEX memory_entities_memory ON memory_entities (principal, memory_n);
 
 -- What changed, in order: exact indexes, caches and the Qdrant engine of other replicas follow it.
+CREATE SEQUENCE changes_seq_seq;
 CREATE TABLE changes (
-    principal text NOT NULL,
-    seq bigint GENERATED ALWAYS AS IDENTITY,
+    principal text NOT NULL DEFAULT current_setting('mcp.principal', true),
+    seq bigint NOT NULL DEFAULT nextval('changes_seq_seq'),
     memory_n bigint NOT NULL,
     op text NOT NULL CHECK (op IN ('put', 'del')),
     PRIMARY KEY (principal, seq)
 ) PARTITION BY LIST (principal);
 
 CREATE TABLE tasks (
-    principal text NOT NULL,
+    principal text NOT NULL DEFAULT current_setting('mcp.principal', true),
     task_id text NOT NULL,
     namespace text,
     title text NOT NULL,
     goal text NOT NULL,
-    constraints jsonb NOT NULL DEFAULT '[]',
+    constraints text NOT NULL DEFAULT '[]',
     head bytea NOT NULL,
     head_seq integer NOT NULL,
     created_at double precision NOT NULL,
@@ -153,7 +155,7 @@ CREATE TABLE tasks (
 CREATE INDEX tasks_updated ON tasks (principal, updated_at, task_id);
 
 CREATE TABLE checkpoints (
-    principal text NOT NULL,
+    principal text NOT NULL DEFAULT current_setting('mcp.principal', true),
     id text NOT NULL,
     task_id text NOT NULL,
     seq integer NOT NULL,
@@ -167,16 +169,17 @@ CREATE TABLE checkpoints (
     UNIQUE (principal, task_id, seq)
 ) PARTITION BY LIST (principal);
 
+CREATE SEQUENCE erasures_n_seq;
 CREATE TABLE erasures (
-    principal text NOT NULL,
-    n bigint GENERATED ALWAYS AS IDENTITY,
+    principal text NOT NULL DEFAULT current_setting('mcp.principal', true),
+    n bigint NOT NULL DEFAULT nextval('erasures_n_seq'),
     erased_at double precision NOT NULL,
     receipt text NOT NULL,
     PRIMARY KEY (principal, n)
 ) PARTITION BY LIST (principal);
 
 CREATE TABLE conflicts (
-    principal text NOT NULL,
+    principal text NOT NULL DEFAULT current_setting('mcp.principal', true),
     memory_id text NOT NULL,
     other_id text NOT NULL,
     created_at double precision NOT NULL,
@@ -187,7 +190,7 @@ CREATE TABLE conflicts (
 CREATE INDEX conflicts_other ON conflicts (principal, other_id);
 
 CREATE TABLE summary_sources (
-    principal text NOT NULL,
+    principal text NOT NULL DEFAULT current_setting('mcp.principal', true),
     summary_id text NOT NULL,
     source_id text NOT NULL,
     PRIMARY KEY (principal, summary_id, source_id)
@@ -195,25 +198,26 @@ CREATE TABLE summary_sources (
 CREATE INDEX summary_sources_source ON summary_sources (principal, source_id);
 
 CREATE TABLE compression_failures (
-    principal text NOT NULL,
+    principal text NOT NULL DEFAULT current_setting('mcp.principal', true),
     memory_id text NOT NULL,
     failures integer NOT NULL,
     PRIMARY KEY (principal, memory_id)
 ) PARTITION BY LIST (principal);
 
+CREATE SEQUENCE memory_events_n_seq;
 CREATE TABLE memory_events (
-    principal text NOT NULL,
-    n bigint GENERATED ALWAYS AS IDENTITY,
+    principal text NOT NULL DEFAULT current_setting('mcp.principal', true),
+    n bigint NOT NULL DEFAULT nextval('memory_events_n_seq'),
     memory_id text NOT NULL,
     at double precision NOT NULL,
     event text NOT NULL,
-    detail jsonb NOT NULL DEFAULT '{}',
+    detail text NOT NULL DEFAULT '{}',
     PRIMARY KEY (principal, n)
 ) PARTITION BY LIST (principal);
 CREATE INDEX memory_events_memory ON memory_events (principal, memory_id, n);
 
 CREATE TABLE golden_queries (
-    principal text NOT NULL,
+    principal text NOT NULL DEFAULT current_setting('mcp.principal', true),
     id text NOT NULL,
     namespace text,
     query text NOT NULL,
@@ -223,15 +227,16 @@ CREATE TABLE golden_queries (
 ) PARTITION BY LIST (principal);
 CREATE INDEX golden_queries_memory ON golden_queries (principal, memory_id);
 
+CREATE SEQUENCE golden_checks_n_seq;
 CREATE TABLE golden_checks (
-    principal text NOT NULL,
-    n bigint GENERATED ALWAYS AS IDENTITY,
+    principal text NOT NULL DEFAULT current_setting('mcp.principal', true),
+    n bigint NOT NULL DEFAULT nextval('golden_checks_n_seq'),
     at double precision NOT NULL,
     queries integer NOT NULL,
     before double precision NOT NULL,
     after double precision NOT NULL,
-    rolled_back boolean NOT NULL,
-    detail jsonb NOT NULL DEFAULT '{}',
+    rolled_back integer NOT NULL,
+    detail text NOT NULL DEFAULT '{}',
     PRIMARY KEY (principal, n)
 ) PARTITION BY LIST (principal);
 
@@ -269,8 +274,9 @@ BEGIN
     END IF;
 END $$;
 
--- Partitions are made and emptied by the owner's functions; the server may only call them, and
--- has no right on a partition itself (a query must go through the parent and its policy). A
+-- Partitions are made and emptied by the owner's functions; the server may only call them. Each
+-- partition carries the parent's policy, forced, so a query that names a partition (as the store's
+-- do, ADR 20) is walled as one through the parent. A
 -- partition is made apart and then attached, which locks the parent only against other schema
 -- changes (SHARE UPDATE EXCLUSIVE): other principals read and write on. CREATE TABLE ... PARTITION
 -- OF, DETACH and DROP would take the parent whole (ACCESS EXCLUSIVE), so the first write of a new
@@ -296,6 +302,15 @@ BEGIN
         IF NOT EXISTS (SELECT 1 FROM pg_inherits WHERE inhrelid = format('public.%I', part)::regclass) THEN
             EXECUTE format('ALTER TABLE public.%I ATTACH PARTITION public.%I FOR VALUES IN (%L)', t, part, p);
         END IF;
+        -- The store names the partition itself (ADR 20): the same wall stands on it as on the parent.
+        EXECUTE format('ALTER TABLE public.%I ENABLE ROW LEVEL SECURITY', part);
+        EXECUTE format('ALTER TABLE public.%I FORCE ROW LEVEL SECURITY', part);
+        IF NOT EXISTS (SELECT 1 FROM pg_policy WHERE polrelid = format('public.%I', part)::regclass) THEN
+            EXECUTE format(
+                'CREATE POLICY own_principal ON public.%I USING (principal = current_setting(''mcp.principal'', true)) '
+                'WITH CHECK (principal = current_setting(''mcp.principal'', true))', part);
+        END IF;
+        EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON public.%I TO {server}', part);
     END LOOP;
     INSERT INTO public.principals (principal) VALUES (p) ON CONFLICT DO NOTHING;
 END $$;
@@ -321,6 +336,7 @@ END $$;
 
 REVOKE ALL ON FUNCTION mcp_own_principal(text), mcp_open_principal(text), mcp_drop_principal(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mcp_open_principal(text), mcp_drop_principal(text) TO {server};
+GRANT USAGE ON SEQUENCE memories_n_seq, changes_seq_seq, erasures_n_seq, memory_events_n_seq, golden_checks_n_seq TO {server};
 
 -- ----- shared by every principal and every replica -------------------------------------------
 
@@ -366,7 +382,7 @@ CREATE TABLE passes (
     started_at double precision NOT NULL,
     finished_at double precision NOT NULL,
     outcome text NOT NULL,
-    details jsonb NOT NULL
+    details text NOT NULL
 );
 
 CREATE TABLE ui_sessions (
