@@ -53,6 +53,11 @@ TRANSLATIONS = [
         "ELSE GREATEST(expires_at, %s) END",
     ),
     ("SELECT MAX(n) FROM changes", "SELECT MAX(n) FROM changes___principal__"),
+    (
+        "INSERT INTO tasks(task_id, title) VALUES (?,?) ON CONFLICT(task_id) DO UPDATE SET title = excluded.title",
+        "INSERT INTO tasks___principal__(task_id, title) VALUES (%s,%s) ON CONFLICT (principal, task_id) DO UPDATE "
+        "SET title = excluded.title",
+    ),
     ("SELECT 'a % b ? c', x FROM memories", "SELECT 'a % b ? c', x FROM memories___principal__"),
     (
         "SELECT s.id, o.id FROM memories s, memories o WHERE s.id = ?",
@@ -106,7 +111,7 @@ class _Db:
         key = KEYS[scope.principal]
         async with self.conn.transaction():
             await migrations.as_principal(self.conn, key)
-            await self.conn.execute("SELECT mcp_open_principal(%s)", (key,))
+            await self.conn.execute("SELECT mcp_open_principal(%s, %s)", (key, "someone"))
             return await work(dialect.PgConn(self.conn, key))
 
     async def records(self, scope: Scope, **criteria: Any) -> list[MemoryRecord]:

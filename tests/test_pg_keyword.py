@@ -60,7 +60,7 @@ async def _pg_index(cluster: pgcluster.Cluster) -> psycopg.AsyncConnection:
     conn = await psycopg.AsyncConnection.connect(cluster.dsn())
     async with conn.transaction():
         await migrations.as_principal(conn, KEY)
-        await conn.execute("SELECT mcp_open_principal(%s)", (KEY,))
+        await conn.execute("SELECT mcp_open_principal(%s, %s)", (KEY, "someone"))
         rows: dict[int, str] = {}
         for i, text in enumerate(TEXTS):
             row = await (

@@ -47,7 +47,7 @@ async def _remember(conn: psycopg.AsyncConnection, key: str, text: str) -> None:
     """One memory of principal ``key``, in a transaction bound to it (as the backend will write)."""
     async with conn.transaction():
         await migrations.as_principal(conn, key)
-        await conn.execute("SELECT mcp_open_principal(%s)", (key,))
+        await conn.execute("SELECT mcp_open_principal(%s, %s)", (key, "someone"))
         await conn.execute(
             "INSERT INTO memories (principal, id, kind, content, importance, occurred_at, created_at, valid_from, "
             "language, content_hash) VALUES (%s, %s, 'fact', %s, 0.5, 0, 0, 0, 'en', %s)",

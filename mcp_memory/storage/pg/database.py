@@ -8,6 +8,7 @@ The server's password comes from the variable ``password_env`` names and the own
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
@@ -38,13 +39,26 @@ def _parts(dsn: str | None) -> dict[str, object]:
         raise InvalidInputError("storage.postgres.dsn", f"is not a PostgreSQL connection string ({exc})") from exc
 
 
-async def connect_server(settings: PostgresSettings, *, autocommit: bool = False) -> psycopg.AsyncConnection:
-    """One connection as the server's role, with its statement timeout."""
-    parts = _parts(settings.dsn)
+def server_parts(settings: PostgresSettings) -> dict[str, Any]:
+    """The server role's connection parameters: the DSN's, its password, the statement timeout."""
+    parts: dict[str, Any] = _parts(settings.dsn)
     password = settings.password
     if password is not None:
         parts["password"] = password.get_secret_value()
-    return await _connect(parts, settings.statement_timeout_ms, autocommit, "storage.postgres.dsn")
+    parts.setdefault("application_name", APPLICATION)
+    parts.setdefault("connect_timeout", 10)
+    parts["options"] = f"-c statement_timeout={settings.statement_timeout_ms}"
+    return parts
+
+
+def where(parts: dict[str, Any]) -> str:
+    """host:port/db of a connection, for a message (never the password)."""
+    return f"{parts.get('host', 'localhost')}:{parts.get('port', 5432)}/{parts.get('dbname', '')}"
+
+
+async def connect_server(settings: PostgresSettings, *, autocommit: bool = False) -> psycopg.AsyncConnection:
+    """One connection as the server's role, with its statement timeout."""
+    return await _connect(server_parts(settings), autocommit, "storage.postgres.dsn")
 
 
 async def connect_owner(settings: PostgresSettings) -> psycopg.AsyncConnection:
@@ -56,20 +70,18 @@ async def connect_owner(settings: PostgresSettings) -> psycopg.AsyncConnection:
             "is not set: put the schema owner's DSN (with its password) in it to migrate; the server's own "
             "role may not change the schema",
         )
-    return await _connect(dict(conninfo_to_dict(dsn.get_secret_value())), 0, True, settings.owner_dsn_env)
-
-
-async def _connect(parts: dict[str, object], timeout_ms: int, autocommit: bool, named: str) -> psycopg.AsyncConnection:
+    parts: dict[str, Any] = dict(conninfo_to_dict(dsn.get_secret_value()))
     parts.setdefault("application_name", APPLICATION)
     parts.setdefault("connect_timeout", 10)
-    if timeout_ms:
-        parts["options"] = f"-c statement_timeout={timeout_ms}"
+    return await _connect(parts, True, settings.owner_dsn_env)
+
+
+async def _connect(parts: dict[str, Any], autocommit: bool, named: str) -> psycopg.AsyncConnection:
     try:
-        return await psycopg.AsyncConnection.connect(autocommit=autocommit, **parts)  # type: ignore[arg-type]
+        return await psycopg.AsyncConnection.connect(autocommit=autocommit, **parts)
     except psycopg.OperationalError as exc:
-        where = f"{parts.get('host', 'localhost')}:{parts.get('port', 5432)}/{parts.get('dbname', '')}"
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise StorageError(f"cannot connect to PostgreSQL at {where} ({named}): {first}") from exc
+        raise StorageError(f"cannot connect to PostgreSQL at {where(parts)} ({named}): {first}") from exc
 
 
 async def migrate(settings: PostgresSettings) -> tuple[int, int]:

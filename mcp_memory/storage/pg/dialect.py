@@ -8,7 +8,8 @@ Each statement is translated once (and cached) from the SQLite dialect the stora
   ``json_extract(column, '$.key')`` becomes ``column::jsonb ->> 'key'``;
 - ``INSERT OR IGNORE`` becomes ``ON CONFLICT DO NOTHING`` and ``INSERT OR REPLACE`` an upsert on the
   table's key; two-argument ``MAX(a, b)`` becomes ``GREATEST`` (which, unlike SQLite's, skips a
-  NULL argument: the storage functions never pass one); ``CAST(... AS REAL)`` a double;
+  NULL argument: the storage functions never pass one); ``CAST(... AS REAL)`` a double; an
+  ``ON CONFLICT (...)`` target gains the principal, with which every key begins;
 - a per-principal table after FROM, JOIN, INTO or UPDATE becomes the principal's own partition
   (``memories`` -> ``memories_<key>``): the planner never looks at another principal's partition,
   and the partition's own row-level security still binds the transaction's principal. The
@@ -102,6 +103,8 @@ def _code(code: str) -> str:
     code = re.sub(r"\?(\s+IS\s+(?:NOT\s+)?NULL)", r"CAST(? AS text)\1", code, flags=re.IGNORECASE)
     code = code.replace("?", "%s")
     code = re.sub(r"\bAS\s+REAL\)", "AS double precision)", code, flags=re.IGNORECASE)
+    # a per-principal table's keys all begin with the principal
+    code = re.sub(r"\bON\s+CONFLICT\s*\(", "ON CONFLICT (principal, ", code, flags=re.IGNORECASE)
     code = _greatest(code)
     code = _TABLE.sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3)}_{_SUFFIX}", code)
     code = _TABLE_COLUMNS.sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3)}_{_SUFFIX}(", code)

@@ -80,7 +80,17 @@ async def as_principal(conn: psycopg.AsyncConnection, key: str) -> None:
     await conn.execute("SELECT set_config('mcp.principal', %s, true)", (key,))
 
 
-SHARED_TABLES = ("principals", "tokens", "switches", "llm_usage", "leases", "passes", "ui_sessions", "forget_codes")
+SHARED_TABLES = (
+    "deployment",
+    "principals",
+    "tokens",
+    "switches",
+    "llm_usage",
+    "leases",
+    "passes",
+    "ui_sessions",
+    "forget_codes",
+)
 
 
 async def missing_tables(conn: psycopg.AsyncConnection) -> list[str]:

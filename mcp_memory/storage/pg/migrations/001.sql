@@ -10,8 +10,14 @@
 CREATE TABLE schema_version (version int NOT NULL, min_code int NOT NULL, written_by text NOT NULL);
 INSERT INTO schema_version VALUES (0, 0, '');
 
+-- The deployment's random id: a principal's key is a digest of it with the name, so two
+-- deployments sharing a Qdrant never share a key, and a key cannot be guessed from a name.
+CREATE TABLE deployment (id text NOT NULL);
+INSERT INTO deployment VALUES (gen_random_uuid()::text);
+
 CREATE TABLE principals (
-    principal text PRIMARY KEY,
+    principal text PRIMARY KEY,  -- the key
+    name text NOT NULL,  -- as the transport names it (the scheduler walks them)
     opened_at timestamptz NOT NULL DEFAULT now()
 );
 
@@ -284,7 +290,7 @@ END $$;
 -- all those after it. For the same reason no per-principal table references another: a foreign key
 -- between partitioned tables makes attaching lock the referenced parent and forbids TRUNCATE. The
 -- store deletes a memory's rows in every table itself, in the transaction that deletes it.
-CREATE FUNCTION mcp_open_principal(p text) RETURNS void
+CREATE FUNCTION mcp_open_principal(p text, named text) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     t text;
@@ -312,7 +318,7 @@ BEGIN
         END IF;
         EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON public.%I TO {server}', part);
     END LOOP;
-    INSERT INTO public.principals (principal) VALUES (p) ON CONFLICT DO NOTHING;
+    INSERT INTO public.principals (principal, name) VALUES (p, named) ON CONFLICT DO NOTHING;
 END $$;
 
 -- forget_user: TRUNCATE gives each of the principal's partitions new, empty files and removes the
@@ -334,8 +340,9 @@ BEGIN
     DELETE FROM public.principals WHERE principal = p;
 END $$;
 
-REVOKE ALL ON FUNCTION mcp_own_principal(text), mcp_open_principal(text), mcp_drop_principal(text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION mcp_open_principal(text), mcp_drop_principal(text) TO {server};
+REVOKE ALL ON FUNCTION mcp_own_principal(text), mcp_open_principal(text, text), mcp_drop_principal(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mcp_open_principal(text, text), mcp_drop_principal(text) TO {server};
+GRANT SELECT ON deployment, principals TO {server};
 GRANT USAGE ON SEQUENCE memories_n_seq, changes_seq_seq, erasures_n_seq, memory_events_n_seq, golden_checks_n_seq TO {server};
 
 -- ----- shared by every principal and every replica -------------------------------------------

@@ -1,0 +1,113 @@
+"""A principal's reads and transactions on PostgreSQL, as the shared storage code takes them: what
+``SqliteStore.reader`` and ``SqliteStore.transaction`` give, over a pool (ADR 19, ADR 20).
+
+Every transaction is bound to one principal (``mcp.principal``) and its statements name that
+principal's partitions (``dialect.PgConn``). A principal's partitions are made at its first read
+or write, by the owner's function. A read outside a transaction runs each statement in a
+transaction of its own, as SQLite's reader connection sees each statement's committed state.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+from mcp_memory.config import PostgresSettings
+from mcp_memory.errors import StorageError
+from mcp_memory.models import Scope
+from mcp_memory.storage.pg import database, migrations
+from mcp_memory.storage.pg.dialect import PgConn, PgCursor
+
+
+def principal_key(deployment: str, principal: str) -> str:
+    """The principal as every table holds it: a digest of the deployment's id with the name."""
+    return hashlib.sha256(f"{deployment}\0{principal}".encode()).hexdigest()[:32]
+
+
+class PgDatabase:
+    """The pool, the deployment's id, and each principal's transactions and reads."""
+
+    def __init__(self, settings: PostgresSettings) -> None:
+        self.settings = settings
+        self._pool: AsyncConnectionPool | None = None
+        self._deployment = ""
+        self._opened: set[str] = set()  # principals whose partitions exist
+
+    async def open(self) -> None:
+        parts = database.server_parts(self.settings)
+        pool: AsyncConnectionPool = AsyncConnectionPool(
+            "", kwargs=parts, min_size=self.settings.pool_min, max_size=self.settings.pool_max, open=False
+        )
+        try:
+            await pool.open(wait=True, timeout=15)
+        except psycopg.OperationalError as exc:  # the pool's own timeout error derives from it
+            await pool.close()
+            raise StorageError(f"cannot open the PostgreSQL pool ({database.where(parts)}): {exc}") from exc
+        self._pool = pool
+        async with pool.connection() as conn:
+            version, min_code = await migrations.schema_state(conn)
+            if version == 0:
+                raise StorageError("the PostgreSQL database has no schema: run `mcp-memory database migrate`")
+            migrations.check_code(version, min_code)
+            row = await (await conn.execute("SELECT id FROM deployment")).fetchone()
+        if row is None:
+            raise StorageError("the PostgreSQL database has no deployment id: run `mcp-memory database migrate`")
+        self._deployment = str(row[0])
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            with anyio.CancelScope(shield=True):
+                await self._pool.close()
+            self._pool = None
+
+    async def __aenter__(self) -> PgDatabase:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def pool(self) -> AsyncConnectionPool:
+        if self._pool is None:
+            raise StorageError("the PostgreSQL pool is not open")
+        return self._pool
+
+    def key(self, principal: str) -> str:
+        return principal_key(self._deployment, principal)
+
+    @asynccontextmanager
+    async def transaction(self, scope: Scope) -> AsyncIterator[PgConn]:
+        """One transaction bound to the scope's principal; committed when the block ends, rolled
+        back when it raises."""
+        key = self.key(scope.principal)
+        async with self.pool.connection() as conn, conn.transaction():
+            await migrations.as_principal(conn, key)
+            if key not in self._opened:
+                await conn.execute("SELECT mcp_open_principal(%s, %s)", (key, scope.principal))
+            yield PgConn(conn, key)
+        self._opened.add(key)
+
+    async def reader(self, scope: Scope) -> PgReader:
+        return PgReader(self, scope)
+
+
+class PgReader:
+    """The principal's reads: each statement in a transaction of its own."""
+
+    def __init__(self, database: PgDatabase, scope: Scope) -> None:
+        self._database = database
+        self._scope = scope
+
+    async def execute(self, statement: str, params: Sequence[Any] = ()) -> PgCursor:
+        async with self._database.transaction(self._scope) as conn:
+            return await conn.execute(statement, params)
+
+    async def execute_fetchall(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return await (await self.execute(statement, params)).fetchall()
