@@ -5,7 +5,8 @@ Each statement is translated once (and cached) from the SQLite dialect the stora
 
 - ``?`` placeholders become ``%s`` (a literal ``%`` is doubled); ``IS ?`` and ``IS NOT ?`` become
   ``IS [NOT] DISTINCT FROM``; a parameter only tested for NULL is cast to text, so it has a type;
-  ``json_extract(column, '$.key')`` becomes ``column::jsonb ->> 'key'``;
+  ``json_extract(column, '$.key')`` becomes ``column::jsonb ->> 'key'``; ``LIMIT -1`` (none) is read
+  as PostgreSQL's ``LIMIT NULL``;
 - ``INSERT OR IGNORE`` becomes ``ON CONFLICT DO NOTHING`` and ``INSERT OR REPLACE`` an upsert on the
   table's key; two-argument ``MAX(a, b)`` becomes ``GREATEST`` (which, unlike SQLite's, skips a
   NULL argument: the storage functions never pass one); ``CAST(... AS REAL)`` a double; an
@@ -101,6 +102,7 @@ def _code(code: str) -> str:
     code = re.sub(r"\bIS\s+\?", "IS NOT DISTINCT FROM ?", code, flags=re.IGNORECASE)
     # a parameter tested for NULL and nothing else has no type PostgreSQL can infer: give it one
     code = re.sub(r"\?(\s+IS\s+(?:NOT\s+)?NULL)", r"CAST(? AS text)\1", code, flags=re.IGNORECASE)
+    code = re.sub(r"\bLIMIT\s+\?", "LIMIT NULLIF(?, -1)", code, flags=re.IGNORECASE)  # SQLite's -1: no limit
     code = code.replace("?", "%s")
     code = re.sub(r"\bAS\s+REAL\)", "AS double precision)", code, flags=re.IGNORECASE)
     # a per-principal table's keys all begin with the principal
@@ -229,4 +231,15 @@ class PgConn:
         ):
             await keyword.unindex(self.conn, self.key, [int(p) for p in params])
             return PgCursor([], len(params), None)
+        if flat == "SELECT COUNT(*) FROM memories_fts WHERE memories_fts MATCH ?":
+            (match,) = params
+            count = await keyword.count_matching(self.conn, self.key, _match_terms(str(match)))
+            return PgCursor([(count,)], 1, None)
         raise StorageError(f"the PostgreSQL backend has no translation of this keyword-index statement: {flat}")
+
+
+def _match_terms(match: str) -> list[str]:
+    """The terms of an FTS5 query as ``rows.fts_match`` writes it: quoted phrases joined by OR."""
+    return [
+        part[1:-1].replace('""', '"') for part in match.split(" OR ") if len(part) >= 2 and part[0] == part[-1] == '"'
+    ]

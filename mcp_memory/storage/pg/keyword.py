@@ -205,18 +205,18 @@ async def search(
     return [(str(r[0]), float(r[1])) for r in rows]
 
 
+async def count_matching(conn: psycopg.AsyncConnection, principal: str, terms: Sequence[str]) -> int:
+    """How many memories (every tier) hold any of the terms, each as a phrase (FTS5's MATCH count)."""
+    found = phrases(terms)
+    if not found:
+        return 0
+    params: dict[str, Any] = {"p": principal}
+    hits = sql.SQL(" UNION ALL ").join(_phrase_hits(i, phrase, params) for i, phrase in enumerate(found))
+    query = sql.SQL("SELECT count(DISTINCT memory_n) FROM ({hits}) h").format(hits=hits)
+    row = await (await conn.execute(query, params)).fetchone()
+    return int(row[0]) if row else 0
+
+
 async def document_counts(conn: psycopg.AsyncConnection, principal: str, terms: Sequence[str]) -> dict[str, int]:
     """How many memories (every tier) hold each term, as a phrase: what golden queries weigh."""
-    counts: dict[str, int] = {}
-    for term in dict.fromkeys(terms):
-        found = phrases([term])
-        if not found:
-            counts[term] = 0
-            continue
-        params: dict[str, Any] = {"p": principal}
-        query = sql.SQL("SELECT count(DISTINCT memory_n) FROM ({hits}) h").format(
-            hits=_phrase_hits(0, found[0], params)
-        )
-        row = await (await conn.execute(query, params)).fetchone()
-        counts[term] = int(row[0]) if row else 0
-    return counts
+    return {term: await count_matching(conn, principal, [term]) for term in dict.fromkeys(terms)}
