@@ -6,16 +6,16 @@ one ``BEGIN IMMEDIATE`` transaction that also appends to the ``changes`` log, an
 each process checks ``PRAGMA data_version`` and replays the log into its vector index, so
 process B answers with what process A wrote (or forgot) a moment ago.
 
-SqliteStore opens the files and transactions and answers the reads; one open file and its vector
-index is a ``principal.PrincipalDb``, the SQL of writes is in ``writes``, and the row helpers the
-stores share are in ``rows``.
+SqliteStore opens the files and transactions, searches the keyword index, buffers reinforcement
+and erases; the record methods both backends share are ``records.RecordStore`` (ADR 20). One open
+file and its vector index is a ``principal.PrincipalDb``, the SQL of writes is in ``writes``, and
+the row helpers are in ``rows``.
 """
 
 from __future__ import annotations
 
 import logging
 import sqlite3
-import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
@@ -26,36 +26,21 @@ import aiosqlite
 import anyio
 from anyio.abc import TaskGroup
 
-from mcp_memory.errors import ModelMismatchError, StorageError
+from mcp_memory.errors import StorageError
 from mcp_memory.models import (
-    Applied,
     Criteria,
-    Link,
     MemoryRecord,
-    Merge,
-    NewMemory,
-    RecordOrder,
     Scope,
-    Vector,
 )
-from mcp_memory.storage import links, second, writes
+from mcp_memory.storage import writes
 from mcp_memory.storage.browse import BrowseStore
 from mcp_memory.storage.counts import CountStore
 from mcp_memory.storage.golden import GoldenStore
 from mcp_memory.storage.lifecycle import LifecycleStore
 from mcp_memory.storage.pool import PoolLimits, PrincipalPool, principal_file
 from mcp_memory.storage.principal import PrincipalDb
-from mcp_memory.storage.rows import (
-    MEMORY_COLUMNS,
-    attach_occurrences,
-    blob,
-    fts_match,
-    live_by_hash,
-    replaced_by_hash,
-    row_to_record,
-    rows_of,
-    visible_clause,
-)
+from mcp_memory.storage.records import RecordStore
+from mcp_memory.storage.rows import fts_match, rows_of, visible_clause
 from mcp_memory.storage.schema import private_dir, tighten
 from mcp_memory.storage.vector_search import ExactVectorSearch
 
@@ -71,21 +56,9 @@ log = logging.getLogger(__name__)
 REINFORCE_FLUSH_SECONDS = 2.0
 
 
-_ORDERS: dict[str, str] = {
-    "stored": "m.n",
-    "importance": "m.importance DESC, m.n",
-    "occurred": "m.occurred_at, m.n",
-}
-# The same orders in Python, for a read of more ids than one IN list holds.
-_ORDER_KEYS: dict[str, Callable[[MemoryRecord], tuple[float, ...]]] = {
-    "stored": lambda r: (r.rowid,),
-    "importance": lambda r: (-r.importance, r.rowid),
-    "occurred": lambda r: (r.occurred_at, r.rowid),
-}
-IN_LIST = 500  # ids per IN list (SQLite's limit on variables can be as low as 999)
+class SqliteStore(RecordStore):
+    COUNTED_TABLES = ("memories", "occurrences", "vectors", "memory_tags", "memories_fts", "changes")
 
-
-class SqliteStore:
     def __init__(
         self,
         data_dir: Path,
@@ -192,59 +165,13 @@ class SqliteStore:
         """The principal's read connection (sees committed data only)."""
         return (await self.principal_db(scope)).reader
 
-    # ----- model metadata ------------------------------------------------------------------
+    def describe(self, scope: Scope) -> str:
+        return f"the store at {str(self.path_for(scope))!r}"
 
-    async def check_model(self, scope: Scope, model_id: str, dim: int) -> None:
-        """Record the embedding model on first use; refuse vectors from another model."""
-        db = await self.principal_db(scope)
-        rows = await db.reader.execute_fetchall("SELECT key, value FROM meta WHERE key IN ('embed_model', 'embed_dim')")
-        meta = {str(k): str(v) for k, v in rows}
-        if "embed_model" not in meta:
-            async with self.transaction(scope) as conn:
-                await conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('embed_model', ?)", (model_id,))
-                await conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('embed_dim', ?)", (str(dim),))
-            return await self.check_model(scope, model_id, dim)
-        if meta["embed_model"] != model_id or int(meta["embed_dim"]) != dim:
-            raise ModelMismatchError(
-                f"the store at {str(db.path)!r} was built with embedding model {meta['embed_model']} "
-                f"(dimension {meta['embed_dim']}), but the configured model is {model_id} (dimension {dim}). "
-                "Run `mcp-memory reindex` to re-embed every memory with the configured model, "
-                "or configure the original model again."
-            )
-
-    async def stored_model(self, scope: Scope) -> tuple[str | None, int | None]:
-        db = await self.principal_db(scope)
-        rows = await db.reader.execute_fetchall("SELECT key, value FROM meta WHERE key IN ('embed_model', 'embed_dim')")
-        meta = {str(k): str(v) for k, v in rows}
-        dim = meta.get("embed_dim")
-        return meta.get("embed_model"), int(dim) if dim else None
+    async def _overlay(self, scope: Scope, records: list[MemoryRecord]) -> None:
+        (await self.principal_db(scope)).overlay(records)  # recall's uses not written yet
 
     # ----- reads ---------------------------------------------------------------------------
-
-    async def links(self, scope: Scope, sources: Sequence[str], population: int) -> list[Link]:
-        """The memories linked to ``sources`` (shared rare entities, session neighbours); recall reads
-        the targets through ``select_memories``, so what a scope may not see never comes back."""
-        db = await self.principal_db(scope)
-        return await links.links(db.reader, sources, population)
-
-    async def second_vectors(self, scope: Scope, ids: Sequence[str], model_id: str) -> dict[str, Vector]:
-        """The second model's vectors of memories ``ids`` (ADR 14); those without one are absent."""
-        return await second.read((await self.principal_db(scope)).reader, ids, model_id)
-
-    async def put_second_vectors(
-        self, scope: Scope, model_id: str, vectors: Sequence[tuple[str, Vector]], *, first: bool = False
-    ) -> int:
-        """Second vectors of stored memories, by id (reindex, the pass); a ``first`` chunk drops every earlier one."""
-        async with self.transaction(scope) as conn:
-            if first:
-                await second.start_over(conn, model_id)
-            return await second.put(conn, model_id, vectors)
-
-    async def eligible(self, scope: Scope, criteria: Criteria, now: float) -> list[int]:
-        db = await self.principal_db(scope)
-        where, params = visible_clause(scope, criteria, now)
-        rows = await db.reader.execute_fetchall(f"SELECT m.n FROM memories m WHERE {where}", params)
-        return [int(r[0]) for r in rows]
 
     async def keyword_search(
         self, scope: Scope, terms: Sequence[str], criteria: Criteria, limit: int, now: float
@@ -265,81 +192,7 @@ class SqliteStore:
             raise StorageError(f"keyword search failed: {exc}") from exc
         return [(str(r[0]), -float(r[1])) for r in rows]
 
-    async def select_memories(
-        self,
-        scope: Scope,
-        criteria: Criteria,
-        now: float,
-        *,
-        among: Sequence[str] | None = None,
-        limit: int | None = None,
-        order: RecordOrder = "stored",
-    ) -> list[MemoryRecord]:
-        if among is not None and len(among) > IN_LIST:
-            records = [
-                record
-                for start in range(0, len(among), IN_LIST)
-                for record in await self.select_memories(scope, criteria, now, among=among[start : start + IN_LIST])
-            ]
-            records.sort(key=_ORDER_KEYS[order])
-            return records if limit is None else records[:limit]
-        db = await self.principal_db(scope)
-        where, params = visible_clause(scope, criteria, now)
-        if among is not None:
-            if not among:
-                return []
-            where += f" AND m.id IN ({','.join('?' * len(among))})"
-            params.extend(among)
-        sql = f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE {where} ORDER BY {_ORDERS[order]}"
-        if limit is not None:
-            sql += f" LIMIT {int(limit)}"
-        records = [row_to_record(r) for r in await db.reader.execute_fetchall(sql, params)]
-        await attach_occurrences(db.reader, records)
-        db.overlay(records)
-        return records
-
-    async def find_by_hash(self, scope: Scope, hashes: Sequence[str], now: float) -> dict[str, str]:
-        """content hash -> id of a live memory in exactly the scope's namespace."""
-        return await live_by_hash((await self.principal_db(scope)).reader, scope, hashes, now) if hashes else {}
-
-    async def replaced_by_hash(self, scope: Scope, hashes: Sequence[str], now: float) -> dict[str, str]:
-        """content hash -> the live memory that replaced the latest copy of that text (following
-        replacements of replacements), for texts no live memory says now."""
-        return await replaced_by_hash((await self.principal_db(scope)).reader, scope, hashes, now) if hashes else {}
-
-    async def change_mark(self, scope: Scope) -> int:
-        """The last entry of the principal's change log: it moves with every write of any process."""
-        rows = await (await self.principal_db(scope)).reader.execute_fetchall(
-            "SELECT COALESCE(MAX(seq), 0) FROM changes"
-        )
-        return int(next(iter(rows))[0])
-
-    async def count(self, scope: Scope) -> dict[str, int]:
-        db = await self.principal_db(scope)
-        counts: dict[str, int] = {}
-        for table in ("memories", "occurrences", "vectors", "memory_tags", "memories_fts", "changes"):
-            rows = await db.reader.execute_fetchall(f"SELECT COUNT(*) FROM {table}")
-            counts[table] = int(next(iter(rows))[0])
-        return counts
-
     # ----- writes --------------------------------------------------------------------------
-
-    async def apply(self, scope: Scope, inserts: Sequence[NewMemory], merges: Sequence[Merge]) -> Applied:
-        """Insert new memories and record merged occurrences in one transaction.
-
-        Returns what each insert superseded and which inserts merged into a live copy instead.
-        Raises NotFoundError, writing nothing, when a ``supersedes`` id is not in the scope.
-        """
-        now = time.time()
-        async with self.transaction(scope) as conn:
-            return await writes.apply(conn, scope, inserts, merges, now)
-
-    async def set_pinned(self, scope: Scope, memory_id: str, pinned: bool) -> None:
-        async with self.transaction(scope) as conn:
-            for n in (await rows_of(conn, [memory_id])).values():
-                await conn.execute("UPDATE memories SET pinned = ? WHERE n = ?", (int(pinned), n))
-                # Every write to a memory moves the change log, a pin too: watchers read pins only then.
-                await conn.execute("INSERT INTO changes(memory_n, op) VALUES (?, 'put')", (n,))
 
     async def reinforce(self, scope: Scope, ids: Sequence[str], now: float) -> None:
         """Recall strengthens what it returns (access count, last access) without taking the write
@@ -434,41 +287,3 @@ class SqliteStore:
                 "forget_user: the vector engine kept some points (`mcp-memory reindex --check` removes them): %s", exc
             )
         return counts
-
-    async def replace_vectors(self, scope: Scope, vectors: Sequence[tuple[str, Vector]]) -> None:
-        async with self.transaction(scope) as conn:
-            rows = await rows_of(conn, [ident for ident, _ in vectors])
-            found = [(rows[ident], v) for ident, v in vectors if ident in rows]
-            await conn.executemany("UPDATE vectors SET vec = ? WHERE memory_n = ?", [(blob(v), n) for n, v in found])
-            await conn.executemany("INSERT INTO changes(memory_n, op) VALUES (?, 'put')", [(n,) for n, _ in found])
-
-    async def set_model(self, scope: Scope, model_id: str, dim: int) -> None:
-        async with self.transaction(scope) as conn:
-            await conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('embed_model', ?)", (model_id,))
-            await conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('embed_dim', ?)", (str(dim),))
-        await self.vectors.model_changed(scope)
-
-    async def all_ids(self, scope: Scope) -> list[tuple[str, str]]:
-        """(id, text) of every memory of the principal (all namespaces), as stored, for reindex."""
-        db = await self.principal_db(scope)
-        rows = await db.reader.execute_fetchall("SELECT id, content FROM memories ORDER BY n")
-        return [(str(ident), str(c)) for ident, c in rows]
-
-    async def export_rows(self, scope: Scope) -> list[MemoryRecord]:
-        db = await self.principal_db(scope)
-        records = [
-            row_to_record(r) for r in await db.reader.execute_fetchall(f"SELECT {MEMORY_COLUMNS} FROM memories m")
-        ]
-        await attach_occurrences(db.reader, records)
-        return records
-
-    async def existing_ids(self, scope: Scope, ids: Sequence[str]) -> set[str]:
-        db = await self.principal_db(scope)
-        found: set[str] = set()
-        for start in range(0, len(ids), 500):
-            chunk = list(ids[start : start + 500])
-            rows = await db.reader.execute_fetchall(
-                f"SELECT id FROM memories WHERE id IN ({','.join('?' * len(chunk))})", chunk
-            )
-            found.update(str(r[0]) for r in rows)
-        return found
