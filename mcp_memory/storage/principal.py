@@ -85,26 +85,8 @@ class PrincipalDb:
     async def catch_up(self) -> None:
         """Replay the change log into the in-process index (cheap when nothing moved)."""
         async with self.index_lock:
-            if self.index is None:
-                return
-            rows = list(
-                await self.reader.execute_fetchall(
-                    "SELECT seq, memory_n FROM changes WHERE seq > ? ORDER BY seq", (self.last_seq,)
-                )
-            )
-            if not rows:
-                return
-            if int(rows[0][0]) > self.last_seq + 1:  # the log was pruned past what this index read
-                self.index = VectorIndex(self.index.dim)
-                self.index.load(await self.index_columns(self.index.dim))
-                self.last_seq = int(rows[-1][0])
-                return
-            touched = sorted({int(r[1]) for r in rows})
-            found = await self.index_rows(touched)
-            self.index.upsert(found)
-            present = {row.n for row in found}
-            self.index.remove([n for n in touched if n not in present])
-            self.last_seq = int(rows[-1][0])
+            if self.index is not None:
+                self.index, self.last_seq = await replay_changes(self.reader, self.index, self.last_seq)
 
     async def index_rows(self, ns: Sequence[int]) -> list[IndexRow]:
         """The index rows of the memories ``ns`` (a replay of the change log)."""
@@ -147,6 +129,28 @@ class PrincipalDb:
             return False
         finally:
             await self.writer.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
+
+
+async def replay_changes(conn: aiosqlite.Connection, index: VectorIndex, last_seq: int) -> tuple[VectorIndex, int]:
+    """The index brought up to the change log's head: the rows changed since ``last_seq`` read
+    again, or every row when the log no longer reaches back that far (pruned). SQLite numbers the
+    log without gaps (AUTOINCREMENT, rolled back with its transaction), so a gap means pruning.
+    Returns the index (a new one after a full read) and the log position it reached."""
+    rows = list(
+        await conn.execute_fetchall("SELECT seq, memory_n FROM changes WHERE seq > ? ORDER BY seq", (last_seq,))
+    )
+    if not rows:
+        return index, last_seq
+    if int(rows[0][0]) > last_seq + 1:
+        fresh = VectorIndex(index.dim)
+        fresh.load(await index_columns(conn, index.dim))
+        return fresh, int(rows[-1][0])
+    touched = sorted({int(r[1]) for r in rows})
+    found = await index_rows(conn, touched)
+    index.upsert(found)
+    present = {row.n for row in found}
+    index.remove([n for n in touched if n not in present])
+    return index, int(rows[-1][0])
 
 
 async def index_rows(conn: aiosqlite.Connection, ns: Sequence[int]) -> list[IndexRow]:

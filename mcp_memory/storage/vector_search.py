@@ -11,29 +11,30 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
-import aiosqlite
+import anyio
 import numpy as np
 
 from mcp_memory.models import Centring, Criteria, DenseHits, Scope, Vector
 from mcp_memory.storage.vectors import VectorIndex, scan
 
 if TYPE_CHECKING:  # the store builds this one around itself
-    from mcp_memory.storage.principal import PrincipalDb
+    from mcp_memory.storage.records import RecordStore
     from mcp_memory.storage.sqlite import SqliteStore
 
 
-class ExactVectorSearch:
-    """Each principal's vectors in one in-process matrix. Like every engine the SQLite store keeps,
-    it also hears of the store's transactions (``began``, ``writing``), of forget_user (``erase``)
-    and of a reindex under another model (``model_changed``)."""
+class InProcessSearch:
+    """Each principal's vectors in one matrix in this process, searched exactly. A backend says how
+    the matrix is loaded and kept up (``_synced``); the searches are the same. Like every engine the
+    stores keep, it also hears of their transactions (``began``, ``writing``), of forget_user
+    (``erase``) and of a reindex under another model (``model_changed``)."""
 
-    def __init__(self, store: SqliteStore) -> None:
-        self.store = store
+    def __init__(self, records: RecordStore) -> None:
+        self.records = records
 
-    async def began(self, conn: aiosqlite.Connection) -> int:
-        return 0  # the index follows the change log after the commit (PrincipalDb.catch_up)
+    async def began(self, conn: object) -> int:
+        return 0  # the index follows the change log after the commit
 
-    async def writing(self, scope: Scope, conn: aiosqlite.Connection, began: int) -> None:
+    async def writing(self, scope: Scope, conn: object, began: int) -> None:
         return None
 
     def abandoned(self, scope: Scope) -> None:
@@ -44,17 +45,9 @@ class ExactVectorSearch:
         """The index loses the rows through the change log, as after any delete."""
         return 0
 
-    async def model_changed(self, scope: Scope) -> None:
-        db = await self.store.principal_db(scope)
-        async with db.index_lock:
-            db.index = None  # rebuilt from the new vectors on next use
-
     async def repair(self, scope: Scope) -> dict[str, int]:
-        """Nothing to repair: the index is read from the file whenever a process opens it."""
+        """Nothing to repair: the index is read from the record store whenever a process opens it."""
         return {"missing": 0, "orphans": 0}
-
-    async def health(self, scope: Scope) -> tuple[bool, str]:
-        return True, "exact, in this process (read from the data file)"
 
     async def close(self) -> None:
         return None
@@ -63,13 +56,9 @@ class ExactVectorSearch:
         """The principal's index, loaded on first use and caught up with other processes."""
         return (await self._synced(scope, dim))[1]
 
-    async def _synced(self, scope: Scope, dim: int) -> tuple[PrincipalDb, VectorIndex]:
-        db = await self.store.principal_db(scope)
-        loaded = db.index is not None
-        index = await db.sync(dim)
-        if not loaded:
-            self.store.pool.trim_indexes(keep=db)
-        return db, index
+    async def _synced(self, scope: Scope, dim: int) -> tuple[anyio.Lock, VectorIndex]:
+        """The principal's index, caught up, and the lock it changes under (a scan holds it)."""
+        raise NotImplementedError
 
     async def ranking(
         self,
@@ -81,10 +70,10 @@ class ExactVectorSearch:
         centring: Centring | None = None,
     ) -> DenseHits:
         """The closest memories to ``query`` the scope and criteria allow, best first."""
-        db, index = await self._synced(scope, query.shape[0])
+        lock, index = await self._synced(scope, query.shape[0])
         allow = None
         if criteria.narrows:
-            allow = np.asarray(await self.store.eligible(scope, criteria, now), dtype=np.int64)
+            allow = np.asarray(await self.records.eligible(scope, criteria, now), dtype=np.int64)
         run = functools.partial(
             index.rank,
             query,
@@ -97,7 +86,7 @@ class ExactVectorSearch:
             allow=allow,
             centring=centring,
         )
-        return await scan(run, len(index), db.index_lock)
+        return await scan(run, len(index), lock)
 
     async def neighbours(
         self, scope: Scope, queries: Vector, criteria: Criteria, limit: int, now: float
@@ -106,7 +95,7 @@ class ExactVectorSearch:
         when ``criteria.namespace_only``): one search for a whole batch of new memories."""
         if criteria.narrows or criteria.include_superseded or criteria.include_archived or criteria.include_expired:
             raise ValueError("neighbours searches live rows by namespace only")
-        db, index = await self._synced(scope, queries.shape[1])
+        lock, index = await self._synced(scope, queries.shape[1])
         run = functools.partial(
             index.neighbours,
             queries,
@@ -115,11 +104,36 @@ class ExactVectorSearch:
             now=now,
             exact_namespace=criteria.namespace_only,
         )
-        return await scan(run, len(index) * len(queries), db.index_lock)
+        return await scan(run, len(index) * len(queries), lock)
 
     async def scripts(self, scope: Scope, dim: int) -> tuple[bool, bool]:
         """Whether the principal's memories include Latin-script ones, and CJK ones."""
         return (await self.sync(scope, dim)).scripts
+
+
+class ExactVectorSearch(InProcessSearch):
+    """The SQLite store's engine: each open file's index (``PrincipalDb``), loaded in one bulk read
+    and caught up through ``PRAGMA data_version`` and the change log."""
+
+    def __init__(self, store: SqliteStore) -> None:
+        super().__init__(store)
+        self.store = store
+
+    async def model_changed(self, scope: Scope) -> None:
+        db = await self.store.principal_db(scope)
+        async with db.index_lock:
+            db.index = None  # rebuilt from the new vectors on next use
+
+    async def health(self, scope: Scope) -> tuple[bool, str]:
+        return True, "exact, in this process (read from the data file)"
+
+    async def _synced(self, scope: Scope, dim: int) -> tuple[anyio.Lock, VectorIndex]:
+        db = await self.store.principal_db(scope)
+        loaded = db.index is not None
+        index = await db.sync(dim)
+        if not loaded:
+            self.store.pool.trim_indexes(keep=db)
+        return db.index_lock, index
 
     def size(self, scope: Scope) -> int | None:
         """Rows in this process's index of the principal; None until it is loaded."""
