@@ -58,7 +58,7 @@ TRANSLATIONS = [
         "INSERT INTO tasks___principal__(task_id, title) VALUES (%s,%s) ON CONFLICT (principal, task_id) DO UPDATE "
         "SET title = excluded.title",
     ),
-    ("SELECT 'a % b ? c', x FROM memories", "SELECT 'a % b ? c', x FROM memories___principal__"),
+    ("SELECT 'a % b ? c', x FROM memories", "SELECT 'a %% b ? c', x FROM memories___principal__"),
     (
         "SELECT s.id, o.id FROM memories s, memories o WHERE s.id = ?",
         "SELECT s.id, o.id FROM memories___principal__ s, memories___principal__ o WHERE s.id = %s",

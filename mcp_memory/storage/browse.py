@@ -18,7 +18,7 @@ from mcp_memory.storage import events, links
 from mcp_memory.storage.rows import MEMORY_COLUMNS, attach_occurrences, row_to_record, visible_clause
 
 if TYPE_CHECKING:  # the store builds this one around itself
-    from mcp_memory.storage.sqlite import SqliteStore
+    from mcp_memory.storage.records import RecordStore
 
 # What a page may be sorted by: the name the tools take -> the column (every one a REAL).
 SORT_KEYS = {
@@ -34,7 +34,7 @@ _EVERYTHING = Criteria(include_superseded=True, include_archived=True, include_e
 
 
 class BrowseStore:
-    def __init__(self, store: SqliteStore) -> None:
+    def __init__(self, store: RecordStore) -> None:
         self.store = store
 
     async def gone(self, scope: Scope, memory_id: str) -> tuple[float, str] | None:

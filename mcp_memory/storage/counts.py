@@ -34,11 +34,11 @@ def _namespaces(scope: Scope) -> list[str | None]:
 
 
 if TYPE_CHECKING:  # the store builds this one around itself
-    from mcp_memory.storage.sqlite import SqliteStore
+    from mcp_memory.storage.records import RecordStore
 
 
 class CountStore:
-    def __init__(self, store: SqliteStore) -> None:
+    def __init__(self, store: RecordStore) -> None:
         self.store = store
 
     async def tier_counts(self, scope: Scope) -> dict[str, int]:

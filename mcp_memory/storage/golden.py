@@ -1,7 +1,7 @@
 """Golden queries: the person's queries with the memory each must find, and the record of every
 check a lifecycle pass made against them (storage side of services/golden.py).
 
-Works through SqliteStore's connections and transactions like LifecycleStore, so a memory put back
+Works through the store's connections and transactions like LifecycleStore, so a memory put back
 by a rollback lands in the change log the other processes replay.
 """
 
@@ -18,13 +18,13 @@ from mcp_memory.storage import events
 from mcp_memory.storage.rows import MEMORY_COLUMNS, fts_match, row_to_record, rows_in
 
 if TYPE_CHECKING:  # the store builds this one around itself
-    from mcp_memory.storage.sqlite import SqliteStore
+    from mcp_memory.storage.records import RecordStore
 
 CHECKS_KEPT = 200  # the last checks of a principal; older ones are pruned as new ones are recorded
 
 
 class GoldenStore:
-    def __init__(self, store: SqliteStore) -> None:
+    def __init__(self, store: RecordStore) -> None:
         self.store = store
 
     async def add(self, scope: Scope, row: GoldenRow) -> None:
@@ -41,7 +41,7 @@ class GoldenStore:
                 "DELETE FROM golden_queries WHERE id = ? AND (namespace IS ? OR ? IS NULL)",
                 (golden_id, scope.namespace, scope.namespace),
             )
-            return cursor.rowcount > 0
+            return bool(cursor.rowcount > 0)
 
     async def queries(self, scope: Scope) -> list[GoldenRow]:
         """The person's queries: every namespace's for a principal-wide scope, else the namespace's."""

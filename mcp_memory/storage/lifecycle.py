@@ -1,19 +1,17 @@
 """LifecycleStore: the rows the lifecycle passes read and write, in the principals' files.
 
 Decay candidates, the archive tier, compression candidates and lineage, compression failures, and
-the counts `stats` reports. Like TaskStore it works through SqliteStore's connections and
+the counts `stats` reports. Like TaskStore it works through the store's connections and
 transactions, so every change still lands in the change log the other processes replay.
 """
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import aiosqlite
-import anyio
 import numpy as np
 import orjson
 
@@ -23,31 +21,16 @@ from mcp_memory.storage.counts import fact_check_key
 from mcp_memory.storage.rows import MEMORY_COLUMNS, attach_occurrences, row_to_record, rows_in, rows_of
 
 if TYPE_CHECKING:  # the store builds this one around itself
-    from mcp_memory.storage.sqlite import SqliteStore
+    from mcp_memory.storage.records import RecordStore
 
 
 class LifecycleStore:
-    def __init__(self, store: SqliteStore) -> None:
+    def __init__(self, store: RecordStore) -> None:
         self.store = store
 
     async def known_principals(self) -> list[str]:
-        """Every principal with a file in the data directory (for the scheduler)."""
-
-        def read() -> list[str]:
-            names = []
-            for path in sorted((self.store.data_dir / "principals").glob("*.db")):
-                conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=self.store.busy_timeout_ms / 1000)
-                try:
-                    row = conn.execute("SELECT value FROM meta WHERE key = 'principal'").fetchone()
-                except sqlite3.Error:
-                    row = None
-                finally:
-                    conn.close()
-                if row is not None:
-                    names.append(str(row[0]))
-            return names
-
-        return await anyio.to_thread.run_sync(read)
+        """Every principal the store holds (for the scheduler)."""
+        return await self.store.known_principals()
 
     async def expired(self, scope: Scope, now: float) -> list[str]:
         """Ids of every memory whose time to live has run out (every namespace, pinned too)."""
@@ -255,7 +238,7 @@ class LifecycleStore:
                 f"UPDATE conflicts SET judged_at = ? WHERE ({pair}) AND judge_failures >= ?",
                 (now, older, newer, newer, older, give_up_after),
             )
-            return cursor.rowcount > 0
+            return bool(cursor.rowcount > 0)
 
     async def extraction_failed(self, scope: Scope, namespace: str | None) -> int:
         """Count a failed extraction of the namespace's next batch; returns the failures so far."""

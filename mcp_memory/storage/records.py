@@ -61,6 +61,14 @@ class RecordStore:
         """Where the principal's store is, for a message."""
         raise NotImplementedError
 
+    async def known_principals(self) -> list[str]:
+        """Every principal the store holds (for the scheduler)."""
+        raise NotImplementedError
+
+    async def flush_reinforcement(self, scope: Scope | None = None) -> None:
+        """Write what recall's reinforcement left waiting (before a read of access counts)."""
+        raise NotImplementedError
+
     async def _overlay(self, scope: Scope, records: list[MemoryRecord]) -> None:
         """Records just read, with what the backend holds of them that is not written yet."""
 

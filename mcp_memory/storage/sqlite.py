@@ -165,6 +165,25 @@ class SqliteStore(RecordStore):
         """The principal's read connection (sees committed data only)."""
         return (await self.principal_db(scope)).reader
 
+    async def known_principals(self) -> list[str]:
+        """Every principal with a file in the data directory (for the scheduler)."""
+
+        def read() -> list[str]:
+            names = []
+            for path in sorted((self.data_dir / "principals").glob("*.db")):
+                conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=self.busy_timeout_ms / 1000)
+                try:
+                    row = conn.execute("SELECT value FROM meta WHERE key = 'principal'").fetchone()
+                except sqlite3.Error:
+                    row = None
+                finally:
+                    conn.close()
+                if row is not None:
+                    names.append(str(row[0]))
+            return names
+
+        return await anyio.to_thread.run_sync(read)
+
     def describe(self, scope: Scope) -> str:
         return f"the store at {str(self.path_for(scope))!r}"
 

@@ -16,7 +16,7 @@ import orjson
 
 from mcp_memory.errors import ConflictError, StaleHeadError
 from mcp_memory.models import CheckpointRow, Scope, TaskRow
-from mcp_memory.storage.sqlite import SqliteStore
+from mcp_memory.storage.records import RecordStore
 
 _TASK_COLUMNS = (
     "t.task_id, t.namespace, t.title, t.goal, t.constraints, t.head, t.head_seq, t.created_at, t.updated_at, "
@@ -63,7 +63,7 @@ def _visible(scope: Scope) -> tuple[str, list[Any]]:
 
 
 class TaskStore:
-    def __init__(self, store: SqliteStore) -> None:
+    def __init__(self, store: RecordStore) -> None:
         self.store = store
 
     async def get(self, scope: Scope, task_id: str) -> TaskRow | None:

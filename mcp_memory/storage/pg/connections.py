@@ -24,6 +24,8 @@ from mcp_memory.models import Scope
 from mcp_memory.storage.pg import database, migrations
 from mcp_memory.storage.pg.dialect import PgConn, PgCursor
 
+WRITE_LOCK = 0x6D63  # the first key of the principals' write locks (pg_advisory_xact_lock(int, int))
+
 
 def principal_key(deployment: str, principal: str) -> str:
     """The principal as every table holds it: a digest of the deployment's id with the name."""
@@ -83,16 +85,25 @@ class PgDatabase:
         return principal_key(self._deployment, principal)
 
     @asynccontextmanager
-    async def transaction(self, scope: Scope) -> AsyncIterator[PgConn]:
+    async def transaction(self, scope: Scope, *, write: bool = True) -> AsyncIterator[PgConn]:
         """One transaction bound to the scope's principal; committed when the block ends, rolled
-        back when it raises."""
+        back when it raises. A writing one first takes the principal's lock, held to its commit, so a
+        principal's writes commit in the order they number the change log (a sequence hands out
+        numbers before commit: without it, a reader could pass a number whose write commits later)
+        and, as SQLite's file lock does, one at a time; other principals are not held up."""
         key = self.key(scope.principal)
         async with self.pool.connection() as conn, conn.transaction():
             await migrations.as_principal(conn, key)
+            if write:
+                await conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (WRITE_LOCK, key))
             if key not in self._opened:
                 await conn.execute("SELECT mcp_open_principal(%s, %s)", (key, scope.principal))
             yield PgConn(conn, key)
         self._opened.add(key)
+
+    def forget_opened(self, scope: Scope) -> None:
+        """The principal's partitions were emptied and its row dropped: open them again at next use."""
+        self._opened.discard(self.key(scope.principal))
 
     async def reader(self, scope: Scope) -> PgReader:
         return PgReader(self, scope)
@@ -110,7 +121,7 @@ class PgReader:
         self._scope = scope
 
     async def execute(self, statement: str, params: Sequence[Any] = ()) -> PgCursor:
-        async with self._database.transaction(self._scope) as conn:
+        async with self._database.transaction(self._scope, write=False) as conn:
             return await conn.execute(statement, params)
 
     async def execute_fetchall(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:

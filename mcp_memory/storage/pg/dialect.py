@@ -21,7 +21,8 @@ Each statement is translated once (and cached) from the SQLite dialect the stora
 
 The keyword index is not SQL on SQLite (FTS5); its statements go to ``keyword.py``. Only the
 statements the storage modules use are recognised; any other use of ``memories_fts`` is refused
-loudly rather than run wrong. Text literals are left as they are.
+loudly rather than run wrong. Text literals are left as they are, but for ``%``, which psycopg
+reads as a placeholder's anywhere.
 """
 
 from __future__ import annotations
@@ -119,8 +120,8 @@ def translate(statement: str) -> tuple[str, str | None]:
     # SQLite's JSON path on a text column; the value compared is a string in every use
     statement = re.sub(r"json_extract\((\w+), '\$\.(\w+)'\)", r"(\1::jsonb ->> '\2')", statement)
     parts = _code_parts(statement)
-    for i in range(0, len(parts), 2):
-        parts[i] = _code(parts[i])
+    for i in range(len(parts)):  # psycopg reads every % as a placeholder's, in a literal too
+        parts[i] = _code(parts[i]) if i % 2 == 0 else parts[i].replace("%", "%%")
     sql = "'".join(parts).strip().rstrip(";")
     returning = None
     conflict = _INSERT.match(statement)
@@ -195,6 +196,19 @@ class PgConn:
         sql, returning = translate(statement)
         return sql.replace(_SUFFIX, self.key), returning
 
+    def fragment(self, condition: str, params: Sequence[Any]) -> tuple[str, dict[str, Any]]:
+        """A condition written for SQLite (``rows.visible_clause``) as PostgreSQL text with named
+        parameters, for a statement composed elsewhere (the keyword search's)."""
+        parts = _code_parts(condition)
+        for i in range(len(parts)):  # placeholders become \0 for a moment, told from a literal "%%s"
+            parts[i] = _code(parts[i]).replace("%s", "\0") if i % 2 == 0 else parts[i].replace("%", "%%")
+        pieces = "'".join(parts).replace(_SUFFIX, self.key).split("\0")
+        values = _params(params)
+        if len(pieces) != len(values) + 1:
+            raise StorageError("a condition's placeholders and parameters do not match")
+        named = {f"v{i}": value for i, value in enumerate(values)}
+        return "".join(p + (f"%(v{i})s" if i < len(values) else "") for i, p in enumerate(pieces)), named
+
     async def execute(self, statement: str, params: Sequence[Any] = ()) -> PgCursor:
         if "memories_fts" in statement:
             return await self._keyword(statement, params)
@@ -231,6 +245,9 @@ class PgConn:
         ):
             await keyword.unindex(self.conn, self.key, [int(p) for p in params])
             return PgCursor([], len(params), None)
+        if flat == "DELETE FROM memories_fts":
+            await keyword.unindex_all(self.conn, self.key)
+            return PgCursor([], 0, None)
         if flat == "SELECT COUNT(*) FROM memories_fts WHERE memories_fts MATCH ?":
             (match,) = params
             count = await keyword.count_matching(self.conn, self.key, _match_terms(str(match)))

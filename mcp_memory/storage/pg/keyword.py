@@ -121,6 +121,12 @@ async def unindex(conn: psycopg.AsyncConnection, principal: str, rows: Sequence[
         await _count(conn, principal, -int(found[0]), -int(found[1]))
 
 
+async def unindex_all(conn: psycopg.AsyncConnection, principal: str) -> None:
+    """Empty the principal's index (forget_user), inside the caller's transaction."""
+    await conn.execute("DELETE FROM postings WHERE principal = %s", (principal,))
+    await conn.execute("DELETE FROM meta WHERE principal = %s AND key IN (%s, %s)", (principal, DOCS, TOKENS))
+
+
 async def _count(conn: psycopg.AsyncConnection, principal: str, docs: int, total: int) -> None:
     await conn.execute(
         "INSERT INTO meta (principal, key, value) VALUES (%(p)s, %(docs)s, %(d)s), (%(p)s, %(tokens)s, %(t)s) "

@@ -1,0 +1,231 @@
+"""PostgresStore: the system of record on PostgreSQL (ADR 19), running the storage code SQLite runs
+(ADR 20), and its in-process vector engine.
+
+What is the same as SQLite's comes from ``RecordStore`` and the shared storage classes (counts,
+browse, golden queries, lifecycle). What differs is here: the keyword index's query (BM25 over
+postings), reinforcement, forget, forget_user (the principal's partitions truncated, ADR 19), and
+the vector engine, which follows the change log by its head, its epoch (a forget_user starts the
+log again) and how far a pass pruned it, since PostgreSQL's sequences leave gaps.
+
+Not built yet: recall's reinforcement is written at once (SQLite buffers it, ADR 11); NOTIFY across
+replicas (a replica sees another's writes at its next read, through the log); the Qdrant engine on
+this backend; `serve` wiring.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import anyio
+import orjson
+from psycopg import sql
+
+from mcp_memory.config import PostgresSettings
+from mcp_memory.models import Criteria, Scope
+from mcp_memory.storage import writes
+from mcp_memory.storage.browse import BrowseStore
+from mcp_memory.storage.counts import CountStore
+from mcp_memory.storage.golden import GoldenStore
+from mcp_memory.storage.lifecycle import LifecycleStore
+from mcp_memory.storage.pg import keyword
+from mcp_memory.storage.pg.connections import PgDatabase, PgReader
+from mcp_memory.storage.pg.dialect import PgConn
+from mcp_memory.storage.principal import index_columns, index_rows
+from mcp_memory.storage.records import RecordStore
+from mcp_memory.storage.rows import rows_of, visible_clause
+from mcp_memory.storage.vector_search import InProcessSearch
+from mcp_memory.storage.vectors import VectorIndex
+
+EPOCH, PRUNED = "changes_epoch", "changes_pruned_upto"  # meta rows the vector engine follows the log by
+
+
+class PostgresStore(RecordStore):
+    COUNTED_TABLES = ("memories", "occurrences", "vectors", "memory_tags", "postings", "changes")
+
+    def __init__(self, settings: PostgresSettings) -> None:
+        self.database = PgDatabase(settings)
+        self.lifecycle = LifecycleStore(self)  # the shared classes ask reader and transaction
+        self.counts = CountStore(self)
+        self.browse = BrowseStore(self)
+        self.golden = GoldenStore(self)
+        self.vectors = PgIndexSearch(self)
+
+    async def __aenter__(self) -> PostgresStore:
+        await self.database.open()
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.database.close()
+
+    # ----- connections ---------------------------------------------------------------------
+
+    async def reader(self, scope: Scope) -> PgReader:
+        return await self.database.reader(scope)
+
+    def transaction(self, scope: Scope) -> AbstractAsyncContextManager[PgConn]:
+        return self.database.transaction(scope)
+
+    def describe(self, scope: Scope) -> str:
+        return f"the PostgreSQL store of principal {scope.principal!r}"
+
+    def path_for(self, scope: Scope) -> Path:
+        """Where the principal's rows are: its partitions' key (there is no file)."""
+        return Path("postgresql") / self.database.key(scope.principal)
+
+    @asynccontextmanager
+    async def _held(self) -> AsyncIterator[None]:
+        yield
+
+    def lease(self, principal: str, holder: object | None = None) -> AbstractAsyncContextManager[None]:
+        """Nothing to keep open: the pool's connections serve every principal."""
+        return self._held()
+
+    def release(self, principal: str, holder: object) -> None:
+        return None
+
+    def pool_figures(self) -> dict[str, int]:
+        stats = self.database.pool.get_stats()
+        indexes = [held.index for held in self.vectors.held.values() if held.index is not None]
+        return {
+            "connections": int(stats.get("pool_size", 0)),
+            "indexes": len(indexes),
+            "index_bytes": sum(index.nbytes for index in indexes),
+        }
+
+    async def known_principals(self) -> list[str]:
+        """Every principal with rows (for the scheduler)."""
+        async with self.database.pool.connection() as conn:
+            rows = await (await conn.execute("SELECT name FROM principals ORDER BY name")).fetchall()
+        return [str(r[0]) for r in rows]
+
+    # ----- reads ---------------------------------------------------------------------------
+
+    async def keyword_search(
+        self, scope: Scope, terms: Sequence[str], criteria: Criteria, limit: int, now: float
+    ) -> list[tuple[str, float]]:
+        """Top ``limit`` (memory id, BM25) where a larger score is better, as FTS5 scores them."""
+        if not terms:
+            return []
+        where, params = visible_clause(scope, criteria, now)
+        async with self.database.transaction(scope, write=False) as conn:
+            visible, named = conn.fragment(where, params)
+            return await keyword.search(conn.conn, conn.key, terms, limit, sql.SQL(visible), named)
+
+    # ----- writes --------------------------------------------------------------------------
+
+    async def reinforce(self, scope: Scope, ids: Sequence[str], now: float) -> None:
+        """Recall strengthens what it returns; written at once here (not buffered yet, ADR 11)."""
+        if not ids:
+            return
+        async with self.transaction(scope) as conn:
+            await conn.executemany(
+                "UPDATE memories SET access_count = access_count + 1, "
+                "last_accessed_at = MAX(COALESCE(last_accessed_at, 0), ?) WHERE id = ?",
+                [(now, ident) for ident in ids],
+            )
+
+    async def flush_reinforcement(self, scope: Scope | None = None) -> None:
+        """Nothing waits: reinforcement is written as it comes."""
+
+    async def delete(self, scope: Scope, ids: Sequence[str], **how: Any) -> tuple[int, bool]:
+        """Delete memories from every table; ``how`` as ``writes.delete`` takes it. The rows' old
+        versions stay in their pages until VACUUM reuses them; only forget_user empties files."""
+        if not ids:
+            return 0, True
+        async with self.transaction(scope) as conn:
+            deleted = await writes.delete(conn, sorted((await rows_of(conn, ids)).values()), **how)  # type: ignore[arg-type]
+        return deleted, True
+
+    async def erase_principal(self, scope: Scope, now: float) -> dict[str, int]:
+        """Delete everything the principal has, then truncate its partitions, so no old version of a
+        row stays in a page; only a content-free receipt remains. Other replicas see a new epoch of
+        the change log and read their index again."""
+        async with self.transaction(scope) as conn:
+            counts = await writes.erase_principal(conn, now)  # type: ignore[arg-type]
+            await conn.conn.execute("SELECT mcp_drop_principal(%s)", (conn.key,))
+            await conn.execute(
+                "INSERT INTO erasures(erased_at, receipt) VALUES (?, ?)", (now, orjson.dumps(counts).decode())
+            )
+            await conn.execute("INSERT INTO meta(key, value) VALUES (?, ?)", (EPOCH, secrets.token_hex(8)))
+        self.database.forget_opened(scope)
+        counts["vector_points"] = await self.vectors.erase(scope)
+        return counts
+
+
+@dataclass
+class _Held:
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    index: VectorIndex | None = None
+    last_seq: int = 0
+    epoch: str | None = None
+
+
+class PgIndexSearch(InProcessSearch):
+    """Each principal's vectors in one matrix in this process, read from PostgreSQL in one query and
+    kept up through the change log before every search (one query when nothing moved)."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        super().__init__(store)
+        self.store = store
+        self.held: dict[str, _Held] = {}
+
+    async def _synced(self, scope: Scope, dim: int) -> tuple[anyio.Lock, VectorIndex]:
+        conn = await self.store.reader(scope)
+        head, epoch, pruned = (
+            await conn.execute_fetchall(
+                "SELECT (SELECT COALESCE(MAX(seq), 0) FROM changes), (SELECT value FROM meta WHERE key = ?), "
+                "(SELECT value FROM meta WHERE key = ?)",
+                (EPOCH, PRUNED),
+            )
+        )[0]
+        held = self.held.setdefault(scope.principal, _Held())
+        async with held.lock:
+            stale = held.index is None or held.index.dim != dim or held.epoch != epoch
+            if stale or (pruned is not None and int(pruned) > held.last_seq):
+                index = VectorIndex(dim)
+                index.load(await index_columns(conn, dim))  # type: ignore[arg-type]
+                held.index, held.last_seq, held.epoch = index, int(head), epoch
+            elif int(head) > held.last_seq:
+                await self._replay(conn, held)
+        assert held.index is not None
+        return held.lock, held.index
+
+    async def _replay(self, conn: PgReader, held: _Held) -> None:
+        """The rows the log names past ``held.last_seq``, read again (numbers may have gaps here)."""
+        assert held.index is not None
+        rows = await conn.execute_fetchall(
+            "SELECT seq, memory_n FROM changes WHERE seq > ? ORDER BY seq", (held.last_seq,)
+        )
+        if not rows:
+            return
+        touched = sorted({int(r[1]) for r in rows})
+        found = await index_rows(conn, touched)  # type: ignore[arg-type]
+        held.index.upsert(found)
+        present = {row.n for row in found}
+        held.index.remove([n for n in touched if n not in present])
+        held.last_seq = int(rows[-1][0])
+
+    async def model_changed(self, scope: Scope) -> None:
+        self.held.pop(scope.principal, None)  # read again from the new vectors on next use
+
+    async def erase(self, scope: Scope) -> int:
+        self.held.pop(scope.principal, None)
+        return 0
+
+    async def health(self, scope: Scope) -> tuple[bool, str]:
+        return True, "exact, in this process (read from PostgreSQL)"
+
+    def size(self, scope: Scope) -> int | None:
+        held = self.held.get(scope.principal)
+        return len(held.index) if held is not None and held.index is not None else None
+
+    def total(self) -> int:
+        return sum(len(held.index) for held in self.held.values() if held.index is not None)
