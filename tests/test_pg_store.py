@@ -104,13 +104,20 @@ async def test_remember_recall_and_forget_through_the_services(migrated: pgclust
 async def test_a_second_replica_sees_a_write_and_a_forget_at_its_next_read(
     migrated: pgcluster.Cluster, replica: Opener
 ) -> None:
-    async with replica() as (_, first), replica() as (_, second):
+    async with replica() as (first_store, first), replica() as (second_store, second):
         await _remember(first, ALICE, "Project Falcon ships on Friday")
         assert await _texts(second, ALICE, "When does Falcon ship?") == ["Project Falcon ships on Friday"]
         ids = await _remember(first, ALICE, "The staging database is on host db-7")
         assert (await _texts(second, ALICE, "Which host runs the staging database?"))[0].endswith("db-7")
         await first.forget(ALICE, ids=ids, dry_run=False)
         assert "The staging database is on host db-7" not in await _texts(second, ALICE, "staging database host")
+        # a pass prunes the log past what the second replica read: it reads its index again
+        later = await _remember(first, ALICE, "The release train leaves on Tuesdays")
+        assert "The release train leaves on Tuesdays" in await _texts(second, ALICE, "release train")
+        await first.forget(ALICE, ids=later, dry_run=False)
+        assert await first_store.lifecycle.prune_changes(ALICE, 0) > 0
+        await _texts(second, ALICE, "release train")
+        assert second_store.vectors.size(ALICE) == (await first_store.count(ALICE))["memories"] == 1
 
 
 async def test_forget_user_leaves_no_text_in_the_cluster_files_and_the_other_principal_whole(

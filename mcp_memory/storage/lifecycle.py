@@ -24,6 +24,9 @@ if TYPE_CHECKING:  # the store builds this one around itself
     from mcp_memory.storage.records import RecordStore
 
 
+PRUNED_MARK = "changes_pruned_upto"  # meta: the change log was pruned up to here
+
+
 class LifecycleStore:
     def __init__(self, store: RecordStore) -> None:
         self.store = store
@@ -41,10 +44,18 @@ class LifecycleStore:
         return [str(r[0]) for r in rows]
 
     async def prune_changes(self, scope: Scope, keep: int) -> int:
-        """Drop all but the last ``keep`` entries of the change log; a process that had not read the
-        dropped ones rebuilds its vector index from the file (PrincipalDb.catch_up)."""
+        """Drop all but the last ``keep`` entries of the change log, and say how far in ``meta``: a
+        process that had not read the dropped ones reads its vector index again (on SQLite the gap
+        in the numbers tells it too; PostgreSQL's numbers have gaps of their own)."""
         async with self.store.transaction(scope) as conn:
-            cursor = await conn.execute("DELETE FROM changes WHERE seq <= (SELECT MAX(seq) FROM changes) - ?", (keep,))
+            rows = await conn.execute_fetchall("SELECT seq FROM changes ORDER BY seq DESC LIMIT 1 OFFSET ?", (keep,))
+            if not rows:
+                return 0
+            upto = int(next(iter(rows))[0])
+            cursor = await conn.execute("DELETE FROM changes WHERE seq <= ?", (upto,))
+            await conn.execute(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES ('changes_pruned_upto', ?)", (str(upto),)
+            )
             return int(cursor.rowcount or 0)
 
     async def without_second_vector(self, scope: Scope, limit: int, model_id: str) -> list[tuple[str, str]]:

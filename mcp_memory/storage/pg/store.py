@@ -32,7 +32,7 @@ from mcp_memory.storage import writes
 from mcp_memory.storage.browse import BrowseStore
 from mcp_memory.storage.counts import CountStore
 from mcp_memory.storage.golden import GoldenStore
-from mcp_memory.storage.lifecycle import LifecycleStore
+from mcp_memory.storage.lifecycle import PRUNED_MARK, LifecycleStore
 from mcp_memory.storage.pg import keyword
 from mcp_memory.storage.pg.connections import PgDatabase, PgReader
 from mcp_memory.storage.pg.dialect import PgConn
@@ -42,7 +42,7 @@ from mcp_memory.storage.rows import rows_of, visible_clause
 from mcp_memory.storage.vector_search import InProcessSearch
 from mcp_memory.storage.vectors import VectorIndex
 
-EPOCH, PRUNED = "changes_epoch", "changes_pruned_upto"  # meta rows the vector engine follows the log by
+EPOCH = "changes_epoch"  # meta: a new value each time forget_user starts the change log again
 
 
 class PostgresStore(RecordStore):
@@ -183,7 +183,7 @@ class PgIndexSearch(InProcessSearch):
             await conn.execute_fetchall(
                 "SELECT (SELECT COALESCE(MAX(seq), 0) FROM changes), (SELECT value FROM meta WHERE key = ?), "
                 "(SELECT value FROM meta WHERE key = ?)",
-                (EPOCH, PRUNED),
+                (EPOCH, PRUNED_MARK),
             )
         )[0]
         held = self.held.setdefault(scope.principal, _Held())
