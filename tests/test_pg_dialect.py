@@ -54,6 +54,19 @@ TRANSLATIONS = [
     ),
     ("SELECT MAX(n) FROM changes", "SELECT MAX(n) FROM changes___principal__"),
     (
+        "INSERT INTO meta(key, value) VALUES (?, '1') "
+        "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1",
+        "INSERT INTO meta___principal__(key, value) VALUES (%s, '1') ON CONFLICT (principal, key) DO UPDATE "
+        "SET value = CAST(meta___principal__.value AS INTEGER) + 1",
+    ),
+    (
+        "INSERT INTO compression_failures(memory_id, failures) VALUES (?, ?) "
+        "ON CONFLICT(memory_id) DO UPDATE SET failures = MAX(failures, excluded.failures)",
+        "INSERT INTO compression_failures___principal__(memory_id, failures) VALUES (%s, %s) "
+        "ON CONFLICT (principal, memory_id) DO UPDATE SET failures = GREATEST("
+        "compression_failures___principal__.failures, excluded.failures)",
+    ),
+    (
         "INSERT INTO tasks(task_id, title) VALUES (?,?) ON CONFLICT(task_id) DO UPDATE SET title = excluded.title",
         "INSERT INTO tasks___principal__(task_id, title) VALUES (%s,%s) ON CONFLICT (principal, task_id) DO UPDATE "
         "SET title = excluded.title",

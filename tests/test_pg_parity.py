@@ -14,7 +14,7 @@ import pytest
 
 from mcp_memory.config import PostgresSettings
 from mcp_memory.ids import new_id
-from mcp_memory.models import Criteria, NewMemory, NewOccurrence, Provenance, Scope
+from mcp_memory.models import Criteria, GoldenCheckRow, GoldenRow, NewMemory, NewOccurrence, Provenance, Scope
 from mcp_memory.schemas import MemoryInput
 from mcp_memory.services import inputs
 from mcp_memory.services.intake import content_hash
@@ -162,3 +162,33 @@ async def test_a_forget_with_its_derived_memories_leaves_both_alike(both: tuple[
     await _same(both, _all)
     await _same(both, lambda s: CountStore(s).principal_counts(ALICE))
     await _same(both, lambda s: CountStore(s).event_counts(ALICE))
+
+
+async def test_the_passes_bookkeeping_writes_alike(both: tuple[SqliteStore, PgDatabase]) -> None:
+    """The lifecycle's and the golden queries' own rows: counters kept by upserts that read the row
+    they replace, marks that only move forward, failures counted per memory."""
+    ids = [r.id for r in await _all(both[0])]
+
+    async def bookkeeping(store: Any) -> Any:
+        rows, golden = LifecycleStore(store), GoldenStore(store)
+        failures = [await rows.extraction_failed(ALICE, None) for _ in range(3)]
+        await rows.mark_extracted(ALICE, None, 5)
+        await rows.mark_extracted(ALICE, None, 3)  # a mark never moves back
+        for passed in (True, True, False):
+            await rows.count_fact_check(ALICE, None, passed)
+        await rows.record_compression_failure(ALICE, ids[:2])
+        await rows.record_compression_failure(ALICE, ids[:1])
+        await golden.add(ALICE, GoldenRow("g1", None, "when does falcon ship", ids[1], NOW))
+        await golden.record_check(ALICE, GoldenCheckRow(NOW, 1, 1.0, 0.0, True, {"lost": ["g1"]}))
+        return (
+            failures,
+            await rows.compression_failures(ALICE),
+            await rows.unread_for_facts(ALICE, ["fact"]),
+            await CountStore(store).pending(ALICE, 3),
+            await golden.queries(ALICE),
+            await golden.checks(ALICE),
+        )
+
+    failures, compression, *_ = await _same(both, bookkeeping)
+    assert failures == [1, 2, 3]
+    assert compression == {ids[0]: 2, ids[1]: 1}

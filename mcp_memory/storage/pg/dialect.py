@@ -132,6 +132,7 @@ def translate(statement: str) -> tuple[str, str | None]:
             sql += " ON CONFLICT DO NOTHING"
         else:
             sql += _upsert(statement, table)
+    sql = _qualify_updates(statement, sql)
     deleted = _DELETE.match(statement)
     if deleted is not None and deleted.group(1).lower() in _CASCADES:
         return _cascade(sql, deleted.group(1).lower()), COUNTED
@@ -140,6 +141,36 @@ def translate(statement: str) -> tuple[str, str | None]:
         returning = _NUMBERED[plain.group(1).lower()]
         sql += f" RETURNING {returning}"
     return sql, returning
+
+
+def _split_top(text: str) -> list[str]:
+    """``text`` split at its commas outside parentheses."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += ch == "("
+        depth -= ch == ")"
+        if ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    return [*parts, text[start:]]
+
+
+def _qualify_updates(statement: str, sql: str) -> str:
+    """In an upsert's ``DO UPDATE SET``, the existing row's columns named with their table:
+    PostgreSQL finds ``SET n = n + 1`` ambiguous (the row, or EXCLUDED's), SQLite reads the row."""
+    head, found, tail = sql.partition(" DO UPDATE SET ")
+    into = _INTO.match(statement) or _INSERT.match(statement)
+    columns = re.search(r"INTO\s+\w+\s*\(([^)]*)\)", statement, flags=re.IGNORECASE)
+    if not found or into is None or columns is None:
+        return sql
+    table = into.group(into.lastindex or 1).lower() + "_" + _SUFFIX
+    names = [c.strip() for c in columns.group(1).split(",")]
+    bare = re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, names)) + r")\b(?!\s*\()")
+    assignments = []
+    for assignment in _split_top(tail):
+        target, _, value = assignment.partition("=")
+        assignments.append(f"{target}={bare.sub(lambda m: f'{table}.{m.group(1)}', value)}")
+    return head + found + ",".join(assignments)
 
 
 def _cascade(sql: str, table: str) -> str:
