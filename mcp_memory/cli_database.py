@@ -12,7 +12,6 @@ from collections.abc import Callable
 
 from mcp_memory.config import PostgresSettings, Settings
 from mcp_memory.errors import InvalidInputError
-from mcp_memory.storage.pg import NOT_SERVED
 
 
 async def run(settings: Settings, action: str) -> int:
@@ -34,14 +33,6 @@ async def run(settings: Settings, action: str) -> int:
 
 def _out(line: str) -> None:
     sys.stdout.write(line + "\n")
-
-
-async def doctor_backend(settings: PostgresSettings, say: Callable[[str], None]) -> int:
-    """`doctor` on the PostgreSQL backend: the database's findings, then why it does not serve yet."""
-    await doctor(settings, say)
-    say(f"storage: PROBLEM: {NOT_SERVED}")
-    say("status: BROKEN")
-    return 1
 
 
 async def doctor(settings: PostgresSettings, say: Callable[[str], None]) -> bool:

@@ -28,7 +28,7 @@ from starlette.types import ASGIApp, Receive, Send
 from starlette.types import Scope as ASGIScope
 
 from mcp_memory import __version__, client_log, metrics
-from mcp_memory.assembly import open_core
+from mcp_memory.assembly import Store, open_core
 from mcp_memory.browse_tools import register_browse_tools
 from mcp_memory.completions import register_completions
 from mcp_memory.config import HttpSettings, Settings
@@ -57,7 +57,6 @@ from mcp_memory.services.stats import StatsService
 from mcp_memory.services.tasks import TaskService
 from mcp_memory.stdio import run_stdio
 from mcp_memory.storage.control import ControlStore
-from mcp_memory.storage.sqlite import SqliteStore
 from mcp_memory.storage.tokens import TokenStore
 from mcp_memory.storage.ui_sessions import UiSessionStore
 from mcp_memory.tools import (
@@ -133,7 +132,7 @@ def configure_logging(settings: Settings, transport: str = "stdio") -> None:
 @dataclass
 class Runtime:
     settings: Settings
-    store: SqliteStore
+    store: Store
     embedder: Embedder
     memory: MemoryService
     tasks: TaskService
@@ -250,14 +249,14 @@ async def open_runtime(
             raise failure
 
 
-def _pool_figure(store: SqliteStore, key: str) -> float:
-    return float(store.pool_figures()[key])
+def _pool_figure(store: Store, key: str) -> float:
+    return float(store.pool_figures().get(key, 0))
 
 
 _HELD = "mcp_memory.held_principals"  # in a connection's state: the principals its session holds
 
 
-def principal_lease(store: SqliteStore, scopes: ScopeResolver) -> ServerMiddleware[Any]:
+def principal_lease(store: Store, scopes: ScopeResolver) -> ServerMiddleware[Any]:
     """Server middleware: the caller's principal stays open for the request and for as long as its
     MCP session lives (the pool closes only principals nobody holds)."""
 

@@ -1,12 +1,12 @@
 """One behaviour suite for every storage backend, run through the services as the tools use them.
 
-Each test takes ``backend`` as a parameter: SQLite with its exact vector index, and SQLite with
-the Qdrant engine in qdrant-client's local mode (the scale-out issue adds PostgreSQL here too, as
-more parameters of ``BACKENDS`` and more branches of ``backend_settings``, without touching
-``services/``). "Another process" is a second runtime on the same data: its own store,
-connections and vector index, as a second server process has. Local mode holds its folder for one
-process, so each runtime of "sqlite+qdrant" has a Qdrant of its own in memory: a second runtime
-finds its points behind the record store and brings them up from the change log (ADR 18).
+Each test takes ``backend`` as a parameter: SQLite with its exact vector index, SQLite with the
+Qdrant engine in qdrant-client's local mode, and PostgreSQL (a throwaway cluster, a fresh database
+per test; ADR 19, ADR 20), added without touching ``services/``. "Another process" is a second
+runtime on the same data: its own store, connections and vector index, as a second server process
+has. Local mode holds its folder for one process, so each runtime of "sqlite+qdrant" has a Qdrant
+of its own in memory: a second runtime finds its points behind the record store and brings them
+up from the change log (ADR 18).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pathlib import Path
 
 import anyio
 import numpy as np
+import psycopg
 import pytest
 
 from mcp_memory.config import Settings, load_settings
@@ -29,23 +30,29 @@ from mcp_memory.services import inputs
 from mcp_memory.services.erasure import ErasureService
 from mcp_memory.services.intake import content_hash
 from mcp_memory.services.memory import CallContext
+from mcp_memory.storage.pg import migrations
 from mcp_memory.text import segment_for_index
+from tests import pgcluster
 from tests.conftest import Clock
 
 pytestmark = pytest.mark.anyio
 
-BACKENDS = ["sqlite", "sqlite+qdrant"]
+BACKENDS = ["sqlite", "sqlite+qdrant", "postgres"]
 ALICE = Scope("alice")
 BOB = Scope("bob")
 
 
-def backend_settings(backend: str, data_dir: Path) -> Settings:
-    """The configuration that serves ``backend`` on ``data_dir``."""
+def backend_settings(backend: str, data_dir: Path, dsn: str | None = None) -> Settings:
+    """The configuration that serves ``backend`` on ``data_dir`` (and PostgreSQL at ``dsn``)."""
     if backend == "sqlite":
         return load_settings(data_dir=data_dir, principal="alice")
     if backend == "sqlite+qdrant":
         return load_settings(
             data_dir=data_dir, principal="alice", vectors={"engine": "qdrant", "qdrant": {"path": ":memory:"}}
+        )
+    if backend == "postgres":  # the data directory keeps what replicas do not share yet (ADR 19)
+        return load_settings(
+            data_dir=data_dir, principal="alice", storage={"backend": "postgres", "postgres": {"dsn": dsn}}
         )
     raise AssertionError(f"no settings for backend {backend!r}")
 
@@ -56,9 +63,21 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def open_backend(backend: str, data_dir: Path, clock: Clock) -> Callable[[], AbstractAsyncContextManager[Runtime]]:
+def open_backend(
+    backend: str, data_dir: Path, clock: Clock, request: pytest.FixtureRequest
+) -> Callable[[], AbstractAsyncContextManager[Runtime]]:
     """Opens a runtime (a server process's worth of state) on the backend; call it twice for two."""
-    return lambda: open_runtime(backend_settings(backend, data_dir), clock=clock)
+    dsn = None
+    if backend == "postgres":
+        cluster: pgcluster.Cluster = request.getfixturevalue("pg_empty")
+        anyio.run(_migrate, cluster)
+        dsn = cluster.dsn()
+    return lambda: open_runtime(backend_settings(backend, data_dir, dsn), clock=clock)
+
+
+async def _migrate(cluster: pgcluster.Cluster) -> None:
+    async with await psycopg.AsyncConnection.connect(cluster.dsn(pgcluster.OWNER), autocommit=True) as owner:
+        await migrations.migrate(owner, pgcluster.SERVER)
 
 
 @pytest.fixture

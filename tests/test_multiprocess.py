@@ -32,6 +32,7 @@ from mcp_memory.schemas import MemoryInput, MemoryOut
 from mcp_memory.server import open_runtime
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage.pool import principal_file
+from mcp_memory.storage.sqlite import SqliteStore
 from tests.conftest import call, row_counts
 
 pytestmark = pytest.mark.slow
@@ -194,6 +195,7 @@ async def test_a_write_cancelled_while_waiting_for_the_lock_leaves_no_open_trans
                 await runtime.store.reinforce(scope, [str(stored.items[0].id)], 0.0)
         other.close()
         assert released.is_set()
+        assert isinstance(runtime.store, SqliteStore)
         writer = (await runtime.store.principal_db(scope)).writer
         assert not writer.in_transaction
         again = await runtime.memory.remember(

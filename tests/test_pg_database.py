@@ -1,6 +1,5 @@
 """`[storage]` settings, `mcp-memory database migrate | status` and `doctor` on the PostgreSQL backend,
-against a throwaway cluster (tests/pgcluster.py). Serving from PostgreSQL is not built yet, and
-every command that would open the store says so (issue 16, ADR 19)."""
+against a throwaway cluster (tests/pgcluster.py) (issue 16, ADR 19)."""
 
 from __future__ import annotations
 
@@ -12,8 +11,7 @@ import pytest
 from mcp_memory.assembly import open_core
 from mcp_memory.cli import main
 from mcp_memory.config import load_settings
-from mcp_memory.errors import InvalidInputError, StorageError
-from mcp_memory.storage.pg import NOT_SERVED
+from mcp_memory.errors import InvalidInputError
 from tests import pgcluster
 
 
@@ -59,22 +57,27 @@ def test_a_superuser_dsn_and_a_missing_table_are_problems(
     assert "database role: PROBLEM: role 'postgres' is a superuser, which row-level security does not bind" in out
 
 
-def test_doctor_checks_the_database_and_says_the_backend_does_not_serve_yet(
+def test_doctor_checks_the_database_then_the_store_on_it(
     empty: pgcluster.Cluster, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    assert main(["doctor"]) == 1  # not migrated: the database line and the store say what to run
+    out = capsys.readouterr().out
+    assert "database schema: PROBLEM: empty: run `mcp-memory database migrate`" in out
+    assert "store: FAILED: the PostgreSQL database has no schema: run `mcp-memory database migrate`" in out
     assert main(["database", "migrate"]) == 0
     capsys.readouterr()
-    assert main(["doctor"]) == 1
+    assert main(["doctor"]) == 0
     out = capsys.readouterr().out
     assert "database schema: version 1, every table present" in out
-    assert f"storage: PROBLEM: {NOT_SERVED}" in out
-    assert out.rstrip().endswith("status: BROKEN")
+    assert "embedding model:" in out
+    assert "'postings': 0" in out  # the store's counts, read from PostgreSQL
+    assert out.rstrip().endswith("status: OK")
 
     async def serve() -> None:
-        async with open_core(load_settings()):
+        async with open_core(load_settings(vectors={"engine": "qdrant", "qdrant": {"path": ":memory:"}})):
             pass
 
-    with pytest.raises(StorageError, match="not built yet"):
+    with pytest.raises(InvalidInputError, match="not built yet: use 'exact'"):
         anyio.run(serve)
 
 

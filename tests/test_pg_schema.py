@@ -1,7 +1,7 @@
 """The PostgreSQL schema on a throwaway cluster (tests/pgcluster.py): migrations, and row-level
 security as the second wall behind the queries' own filters (issue 16, ADR 19).
 
-The backend itself is not built yet; these tests hold its foundation to what ADR 19 promises.
+These tests hold the backend's foundation to what ADR 19 promises.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from mcp_memory.models import Scope
 from mcp_memory.schemas import MemoryInput
 from mcp_memory.server import Runtime, open_runtime
 from mcp_memory.services.memory import CallContext
+from mcp_memory.storage.sqlite import SqliteStore
 from tests.conftest import call
 
 pytestmark = pytest.mark.anyio
@@ -55,6 +56,7 @@ async def test_a_principal_with_an_open_session_is_never_closed(data_dir: Path) 
     and holds its principal only while it runs)."""
     settings = load_settings(data_dir=data_dir, principal="alice", pool={"max_open": 1})
     async with open_runtime(settings) as runtime:
+        assert isinstance(runtime.store, SqliteStore)  # the pool of files is SQLite's
         async with Client(runtime.mcp, mode="legacy") as alice:
             await call(alice, "remember", {"content": "Alice's locker is number 42"})
             for i in range(5):  # others come and go while alice's session stays open, idle

@@ -24,7 +24,8 @@ from mcp_memory.models import Scope
 from mcp_memory.storage.pg import database, migrations
 from mcp_memory.storage.pg.dialect import PgConn, PgCursor
 
-WRITE_LOCK = 0x6D63  # the first key of the principals' write locks (pg_advisory_xact_lock(int, int))
+# The first keys of a principal's advisory locks (pg_advisory_xact_lock(int, int)); the second is its key's hash.
+WRITE_LOCK, ERASE_LOCK = 0x6D63, 0x6D64
 
 
 def principal_key(deployment: str, principal: str) -> str:
@@ -85,17 +86,26 @@ class PgDatabase:
         return principal_key(self._deployment, principal)
 
     @asynccontextmanager
-    async def transaction(self, scope: Scope, *, write: bool = True) -> AsyncIterator[PgConn]:
+    async def transaction(self, scope: Scope, *, write: bool = True, erasing: bool = False) -> AsyncIterator[PgConn]:
         """One transaction bound to the scope's principal; committed when the block ends, rolled
-        back when it raises. A writing one first takes the principal's lock, held to its commit, so a
-        principal's writes commit in the order they number the change log (a sequence hands out
-        numbers before commit: without it, a reader could pass a number whose write commits later)
-        and, as SQLite's file lock does, one at a time; other principals are not held up."""
+        back when it raises.
+
+        Two advisory locks of the principal, taken with the binding in one round trip:
+        - every transaction holds the *erase* lock shared, and forget_user (``erasing``) holds it
+          alone: it truncates the principal's partitions one after another, and a reader that had
+          locked one of them and waited for another would deadlock with it;
+        - a writing one holds the *write* lock to its commit, so a principal's writes commit in the
+          order they number the change log (a sequence hands out numbers before commit: without it,
+          a reader could pass a number whose write commits later) and, as SQLite's file lock does,
+          one at a time. Other principals are not held up.
+        """
         key = self.key(scope.principal)
+        erase = "pg_advisory_xact_lock" if erasing else "pg_advisory_xact_lock_shared"
+        locks = f", {erase}({ERASE_LOCK}, hashtext(%(k)s))"
+        if write or erasing:
+            locks += f", pg_advisory_xact_lock({WRITE_LOCK}, hashtext(%(k)s))"
         async with self.pool.connection() as conn, conn.transaction():
-            await migrations.as_principal(conn, key)
-            if write:
-                await conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (WRITE_LOCK, key))
+            await conn.execute(f"SELECT set_config('mcp.principal', %(k)s, true){locks}", {"k": key})
             if key not in self._opened:
                 await conn.execute("SELECT mcp_open_principal(%s, %s)", (key, scope.principal))
             yield PgConn(conn, key)

@@ -148,7 +148,7 @@ class PostgresStore(RecordStore):
         """Delete everything the principal has, then truncate its partitions, so no old version of a
         row stays in a page; only a content-free receipt remains. Other replicas see a new epoch of
         the change log and read their index again."""
-        async with self.transaction(scope) as conn:
+        async with self.database.transaction(scope, erasing=True) as conn:
             counts = await writes.erase_principal(conn, now)  # type: ignore[arg-type]
             await conn.conn.execute("SELECT mcp_drop_principal(%s)", (conn.key,))
             await conn.execute(
