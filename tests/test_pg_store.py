@@ -4,6 +4,7 @@ cluster; two stores stand for two replicas on one database."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 from mcp_memory.assembly import embedder_config, second_opinion_config
 from mcp_memory.config import PostgresSettings, Settings, load_settings
 from mcp_memory.embed.loader import Embedder
-from mcp_memory.models import Scope
+from mcp_memory.models import Criteria, Scope
 from mcp_memory.schemas import Hit, MemoryInput, MemoryOut
 from mcp_memory.services.erasure import ErasureService
 from mcp_memory.services.memory import CallContext, MemoryService
@@ -81,7 +82,7 @@ async def _texts(memory: MemoryService, scope: Scope, query: str) -> list[str]:
 
 
 async def test_remember_recall_and_forget_through_the_services(migrated: pgcluster.Cluster, replica: Opener) -> None:
-    async with replica() as (_, memory):
+    async with replica() as (store, memory):
         ids = await _remember(
             memory,
             ALICE,
@@ -96,6 +97,15 @@ async def test_remember_recall_and_forget_through_the_services(migrated: pgclust
         assert await _texts(memory, BOB, "Where does the user live?") == []
         again = await memory.remember(ALICE, [MemoryInput(content="The user lives in Berlin")], CallContext())
         assert again.items[0].outcome == "merged"
+        recalled = await memory.recall(ALICE, "vim keybindings")  # reinforces what it returns
+        first = recalled.hits[0]
+        assert isinstance(first, Hit)
+        shown = await store.select_memories(ALICE, Criteria(ids=(first.id,)), time.time())
+        assert shown[0].access_count == 1  # waiting in memory, shown already
+        await store.flush_reinforcement()
+        async with replica() as (other, _):  # another replica reads it from the database
+            written = await other.select_memories(ALICE, Criteria(ids=(first.id,)), time.time())
+            assert written[0].access_count == 1
         forgotten = await memory.forget(ALICE, ids=[ids[1]], dry_run=False)
         assert forgotten.deleted == 1
         assert "The user lives in Berlin" not in await _texts(memory, ALICE, "Where does the user live?")

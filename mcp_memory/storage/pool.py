@@ -157,7 +157,7 @@ class PrincipalPool:
             if not db.evictable:
                 continue  # taken while an earlier one closed
             await self._before_close(principal)
-            if not db.evictable or db.pending:
+            if not db.evictable or db.reinforcement.pending:
                 continue
             del self._dbs[principal]
             await db.close()

@@ -20,7 +20,7 @@ import aiosqlite
 import anyio
 import numpy as np
 
-from mcp_memory.models import MemoryRecord
+from mcp_memory.storage.reinforcement import Reinforcement
 from mcp_memory.storage.vectors import IndexColumns, IndexRow, VectorIndex
 
 log = logging.getLogger(__name__)
@@ -53,30 +53,12 @@ class PrincipalDb:
         self.users = 0
         self.holders: weakref.WeakSet[object] = weakref.WeakSet()
         self.last_used = time.monotonic()
-        # Recall's reinforcement not written yet, and the batch being written: id -> (count, last access).
-        self.pending: dict[str, tuple[int, float]] = {}
-        self.flushing: dict[str, tuple[int, float]] = {}
+        self.reinforcement = Reinforcement()  # recall's uses not written yet
 
     @property
     def evictable(self) -> bool:
         """Nothing holds it: no call in flight, no open session, no transaction, no index load."""
         return not (self.users or len(self.holders) or self.write_lock.locked() or self.index_lock.locked())
-
-    def reinforced(self, ids: Sequence[str], now: float) -> None:
-        self.reinforce_again(dict.fromkeys(ids, (1, now)))
-
-    def reinforce_again(self, counts: dict[str, tuple[int, float]]) -> None:
-        for ident, (count, last) in counts.items():
-            before, seen = self.pending.get(ident, (0, 0.0))
-            self.pending[ident] = (before + count, max(seen, last))
-
-    def overlay(self, records: Sequence[MemoryRecord]) -> None:
-        """This process's reinforcement not yet on disk, added to records read from it."""
-        for buffer in (self.flushing, self.pending):
-            for record in records:
-                if (found := buffer.get(record.id)) is not None:
-                    record.access_count += found[0]
-                    record.last_accessed_at = max(record.last_accessed_at or 0.0, found[1])
 
     async def close(self) -> None:
         await self.reader.close()

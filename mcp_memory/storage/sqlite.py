@@ -40,6 +40,7 @@ from mcp_memory.storage.lifecycle import LifecycleStore
 from mcp_memory.storage.pool import PoolLimits, PrincipalPool, principal_file
 from mcp_memory.storage.principal import PrincipalDb
 from mcp_memory.storage.records import RecordStore
+from mcp_memory.storage.reinforcement import REINFORCE_FLUSH_SECONDS
 from mcp_memory.storage.rows import fts_match, rows_of, visible_clause
 from mcp_memory.storage.schema import private_dir, tighten
 from mcp_memory.storage.vector_search import ExactVectorSearch
@@ -50,10 +51,6 @@ if TYPE_CHECKING:  # an optional engine (the qdrant extra)
     SqliteVectors = ExactVectorSearch | QdrantVectorSearch
 
 log = logging.getLogger(__name__)
-
-# Recall's reinforcement waits in memory at most this long before it is written (and at close):
-# reads never take the write lock, and a crash loses at most these seconds of access counts.
-REINFORCE_FLUSH_SECONDS = 2.0
 
 
 class SqliteStore(RecordStore):
@@ -188,7 +185,7 @@ class SqliteStore(RecordStore):
         return f"the store at {str(self.path_for(scope))!r}"
 
     async def _overlay(self, scope: Scope, records: list[MemoryRecord]) -> None:
-        (await self.principal_db(scope)).overlay(records)  # recall's uses not written yet
+        (await self.principal_db(scope)).reinforcement.overlay(records)  # recall's uses not written yet
 
     # ----- reads ---------------------------------------------------------------------------
 
@@ -216,28 +213,15 @@ class SqliteStore(RecordStore):
     async def reinforce(self, scope: Scope, ids: Sequence[str], now: float) -> None:
         """Recall strengthens what it returns (access count, last access) without taking the write
         lock: the counts wait in memory and are written in batches (ADR 11)."""
-        (await self.principal_db(scope)).reinforced(ids, now)
+        (await self.principal_db(scope)).reinforcement.reinforced(ids, now)
 
     async def flush_reinforcement(self, scope: Scope | None = None) -> None:
         """Write the buffered reinforcement of one principal (or of every open one) now."""
         principals = [scope.principal] if scope is not None else self.pool.principals()
         for principal in principals:
             db = self.pool.get_open(principal)
-            if db is None or not db.pending:
-                continue
-            db.flushing, db.pending = db.pending, {}
-            try:
-                async with self.transaction(Scope(principal)) as conn:
-                    await conn.executemany(
-                        "UPDATE memories SET access_count = access_count + ?, "
-                        "last_accessed_at = MAX(COALESCE(last_accessed_at, 0), ?) WHERE id = ?",
-                        [(count, last, ident) for ident, (count, last) in db.flushing.items()],
-                    )
-            except StorageError as exc:  # busy: the counts go back and wait for the next flush
-                log.warning("reinforcement of %d memories not written yet: %s", len(db.flushing), exc)
-                db.reinforce_again(db.flushing)
-            finally:
-                db.flushing = {}
+            if db is not None:
+                await db.reinforcement.flush(self.transaction(Scope(principal)))
 
     async def _flush_principal(self, principal: str) -> None:
         await self.flush_reinforcement(Scope(principal))

@@ -7,13 +7,13 @@ postings), reinforcement, forget, forget_user (the principal's partitions trunca
 the vector engine, which follows the change log by its head, its epoch (a forget_user starts the
 log again) and how far a pass pruned it, since PostgreSQL's sequences leave gaps.
 
-Not built yet: recall's reinforcement is written at once (SQLite buffers it, ADR 11); NOTIFY across
-replicas (a replica sees another's writes at its next read, through the log); the Qdrant engine on
-this backend; `serve` wiring.
+Not built yet: NOTIFY across replicas (a replica sees another's writes at its next read, through
+the log); the Qdrant engine on this backend; the shared tables in use (ADR 19).
 """
 
 from __future__ import annotations
 
+import logging
 import secrets
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -24,10 +24,11 @@ from typing import Any
 
 import anyio
 import orjson
+from anyio.abc import TaskGroup
 from psycopg import sql
 
 from mcp_memory.config import PostgresSettings
-from mcp_memory.models import Criteria, Scope
+from mcp_memory.models import Criteria, MemoryRecord, Scope
 from mcp_memory.storage import writes
 from mcp_memory.storage.browse import BrowseStore
 from mcp_memory.storage.counts import CountStore
@@ -38,9 +39,12 @@ from mcp_memory.storage.pg.connections import PgDatabase, PgReader
 from mcp_memory.storage.pg.dialect import PgConn
 from mcp_memory.storage.principal import index_columns, index_rows
 from mcp_memory.storage.records import RecordStore
+from mcp_memory.storage.reinforcement import REINFORCE_FLUSH_SECONDS, Reinforcement
 from mcp_memory.storage.rows import rows_of, visible_clause
 from mcp_memory.storage.vector_search import InProcessSearch
 from mcp_memory.storage.vectors import VectorIndex
+
+log = logging.getLogger(__name__)
 
 EPOCH = "changes_epoch"  # meta: a new value each time forget_user starts the change log again
 
@@ -55,14 +59,25 @@ class PostgresStore(RecordStore):
         self.browse = BrowseStore(self)
         self.golden = GoldenStore(self)
         self.vectors = PgIndexSearch(self)
+        self._reinforcement: dict[str, Reinforcement] = {}  # per principal
+        self._group: TaskGroup | None = None
 
     async def __aenter__(self) -> PostgresStore:
         await self.database.open()
+        self._group = anyio.create_task_group()
+        await self._group.__aenter__()
+        self._group.start_soon(self._flush_every, REINFORCE_FLUSH_SECONDS)
         return self
 
     async def __aexit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        if self._group is not None:
+            self._group.cancel_scope.cancel()
+            await self._group.__aexit__(None, None, None)
+            self._group = None
+        with anyio.CancelScope(shield=True):
+            await self.flush_reinforcement()
         await self.database.close()
 
     # ----- connections ---------------------------------------------------------------------
@@ -122,18 +137,27 @@ class PostgresStore(RecordStore):
     # ----- writes --------------------------------------------------------------------------
 
     async def reinforce(self, scope: Scope, ids: Sequence[str], now: float) -> None:
-        """Recall strengthens what it returns; written at once here (not buffered yet, ADR 11)."""
-        if not ids:
-            return
-        async with self.transaction(scope) as conn:
-            await conn.executemany(
-                "UPDATE memories SET access_count = access_count + 1, "
-                "last_accessed_at = MAX(COALESCE(last_accessed_at, 0), ?) WHERE id = ?",
-                [(now, ident) for ident in ids],
-            )
+        """Recall strengthens what it returns; the counts wait in memory and are written in batches
+        (ADR 11), outside the principal's write lock."""
+        self._reinforcement.setdefault(scope.principal, Reinforcement()).reinforced(ids, now)
 
     async def flush_reinforcement(self, scope: Scope | None = None) -> None:
-        """Nothing waits: reinforcement is written as it comes."""
+        principals = [scope.principal] if scope is not None else list(self._reinforcement)
+        for principal in principals:
+            if (waiting := self._reinforcement.get(principal)) is not None:
+                await waiting.flush(self.database.transaction(Scope(principal), write=False))
+
+    async def _overlay(self, scope: Scope, records: list[MemoryRecord]) -> None:
+        if (waiting := self._reinforcement.get(scope.principal)) is not None:
+            waiting.overlay(records)
+
+    async def _flush_every(self, seconds: float) -> None:
+        while True:
+            await anyio.sleep(seconds)
+            try:
+                await self.flush_reinforcement()
+            except Exception:  # never let the upkeep die: the next round retries
+                log.exception("store upkeep failed")
 
     async def delete(self, scope: Scope, ids: Sequence[str], **how: Any) -> tuple[int, bool]:
         """Delete memories from every table; ``how`` as ``writes.delete`` takes it. The rows' old
