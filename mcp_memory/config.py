@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from contextvars import ContextVar
@@ -291,7 +292,7 @@ def _has_password(dsn: str) -> bool:
         authority = dsn.split("://", 1)[1].split("/", 1)[0].split("?", 1)[0]
         query = dsn.split("?", 1)[1] if "?" in dsn else ""
         return ":" in authority.rpartition("@")[0] or "password=" in query.lower()
-    return any(part.split("=", 1)[0].strip().lower() == "password" for part in dsn.split() if "=" in part)
+    return re.search(r"(?:^|\s)password\s*=", dsn, flags=re.IGNORECASE) is not None
 
 
 class StorageSettings(_Section):
@@ -451,8 +452,9 @@ def _describe(exc: ValidationError, path: Path | None) -> str:
 def environment_snapshot(names: Mapping[str, str] | None = None) -> dict[str, str]:
     """The MCP_MEMORY_* variables in effect, for `doctor` (values of key variables hidden)."""
     env = names if names is not None else os.environ
+    hidden = ("KEY", "TOKEN", "PASSWORD", "DSN", "SECRET")
     return {
-        key: ("(set)" if "KEY" in key or "TOKEN" in key else value)
+        key: ("(set)" if any(word in key for word in hidden) else value)
         for key, value in env.items()
         if key.startswith(ENV_PREFIX)
     }

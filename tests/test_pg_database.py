@@ -58,7 +58,7 @@ def test_a_superuser_dsn_and_a_missing_table_are_problems(
 
 
 def test_doctor_checks_the_database_then_the_store_on_it(
-    empty: pgcluster.Cluster, capsys: pytest.CaptureFixture[str]
+    empty: pgcluster.Cluster, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["doctor"]) == 1  # not migrated: the database line and the store say what to run
     out = capsys.readouterr().out
@@ -66,8 +66,11 @@ def test_doctor_checks_the_database_then_the_store_on_it(
     assert "store: FAILED: the PostgreSQL database has no schema: run `mcp-memory database migrate`" in out
     assert main(["database", "migrate"]) == 0
     capsys.readouterr()
+    monkeypatch.setenv("MCP_MEMORY_PG_PASSWORD", "server-secret-51")  # loopback trusts: unused, never shown
+    monkeypatch.setenv("MCP_MEMORY_PG_OWNER_DSN", empty.dsn(pgcluster.OWNER).replace("@", ":owner-secret-52@"))
     assert main(["doctor"]) == 0
     out = capsys.readouterr().out
+    assert "secret-5" not in out
     assert "database schema: version 1, every table present" in out
     assert "embedding model:" in out
     assert "'postings': 0" in out  # the store's counts, read from PostgreSQL
@@ -107,8 +110,9 @@ def test_storage_settings_refuse_a_password_in_the_file_and_a_backend_without_a_
     with pytest.raises(InvalidInputError, match="password_env") as refused:
         load_settings(storage={"postgres": {"dsn": "postgresql://mcp_server:s3cret@db/mcp"}})
     assert "s3cret" not in str(refused.value)
-    with pytest.raises(InvalidInputError, match="password_env"):
-        load_settings(storage={"postgres": {"dsn": "host=db user=mcp_server password=s3cret dbname=mcp"}})
+    for spelled in ("password=s3cret", "password = s3cret", "PASSWORD ='s3cret'"):
+        with pytest.raises(InvalidInputError, match="password_env"):
+            load_settings(storage={"postgres": {"dsn": f"host=db user=mcp_server {spelled} dbname=mcp"}})
     with pytest.raises(InvalidInputError, match=r"needs storage\.postgres\.dsn"):
         load_settings(storage={"backend": "postgres"})
     with pytest.raises(InvalidInputError, match="pool_min is larger than pool_max"):

@@ -54,6 +54,11 @@ TRANSLATIONS = [
     ),
     ("SELECT MAX(n) FROM changes", "SELECT MAX(n) FROM changes___principal__"),
     (
+        "SELECT CAST((? - m.created_at) / 86400 AS INTEGER), SUM(CAST(value AS INTEGER)) FROM memories m",
+        "SELECT CAST(trunc((%s - m.created_at) / 86400) AS INTEGER), SUM(CAST(value AS INTEGER)) "
+        "FROM memories___principal__ m",
+    ),
+    (
         "INSERT INTO meta(key, value) VALUES (?, '1') "
         "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1",
         "INSERT INTO meta___principal__(key, value) VALUES (%s, '1') ON CONFLICT (principal, key) DO UPDATE "

@@ -59,6 +59,7 @@ def _history() -> list[list[NewMemory]]:
         [_memory("用户喜欢喝乌龙茶，不加糖", kind="preference", tags=["drinks", "中文"])],
         [_memory("A throwaway note that expires", ttl_seconds=86_400, at=NOW - 2 * DAY)],
         [_memory("Release notes live in docs/release.md (v1.2.3)", kind="fact", pinned=True)],
+        [_memory("Standup moved to 9:30", kind="decision", at=NOW - 0.6 * DAY)],  # day 0, not rounded up
     ]
 
 
@@ -192,3 +193,23 @@ async def test_the_passes_bookkeeping_writes_alike(both: tuple[SqliteStore, PgDa
     failures, compression, *_ = await _same(both, bookkeeping)
     assert failures == [1, 2, 3]
     assert compression == {ids[0]: 2, ids[1]: 1}
+
+
+async def test_each_principal_keeps_its_last_golden_checks_when_principals_interleave(
+    both: tuple[SqliteStore, PgDatabase],
+) -> None:
+    """PostgreSQL numbers every principal's checks from one sequence: the kept ones are the last
+    rows of the principal, not a range of numbers."""
+    _, pg = both
+    alice, bob = GoldenStore(cast(Any, pg)), GoldenStore(cast(Any, pg))
+    check = GoldenCheckRow(NOW, 1, 1.0, 1.0, False, {})
+    for _ in range(120):
+        await alice.record_check(ALICE, check)
+        await bob.record_check(Scope("bob"), check)
+    assert len(await _check_rows(pg, ALICE)) == 120
+    assert len(await _check_rows(pg, Scope("bob"))) == 120
+
+
+async def _check_rows(store: PgDatabase, scope: Scope) -> list[Any]:
+    conn = await store.reader(scope)
+    return await conn.execute_fetchall("SELECT n FROM golden_checks")

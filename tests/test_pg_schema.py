@@ -6,9 +6,11 @@ These tests hold the backend's foundation to what ADR 19 promises.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from pathlib import Path
 
+import anyio
 import psycopg
 import pytest
 
@@ -166,3 +168,30 @@ async def test_a_new_principal_and_a_forget_do_not_wait_for_another_principals_t
             await migrations.as_principal(other, BOB)
             assert await (await other.execute("SELECT count(*) FROM memories")).fetchone() == (0,)
         await _remember(other, BOB, "Bob is back")  # a forgotten principal starts again, empty
+
+
+async def test_a_second_opener_waiting_for_the_first_changes_nothing_and_deadlocks_with_no_one(
+    schema: pgcluster.Cluster,
+) -> None:
+    """Two replicas open a new principal at once; a third transaction of that principal is already
+    reading its partitions when the second opener gets its turn (a review's reproduction)."""
+    key = hashlib.sha256(b"dora").hexdigest()[:32]
+    with anyio.fail_after(20):  # a deadlock fails the test rather than hanging it
+        await _second_opener(schema, key)
+
+
+async def _second_opener(schema: pgcluster.Cluster, key: str) -> None:
+    async with await _server(schema) as first, await _server(schema) as second, await _server(schema) as reader:
+        for conn in (first, second, reader):
+            await migrations.as_principal(conn, key)
+        await first.execute("SELECT mcp_open_principal(%s, 'dora')", (key,))  # not committed yet
+        waiting = asyncio.create_task(second.execute("SELECT mcp_open_principal(%s, 'dora')", (key,)))
+        await asyncio.sleep(0.3)
+        await first.commit()
+        await migrations.as_principal(reader, key)
+        await reader.execute(f"SELECT count(*) FROM memories_{key}")
+        await asyncio.sleep(0.3)
+        await reader.execute(f"SELECT count(*) FROM meta_{key}")  # deadlocked here before
+        await waiting
+        await second.commit()
+        await reader.commit()

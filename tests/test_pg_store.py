@@ -155,3 +155,20 @@ async def test_forget_user_leaves_no_text_in_the_cluster_files_and_the_other_pri
 def _holding(folder: Path, text: str) -> list[Path]:
     needle = text.encode()
     return [p for p in folder.rglob("*") if p.is_file() and needle in p.read_bytes()]
+
+
+async def test_export_lists_memories_in_the_order_they_were_written(
+    migrated: pgcluster.Cluster, replica: Opener
+) -> None:
+    """An import replays the export in order: a keyed memory's old version read after its new one
+    would supersede it (PostgreSQL returns rows in page order, and an update moves a row)."""
+    async with replica() as (store, memory):
+        for room in ("B2", "C4"):
+            item = MemoryInput(content=f"The standup room is {room}", key="standup-room")
+            await memory.remember(ALICE, [item], CallContext())
+        pgcluster.psql(
+            migrated, f"ANALYZE memories_{store.database.key('alice')}", user=pgcluster.OWNER
+        )  # as autovacuum
+        rows = await store.export_rows(ALICE)
+        assert [r.content for r in rows] == ["The standup room is B2", "The standup room is C4"]
+        assert [r.rowid for r in rows] == sorted(r.rowid for r in rows)

@@ -104,8 +104,9 @@ class GoldenStore:
                     orjson.dumps(check.detail).decode(),
                 ),
             )
-            await conn.execute(
-                "DELETE FROM golden_checks WHERE n <= (SELECT MAX(n) FROM golden_checks) - ?", (CHECKS_KEPT,)
+            await conn.execute(  # numbers may have gaps (PostgreSQL): keep the last rows, not a range
+                "DELETE FROM golden_checks WHERE n <= (SELECT n FROM golden_checks ORDER BY n DESC LIMIT 1 OFFSET ?)",
+                (CHECKS_KEPT,),
             )
 
     async def checks(self, scope: Scope) -> tuple[list[GoldenCheckRow], int]:

@@ -220,7 +220,10 @@ class RecordStore:
 
     async def export_rows(self, scope: Scope) -> list[MemoryRecord]:
         conn = await self.reader(scope)
-        records = [row_to_record(r) for r in await conn.execute_fetchall(f"SELECT {MEMORY_COLUMNS} FROM memories m")]
+        records = [
+            row_to_record(r)
+            for r in await conn.execute_fetchall(f"SELECT {MEMORY_COLUMNS} FROM memories m ORDER BY m.n")
+        ]
         await attach_occurrences(conn, records)
         return records
 

@@ -111,10 +111,6 @@ class PgDatabase:
             yield PgConn(conn, key)
         self._opened.add(key)
 
-    def forget_opened(self, scope: Scope) -> None:
-        """The principal's partitions were emptied and its row dropped: open them again at next use."""
-        self._opened.discard(self.key(scope.principal))
-
     async def reader(self, scope: Scope) -> PgReader:
         return PgReader(self, scope)
 

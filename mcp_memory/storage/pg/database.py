@@ -89,7 +89,14 @@ async def migrate(settings: PostgresSettings) -> tuple[int, int]:
     role = server_role(settings)
     async with await connect_owner(settings) as owner:
         before, _ = await migrations.schema_state(owner)
-        return before, await migrations.migrate(owner, role)
+        try:
+            return before, await migrations.migrate(owner, role)
+        except psycopg.Error as exc:  # each migration rolls back whole: nothing half-made stays
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise StorageError(
+                f"the migration failed and was rolled back ({first}); the server role is {role!r} "
+                "(the user of storage.postgres.dsn): it must exist before `database migrate`"
+            ) from exc
 
 
 @dataclass(frozen=True)
@@ -112,10 +119,25 @@ async def check(settings: PostgresSettings) -> list[Finding]:
         ]
         if version < 150000:
             found.append(Finding("database version", False, "PostgreSQL 15 or later is needed"))
+        found.append(await _collation(conn))
         problems = await migrations.role_problems(conn)
         found.append(Finding("database role", not problems, "; ".join(problems) or "bound by row-level security"))
         found.append(await _schema(conn))
     return found
+
+
+async def _collation(conn: psycopg.AsyncConnection) -> Finding:
+    """Text is ordered as SQLite orders it (byte order) only under the C collation (ADR 20)."""
+    row = await (await conn.execute("SELECT datcollate FROM pg_database WHERE datname = current_database()")).fetchone()
+    collation = str(row[0]) if row else "?"
+    if collation.split(".")[0] in ("C", "POSIX"):
+        return Finding("database collation", True, f"{collation} (byte order, as SQLite)")
+    return Finding(
+        "database collation",
+        False,
+        f"{collation}: texts sort differently from SQLite (pages by id, ties); create the database with "
+        "LC_COLLATE 'C' (CREATE DATABASE ... TEMPLATE template0 LC_COLLATE 'C')",
+    )
 
 
 async def _schema(conn: psycopg.AsyncConnection) -> Finding:

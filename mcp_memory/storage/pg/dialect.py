@@ -9,7 +9,8 @@ Each statement is translated once (and cached) from the SQLite dialect the stora
   as PostgreSQL's ``LIMIT NULL``;
 - ``INSERT OR IGNORE`` becomes ``ON CONFLICT DO NOTHING`` and ``INSERT OR REPLACE`` an upsert on the
   table's key; two-argument ``MAX(a, b)`` becomes ``GREATEST`` (which, unlike SQLite's, skips a
-  NULL argument: the storage functions never pass one); ``CAST(... AS REAL)`` a double; an
+  NULL argument: the storage functions never pass one); ``CAST(... AS REAL)`` a double, and
+  ``CAST(<arithmetic> AS INTEGER)`` truncates as SQLite's does (PostgreSQL's rounds); an
   ``ON CONFLICT (...)`` target gains the principal, with which every key begins;
 - a per-principal table after FROM, JOIN, INTO or UPDATE becomes the principal's own partition
   (``memories`` -> ``memories_<key>``): the planner never looks at another principal's partition,
@@ -97,6 +98,29 @@ def _greatest(code: str) -> str:
     return "".join(out)
 
 
+def _truncating_casts(code: str) -> str:
+    """``CAST(<arithmetic> AS INTEGER)`` as SQLite means it, truncated toward zero: PostgreSQL
+    rounds. A cast of a plain column (a counter kept as text) is left as it is."""
+    out, at = [], 0
+    for found in re.finditer(r"\bCAST\(", code, flags=re.IGNORECASE):
+        if found.start() < at:
+            continue
+        depth = 0
+        for i in range(found.end(), len(code)):
+            depth += code[i] == "("
+            if code[i] == ")":
+                if depth == 0:
+                    inner = code[found.end() : i]
+                    expr, sep, kind = inner.rpartition(" AS ")
+                    if sep and kind.strip().upper() == "INTEGER" and re.search(r"[-+*/]", expr):
+                        out.append(code[at : found.end()] + f"trunc({expr}) AS {kind}")
+                        at = i
+                    break
+                depth -= 1
+    out.append(code[at:])
+    return "".join(out)
+
+
 def _code(code: str) -> str:
     code = code.replace("%", "%%")
     code = re.sub(r"\bIS\s+NOT\s+\?", "IS DISTINCT FROM ?", code, flags=re.IGNORECASE)
@@ -109,6 +133,7 @@ def _code(code: str) -> str:
     # a per-principal table's keys all begin with the principal
     code = re.sub(r"\bON\s+CONFLICT\s*\(", "ON CONFLICT (principal, ", code, flags=re.IGNORECASE)
     code = _greatest(code)
+    code = _truncating_casts(code)
     code = _TABLE.sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3)}_{_SUFFIX}", code)
     code = _TABLE_COLUMNS.sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3)}_{_SUFFIX}(", code)
     return _COMMA_TABLES.sub(lambda m: f"{m.group(1)}{m.group(2)}_{_SUFFIX}{m.group(3)}", code)

@@ -23,7 +23,6 @@ from types import TracebackType
 from typing import Any
 
 import anyio
-import orjson
 from anyio.abc import TaskGroup
 from psycopg import sql
 
@@ -169,17 +168,13 @@ class PostgresStore(RecordStore):
         return deleted, True
 
     async def erase_principal(self, scope: Scope, now: float) -> dict[str, int]:
-        """Delete everything the principal has, then truncate its partitions, so no old version of a
-        row stays in a page; only a content-free receipt remains. Other replicas see a new epoch of
-        the change log and read their index again."""
+        """Delete everything the principal has (the receipt is written with the counts), then
+        truncate its partitions, so no old version of a row stays in a page. Other replicas see a
+        new epoch of the change log and read their index again."""
         async with self.database.transaction(scope, erasing=True) as conn:
             counts = await writes.erase_principal(conn, now)  # type: ignore[arg-type]
             await conn.conn.execute("SELECT mcp_drop_principal(%s)", (conn.key,))
-            await conn.execute(
-                "INSERT INTO erasures(erased_at, receipt) VALUES (?, ?)", (now, orjson.dumps(counts).decode())
-            )
-            await conn.execute("INSERT INTO meta(key, value) VALUES (?, ?)", (EPOCH, secrets.token_hex(8)))
-        self.database.forget_opened(scope)
+            await conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (EPOCH, secrets.token_hex(8)))
         counts["vector_points"] = await self.vectors.erase(scope)
         return counts
 
@@ -223,19 +218,30 @@ class PgIndexSearch(InProcessSearch):
         return held.lock, held.index
 
     async def _replay(self, conn: PgReader, held: _Held) -> None:
-        """The rows the log names past ``held.last_seq``, read again (numbers may have gaps here)."""
+        """The rows the log names past ``held.last_seq``, read again (numbers may have gaps here).
+        The prune mark is read in the same statement: a pass that pruned the log after the head
+        was read would otherwise take entries away unseen."""
         assert held.index is not None
         rows = await conn.execute_fetchall(
-            "SELECT seq, memory_n FROM changes WHERE seq > ? ORDER BY seq", (held.last_seq,)
+            "SELECT c.seq, c.memory_n, (SELECT value FROM meta WHERE key = ?) FROM changes c "
+            "WHERE c.seq > ? UNION ALL SELECT NULL, NULL, (SELECT value FROM meta WHERE key = ?) ORDER BY 1",
+            (PRUNED_MARK, held.last_seq, PRUNED_MARK),
         )
-        if not rows:
+        pruned = rows[-1][2]
+        if pruned is not None and int(pruned) > held.last_seq:
+            held.index = VectorIndex(held.index.dim)
+            held.index.load(await index_columns(conn, held.index.dim))  # type: ignore[arg-type]
+            held.last_seq = max([held.last_seq, int(pruned), *(int(r[0]) for r in rows if r[0] is not None)])
             return
-        touched = sorted({int(r[1]) for r in rows})
+        changed = [r for r in rows if r[0] is not None]
+        if not changed:
+            return
+        touched = sorted({int(r[1]) for r in changed})
         found = await index_rows(conn, touched)  # type: ignore[arg-type]
         held.index.upsert(found)
         present = {row.n for row in found}
         held.index.remove([n for n in touched if n not in present])
-        held.last_seq = int(rows[-1][0])
+        held.last_seq = int(changed[-1][0])
 
     async def model_changed(self, scope: Scope) -> None:
         self.held.pop(scope.principal, None)  # read again from the new vectors on next use

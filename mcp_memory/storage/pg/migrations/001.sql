@@ -301,22 +301,32 @@ BEGIN
         RETURN;
     END IF;
     PERFORM pg_advisory_xact_lock(hashtext('mcp_open_principal'), hashtext(p));  -- two replicas, one principal
+    IF EXISTS (SELECT 1 FROM public.principals WHERE principal = p) THEN
+        RETURN;  -- made while this one waited
+    END IF;
+    -- Each step only when it is missing: ALTER TABLE takes the partition whole, and a reader of the
+    -- principal that holds one partition while it waits for another would deadlock with it.
     FOREACH t IN ARRAY public.mcp_principal_tables() LOOP
         part := t || '_' || p;
-        EXECUTE format('CREATE TABLE IF NOT EXISTS public.%I (LIKE public.%I INCLUDING DEFAULTS INCLUDING CONSTRAINTS)',
-                       part, t);
+        IF to_regclass(format('public.%I', part)) IS NULL THEN
+            EXECUTE format('CREATE TABLE public.%I (LIKE public.%I INCLUDING DEFAULTS INCLUDING CONSTRAINTS)', part, t);
+        END IF;
         IF NOT EXISTS (SELECT 1 FROM pg_inherits WHERE inhrelid = format('public.%I', part)::regclass) THEN
             EXECUTE format('ALTER TABLE public.%I ATTACH PARTITION public.%I FOR VALUES IN (%L)', t, part, p);
         END IF;
         -- The store names the partition itself (ADR 20): the same wall stands on it as on the parent.
-        EXECUTE format('ALTER TABLE public.%I ENABLE ROW LEVEL SECURITY', part);
-        EXECUTE format('ALTER TABLE public.%I FORCE ROW LEVEL SECURITY', part);
+        IF NOT (SELECT relrowsecurity AND relforcerowsecurity FROM pg_class WHERE oid = format('public.%I', part)::regclass) THEN
+            EXECUTE format('ALTER TABLE public.%I ENABLE ROW LEVEL SECURITY', part);
+            EXECUTE format('ALTER TABLE public.%I FORCE ROW LEVEL SECURITY', part);
+        END IF;
         IF NOT EXISTS (SELECT 1 FROM pg_policy WHERE polrelid = format('public.%I', part)::regclass) THEN
             EXECUTE format(
                 'CREATE POLICY own_principal ON public.%I USING (principal = current_setting(''mcp.principal'', true)) '
                 'WITH CHECK (principal = current_setting(''mcp.principal'', true))', part);
         END IF;
-        EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON public.%I TO {server}', part);
+        IF NOT has_table_privilege('{server}', format('public.%I', part), 'SELECT, INSERT, UPDATE, DELETE') THEN
+            EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON public.%I TO {server}', part);
+        END IF;
     END LOOP;
     INSERT INTO public.principals (principal, name) VALUES (p, named) ON CONFLICT DO NOTHING;
 END $$;
@@ -324,8 +334,10 @@ END $$;
 -- forget_user: TRUNCATE gives each of the principal's partitions new, empty files and removes the
 -- old ones when the transaction commits (their length is cut to zero at once, the name unlinked
 -- after the next checkpoint), so no tuple of the principal's stays in a page, and it locks only the
--- principal's own partitions. The empty partitions stay attached for a principal that comes back.
--- WAL segments and the operator's archive and backups keep what they keep (the receipt says so).
+-- principal's own partitions. `meta` (the model's name, the log's epoch, counters) and `erasures`
+-- (the content-free receipts) hold no memory's words and stay; so do the empty partitions and the
+-- principal's row, for a principal that comes back and for the scheduler. WAL segments and the
+-- operator's archive and backups keep what they keep (the receipt says so).
 CREATE FUNCTION mcp_drop_principal(p text) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE parts text;
@@ -333,11 +345,10 @@ BEGIN
     PERFORM public.mcp_own_principal(p);
     SELECT string_agg(format('public.%I', t || '_' || p), ', ') INTO parts
     FROM unnest(public.mcp_principal_tables()) AS t
-    WHERE to_regclass(format('public.%I', t || '_' || p)) IS NOT NULL;
+    WHERE t NOT IN ('meta', 'erasures') AND to_regclass(format('public.%I', t || '_' || p)) IS NOT NULL;
     IF parts IS NOT NULL THEN
         EXECUTE 'TRUNCATE ' || parts;
     END IF;
-    DELETE FROM public.principals WHERE principal = p;
 END $$;
 
 REVOKE ALL ON FUNCTION mcp_own_principal(text), mcp_open_principal(text, text), mcp_drop_principal(text) FROM PUBLIC;
