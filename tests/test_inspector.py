@@ -30,7 +30,7 @@ from tests.inspector_cli import (
     UrlTarget,
 )
 from tests.netserver import NetServer, create_token, running
-from tests.readme_configs import REPO, readme_client_configs
+from tests.readme_configs import REPO, ClientConfig, readme_client_configs
 
 pytestmark = [pytest.mark.slow]
 
@@ -172,7 +172,21 @@ def test_a_tool_error_reaches_the_inspector_as_is_error_and_a_bad_prompt_as_an_e
 RUNNABLE = [config for config in readme_client_configs() if not config.windows]
 
 
-@pytest.mark.parametrize("index", [config.index for config in RUNNABLE], ids=[c.name for c in RUNNABLE])
+def _distinct(configs: list[ClientConfig]) -> list[tuple[int, str]]:
+    """One run per distinct configuration the inspector is given: several clients' README blocks
+    come to the same command, arguments and environment (each block is still parsed, and its
+    client named, by the test). (index of the first, the clients it stands for)."""
+    runs: dict[bytes, list[ClientConfig]] = {}
+    for config in configs:
+        given = orjson.dumps(config.in_clone(REPO).inspector_config(), option=orjson.OPT_SORT_KEYS)
+        runs.setdefault(given, []).append(config)
+    return [(same[0].index, " = ".join(c.name for c in same)) for same in runs.values()]
+
+
+DISTINCT = _distinct(RUNNABLE)
+
+
+@pytest.mark.parametrize("index", [index for index, _ in DISTINCT], ids=[names for _, names in DISTINCT])
 def test_every_readme_client_configuration_runs_through_the_inspectors_config(tmp_path: Path, index: int) -> None:
     every = {config.name for config in readme_client_configs()}
     assert {
