@@ -93,7 +93,7 @@ def record_store(settings: Settings) -> Store:
         raise InvalidInputError(
             "storage.backend", f"'postgres' needs psycopg ({exc}); install mcp-memory-store[postgres]"
         ) from None
-    return PostgresStore(settings.storage.postgres)
+    return PostgresStore(settings.storage.postgres, settings.pool.index_budget_mb << 20)
 
 
 def vector_engine(settings: Settings) -> Callable[[SqliteStore], SqliteVectors]:

@@ -172,3 +172,20 @@ async def test_export_lists_memories_in_the_order_they_were_written(
         rows = await store.export_rows(ALICE)
         assert [r.content for r in rows] == ["The standup room is B2", "The standup room is C4"]
         assert [r.rowid for r in rows] == sorted(r.rowid for r in rows)
+
+
+async def test_vector_indexes_stay_within_the_budget_and_come_back_when_asked(
+    migrated: pgcluster.Cluster, embedder: Embedder, replica: Opener
+) -> None:
+    async with replica() as (_, memory):
+        await _remember(memory, ALICE, "Alice keeps her bike in the basement")
+        await _remember(memory, BOB, "Bob keeps his bike at work")
+    dim = (await embedder.ready()).dim
+    async with PostgresStore(PostgresSettings(dsn=migrated.dsn()), index_budget_bytes=1) as store:
+        await store.vectors.sync(ALICE, dim)
+        assert store.vectors.size(ALICE) == 1
+        await store.vectors.sync(BOB, dim)  # over the budget: Alice's index goes, Bob's (in use) stays
+        assert (store.vectors.size(ALICE), store.vectors.size(BOB)) == (None, 1)
+        assert store.pool_figures()["evicted_indexes"] == 1
+        await store.vectors.sync(ALICE, dim)  # read again at its next search
+        assert store.vectors.size(ALICE) == 1

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
@@ -51,13 +52,13 @@ EPOCH = "changes_epoch"  # meta: a new value each time forget_user starts the ch
 class PostgresStore(RecordStore):
     COUNTED_TABLES = ("memories", "occurrences", "vectors", "memory_tags", "postings", "changes")
 
-    def __init__(self, settings: PostgresSettings) -> None:
+    def __init__(self, settings: PostgresSettings, index_budget_bytes: int = 1 << 30) -> None:
         self.database = PgDatabase(settings)
         self.lifecycle = LifecycleStore(self)  # the shared classes ask reader and transaction
         self.counts = CountStore(self)
         self.browse = BrowseStore(self)
         self.golden = GoldenStore(self)
-        self.vectors = PgIndexSearch(self)
+        self.vectors = PgIndexSearch(self, index_budget_bytes)
         self._reinforcement: dict[str, Reinforcement] = {}  # per principal
         self._group: TaskGroup | None = None
 
@@ -112,6 +113,7 @@ class PostgresStore(RecordStore):
             "connections": int(stats.get("pool_size", 0)),
             "indexes": len(indexes),
             "index_bytes": sum(index.nbytes for index in indexes),
+            "evicted_indexes": self.vectors.evicted,
         }
 
     async def known_principals(self) -> list[str]:
@@ -185,16 +187,19 @@ class _Held:
     index: VectorIndex | None = None
     last_seq: int = 0
     epoch: str | None = None
+    used: float = 0.0  # time.monotonic() of the last search
 
 
 class PgIndexSearch(InProcessSearch):
     """Each principal's vectors in one matrix in this process, read from PostgreSQL in one query and
     kept up through the change log before every search (one query when nothing moved)."""
 
-    def __init__(self, store: PostgresStore) -> None:
+    def __init__(self, store: PostgresStore, budget_bytes: int) -> None:
         super().__init__(store)
         self.store = store
         self.held: dict[str, _Held] = {}
+        self.budget_bytes = budget_bytes  # pool.index_budget_mb: every principal's index together
+        self.evicted = 0
 
     async def _synced(self, scope: Scope, dim: int) -> tuple[anyio.Lock, VectorIndex]:
         conn = await self.store.reader(scope)
@@ -212,10 +217,26 @@ class PgIndexSearch(InProcessSearch):
                 index = VectorIndex(dim)
                 index.load(await index_columns(conn, dim))  # type: ignore[arg-type]
                 held.index, held.last_seq, held.epoch = index, int(head), epoch
+                self._trim(keep=held)
             elif int(head) > held.last_seq:
                 await self._replay(conn, held)
-        assert held.index is not None
-        return held.lock, held.index
+            held.used = time.monotonic()
+            assert held.index is not None
+            return held.lock, held.index
+
+    def _trim(self, keep: _Held) -> None:
+        """Drop other principals' indexes, least recently used first, while all of them together
+        hold more than the budget; each is read again at its next search."""
+        loaded = [h for h in self.held.values() if h.index is not None]
+        total = sum(h.index.nbytes for h in loaded if h.index is not None)
+        for held in sorted(loaded, key=lambda h: h.used):
+            if total <= self.budget_bytes:
+                break
+            if held is keep or held.lock.locked() or held.index is None:
+                continue
+            total -= held.index.nbytes
+            held.index = None
+            self.evicted += 1
 
     async def _replay(self, conn: PgReader, held: _Held) -> None:
         """The rows the log names past ``held.last_seq``, read again (numbers may have gaps here).
