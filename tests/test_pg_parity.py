@@ -24,7 +24,7 @@ from mcp_memory.storage.counts import CountStore
 from mcp_memory.storage.golden import GoldenStore
 from mcp_memory.storage.lifecycle import LifecycleStore
 from mcp_memory.storage.pg import migrations
-from mcp_memory.storage.pg.connections import PgDatabase
+from mcp_memory.storage.pg.store import PostgresStore
 from mcp_memory.storage.sqlite import SqliteStore
 from mcp_memory.text import segment_for_index
 from tests import pgcluster
@@ -64,10 +64,10 @@ def _history() -> list[list[NewMemory]]:
 
 
 @pytest.fixture
-async def both(pg_empty: pgcluster.Cluster, tmp_path: Path) -> AsyncIterator[tuple[SqliteStore, PgDatabase]]:
+async def both(pg_empty: pgcluster.Cluster, tmp_path: Path) -> AsyncIterator[tuple[SqliteStore, PostgresStore]]:
     async with await psycopg.AsyncConnection.connect(pg_empty.dsn(pgcluster.OWNER), autocommit=True) as owner:
         await migrations.migrate(owner, pgcluster.SERVER)
-    async with SqliteStore(tmp_path / "data") as lite, PgDatabase(PostgresSettings(dsn=pg_empty.dsn())) as pg:
+    async with SqliteStore(tmp_path / "data") as lite, PostgresStore(PostgresSettings(dsn=pg_empty.dsn())) as pg:
         for batch in _history():
             for store in (lite, pg):
                 async with store.transaction(ALICE) as conn:
@@ -75,7 +75,7 @@ async def both(pg_empty: pgcluster.Cluster, tmp_path: Path) -> AsyncIterator[tup
         yield lite, pg
 
 
-async def _same(both: tuple[SqliteStore, PgDatabase], read: Callable[[Any], Awaitable[Any]]) -> Any:
+async def _same(both: tuple[SqliteStore, PostgresStore], read: Callable[[Any], Awaitable[Any]]) -> Any:
     """``read`` on each store; the two answers must be equal. Returns SQLite's."""
     lite, pg = both
     expected, got = await read(lite), await read(pg)
@@ -83,7 +83,7 @@ async def _same(both: tuple[SqliteStore, PgDatabase], read: Callable[[Any], Awai
     return expected
 
 
-async def test_counts_pages_and_lookups_answer_alike(both: tuple[SqliteStore, PgDatabase]) -> None:
+async def test_counts_pages_and_lookups_answer_alike(both: tuple[SqliteStore, PostgresStore]) -> None:
     answers = [
         await _same(both, lambda s: CountStore(s).tier_counts(ALICE)),
         await _same(both, lambda s: CountStore(s).visible_counts(ALICE)),
@@ -119,7 +119,7 @@ async def _all(store: Any) -> list[Any]:
     return found
 
 
-async def test_lifecycle_golden_links_and_hashes_answer_alike(both: tuple[SqliteStore, PgDatabase]) -> None:
+async def test_lifecycle_golden_links_and_hashes_answer_alike(both: tuple[SqliteStore, PostgresStore]) -> None:
     assert await _same(both, _all)
     assert await _same(both, lambda s: LifecycleStore(s).expired(ALICE, NOW + 2 * DAY))
     assert await _same(both, lambda s: LifecycleStore(s).decay_rows(ALICE))
@@ -149,7 +149,7 @@ async def _vectors(store: Any, ids: list[str]) -> dict[str, list[float]]:
     return {k: [round(float(x), 6) for x in v] for k, v in found.items()}
 
 
-async def test_a_forget_with_its_derived_memories_leaves_both_alike(both: tuple[SqliteStore, PgDatabase]) -> None:
+async def test_a_forget_with_its_derived_memories_leaves_both_alike(both: tuple[SqliteStore, PostgresStore]) -> None:
     ids = {r.content: r.id for r in await _all(both[0])}
 
     async def forget(store: Any) -> int:
@@ -165,7 +165,7 @@ async def test_a_forget_with_its_derived_memories_leaves_both_alike(both: tuple[
     await _same(both, lambda s: CountStore(s).event_counts(ALICE))
 
 
-async def test_the_passes_bookkeeping_writes_alike(both: tuple[SqliteStore, PgDatabase]) -> None:
+async def test_the_passes_bookkeeping_writes_alike(both: tuple[SqliteStore, PostgresStore]) -> None:
     """The lifecycle's and the golden queries' own rows: counters kept by upserts that read the row
     they replace, marks that only move forward, failures counted per memory."""
     ids = [r.id for r in await _all(both[0])]
@@ -196,12 +196,12 @@ async def test_the_passes_bookkeeping_writes_alike(both: tuple[SqliteStore, PgDa
 
 
 async def test_each_principal_keeps_its_last_golden_checks_when_principals_interleave(
-    both: tuple[SqliteStore, PgDatabase],
+    both: tuple[SqliteStore, PostgresStore],
 ) -> None:
     """PostgreSQL numbers every principal's checks from one sequence: the kept ones are the last
     rows of the principal, not a range of numbers."""
     _, pg = both
-    alice, bob = GoldenStore(cast(Any, pg)), GoldenStore(cast(Any, pg))
+    alice, bob = GoldenStore(pg), GoldenStore(pg)
     check = GoldenCheckRow(NOW, 1, 1.0, 1.0, False, {})
     for _ in range(120):
         await alice.record_check(ALICE, check)
@@ -210,6 +210,6 @@ async def test_each_principal_keeps_its_last_golden_checks_when_principals_inter
     assert len(await _check_rows(pg, Scope("bob"))) == 120
 
 
-async def _check_rows(store: PgDatabase, scope: Scope) -> list[Any]:
+async def _check_rows(store: PostgresStore, scope: Scope) -> list[Any]:
     conn = await store.reader(scope)
     return await conn.execute_fetchall("SELECT n FROM golden_checks")

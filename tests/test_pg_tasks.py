@@ -1,10 +1,9 @@
-"""Tasks and checkpoints on PostgreSQL: storage/tasks.py's TaskStore, unchanged, over PgDatabase's
+"""Tasks and checkpoints on PostgreSQL: storage/tasks.py's TaskStore, unchanged, over PostgresStore's
 transactions and reads (ADR 20), on a throwaway cluster."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any, cast
 
 import psycopg
 import pytest
@@ -13,7 +12,7 @@ from mcp_memory.config import PostgresSettings
 from mcp_memory.errors import ConflictError, StaleHeadError
 from mcp_memory.models import CheckpointRow, Scope, TaskRow
 from mcp_memory.storage.pg import migrations
-from mcp_memory.storage.pg.connections import PgDatabase
+from mcp_memory.storage.pg.store import PostgresStore
 from mcp_memory.storage.tasks import TaskStore
 from tests import pgcluster
 
@@ -24,8 +23,8 @@ pytestmark = pytest.mark.anyio
 async def tasks(pg_empty: pgcluster.Cluster) -> AsyncIterator[TaskStore]:
     async with await psycopg.AsyncConnection.connect(pg_empty.dsn(pgcluster.OWNER), autocommit=True) as owner:
         await migrations.migrate(owner, pgcluster.SERVER)
-    async with PgDatabase(PostgresSettings(dsn=pg_empty.dsn(), pool_min=1, pool_max=4)) as db:
-        yield TaskStore(cast(Any, db))  # TaskStore is typed for SqliteStore; it asks only reader and transaction
+    async with PostgresStore(PostgresSettings(dsn=pg_empty.dsn(), pool_min=1, pool_max=4)) as db:
+        yield TaskStore(db)
 
 
 def _task(task_id: str, seq: int, namespace: str | None = None, at: float = 1_000.0) -> TaskRow:

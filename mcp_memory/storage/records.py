@@ -9,14 +9,19 @@ keeps: opening, the keyword index's query, reinforcement, erasure, and the vecto
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
+import anyio
+from anyio.abc import TaskGroup
+
 from mcp_memory.errors import ModelMismatchError
 from mcp_memory.models import Applied, Criteria, Link, MemoryRecord, Merge, NewMemory, RecordOrder, Scope, Vector
 from mcp_memory.storage import links, second, writes
+from mcp_memory.storage.reinforcement import REINFORCE_FLUSH_SECONDS
 from mcp_memory.storage.rows import (
     MEMORY_COLUMNS,
     attach_occurrences,
@@ -27,6 +32,8 @@ from mcp_memory.storage.rows import (
     rows_of,
     visible_clause,
 )
+
+log = logging.getLogger(__name__)
 
 _ORDERS: dict[str, str] = {
     "stored": "m.n",
@@ -68,6 +75,36 @@ class RecordStore:
     async def flush_reinforcement(self, scope: Scope | None = None) -> None:
         """Write what recall's reinforcement left waiting (before a read of access counts)."""
         raise NotImplementedError
+
+    # ----- upkeep: recall's reinforcement written in the background (ADR 11) ----------------
+
+    _group: TaskGroup | None = None
+
+    async def _start_upkeep(self) -> None:
+        self._group = anyio.create_task_group()
+        await self._group.__aenter__()
+        self._group.start_soon(self._upkeep_every, REINFORCE_FLUSH_SECONDS)
+
+    async def _stop_upkeep(self) -> None:
+        """The background upkeep stopped, then what waits written (shielded: at close, always)."""
+        if self._group is not None:
+            self._group.cancel_scope.cancel()
+            await self._group.__aexit__(None, None, None)
+            self._group = None
+        with anyio.CancelScope(shield=True):
+            await self.flush_reinforcement()
+
+    async def _upkeep(self) -> None:
+        """One round of background upkeep."""
+        await self.flush_reinforcement()
+
+    async def _upkeep_every(self, seconds: float) -> None:
+        while True:
+            await anyio.sleep(seconds)
+            try:
+                await self._upkeep()
+            except Exception:  # never let the upkeep die: the next round retries
+                log.exception("store upkeep failed")
 
     async def _overlay(self, scope: Scope, records: list[MemoryRecord]) -> None:
         """Records just read, with what the backend holds of them that is not written yet."""

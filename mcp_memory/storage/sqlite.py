@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 
 import aiosqlite
 import anyio
-from anyio.abc import TaskGroup
 
 from mcp_memory.errors import StorageError
 from mcp_memory.models import (
@@ -40,7 +39,6 @@ from mcp_memory.storage.lifecycle import LifecycleStore
 from mcp_memory.storage.pool import PoolLimits, PrincipalPool, principal_file
 from mcp_memory.storage.principal import PrincipalDb
 from mcp_memory.storage.records import RecordStore
-from mcp_memory.storage.reinforcement import REINFORCE_FLUSH_SECONDS
 from mcp_memory.storage.rows import fts_match, rows_of, visible_clause
 from mcp_memory.storage.schema import private_dir, tighten
 from mcp_memory.storage.vector_search import ExactVectorSearch
@@ -71,7 +69,6 @@ class SqliteStore(RecordStore):
         self.browse = BrowseStore(self)  # paging through memories and their history
         self.golden = GoldenStore(self)  # the queries that guard the passes, and their checks
         self.vectors = vectors(self)  # the dense side of recall: each principal's exact index, or Qdrant
-        self._group: TaskGroup | None = None
 
     async def __aenter__(self) -> SqliteStore:
         try:
@@ -82,20 +79,13 @@ class SqliteStore(RecordStore):
                 f"cannot create the data directory {str(self.data_dir)!r}: {exc.strerror or exc}; "
                 "set data_dir (or --data-dir) to a writable folder"
             ) from None
-        self._group = anyio.create_task_group()
-        await self._group.__aenter__()
-        self._group.start_soon(self._flush_every, REINFORCE_FLUSH_SECONDS)
+        await self._start_upkeep()
         return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if self._group is not None:
-            self._group.cancel_scope.cancel()
-            await self._group.__aexit__(None, None, None)
-            self._group = None
-        with anyio.CancelScope(shield=True):
-            await self.flush_reinforcement()
+        await self._stop_upkeep()
         await self.pool.close()
         await self.vectors.close()
 
@@ -226,15 +216,10 @@ class SqliteStore(RecordStore):
     async def _flush_principal(self, principal: str) -> None:
         await self.flush_reinforcement(Scope(principal))
 
-    async def _flush_every(self, seconds: float) -> None:
-        """Background upkeep: buffered reinforcement written, idle principals closed."""
-        while True:
-            await anyio.sleep(seconds)
-            try:
-                await self.flush_reinforcement()
-                await self.pool.close_idle()
-            except Exception:  # never let the upkeep die: the next round retries
-                log.exception("store upkeep failed")
+    async def _upkeep(self) -> None:
+        """Buffered reinforcement written, idle principals closed."""
+        await self.flush_reinforcement()
+        await self.pool.close_idle()
 
     async def delete(self, scope: Scope, ids: Sequence[str], **how: Any) -> tuple[int, bool]:
         """Delete memories everywhere and leave no recoverable text (FTS rewrite, WAL truncate); ``how``

@@ -114,10 +114,6 @@ class PgDatabase:
     async def reader(self, scope: Scope) -> PgReader:
         return PgReader(self, scope)
 
-    async def flush_reinforcement(self, scope: Scope | None = None) -> None:
-        """What the storage code asks before it reads access counts: recall's uses are not
-        buffered on PostgreSQL yet (reinforcement comes with PostgresStore), so none wait."""
-
 
 class PgReader:
     """The principal's reads: each statement in a transaction of its own."""

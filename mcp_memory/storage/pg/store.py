@@ -24,7 +24,6 @@ from types import TracebackType
 from typing import Any
 
 import anyio
-from anyio.abc import TaskGroup
 from psycopg import sql
 
 from mcp_memory.config import PostgresSettings
@@ -39,7 +38,7 @@ from mcp_memory.storage.pg.connections import PgDatabase, PgReader
 from mcp_memory.storage.pg.dialect import PgConn
 from mcp_memory.storage.principal import index_columns, index_rows
 from mcp_memory.storage.records import RecordStore
-from mcp_memory.storage.reinforcement import REINFORCE_FLUSH_SECONDS, Reinforcement
+from mcp_memory.storage.reinforcement import Reinforcement
 from mcp_memory.storage.rows import rows_of, visible_clause
 from mcp_memory.storage.vector_search import InProcessSearch
 from mcp_memory.storage.vectors import VectorIndex
@@ -60,24 +59,16 @@ class PostgresStore(RecordStore):
         self.golden = GoldenStore(self)
         self.vectors = PgIndexSearch(self, index_budget_bytes)
         self._reinforcement: dict[str, Reinforcement] = {}  # per principal
-        self._group: TaskGroup | None = None
 
     async def __aenter__(self) -> PostgresStore:
         await self.database.open()
-        self._group = anyio.create_task_group()
-        await self._group.__aenter__()
-        self._group.start_soon(self._flush_every, REINFORCE_FLUSH_SECONDS)
+        await self._start_upkeep()
         return self
 
     async def __aexit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if self._group is not None:
-            self._group.cancel_scope.cancel()
-            await self._group.__aexit__(None, None, None)
-            self._group = None
-        with anyio.CancelScope(shield=True):
-            await self.flush_reinforcement()
+        await self._stop_upkeep()
         await self.database.close()
 
     # ----- connections ---------------------------------------------------------------------
@@ -151,14 +142,6 @@ class PostgresStore(RecordStore):
     async def _overlay(self, scope: Scope, records: list[MemoryRecord]) -> None:
         if (waiting := self._reinforcement.get(scope.principal)) is not None:
             waiting.overlay(records)
-
-    async def _flush_every(self, seconds: float) -> None:
-        while True:
-            await anyio.sleep(seconds)
-            try:
-                await self.flush_reinforcement()
-            except Exception:  # never let the upkeep die: the next round retries
-                log.exception("store upkeep failed")
 
     async def delete(self, scope: Scope, ids: Sequence[str], **how: Any) -> tuple[int, bool]:
         """Delete memories from every table; ``how`` as ``writes.delete`` takes it. The rows' old
