@@ -52,7 +52,7 @@ async def open_core(settings: Settings, clock: Callable[[], float] = time.time) 
     the memory and task services."""
     pin_native_threads(settings.embedding.threads)
     async with record_store(settings) as store:
-        switches = SwitchFile(settings.data_dir, settings.busy_timeout_ms)
+        switches = SwitchFile.for_settings(settings)
         if settings.memory_switch == "off":  # the config key, at the first start only (no switch means on)
             await switches.seed(EVERYWHERE, "off", clock())
         embedder = Embedder(embedder_config(settings), second=second_opinion_config(settings))
@@ -168,7 +168,7 @@ def llm_client(settings: Settings, clock: Callable[[], float]) -> LlmClient | No
             breaker_cooldown_seconds=cfg.breaker_cooldown_seconds,
         ),
         clock=clock,
-        ledger=LlmLedger(settings.data_dir, settings.busy_timeout_ms),
+        ledger=LlmLedger.for_settings(settings),
     )
 
 

@@ -323,7 +323,7 @@ async def _doctor(settings: Settings, explicit: Path | None) -> int:
             _out(f"memory switch: {off or 'on'}")  # off is a person's choice, not a broken set-up
             from mcp_memory.storage.tokens import TokenStore
 
-            live = await TokenStore(settings.data_dir, settings.busy_timeout_ms).count_live(time.time())
+            live = await TokenStore.for_settings(settings).count_live(time.time())
             http = settings.http
             _out(
                 f"network: http://{http.host}:{http.port}{http.path} (sse {http.sse_path}), auth {http.auth}, "
@@ -361,7 +361,7 @@ async def _stats(settings: Settings) -> int:
     from mcp_memory.storage.control import ControlStore
 
     async with open_runtime(settings, warm=False) as runtime:
-        control = ControlStore(settings.data_dir, settings.busy_timeout_ms)
+        control = ControlStore.for_settings(settings)
         llm = llm_client(settings, time.time)
         service = StatsService(runtime.store, control, full_paths=True, llm=llm, switch=runtime.memory.switch)
         result = await service.stats(Scope(settings.principal, settings.namespace))

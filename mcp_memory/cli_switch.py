@@ -23,7 +23,7 @@ from mcp_memory.storage.switch import SwitchFile
 async def run(settings: Settings, state: str, principal: str | None, namespace: str | None) -> int:
     if namespace is not None and principal is None:
         raise InvalidInputError("--namespace", "switches one principal's namespace: give --principal too")
-    switches = SwitchFile(settings.data_dir, settings.busy_timeout_ms)
+    switches = SwitchFile.for_settings(settings)
     if state == "status":
         rows = await switches.all()
         if not rows:

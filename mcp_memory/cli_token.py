@@ -21,7 +21,7 @@ def _err(text: str) -> None:
 async def run(settings: Settings, args: argparse.Namespace) -> int:
     from mcp_memory.storage.tokens import TokenStore
 
-    store = TokenStore(settings.data_dir, settings.busy_timeout_ms)
+    store = TokenStore.for_settings(settings)
     now = time.time()
     if args.token_command == "create":
         expires = None if args.expires in (None, "never") else parse_expiry(args.expires, now)

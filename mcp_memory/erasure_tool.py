@@ -74,7 +74,7 @@ def register_erasure_tool(
             if isinstance(person, AcceptedElicitation) and person.data is not None and person.data.delete_everything:
                 result = await erasure.forget_user(scope, result.confirmation_code)
             else:
-                return erasure.withdraw(scope, result)
+                return await erasure.withdraw(scope, result)
         if not result.dry_run:
             await notifier.changed([*pin_uris(), "memory://tasks"])
         return result

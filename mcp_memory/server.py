@@ -57,6 +57,7 @@ from mcp_memory.services.stats import StatsService
 from mcp_memory.services.tasks import TaskService
 from mcp_memory.stdio import run_stdio
 from mcp_memory.storage.control import ControlStore
+from mcp_memory.storage.forget_codes import ForgetCodes
 from mcp_memory.storage.tokens import TokenStore
 from mcp_memory.storage.ui_sessions import UiSessionStore
 from mcp_memory.tools import (
@@ -174,9 +175,10 @@ async def open_runtime(
         mcp.middleware.append(unknown_argument_guard(mcp))
         register_tools(mcp, memory, scopes, notifier)
         register_task_tools(mcp, tasks, memory, scopes, notifier)
-        erasure = ErasureService(store, clock=clock)
+        codes = stack.enter_context(closing(ForgetCodes.for_settings(settings)))
+        erasure = ErasureService(store, clock=clock, codes=codes)
         register_erasure_tool(mcp, erasure, scopes, notifier)
-        control = ControlStore(settings.data_dir, settings.busy_timeout_ms)
+        control = stack.enter_context(closing(ControlStore.for_settings(settings)))
         stats = StatsService(store, control, full_paths=transport == "stdio", llm=llm, switch=memory.switch)
         register_stats_tool(mcp, stats, scopes)
         register_summary_tool(mcp, memory, scopes)
@@ -190,7 +192,7 @@ async def open_runtime(
         register_golden_tool(mcp, golden, scopes)
         scheduler = Scheduler(
             store,
-            ControlStore(settings.data_dir, settings.busy_timeout_ms),
+            control,
             LifecycleService(store, embedder, settings.lifecycle, llm=llm),
             settings.lifecycle,
             clock=clock,
@@ -302,11 +304,11 @@ async def serve_network(settings: Settings, transport: str) -> None:
     tokens: TokenStore | None = None
     jwt = JwtVerifier(http.jwt) if http.auth == "tokens" and http.jwt.jwks_url else None
     if http.auth == "tokens":
-        tokens = TokenStore(settings.data_dir, settings.busy_timeout_ms)
+        tokens = TokenStore.for_settings(settings)
         if jwt is None and await tokens.count_live(time.time()) == 0:
             raise InvalidInputError(
                 "http.auth",
-                f"no live token in {str(tokens.path)!r} and no JWT issuer, so no client could connect; create "
+                f"no live token in {tokens.place} and no JWT issuer, so no client could connect; create "
                 "one with `mcp-memory token create --principal NAME`, set http.jwt.jwks_url, or serve one "
                 "local principal with --no-auth",
             )
@@ -409,7 +411,7 @@ async def _serve_gateway(
     async with open_runtime(settings, transport=transport) as runtime, AsyncExitStack() as stack:
         local = None if tokens else Scope(settings.principal, settings.namespace)
         identify = Identify(tokens=tokens, local=local, jwt=jwt, jwt_issuer=http.jwt.issuer)
-        sessions = stack.enter_context(closing(UiSessionStore(settings.data_dir, settings.busy_timeout_ms)))
+        sessions = stack.enter_context(closing(UiSessionStore.for_settings(settings)))
         inspector, signin = (
             _inspector(runtime, identify, tokens, local, sessions) if settings.ui.enabled else (None, None)
         )

@@ -131,6 +131,24 @@ async def test_a_code_is_bound_to_its_principal(data_dir: Path, mode: str) -> No
         assert hit_texts(await call(bob, "recall", {"detail": "full", "query": "bike lock"}))
 
 
+async def test_a_code_given_by_one_process_is_taken_once_by_another_on_the_same_data(data_dir: Path) -> None:
+    """The dry run and the confirming call may reach different processes (a stdio server and a network
+    one, or two replicas): the open code lives in the control tables, as a digest."""
+    settings = load_settings(data_dir=data_dir, principal="alice")
+    async with (
+        open_runtime(settings) as first_rt,
+        open_runtime(settings) as second_rt,
+        Client(first_rt.mcp) as first,
+        Client(second_rt.mcp) as second,
+    ):
+        await call(first, "remember", {"content": "The spare key is under the blue pot"})
+        code = (await call(first, "forget_user", {}))["confirmation_code"]
+        assert not _anywhere(data_dir, code.encode())
+        assert (await call(second, "forget_user", {"confirmation_code": code}))["dry_run"] is False
+        assert "used or expired" in await call_error(first, "forget_user", {"confirmation_code": code})
+        assert hit_texts(await call(first, "recall", {"detail": "full", "query": "spare key"})) == []
+
+
 async def test_forget_user_also_clears_the_passes_state(data_dir: Path, clock: Clock) -> None:
     """The fact extraction's marks and the fact check's counts are scheduler state: they go too."""
     settings = load_settings(data_dir=data_dir, principal="alice")

@@ -32,7 +32,7 @@ from mcp_memory.server import Runtime, open_runtime
 from mcp_memory.services.erasure import ErasureService
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage.pool import principal_file
-from mcp_memory.storage.qdrant import principal_key
+from mcp_memory.storage.qdrant import Mark, principal_key
 from mcp_memory.storage.qdrant_search import QdrantVectorSearch
 from tests.conftest import Clock
 
@@ -177,6 +177,29 @@ async def test_points_behind_the_record_store_are_brought_up_from_its_log(data_d
     held = {p.payload["id"] for p in await points(data_dir.parent / "qdrant") if p.payload and "id" in p.payload}
     assert tea not in held
     assert len(held) == 2
+
+
+async def test_a_reader_waits_for_a_copy_of_every_point_that_another_process_has_begun(
+    data_dir: Path, clock: Clock
+) -> None:
+    """Another process's catch-up (a new collection, a reindex) marks its write as on its way before
+    its points land; a reader must not take the half-filled collection for the committed file (under
+    load, the answer came from the keyword side alone: "Berlin" before the tea)."""
+    async with open_runtime(_settings(data_dir, second=False), clock=clock) as rt:
+        await remember(rt, ALICE, *MIXED[:3])
+        engine = rt.store.vectors
+        assert isinstance(engine, QdrantVectorSearch)
+        collection = await engine.sync(ALICE, 0)
+        assert collection is not None
+        key = _key(data_dir, "alice")
+        mark = await engine.points.mark(collection, key)
+        assert mark is not None
+        held = await engine.points.held(collection, key)
+        await engine.points.remove(collection, [pid for pid, _ in held])
+        await engine.points.set_mark(collection, key, Mark(-1, "on-its-way", 0, mark.token, None))
+        engine._seen.clear()  # as a process that has not looked yet
+        assert (await ranked(rt, ALICE, "what does the user drink?"))[0] == MIXED[0]
+        assert len(await engine.points.held(collection, key)) == 3
 
 
 def test_reindex_check_writes_missing_points_and_removes_orphans(

@@ -87,3 +87,19 @@ class UiSessions(Protocol):
     async def close_principal(self, principal: str) -> None:
         """End every session of the principal."""
         ...
+
+
+class ConfirmationCodes(Protocol):
+    """forget_user's open confirmation codes, one per principal, where every process of the
+    deployment finds them (the second call may reach another replica than the first)."""
+
+    async def issue(self, principal: str, code: str, expires_at: float) -> None:
+        """Open ``code`` for the principal, voiding any code it had."""
+        ...
+
+    async def take(self, principal: str, code: str, now: float) -> bool:
+        """Whether ``code`` is the principal's open, unexpired code; the open code is void after the
+        call either way (single use, and a wrong guess voids it)."""
+        ...
+
+    async def void(self, principal: str) -> None: ...

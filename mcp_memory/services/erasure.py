@@ -17,26 +17,48 @@ from mcp_memory.errors import InvalidInputError
 from mcp_memory.models import Scope, to_datetime
 from mcp_memory.schemas import ForgetUserResult
 from mcp_memory.services.checks import text_field
+from mcp_memory.services.control_ports import ConfirmationCodes
 from mcp_memory.services.ports import MemoryStore
 
 CODE_SECONDS = 300
 
 
+class LocalCodes:
+    """Confirmation codes held by this process alone (a service built without the control tables)."""
+
+    def __init__(self) -> None:
+        self._codes: dict[str, tuple[str, float]] = {}
+        self._lock = threading.Lock()
+
+    async def issue(self, principal: str, code: str, expires_at: float) -> None:
+        with self._lock:
+            self._codes[principal] = (code, expires_at)
+
+    async def take(self, principal: str, code: str, now: float) -> bool:
+        with self._lock:
+            expected = self._codes.pop(principal, None)
+        return expected is not None and expected[1] >= now and hmac.compare_digest(expected[0], code)
+
+    async def void(self, principal: str) -> None:
+        with self._lock:
+            self._codes.pop(principal, None)
+
+
 class ErasureService:
-    def __init__(self, store: MemoryStore, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, store: MemoryStore, clock: Callable[[], float] = time.time, codes: ConfirmationCodes | None = None
+    ) -> None:
         self.store = store
         self.rows = store.counts
         self.clock = clock
-        self._codes: dict[str, tuple[str, float]] = {}
-        self._lock = threading.Lock()
+        self.codes: ConfirmationCodes = codes if codes is not None else LocalCodes()
 
     async def forget_user(self, scope: Scope, confirmation_code: str | None = None) -> ForgetUserResult:
         now = self.clock()
         if confirmation_code is None:
             counts = await self.rows.principal_counts(scope)
             code = f"{secrets.token_hex(3)}-{secrets.token_hex(3)}"
-            with self._lock:
-                self._codes[scope.principal] = (code, now + CODE_SECONDS)
+            await self.codes.issue(scope.principal, code, now + CODE_SECONDS)
             return ForgetUserResult(
                 dry_run=True,
                 counts=counts,
@@ -48,10 +70,9 @@ class ErasureService:
             )
         return await self._erase(scope, confirmation_code, now)
 
-    def withdraw(self, scope: Scope, dry: ForgetUserResult) -> ForgetUserResult:
+    async def withdraw(self, scope: Scope, dry: ForgetUserResult) -> ForgetUserResult:
         """The person said no: the open code is void, and the dry run says so (without it)."""
-        with self._lock:
-            self._codes.pop(scope.principal, None)
+        await self.codes.void(scope.principal)
         return dry.model_copy(
             update={
                 "confirmation_code": None,
@@ -62,9 +83,7 @@ class ErasureService:
 
     async def _erase(self, scope: Scope, confirmation_code: str, now: float) -> ForgetUserResult:
         text_field("confirmation_code", confirmation_code)
-        with self._lock:
-            expected = self._codes.pop(scope.principal, None)
-        if expected is None or expected[1] < now or not hmac.compare_digest(expected[0], confirmation_code):
+        if not await self.codes.take(scope.principal, confirmation_code, now):
             raise InvalidInputError(
                 "confirmation_code",
                 "is wrong, used or expired, and nothing was deleted; call forget_user without it to get a new code",

@@ -9,11 +9,12 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import anyio
 import orjson
 
+from mcp_memory.config import Settings
 from mcp_memory.errors import StorageError
 from mcp_memory.storage.schema import connect_sync, private_dir
 
@@ -51,21 +52,53 @@ def guarded_write(conn: sqlite3.Connection, allowed: Callable[[], bool], write: 
         raise
 
 
+class SharedTables(Protocol):
+    """Where the control tables live when the deployment has a database every replica reaches
+    (``storage/pg/shared.py``): ``run`` calls a control function with a connection that answers
+    its sqlite3 calls."""
+
+    def run(self, fn: Callable[..., Any], *args: Any) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+C = TypeVar("C", bound="ControlFile")
+
+
 class ControlFile:
-    """Synchronous SQLite on a worker thread: the control file is small and rarely written."""
+    """Synchronous SQLite on a worker thread: the control file is small and rarely written. With
+    ``shared``, the same functions run on the deployment's database instead (ADR 19)."""
 
     schema = _SCHEMA
 
-    def __init__(self, data_dir: Path, busy_timeout_ms: int = 10_000) -> None:
+    def __init__(self, data_dir: Path, busy_timeout_ms: int = 10_000, shared: SharedTables | None = None) -> None:
         self.path = data_dir / "control.db"
         self.busy_timeout_ms = busy_timeout_ms
+        self.shared = shared
         self._lock = anyio.Lock()
         self._reader: sqlite3.Connection | None = None
+
+    @classmethod
+    def for_settings(cls: type[C], settings: Settings) -> C:
+        """The control tables the settings' backend keeps: the data directory's control file, or
+        PostgreSQL's shared tables, which several replicas reach."""
+        if settings.storage.backend != "postgres":
+            return cls(settings.data_dir, settings.busy_timeout_ms)
+        from mcp_memory.storage.pg.shared import SharedDatabase  # psycopg only where it is used
+
+        return cls(settings.data_dir, settings.busy_timeout_ms, SharedDatabase(settings.storage.postgres))
+
+    @property
+    def place(self) -> str:
+        """Where the tables are, for a message."""
+        return "PostgreSQL's shared tables" if self.shared is not None else repr(str(self.path))
 
     def close(self) -> None:
         if self._reader is not None:
             self._reader.close()
             self._reader = None
+        if self.shared is not None:
+            self.shared.close()
 
     def _read_now(self, fn: Any, *args: Any) -> Any:
         """A read on one connection kept open, on the caller's thread, never waiting for a lock
@@ -85,7 +118,10 @@ class ControlFile:
 
     async def _read(self, fn: Any, *args: Any) -> Any:
         """A point read answered at once on the kept connection; when the file is busy or in trouble,
-        the patient path on a worker thread (which says what is wrong)."""
+        the patient path on a worker thread (which says what is wrong). A shared database is read
+        on the worker thread always: the network is never waited for on the event loop."""
+        if self.shared is not None:
+            return await self._call(fn, *args)
         try:
             return self._read_now(fn, *args)
         except (OSError, sqlite3.Error):
@@ -93,6 +129,8 @@ class ControlFile:
             return await self._call(fn, *args)
 
     def _run(self, fn: Any, *args: Any) -> Any:
+        if self.shared is not None:
+            return self.shared.run(fn, *args)
         try:
             private_dir(self.path.parent)
             conn = connect_sync(self.path, self.busy_timeout_ms)

@@ -287,14 +287,20 @@ class QdrantVectorSearch:
 
     async def _behind(self, reader: aiosqlite.Connection, collection: str, key: str, principal: str) -> bool:
         """Whether the points lag behind the committed file so that this reader must bring them up
-        (under the write lock). A write on its way is not waited for, unless it was abandoned."""
+        (under the write lock). A write on its way that changes only its own rows is not waited for
+        (unless it was abandoned); one that copies every point, or began behind the file, is."""
         mark, token = await self.points.mark(collection, key), await follow.meta(reader, "vector_token")
         if mark is None:
             return not await follow.empty(reader)
         if token is not None and token == mark.token and mark.seq >= 0:
             self._in_flight.pop(principal, None)
             return mark.seq != await follow.head(reader)
-        if token is not None and token == mark.prev_token:  # a write has not committed: wait, a while
+        if token is not None and token == mark.prev_token:  # a write has not committed
+            if mark.pending is None or mark.prev_seq != await follow.head(reader):
+                # it is copying every point, or the points lagged behind the committed file before it
+                # began: what this reader may see is missing there, so wait for the write lock
+                return True
+            # it changes only its own rows: the rest stand as committed, so do not wait (a while)
             first = self._in_flight.setdefault(principal, (mark.token, time.monotonic()))
             if first[0] != mark.token:
                 self._in_flight[principal] = first = (mark.token, time.monotonic())

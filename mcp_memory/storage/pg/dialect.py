@@ -121,7 +121,7 @@ def _truncating_casts(code: str) -> str:
     return "".join(out)
 
 
-def _code(code: str) -> str:
+def _code(code: str, *, shared: bool = False) -> str:
     code = code.replace("%", "%%")
     code = re.sub(r"\bIS\s+NOT\s+\?", "IS DISTINCT FROM ?", code, flags=re.IGNORECASE)
     code = re.sub(r"\bIS\s+\?", "IS NOT DISTINCT FROM ?", code, flags=re.IGNORECASE)
@@ -130,10 +130,11 @@ def _code(code: str) -> str:
     code = re.sub(r"\bLIMIT\s+\?", "LIMIT NULLIF(?, -1)", code, flags=re.IGNORECASE)  # SQLite's -1: no limit
     code = code.replace("?", "%s")
     code = re.sub(r"\bAS\s+REAL\)", "AS double precision)", code, flags=re.IGNORECASE)
+    code = _truncating_casts(_greatest(code))
+    if shared:
+        return code
     # a per-principal table's keys all begin with the principal
     code = re.sub(r"\bON\s+CONFLICT\s*\(", "ON CONFLICT (principal, ", code, flags=re.IGNORECASE)
-    code = _greatest(code)
-    code = _truncating_casts(code)
     code = _TABLE.sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3)}_{_SUFFIX}", code)
     code = _TABLE_COLUMNS.sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3)}_{_SUFFIX}(", code)
     return _COMMA_TABLES.sub(lambda m: f"{m.group(1)}{m.group(2)}_{_SUFFIX}{m.group(3)}", code)
@@ -168,6 +169,23 @@ def translate(statement: str) -> tuple[str, str | None]:
     return sql, returning
 
 
+@lru_cache(maxsize=256)
+def translate_shared(statement: str) -> str:
+    """A statement on a table every principal and replica shares (tokens, leases, switches, the LLM
+    ledger, inspector sessions): the same rewriting, without a principal's partition or key."""
+    parts = _code_parts(statement)
+    for i in range(len(parts)):
+        parts[i] = _code(parts[i], shared=True) if i % 2 == 0 else parts[i].replace("%", "%%")
+    sql = "'".join(parts).strip().rstrip(";")
+    conflict = _INSERT.match(statement)
+    if conflict is not None:
+        if conflict.group(1).upper() != "IGNORE":
+            raise StorageError("INSERT OR REPLACE into a shared table has no translation: write the upsert")
+        sql = re.sub(r"^\s*INSERT\s+OR\s+IGNORE\s+INTO", "INSERT INTO", sql, flags=re.IGNORECASE)
+        sql += " ON CONFLICT DO NOTHING"
+    return _qualify_updates(statement, sql, partition=False)
+
+
 def _split_top(text: str) -> list[str]:
     """``text`` split at its commas outside parentheses."""
     parts, depth, start = [], 0, 0
@@ -180,7 +198,7 @@ def _split_top(text: str) -> list[str]:
     return [*parts, text[start:]]
 
 
-def _qualify_updates(statement: str, sql: str) -> str:
+def _qualify_updates(statement: str, sql: str, *, partition: bool = True) -> str:
     """In an upsert's ``DO UPDATE SET``, the existing row's columns named with their table:
     PostgreSQL finds ``SET n = n + 1`` ambiguous (the row, or EXCLUDED's), SQLite reads the row."""
     head, found, tail = sql.partition(" DO UPDATE SET ")
@@ -188,7 +206,7 @@ def _qualify_updates(statement: str, sql: str) -> str:
     columns = re.search(r"INTO\s+\w+\s*\(([^)]*)\)", statement, flags=re.IGNORECASE)
     if not found or into is None or columns is None:
         return sql
-    table = into.group(into.lastindex or 1).lower() + "_" + _SUFFIX
+    table = into.group(into.lastindex or 1).lower() + ("_" + _SUFFIX if partition else "")
     names = [c.strip() for c in columns.group(1).split(",")]
     bare = re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, names)) + r")\b(?!\s*\()")
     assignments = []

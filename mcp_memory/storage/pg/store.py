@@ -8,7 +8,7 @@ the vector engine, which follows the change log by its head, its epoch (a forget
 log again) and how far a pass pruned it, since PostgreSQL's sequences leave gaps.
 
 Not built yet: NOTIFY across replicas (a replica sees another's writes at its next read, through
-the log); the Qdrant engine on this backend; the shared tables in use (ADR 19).
+the log); the Qdrant engine on this backend (ADR 19). The shared tables are pg/shared.py's.
 """
 
 from __future__ import annotations

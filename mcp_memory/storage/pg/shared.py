@@ -1,0 +1,83 @@
+"""The tables every replica shares, on PostgreSQL: tokens, leases and passes, the switch state, the
+LLM ledger, inspector sessions and forget_user's confirmation codes.
+
+The control-file classes (``storage/control.py`` and its kin) are written against a synchronous
+sqlite3 connection on a worker thread. :class:`SharedDatabase` hands them :class:`SharedConn`
+instead: one kept connection as the server's role, in autocommit, with each statement translated
+by ``dialect.translate_shared``. SQLite's ``BEGIN IMMEDIATE`` (the check and the write of
+``guarded_write`` as one) becomes a transaction that first takes an advisory lock, so two replicas
+cannot both take the last LLM call of a budget or the same lease.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import Any, TypeVar
+
+import psycopg
+
+from mcp_memory.config import PostgresSettings
+from mcp_memory.errors import StorageError
+from mcp_memory.storage.pg.database import server_parts, where
+from mcp_memory.storage.pg.dialect import translate_shared
+
+CONTROL_LOCK = 0x6D63_7063  # the advisory lock every guarded write of the shared tables takes
+
+T = TypeVar("T")
+
+
+class SharedConn:
+    """The part of a sqlite3 connection the control-file functions use, over psycopg."""
+
+    def __init__(self, conn: psycopg.Connection) -> None:
+        self.conn = conn
+        self._tx: Any = None
+
+    def execute(self, statement: str, params: Sequence[Any] = ()) -> psycopg.Cursor[Any]:
+        word = statement.strip().upper()
+        if word == "BEGIN IMMEDIATE":
+            cur = self.conn.execute("BEGIN")
+            self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (CONTROL_LOCK,))
+            return cur
+        if word in ("COMMIT", "ROLLBACK"):
+            return self.conn.execute(word)
+        return self.conn.execute(translate_shared(statement), [int(p) if isinstance(p, bool) else p for p in params])
+
+    def __enter__(self) -> SharedConn:  # sqlite3's ``with conn:`` is a transaction, not a close
+        self._tx = self.conn.transaction()
+        self._tx.__enter__()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        tx, self._tx = self._tx, None
+        tx.__exit__(kind, exc, tb)
+
+
+class SharedDatabase:
+    """One kept connection for a control-file object; calls come one at a time from its worker
+    thread (the object's lock), and a connection that broke is made again at the next call."""
+
+    def __init__(self, settings: PostgresSettings) -> None:
+        self.settings = settings
+        self._conn: psycopg.Connection | None = None
+        self._lock = threading.Lock()
+
+    def run(self, fn: Callable[..., T], *args: Any) -> T:
+        with self._lock:
+            parts = server_parts(self.settings)
+            try:
+                if self._conn is None or self._conn.closed:
+                    self._conn = psycopg.connect(autocommit=True, **parts)
+                return fn(SharedConn(self._conn), *args)
+            except psycopg.Error as exc:
+                if self._conn is not None and self._conn.broken:
+                    self.close()
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                raise StorageError(f"the shared tables on PostgreSQL at {where(parts)}: {first}") from exc
+
+    def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
