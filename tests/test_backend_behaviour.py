@@ -4,13 +4,16 @@ Each test takes ``backend`` as a parameter: SQLite with its exact vector index, 
 Qdrant engine in qdrant-client's local mode, and PostgreSQL (a throwaway cluster, a fresh database
 per test; ADR 19, ADR 20), added without touching ``services/``. "Another process" is a second
 runtime on the same data: its own store, connections and vector index, as a second server process
-has. Local mode holds its folder for one process, so each runtime of "sqlite+qdrant" has a Qdrant
-of its own in memory: a second runtime finds its points behind the record store and brings them
-up from the change log (ADR 18).
+has (on PostgreSQL with a data directory of its own, as a replica on another machine). Local mode
+holds its folder for one process, so each runtime of "sqlite+qdrant" has a Qdrant of its own in
+memory: a second runtime finds its points behind the record store and brings them up from the
+change log (ADR 18).
 """
 
 from __future__ import annotations
 
+import functools
+import itertools
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -19,9 +22,10 @@ import anyio
 import numpy as np
 import psycopg
 import pytest
+from mcp.client import Client
 
 from mcp_memory.config import Settings, load_settings
-from mcp_memory.errors import ConflictError, NotFoundError, StaleHeadError
+from mcp_memory.errors import ConflictError, InvalidInputError, NotFoundError, StaleHeadError
 from mcp_memory.ids import new_id
 from mcp_memory.models import Criteria, NewMemory, NewOccurrence, Provenance, Scope
 from mcp_memory.schemas import Hit, MemoryInput, MemoryOut
@@ -33,7 +37,7 @@ from mcp_memory.services.memory import CallContext
 from mcp_memory.storage.pg import migrations
 from mcp_memory.text import segment_for_index
 from tests import pgcluster
-from tests.conftest import Clock
+from tests.conftest import MODES, Clock, subscribed
 
 pytestmark = pytest.mark.anyio
 
@@ -50,7 +54,7 @@ def backend_settings(backend: str, data_dir: Path, dsn: str | None = None) -> Se
         return load_settings(
             data_dir=data_dir, principal="alice", vectors={"engine": "qdrant", "qdrant": {"path": ":memory:"}}
         )
-    if backend == "postgres":  # the data directory keeps what replicas do not share yet (ADR 19)
+    if backend == "postgres":  # nothing of what replicas share is kept in the data directory (ADR 19)
         return load_settings(
             data_dir=data_dir, principal="alice", storage={"backend": "postgres", "postgres": {"dsn": dsn}}
         )
@@ -66,13 +70,17 @@ def backend(request: pytest.FixtureRequest) -> str:
 def open_backend(
     backend: str, data_dir: Path, clock: Clock, request: pytest.FixtureRequest
 ) -> Callable[[], AbstractAsyncContextManager[Runtime]]:
-    """Opens a runtime (a server process's worth of state) on the backend; call it twice for two."""
-    dsn = None
-    if backend == "postgres":
-        cluster: pgcluster.Cluster = request.getfixturevalue("pg_empty")
-        anyio.run(_migrate, cluster)
-        dsn = cluster.dsn()
-    return lambda: open_runtime(backend_settings(backend, data_dir, dsn), clock=clock)
+    """Opens a runtime (a server process's worth of state) on the backend; call it twice for two.
+    On SQLite both share the data directory; PostgreSQL's replicas each have their own, as on two
+    machines."""
+    if backend != "postgres":
+        return lambda: open_runtime(backend_settings(backend, data_dir), clock=clock)
+    cluster: pgcluster.Cluster = request.getfixturevalue("pg_empty")
+    anyio.run(_migrate, cluster)
+    replicas = itertools.count()
+    return lambda: open_runtime(
+        backend_settings(backend, data_dir / f"replica-{next(replicas)}", cluster.dsn()), clock=clock
+    )
 
 
 async def _migrate(cluster: pgcluster.Cluster) -> None:
@@ -177,6 +185,34 @@ async def test_another_process_sees_a_write_and_a_forget_at_its_next_read(
         assert "The deploy freeze starts on Friday at noon" in await texts(one, ALICE, "when does the freeze start?")
         await two.memory.forget(ALICE, ids=[fresh], dry_run=False)
         assert "The deploy freeze starts on Friday at noon" not in await texts(one, ALICE, "deploy freeze")
+
+
+async def test_a_pin_and_a_checkpoint_through_one_process_reach_a_subscriber_of_the_other(
+    open_backend: Callable[[], AbstractAsyncContextManager[Runtime]],
+) -> None:
+    async with open_backend() as one, open_backend() as two:
+        [kept] = await remember(one, ALICE, "Use metric units")
+        uris = ["memory://pinned", "memory://tasks/trip"]
+        opened = functools.partial(Client, two.mcp, mode=MODES[-1])
+        async with subscribed(lambda handler: opened(message_handler=handler), MODES[-1], uris) as (_, heard):
+            await two.watcher.look("alice")  # what the second process knows before the first one writes
+            await one.memory.pin(ALICE, kept, True)
+            await heard.wait_for("memory://pinned")
+            await one.tasks.checkpoint(ALICE, "trip", changes={"current_node": None}, goal="Book the trip")
+            await heard.wait_for("memory://tasks/trip")
+
+
+async def test_forget_user_confirmed_through_another_process_than_the_dry_run(
+    open_backend: Callable[[], AbstractAsyncContextManager[Runtime]],
+) -> None:
+    async with open_backend() as one, open_backend() as two:
+        await remember(one, ALICE, "Alice prefers window seats")
+        code = (await one.erasure.forget_user(ALICE)).confirmation_code
+        assert code is not None
+        assert not (await two.erasure.forget_user(ALICE, code)).dry_run
+        with pytest.raises(InvalidInputError, match="used or expired"):
+            await one.erasure.forget_user(ALICE, code)
+        assert await texts(one, ALICE, "which seats?") == []
 
 
 async def test_two_processes_storing_one_text_at_once_store_it_once(
