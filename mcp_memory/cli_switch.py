@@ -13,6 +13,7 @@ import sys
 import time
 from datetime import UTC, datetime
 
+from mcp_memory.assembly import record_store
 from mcp_memory.config import Settings
 from mcp_memory.errors import InvalidInputError
 from mcp_memory.models import Scope, describe_switch, switch_target
@@ -42,12 +43,20 @@ async def run(settings: Settings, state: str, principal: str | None, namespace: 
             "turn that on too (`mcp-memory switch on` without flags for the whole data directory)\n"
         )
         return 0
-    sys.stderr.write(f"memory is now {state} for {describe_switch(target)}, in every process on {settings.data_dir}\n")
-    if principal is not None and not principal_file(settings.data_dir, principal).exists():
+    where = "the PostgreSQL database" if settings.storage.backend == "postgres" else str(settings.data_dir)
+    sys.stderr.write(f"memory is now {state} for {describe_switch(target)}, in every process on {where}\n")
+    if principal is not None and not await _known(settings, principal):
         # A typo would leave the real principal's memory on: say so, but keep the switch (a
         # principal may be switched before its first call).
         sys.stderr.write(
-            f"note: nothing is stored yet for principal {principal!r} on {settings.data_dir}: the switch holds from "
+            f"note: nothing is stored yet for principal {principal!r} on {where}: the switch holds from "
             "its first call on; if you meant a principal that has memories, check the name and run the command again\n"
         )
     return 0
+
+
+async def _known(settings: Settings, principal: str) -> bool:
+    if settings.storage.backend != "postgres":
+        return principal_file(settings.data_dir, principal).exists()
+    async with record_store(settings) as store:
+        return principal in await store.known_principals()

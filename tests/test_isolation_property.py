@@ -1,11 +1,16 @@
-"""A property test: random operations by several principals never cross between them."""
+"""A property test: random operations by several principals never cross between them, on SQLite
+files and on PostgreSQL (where the principals of every example share one database, as a team's do:
+each example's names are its own)."""
 
 from __future__ import annotations
 
+import secrets
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import anyio
+import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -16,6 +21,8 @@ from mcp_memory.models import Scope
 from mcp_memory.schemas import MemoryInput
 from mcp_memory.server import open_runtime
 from mcp_memory.services.memory import CallContext
+from mcp_memory.storage.pg import migrations
+from tests import pgcluster
 
 PRINCIPALS = ["alice", "bob", "carol"]
 WORDS = ["apple", "river", "code", "launch", "blue", "seven", "market", "cloud", "tiger", "paper"]
@@ -29,15 +36,16 @@ operation = st.one_of(
 )
 
 
-async def _run(ops: list[tuple[str, str, object]]) -> None:
+async def _run(ops: list[tuple[str, str, object]], storage: dict[str, Any]) -> None:
+    suffix = "-" + secrets.token_hex(4)  # one database serves every PostgreSQL example
     with tempfile.TemporaryDirectory() as tmp:
-        settings = load_settings(data_dir=Path(tmp), principal="unused")
+        settings = load_settings(data_dir=Path(tmp), principal="unused", storage=storage)
         async with open_runtime(settings) as runtime:
             memory = runtime.memory
             owned: dict[str, set[str]] = {p: set() for p in PRINCIPALS}
             all_ids: list[str] = []
             for n, (op, principal, arg) in enumerate(ops):
-                scope = Scope(principal)
+                scope = Scope(principal + suffix)
                 if op == "remember":
                     assert isinstance(arg, list)
                     text = f"Note {n} by someone: " + " ".join(arg)
@@ -63,7 +71,25 @@ async def _run(ops: list[tuple[str, str, object]]) -> None:
                     assert {h.id for h in recalled.hits} <= owned[principal]
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+async def _migrate(cluster: pgcluster.Cluster) -> None:
+    async with await psycopg.AsyncConnection.connect(cluster.dsn(pgcluster.OWNER), autocommit=True) as owner:
+        await migrations.migrate(owner, pgcluster.SERVER)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def storage(request: pytest.FixtureRequest) -> dict[str, Any]:
+    if request.param == "sqlite":
+        return {}
+    cluster: pgcluster.Cluster = request.getfixturevalue("pg_empty")
+    anyio.run(_migrate, cluster)
+    return {"backend": "postgres", "postgres": {"dsn": cluster.dsn()}}
+
+
+@settings(
+    max_examples=20,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(ops=st.lists(operation, min_size=5, max_size=25))
-def test_random_operations_never_cross_principals(ops: list[tuple[str, str, object]]) -> None:
-    anyio.run(_run, ops)
+def test_random_operations_never_cross_principals(storage: dict[str, Any], ops: list[tuple[str, str, object]]) -> None:
+    anyio.run(_run, ops, storage)
