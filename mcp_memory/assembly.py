@@ -21,6 +21,7 @@ from mcp_memory.models import EVERYWHERE
 from mcp_memory.services.memory import MemoryService
 from mcp_memory.services.sessions import SessionTracker
 from mcp_memory.services.tasks import TaskService
+from mcp_memory.storage.control import ControlFile
 from mcp_memory.storage.llm_usage import LlmLedger
 from mcp_memory.storage.pool import PoolLimits
 from mcp_memory.storage.sqlite import SqliteStore
@@ -72,6 +73,8 @@ async def open_core(settings: Settings, clock: Callable[[], float] = time.time) 
             yield Core(store, embedder, llm, memory, tasks)
         finally:
             switches.close()
+            if llm is not None and isinstance(llm.ledger, ControlFile):
+                llm.ledger.close()
 
 
 def record_store(settings: Settings) -> Store:

@@ -7,6 +7,7 @@ import logging
 import sys
 import time
 from collections.abc import Sequence
+from contextlib import closing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -84,6 +85,11 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("doctor", help="check the setup; exit non-zero when it is broken", parents=common)
     database = sub.add_parser("database", help="the PostgreSQL backend's schema (ADR 19)", parents=common)
     database.add_argument("action", choices=("migrate", "status"), help="migrate: as the owner; status: as doctor")
+    migrate = sub.add_parser(
+        "migrate", help="copy every principal between data_dir's SQLite files and PostgreSQL (ADR 19)", parents=files
+    )
+    migrate.add_argument("--to", choices=("postgres", "sqlite"), required=True, help="where the copy goes")
+    migrate.add_argument("--only", action="append", default=[], metavar="PRINCIPAL", help="this principal (repeat)")
     export = sub.add_parser("export", help="write every memory of the principal as JSON lines", parents=common)
     export.add_argument("file", nargs="?", type=Path, help="output file (default: stdout)")
     imp = sub.add_parser(
@@ -232,6 +238,10 @@ def _light(settings: Settings, args: argparse.Namespace) -> int | None:
         from mcp_memory import cli_database
 
         return anyio.run(cli_database.run, settings, args.action)
+    if args.command == "migrate":
+        from mcp_memory import cli_migrate
+
+        return anyio.run(cli_migrate.run, settings, args.to, args.only)
     if args.command == "import" and args.source != "mcp-memory":
         from mcp_memory import cli_import
 
@@ -323,7 +333,8 @@ async def _doctor(settings: Settings, explicit: Path | None) -> int:
             _out(f"memory switch: {off or 'on'}")  # off is a person's choice, not a broken set-up
             from mcp_memory.storage.tokens import TokenStore
 
-            live = await TokenStore.for_settings(settings).count_live(time.time())
+            with closing(TokenStore.for_settings(settings)) as tokens:
+                live = await tokens.count_live(time.time())
             http = settings.http
             _out(
                 f"network: http://{http.host}:{http.port}{http.path} (sse {http.sse_path}), auth {http.auth}, "
@@ -361,10 +372,10 @@ async def _stats(settings: Settings) -> int:
     from mcp_memory.storage.control import ControlStore
 
     async with open_runtime(settings, warm=False) as runtime:
-        control = ControlStore.for_settings(settings)
-        llm = llm_client(settings, time.time)
-        service = StatsService(runtime.store, control, full_paths=True, llm=llm, switch=runtime.memory.switch)
-        result = await service.stats(Scope(settings.principal, settings.namespace))
+        with closing(ControlStore.for_settings(settings)) as control:
+            llm = llm_client(settings, time.time)
+            service = StatsService(runtime.store, control, full_paths=True, llm=llm, switch=runtime.memory.switch)
+            result = await service.stats(Scope(settings.principal, settings.namespace))
     _out(orjson.dumps(result.model_dump(mode="json"), option=orjson.OPT_INDENT_2).decode())
     return 0
 

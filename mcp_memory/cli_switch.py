@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 import time
+from contextlib import closing
 from datetime import UTC, datetime
 
 from mcp_memory.assembly import record_store
@@ -24,7 +25,13 @@ from mcp_memory.storage.switch import SwitchFile
 async def run(settings: Settings, state: str, principal: str | None, namespace: str | None) -> int:
     if namespace is not None and principal is None:
         raise InvalidInputError("--namespace", "switches one principal's namespace: give --principal too")
-    switches = SwitchFile.for_settings(settings)
+    with closing(SwitchFile.for_settings(settings)) as switches:
+        return await _switch(settings, switches, state, principal, namespace)
+
+
+async def _switch(
+    settings: Settings, switches: SwitchFile, state: str, principal: str | None, namespace: str | None
+) -> int:
     if state == "status":
         rows = await switches.all()
         if not rows:

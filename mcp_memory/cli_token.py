@@ -6,8 +6,13 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from contextlib import closing
+from typing import TYPE_CHECKING
 
 from mcp_memory.config import Settings
+
+if TYPE_CHECKING:
+    from mcp_memory.storage.tokens import TokenStore
 
 
 def _out(text: str) -> None:
@@ -21,7 +26,11 @@ def _err(text: str) -> None:
 async def run(settings: Settings, args: argparse.Namespace) -> int:
     from mcp_memory.storage.tokens import TokenStore
 
-    store = TokenStore.for_settings(settings)
+    with closing(TokenStore.for_settings(settings)) as store:
+        return await _run(store, args)
+
+
+async def _run(store: TokenStore, args: argparse.Namespace) -> int:
     now = time.time()
     if args.token_command == "create":
         expires = None if args.expires in (None, "never") else parse_expiry(args.expires, now)

@@ -7,7 +7,7 @@ another process takes over when the holder dies. Every pass leaves a record of w
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -143,6 +143,29 @@ class ControlFile:
             raise StorageError(f"control file {str(self.path)!r}: {exc}") from exc
         finally:
             conn.close()
+
+    async def rows(self, table: str, columns: Sequence[str]) -> list[tuple[Any, ...]]:
+        """Every row of one of this file's tables (``migrate`` copies them)."""
+
+        def read(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+            return [tuple(r) for r in conn.execute(f"SELECT {', '.join(columns)} FROM {table}").fetchall()]
+
+        found: list[tuple[Any, ...]] = await self._call(read)
+        return found
+
+    async def add_rows(self, table: str, columns: Sequence[str], rows: Sequence[tuple[Any, ...]]) -> int:
+        """The rows whose key is not there yet; how many were added."""
+
+        def write(conn: sqlite3.Connection) -> int:
+            marks = ", ".join("?" * len(columns))
+            added = 0
+            with conn:
+                for row in rows:
+                    cursor = conn.execute(f"INSERT OR IGNORE INTO {table}({', '.join(columns)}) VALUES ({marks})", row)
+                    added += max(cursor.rowcount, 0)
+            return added
+
+        return int(await self._call(write))
 
     async def _call(self, fn: Any, *args: Any) -> Any:
         async with self._lock:

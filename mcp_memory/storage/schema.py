@@ -8,6 +8,7 @@ transaction, so a crash leaves either the old or the new schema.
 
 from __future__ import annotations
 
+import functools
 import logging
 import sqlite3
 import stat
@@ -422,3 +423,24 @@ def migrate(path: Path, busy_timeout_ms: int) -> None:
 
 def _statements(script: str) -> list[str]:
     return [s.strip() for s in script.split(";\n") if s.strip()]
+
+
+@functools.cache
+def table_columns() -> dict[str, tuple[str, ...]]:
+    """Every table of a principal's file (the keyword index's virtual tables aside) and its columns,
+    in order, as the migrations make them."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        for _, script, _ in MIGRATIONS:
+            for statement in _statements(script):
+                conn.execute(statement)
+        tables = [
+            str(r[0])
+            for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE 'CREATE VIRTUAL%'"
+            )
+            if not str(r[0]).startswith(("sqlite_", "memories_fts"))
+        ]
+        return {t: tuple(str(c[1]) for c in conn.execute(f"PRAGMA table_info({t})")) for t in tables}
+    finally:
+        conn.close()

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
+from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
 from mcp_memory.config import PostgresSettings
@@ -158,3 +159,16 @@ async def _schema(conn: psycopg.AsyncConnection) -> Finding:
     if missing:
         return Finding("database schema", False, f"version {version} but tables are missing: {', '.join(missing)}")
     return Finding("database schema", True, f"version {version}, every table present")
+
+
+async def raise_sequences(owner: psycopg.AsyncConnection, maxima: dict[str, tuple[str, int]]) -> None:
+    """Each numbered table's sequence past the highest number a copy brings (table -> (column, number)):
+    ``migrate`` keeps a principal's numbers, and the next write must not hand one out again."""
+    for table, (column, top) in maxima.items():
+        name = f"{table}_{column}_seq"
+        await owner.execute(
+            sql.SQL("SELECT setval({}::regclass, GREATEST(%s, (SELECT last_value FROM {})))").format(
+                sql.Literal(name), sql.Identifier(name)
+            ),
+            (top,),
+        )

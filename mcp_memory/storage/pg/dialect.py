@@ -298,6 +298,9 @@ class PgConn:
         return await (await self.execute(statement, params)).fetchall()
 
     async def executemany(self, statement: str, rows: Iterable[Sequence[Any]]) -> None:
+        if " ".join(statement.split()) == "INSERT INTO memories_fts(rowid, body) VALUES (?, ?)":
+            await keyword.index_segmented(self.conn, self.key, {int(n): str(body) for n, body in rows})
+            return
         if "memories_fts" in statement:
             for row in rows:
                 await self._keyword(statement, row)

@@ -1,0 +1,96 @@
+"""`mcp-memory migrate --to postgres | sqlite`: every principal of the data directory's SQLite files
+into the PostgreSQL database of ``storage.postgres``, or back (ADR 19), with tokens, switches and LLM
+budgets. Each principal moves in one transaction and is read back and compared; one already there
+with the same rows is counted and left, so a run that stopped is run again.
+
+Into PostgreSQL the copy keeps every number (the order of writing), so the database's sequences
+are first moved past them, as the schema's owner (``$MCP_MEMORY_PG_OWNER_DSN``).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from contextlib import AsyncExitStack
+
+from mcp_memory.assembly import record_store
+from mcp_memory.config import Settings
+from mcp_memory.errors import InvalidInputError
+from mcp_memory.storage import transfer
+from mcp_memory.storage.control import ControlFile
+from mcp_memory.storage.llm_usage import LlmLedger
+from mcp_memory.storage.switch import SwitchFile
+from mcp_memory.storage.tokens import TokenStore
+
+
+def _on(settings: Settings, backend: str) -> Settings:
+    """The settings with ``backend`` as the system of record and the exact vector engine (a copy
+    writes no Qdrant points: the engine brings them up from the store at its next call)."""
+    storage = settings.storage.model_copy(update={"backend": backend})
+    vectors = settings.vectors.model_copy(update={"engine": "exact"})
+    return settings.model_copy(update={"storage": storage, "vectors": vectors})
+
+
+def _shared(settings: Settings, stack: AsyncExitStack) -> dict[str, transfer.SharedSide]:
+    """The tables a move takes along, each opened on ``settings``' backend (closed with ``stack``)."""
+    kinds: dict[str, type[ControlFile]] = {"tokens": TokenStore, "switches": SwitchFile, "llm_usage": LlmLedger}
+    opened = {table: kind.for_settings(settings) for table, kind in kinds.items()}
+    for control in opened.values():
+        stack.callback(control.close)
+    return dict(opened)
+
+
+async def run(settings: Settings, to: str, only: Sequence[str]) -> int:
+    pg = settings.storage.postgres
+    if pg.dsn is None:
+        raise InvalidInputError(
+            "storage.postgres.dsn",
+            "is not set: migrate copies between data_dir's SQLite files and that database "
+            "(MCP_MEMORY_STORAGE__POSTGRES__DSN=postgresql://role@host:5432/db)",
+        )
+    lite, postgres = _on(settings, "sqlite"), _on(settings, "postgres")
+    async with AsyncExitStack() as stack:
+        sqlite_store = await stack.enter_async_context(record_store(lite))
+        pg_store = await stack.enter_async_context(record_store(postgres))
+        source, target = (sqlite_store, pg_store) if to == "postgres" else (pg_store, sqlite_store)
+        source_settings, target_settings = (lite, postgres) if to == "postgres" else (postgres, lite)
+        before = None
+        if to == "postgres":
+            from mcp_memory.storage.pg import database
+
+            owner = await stack.enter_async_context(await database.connect_owner(pg))
+
+            async def before(maxima: dict[str, tuple[str, int]]) -> None:
+                await database.raise_sequences(owner, maxima)
+
+        names = list(only) or await source.known_principals()
+        missing = sorted(set(only) - set(await source.known_principals()))
+        if missing:
+            raise InvalidInputError("--only", f"names no principal of the source: {', '.join(missing)}")
+        copied = present = 0
+        for done, name in enumerate(names, 1):
+            outcome = await transfer.copy_principal(source, target, name, before)
+            copied, present = copied + (outcome.outcome == "copied"), present + (outcome.outcome == "present")
+            memories = outcome.rows["memories"]
+            _progress(done, len(names), f"{name}: {outcome.outcome}, {memories} memories")
+        added = await transfer.copy_shared(_shared(source_settings, stack), _shared(target_settings, stack))
+    where = "the PostgreSQL database" if to == "postgres" else str(settings.data_dir)
+    shared = ", ".join(f"{n} {table}" for table, n in added.items())
+    sys.stdout.write(
+        f"migrated to {where}: {copied} principals copied and verified, {present} already there with the same "
+        f"rows; added {shared}\n"
+    )
+    return 0
+
+
+def _progress(done: int, total: int, line: str) -> None:
+    """One line per principal; a bar on a terminal."""
+    if sys.stderr.isatty():
+        width = 30
+        filled = width * done // max(total, 1)
+        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {line[:60]:<60}")
+        if done >= total:
+            sys.stderr.write("\n")
+    else:
+        sys.stderr.write(f"{line}\n")
+    sys.stderr.flush()

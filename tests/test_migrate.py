@@ -1,0 +1,158 @@
+"""`mcp-memory migrate`: a data directory's principals into PostgreSQL and back, every table
+verified, identical exports, tokens and switches along; a second run changes nothing, and a
+principal the target holds differently is refused whole (ADR 19)."""
+
+from __future__ import annotations
+
+from contextlib import closing
+from pathlib import Path
+
+import anyio
+import psycopg
+import pytest
+
+from mcp_memory.cli import main
+from mcp_memory.config import Settings, load_settings
+from mcp_memory.models import Scope
+from mcp_memory.schemas import MemoryInput
+from mcp_memory.server import open_runtime
+from mcp_memory.services.memory import CallContext
+from mcp_memory.services.portability import export_lines
+from mcp_memory.storage import transfer
+from mcp_memory.storage.pg import keyword, migrations
+from mcp_memory.storage.switch import SwitchFile
+from mcp_memory.storage.tokens import TokenStore
+from tests import pgcluster
+
+ALICE, BOB = Scope("alice"), Scope("bob")
+PEOPLE = {
+    "alice": [
+        "The user drinks oolong tea without sugar",
+        "用户的猫叫小米，喜欢晒太阳",
+        "Deploys go out on Fridays after the review; 100% of them need a ticket",
+    ],
+    "bob": ["Bob parks on level three", "项目的数据库是 PostgreSQL 15"],
+}
+
+
+def _settings(data_dir: Path, dsn: str, backend: str = "sqlite") -> Settings:
+    return load_settings(data_dir=data_dir, principal="alice", storage={"backend": backend, "postgres": {"dsn": dsn}})
+
+
+async def _fill(settings: Settings) -> str:
+    """Two principals with memories in two scripts, a restated key, a pin, a forgotten memory, a task
+    with two checkpoints; a token and a switch. Returns the token."""
+    async with open_runtime(settings, warm=False) as rt:
+        for name, texts in PEOPLE.items():
+            await rt.memory.remember(Scope(name), [MemoryInput(content=t) for t in texts], CallContext())
+        keyed = [MemoryInput(content=f"The deploy target is {where}", key="deploy-target") for where in ("eu", "us")]
+        for item in keyed:
+            await rt.memory.remember(ALICE, [item], CallContext())
+        gone = await rt.memory.remember(ALICE, [MemoryInput(content="A note to forget")], CallContext())
+        await rt.memory.forget(ALICE, ids=[str(gone.items[0].id)], dry_run=False)
+        pinned = await rt.memory.remember(ALICE, [MemoryInput(content="Always answer in English")], CallContext())
+        await rt.memory.pin(ALICE, str(pinned.items[0].id), True)
+        await rt.tasks.checkpoint(ALICE, "trip", changes={"current_node": None}, goal="Book the trip to Lisbon")
+        await rt.tasks.checkpoint(ALICE, "trip", changes={"variables": {"hotel": "Alfama"}})
+    token, _ = await TokenStore(settings.data_dir).create("alice", None, "laptop", 1_000.0, None)
+    await SwitchFile(settings.data_dir).set("carol", "off", 1_000.0)
+    return token
+
+
+async def _exports(settings: Settings) -> dict[str, bytes]:
+    async with open_runtime(settings, warm=False) as rt:
+        return {name: b"".join([line async for line in export_lines(rt.store, Scope(name))]) for name in PEOPLE}
+
+
+async def _tables(settings: Settings) -> dict[str, dict[str, str]]:
+    """Every table's digest, per principal, as the copy compares them."""
+    async with open_runtime(settings, warm=False) as rt:
+        out = {}
+        for name in PEOPLE:
+            async with rt.store.transaction(Scope(name)) as conn:
+                out[name] = {t: transfer.digest(rows) for t, rows in (await transfer.read_all(conn)).items()}
+        return out
+
+
+async def _migrate_schema(cluster: pgcluster.Cluster) -> None:
+    async with await psycopg.AsyncConnection.connect(cluster.dsn(pgcluster.OWNER), autocommit=True) as owner:
+        await migrations.migrate(owner, pgcluster.SERVER)
+
+
+def _run(data_dir: Path, *args: str) -> int:
+    return main(["--data-dir", str(data_dir), "migrate", *args])
+
+
+def test_a_data_directory_goes_to_postgres_and_back_unchanged(
+    pg_empty: pgcluster.Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    anyio.run(_migrate_schema, pg_empty)
+    monkeypatch.setenv("MCP_MEMORY_STORAGE__POSTGRES__DSN", pg_empty.dsn())
+    monkeypatch.setenv("MCP_MEMORY_PG_OWNER_DSN", pg_empty.dsn(pgcluster.OWNER))
+    first, back = tmp_path / "first", tmp_path / "back"
+    lite = _settings(first, pg_empty.dsn())
+    on_pg = _settings(tmp_path / "replica", pg_empty.dsn(), "postgres")
+    token = anyio.run(_fill, lite)
+
+    assert _run(first, "--to", "postgres") == 0
+    assert "2 principals copied and verified, 0 already there" in capsys.readouterr().out
+    assert _run(first, "--to", "postgres") == 0  # again: nothing new, nothing doubled
+    assert "0 principals copied and verified, 2 already there with the same rows; added 0 tokens" in (
+        capsys.readouterr().out
+    )
+    assert anyio.run(_exports, on_pg) == anyio.run(_exports, lite)
+    assert anyio.run(_tables, on_pg) == anyio.run(_tables, lite)
+    assert not (tmp_path / "replica").exists()
+
+    async def served() -> None:  # the copy serves: recall, the task, the token, the switch, a new write
+        async with open_runtime(on_pg, warm=False) as rt:
+            hits = await rt.memory.recall(ALICE, "what does the user drink?", reinforce=False)
+            assert hits.hits[0].text == PEOPLE["alice"][0]
+            assert (await rt.memory.recall(BOB, "数据库", reinforce=False)).hits[0].text == PEOPLE["bob"][1]
+            assert (await rt.tasks.state(ALICE, "trip")).head_seq == 2
+            await rt.memory.remember(ALICE, [MemoryInput(content="The user's sister is called Mira")], CallContext())
+        with closing(TokenStore.for_settings(on_pg)) as tokens, closing(SwitchFile.for_settings(on_pg)) as switch:
+            found = await tokens.verify(token, 2_000.0)
+            assert found is not None
+            assert found.principal == "alice"
+            assert await switch.off_within("carol")
+
+    anyio.run(served)
+    assert _run(back, "--to", "sqlite") == 0
+    assert "2 principals copied and verified" in capsys.readouterr().out
+    assert anyio.run(_exports, _settings(back, pg_empty.dsn())) == anyio.run(_exports, on_pg)
+    assert anyio.run(TokenStore(back).verify, token, 2_000.0) is not None
+
+
+def test_a_principal_the_target_holds_otherwise_is_refused_and_nothing_of_it_written(
+    pg_empty: pgcluster.Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    anyio.run(_migrate_schema, pg_empty)
+    monkeypatch.setenv("MCP_MEMORY_STORAGE__POSTGRES__DSN", pg_empty.dsn())
+    monkeypatch.setenv("MCP_MEMORY_PG_OWNER_DSN", pg_empty.dsn(pgcluster.OWNER))
+    data = tmp_path / "data"
+    lite = _settings(data, pg_empty.dsn())
+    anyio.run(_fill, lite)
+    assert _run(data, "--to", "postgres", "--only", "alice") == 0
+    assert "1 principals copied" in capsys.readouterr().out
+
+    async def more() -> None:
+        async with open_runtime(lite, warm=False) as rt:
+            await rt.memory.remember(ALICE, [MemoryInput(content="Written after the copy")], CallContext())
+
+    anyio.run(more)
+    before = anyio.run(_tables, _settings(tmp_path / "replica", pg_empty.dsn(), "postgres"))
+    assert _run(data, "--to", "postgres", "--only", "alice") == 2
+    said = capsys.readouterr().err
+    assert "'alice' already has other data in the target (tables memories, occurrences, vectors" in said
+    assert "forget_user" in said
+    assert anyio.run(_tables, _settings(tmp_path / "replica", pg_empty.dsn(), "postgres")) == before
+    assert _run(data, "--to", "postgres", "--only", "nobody") == 2
+    assert "names no principal of the source: nobody" in capsys.readouterr().err
+
+
+def test_what_one_store_keeps_for_itself_stays_behind() -> None:
+    assert {keyword.DOCS, keyword.TOKENS} <= set(transfer.LOCAL_META)
+    assert transfer.digest([(1, 2.5, "a", b"\x00", None)]) == transfer.digest([(1, 2.5, "a", b"\x00", None)])
+    assert transfer.digest([(1,), (2,)]) == transfer.digest([(2,), (1,)])
+    assert transfer.digest([(1,)]) != transfer.digest([(1.0,)])
