@@ -163,6 +163,7 @@ async def test_a_task_resumes_where_it_was_checkpointed_and_a_stale_head_is_refu
         await rt.tasks.checkpoint(Scope("alice", "work"), "chores", changes={}, goal="Work", in_namespace=True)
 
 
+@pytest.mark.model_independent  # the fallback embedder's pass leaves it out
 async def test_one_process_at_a_time_holds_a_pass_lease(
     open_backend: Callable[[], AbstractAsyncContextManager[Runtime]],
 ) -> None:
@@ -187,6 +188,7 @@ async def test_another_process_sees_a_write_and_a_forget_at_its_next_read(
         assert "The deploy freeze starts on Friday at noon" not in await texts(one, ALICE, "deploy freeze")
 
 
+@pytest.mark.model_independent  # the fallback embedder's pass leaves it out
 async def test_a_pin_and_a_checkpoint_through_one_process_reach_a_subscriber_of_the_other(
     open_backend: Callable[[], AbstractAsyncContextManager[Runtime]],
 ) -> None:
@@ -202,6 +204,7 @@ async def test_a_pin_and_a_checkpoint_through_one_process_reach_a_subscriber_of_
             await heard.wait_for("memory://tasks/trip")
 
 
+@pytest.mark.model_independent  # the fallback embedder's pass leaves it out
 async def test_forget_user_confirmed_through_another_process_than_the_dry_run(
     open_backend: Callable[[], AbstractAsyncContextManager[Runtime]],
 ) -> None:

@@ -9,4 +9,4 @@ echo "== format" >&2; $bin/ruff format --check mcp_memory tests tools examples
 echo "== lint" >&2; $bin/ruff check mcp_memory tests tools examples
 echo "== types" >&2; $bin/mypy
 echo "== import contracts" >&2; $bin/lint-imports
-echo "== tests" >&2; $bin/python -m pytest "$@"
+echo "== tests" >&2; $bin/python -m pytest --durations=15 "$@"

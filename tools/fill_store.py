@@ -24,6 +24,7 @@ from mcp_memory.ids import new_id
 from mcp_memory.models import MemoryRecord, NewMemory, NewOccurrence, Provenance, Scope, SecondVector
 from mcp_memory.services import rules
 from mcp_memory.services.intake import content_hash
+from mcp_memory.storage.records import RecordStore
 from mcp_memory.storage.sqlite import SqliteStore
 from mcp_memory.text import language, normalize, segment_for_index
 
@@ -104,25 +105,32 @@ def _row(text: str, vector: np.ndarray, r: random.Random, now: float, second: Se
     return NewMemory(record, vector.astype(np.float32), segment_for_index(content), occurrence, second=second)
 
 
+async def fill_into(store: RecordStore, principal: str, pool: Pool, model: Model, count: int, offset: int = 0) -> None:
+    """Write ``count`` memories for ``principal`` into an open store (SQLite or PostgreSQL), from the
+    pool's texts starting at ``offset`` (so principals of one run hold different memories)."""
+    scope = Scope(principal)
+    r = random.Random(count + offset)
+    now = time.time()
+    size = len(pool.texts)
+    await store.check_model(scope, model.model_id, model.dim)
+    for start in range(0, count, 2_000):
+        rows = []
+        for i in range(start, min(start + 2_000, count)):
+            base = (i + offset) % size
+            text = pool.texts[base] if i < size else synth.variant(pool.texts[base], i)
+            other = None
+            if pool.second is not None and pool.second_id is not None:
+                other = SecondVector(pool.second_id, pool.second[base].astype(np.float32))
+            rows.append(_row(text, pool.vectors[base], r, now, other))
+        await store.apply(scope, rows, [])
+
+
 async def fill(data_dir: Path, principal: str, pool: Pool, model: Model, count: int) -> str:
     """Write ``count`` memories for ``principal``; returns how they were made, for the report."""
-    scope = Scope(principal)
-    r = random.Random(count)
-    now = time.time()
     started = time.perf_counter()
     size = len(pool.texts)
     async with SqliteStore(data_dir) as store:
-        await store.check_model(scope, model.model_id, model.dim)
-        for start in range(0, count, 2_000):
-            rows = []
-            for i in range(start, min(start + 2_000, count)):
-                base = i % size
-                text = pool.texts[base] if i < size else synth.variant(pool.texts[base], i)
-                other = None
-                if pool.second is not None and pool.second_id is not None:
-                    other = SecondVector(pool.second_id, pool.second[base].astype(np.float32))
-                rows.append(_row(text, pool.vectors[base], r, now, other))
-            await store.apply(scope, rows, [])
+        await fill_into(store, principal, pool, model, count)
     seconds = time.perf_counter() - started
     exact = min(count, size)
     how = f"{exact} pool texts with their own vectors"

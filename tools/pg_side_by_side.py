@@ -106,7 +106,7 @@ def main() -> None:
     source = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parents[2] / "shared" / "data"
     stores: list[dict[str, Any]] = orjson.loads((source / "agentstore-dev.json").read_bytes())["stores"]
     work = Path(tempfile.mkdtemp(prefix="pg-side-"))
-    cluster = pgcluster.start(work / "pg")
+    cluster = pgcluster.start()  # a folder of its own, which the postgres user can reach
     try:
         anyio.run(_schema, cluster)
         lite = _settings(work / "sqlite", cluster.dsn(), "sqlite")

