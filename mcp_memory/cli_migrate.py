@@ -10,15 +10,17 @@ are first moved past them, as the schema's owner (``$MCP_MEMORY_PG_OWNER_DSN``).
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
+from pathlib import Path
 
 from mcp_memory.assembly import record_store
 from mcp_memory.config import Settings
-from mcp_memory.errors import InvalidInputError
+from mcp_memory.errors import ConflictError, InvalidInputError, StorageError
 from mcp_memory.storage import transfer
 from mcp_memory.storage.control import ControlFile
 from mcp_memory.storage.llm_usage import LlmLedger
+from mcp_memory.storage.pool import principal_file
 from mcp_memory.storage.switch import SwitchFile
 from mcp_memory.storage.tokens import TokenStore
 
@@ -63,24 +65,62 @@ async def run(settings: Settings, to: str, only: Sequence[str]) -> int:
             async def before(maxima: dict[str, tuple[str, int]]) -> None:
                 await database.raise_sequences(owner, maxima)
 
-        names = list(only) or await source.known_principals()
-        missing = sorted(set(only) - set(await source.known_principals()))
+        known = await source.known_principals()
+        if to == "postgres":
+            _all_readable(settings.data_dir, known)
+        missing = sorted(set(only) - set(known))
         if missing:
             raise InvalidInputError("--only", f"names no principal of the source: {', '.join(missing)}")
-        copied = present = 0
-        for done, name in enumerate(names, 1):
-            outcome = await transfer.copy_principal(source, target, name, before)
-            copied, present = copied + (outcome.outcome == "copied"), present + (outcome.outcome == "present")
-            memories = outcome.rows["memories"]
-            _progress(done, len(names), f"{name}: {outcome.outcome}, {memories} memories")
-        added = await transfer.copy_shared(_shared(source_settings, stack), _shared(target_settings, stack))
+        names = list(only) or known
+        moved, refused = await _move(source, target, names, before)
+        sides = _shared(source_settings, stack), _shared(target_settings, stack)
+        added = await transfer.copy_shared(*sides, set(moved), set(refused), every=not only)
     where = "the PostgreSQL database" if to == "postgres" else str(settings.data_dir)
     shared = ", ".join(f"{n} {table}" for table, n in added.items())
+    copied = sum(1 for o in moved.values() if o == "copied")
     sys.stdout.write(
-        f"migrated to {where}: {copied} principals copied and verified, {present} already there with the same "
-        f"rows; added {shared}\n"
+        f"migrated to {where}: {copied} principals copied and verified, {len(moved) - copied} already there with "
+        f"the same rows; added {shared}\n"
     )
-    return 0
+    for reason in refused.values():
+        sys.stderr.write(f"mcp-memory: {reason}\n")
+    if refused:
+        sys.stderr.write(f"mcp-memory: {len(refused)} of {len(names)} principals were refused (above); nothing of them "
+                         "was written, and their tokens, switches and budgets stayed behind\n")  # fmt: skip
+    return 1 if refused else 0
+
+
+async def _move(
+    source: transfer.Side,
+    target: transfer.Side,
+    names: list[str],
+    before: Callable[[dict[str, tuple[str, int]]], Awaitable[None]] | None,
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Each principal in turn: {name: "copied" or "present"}, {name: why it was refused}."""
+    moved: dict[str, str] = {}
+    refused: dict[str, str] = {}
+    for done, name in enumerate(names, 1):
+        try:
+            outcome = await transfer.copy_principal(source, target, name, before)
+        except ConflictError as exc:  # the others still move; the run ends non-zero
+            refused[name] = str(exc)
+            _progress(done, len(names), f"{name}: refused")
+            continue
+        moved[name] = outcome.outcome
+        _progress(done, len(names), f"{name}: {outcome.outcome}, {outcome.rows['memories']} memories")
+    return moved, refused
+
+
+def _all_readable(data_dir: Path, known: list[str]) -> None:
+    """Every principal file of the data directory is one whose principal the store could read: a file
+    it skipped (damaged, or not a data file) would otherwise be left behind without a word."""
+    expected = {principal_file(data_dir, name) for name in known}
+    unread = sorted(str(p) for p in (data_dir / "principals").glob("*.db") if p not in expected)
+    if unread:
+        raise StorageError(
+            f"cannot read the principal file(s) {', '.join(unread)}: nothing was migrated. Repair them (`mcp-memory "
+            "doctor`), or move them out of the data directory, and run migrate again"
+        )
 
 
 def _progress(done: int, total: int, line: str) -> None:

@@ -286,14 +286,14 @@ class TaskSummaryRow:
 # ----- the kill switch: what a switch row covers -------------------------------------------
 
 EVERYWHERE = "*"
-_SWITCH_SEPARATOR = "\x1f"  # control characters never occur in a principal or namespace name
+SWITCH_SEPARATOR = "\x1f"  # control characters never occur in a principal or namespace name
 
 
 def switch_target(principal: str | None, namespace: str | None) -> str:
     """What a switch covers: the whole data directory, a principal, or one of its namespaces."""
     if principal is None:
         return EVERYWHERE
-    return principal if namespace is None else f"{principal}{_SWITCH_SEPARATOR}{namespace}"
+    return principal if namespace is None else f"{principal}{SWITCH_SEPARATOR}{namespace}"
 
 
 def switch_targets(scope: Scope) -> list[str]:
@@ -304,7 +304,7 @@ def switch_targets(scope: Scope) -> list[str]:
 def describe_switch(target: str) -> str:
     if target == EVERYWHERE:
         return "the whole data directory"
-    principal, _, namespace = target.partition(_SWITCH_SEPARATOR)
+    principal, _, namespace = target.partition(SWITCH_SEPARATOR)
     return f"namespace {namespace!r} of {principal!r}" if namespace else f"principal {principal!r}"
 
 

@@ -13,13 +13,14 @@ import pytest
 
 from mcp_memory.cli import main
 from mcp_memory.config import Settings, load_settings
-from mcp_memory.models import Scope
+from mcp_memory.models import EVERYWHERE, Scope
 from mcp_memory.schemas import MemoryInput
 from mcp_memory.server import open_runtime
 from mcp_memory.services.memory import CallContext
 from mcp_memory.services.portability import export_lines
 from mcp_memory.storage import transfer
 from mcp_memory.storage.pg import keyword, migrations
+from mcp_memory.storage.pool import principal_file
 from mcp_memory.storage.switch import SwitchFile
 from mcp_memory.storage.tokens import TokenStore
 from tests import pgcluster
@@ -124,31 +125,67 @@ def test_a_data_directory_goes_to_postgres_and_back_unchanged(
     assert anyio.run(TokenStore(back).verify, token, 2_000.0) is not None
 
 
-def test_a_principal_the_target_holds_otherwise_is_refused_and_nothing_of_it_written(
+def test_a_principal_held_otherwise_is_refused_alone_and_what_moves_takes_only_its_own(
     pg_empty: pgcluster.Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     anyio.run(_migrate_schema, pg_empty)
     monkeypatch.setenv("MCP_MEMORY_STORAGE__POSTGRES__DSN", pg_empty.dsn())
     monkeypatch.setenv("MCP_MEMORY_PG_OWNER_DSN", pg_empty.dsn(pgcluster.OWNER))
     data = tmp_path / "data"
-    lite = _settings(data, pg_empty.dsn())
+    lite, on_pg = _settings(data, pg_empty.dsn()), _settings(tmp_path / "replica", pg_empty.dsn(), "postgres")
     anyio.run(_fill, lite)
+    anyio.run(TokenStore(data).create, "bob", None, "phone", 1_000.0, None)
+    anyio.run(SwitchFile(data).set, EVERYWHERE, "off", 1_000.0)
+
     assert _run(data, "--to", "postgres", "--only", "alice") == 0
-    assert "1 principals copied" in capsys.readouterr().out
+    assert "1 principals copied and verified, 0 already there with the same rows; added 1 tokens, 0 switches" in (
+        capsys.readouterr().out
+    )  # Bob's token, Carol's switch and the switch over everyone stay behind
+
+    async def shared_rows() -> tuple[list[str], list[str]]:
+        with closing(TokenStore.for_settings(on_pg)) as tokens, closing(SwitchFile.for_settings(on_pg)) as switch:
+            return [t.principal for t in await tokens.list()], [row[0] for row in await switch.all()]
+
+    assert anyio.run(shared_rows) == (["alice"], [])
+    anyio.run(SwitchFile(data).set, EVERYWHERE, "on", 1_001.0)
+
+    async def on_the_target(statement: str) -> None:  # a lifecycle pass there moved its mark on
+        async with open_runtime(on_pg, warm=False) as rt, rt.store.transaction(ALICE) as conn:
+            await conn.execute(statement)
+
+    anyio.run(on_the_target, "INSERT OR REPLACE INTO meta(key, value) VALUES ('consolidated_upto', '7')")
+    assert _run(data, "--to", "postgres", "--only", "alice") == 0
+    assert "0 principals copied and verified, 1 already there" in capsys.readouterr().out
 
     async def more() -> None:
         async with open_runtime(lite, warm=False) as rt:
             await rt.memory.remember(ALICE, [MemoryInput(content="Written after the copy")], CallContext())
 
     anyio.run(more)
-    before = anyio.run(_tables, _settings(tmp_path / "replica", pg_empty.dsn(), "postgres"))
-    assert _run(data, "--to", "postgres", "--only", "alice") == 2
-    said = capsys.readouterr().err
-    assert "'alice' already has other data in the target (tables memories, occurrences, vectors" in said
-    assert "forget_user" in said
-    assert anyio.run(_tables, _settings(tmp_path / "replica", pg_empty.dsn(), "postgres")) == before
+    before = anyio.run(_tables, on_pg)["alice"]
+    assert _run(data, "--to", "postgres") == 1  # Alice is refused, Bob still moves
+    out, err = capsys.readouterr()
+    assert "1 principals copied and verified, 0 already there" in out
+    assert "'alice' already has other data in the target (tables memories, occurrences, vectors" in err
+    assert "1 of 2 principals were refused" in err
+    assert anyio.run(_tables, on_pg)["alice"] == before
+
+    async def forget_alice_there() -> None:  # the way out the refusal names
+        async with open_runtime(on_pg, warm=False) as rt:
+            code = (await rt.erasure.forget_user(ALICE)).confirmation_code
+            assert code is not None
+            await rt.erasure.forget_user(ALICE, code)
+
+    anyio.run(forget_alice_there)
+    assert _run(data, "--to", "postgres", "--only", "alice") == 0
+    assert "1 principals copied and verified" in capsys.readouterr().out
+    assert anyio.run(_exports, on_pg)["alice"] == anyio.run(_exports, lite)["alice"]
+
     assert _run(data, "--to", "postgres", "--only", "nobody") == 2
     assert "names no principal of the source: nobody" in capsys.readouterr().err
+    principal_file(data, "zoe").write_bytes(b"not a database " * 300)
+    assert _run(data, "--to", "postgres") == 2
+    assert "cannot read the principal file(s)" in capsys.readouterr().err
 
 
 def test_what_one_store_keeps_for_itself_stays_behind() -> None:

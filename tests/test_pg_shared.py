@@ -14,14 +14,15 @@ import anyio
 import psycopg
 import pytest
 
-from mcp_memory.config import Settings, load_settings
+from mcp_memory.config import PostgresSettings, Settings, load_settings
 from mcp_memory.errors import StorageError
 from mcp_memory.models import EVERYWHERE, Scope
 from mcp_memory.storage.control import ControlFile, ControlStore
 from mcp_memory.storage.forget_codes import ForgetCodes
 from mcp_memory.storage.llm_usage import LlmLedger
-from mcp_memory.storage.pg import migrations
+from mcp_memory.storage.pg import migrations, shared
 from mcp_memory.storage.pg.dialect import translate_shared
+from mcp_memory.storage.pg.store import PostgresStore
 from mcp_memory.storage.switch import SwitchFile
 from mcp_memory.storage.tokens import TokenStore
 from mcp_memory.storage.ui_sessions import UiSessionStore
@@ -152,7 +153,7 @@ def test_shared_statements_keep_their_own_keys_and_literals() -> None:
 
 
 async def test_a_database_that_is_down_is_named_and_the_next_call_connects_again(
-    replicas: Replicas, migrated: pgcluster.Cluster, tmp_path: Path
+    replicas: Replicas, migrated: pgcluster.Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     down: Settings = load_settings(
         data_dir=tmp_path / "c",
@@ -165,13 +166,25 @@ async def test_a_database_that_is_down_is_named_and_the_next_call_connects_again
     a, _ = replicas.both(TokenStore)
     assert await a.count_live(0.0) == 0
     assert a.shared is not None
-    async with await psycopg.AsyncConnection.connect(migrated.dsn("postgres"), autocommit=True) as admin:
+    await _terminate(migrated)
+    with pytest.raises(StorageError):  # cut while in use: said once
+        await a.count_live(0.0)
+    assert await a.count_live(0.0) == 0  # and made again
+    monkeypatch.setattr(shared, "IDLE_CHECK_SECONDS", 0.0)  # as after a few idle seconds
+    await _terminate(migrated)
+    assert await a.count_live(0.0) == 0  # an idle connection is checked first: the restart costs nothing
+    async with PostgresStore(PostgresSettings(dsn=migrated.dsn(), pool_min=2, pool_max=2)) as store:
+        assert await store.known_principals() == []
+        await _terminate(migrated)
+        assert await store.known_principals() == []  # the pool replaces what the server ended
+
+
+async def _terminate(cluster: pgcluster.Cluster) -> None:
+    """End every connection of the server's role, as a database restart or a failover does."""
+    async with await psycopg.AsyncConnection.connect(cluster.dsn("postgres"), autocommit=True) as admin:
         await admin.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (pgcluster.SERVER,)
         )
-    with pytest.raises(StorageError):  # the kept connection was cut: said once
-        await a.count_live(0.0)
-    assert await a.count_live(0.0) == 0  # and made again
 
 
 async def test_a_forget_code_given_on_one_replica_is_taken_once_on_the_other(replicas: Replicas) -> None:

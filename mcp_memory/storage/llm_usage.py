@@ -24,7 +24,7 @@ CREATE TABLE IF NOT EXISTS llm_usage (
 """
 
 
-def _key(principal: str) -> str:
+def principal_hash(principal: str) -> str:
     return hashlib.sha256(principal.encode()).hexdigest()[:32]
 
 
@@ -40,7 +40,7 @@ class LlmLedger(ControlFile):
 
     async def used(self, principal: str, day: int) -> tuple[int, int, int]:
         """(calls, tokens, failures) the principal has spent on ``day`` (days since the epoch)."""
-        result: tuple[int, int, int] = await self._call(self._used, _key(principal), day)
+        result: tuple[int, int, int] = await self._call(self._used, principal_hash(principal), day)
         return result
 
     @staticmethod
@@ -63,7 +63,7 @@ class LlmLedger(ControlFile):
     async def reserve(self, principal: str, day: int, max_calls: int, max_tokens: int) -> bool:
         """Charge one call if the principal's budget for ``day`` allows it; False (nothing charged)
         when its calls or tokens are used up."""
-        return bool(await self._call(self._reserve, _key(principal), day, max_calls, max_tokens))
+        return bool(await self._call(self._reserve, principal_hash(principal), day, max_calls, max_tokens))
 
     @staticmethod
     def _charge(conn: sqlite3.Connection, key: str, day: int, calls: int, tokens: int, failures: int) -> None:
@@ -76,4 +76,4 @@ class LlmLedger(ControlFile):
         conn.execute("DELETE FROM llm_usage WHERE day < ?", (day - 7,))  # a week of history at most
 
     async def charge(self, principal: str, day: int, *, calls: int = 0, tokens: int = 0, failures: int = 0) -> None:
-        await self._call(self._charge, _key(principal), day, calls, tokens, failures)
+        await self._call(self._charge, principal_hash(principal), day, calls, tokens, failures)

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from mcp_memory.errors import ConflictError, StorageError
-from mcp_memory.models import Scope
+from mcp_memory.models import EVERYWHERE, SWITCH_SEPARATOR, Scope
+from mcp_memory.storage.llm_usage import principal_hash
 from mcp_memory.storage.schema import table_columns
 from mcp_memory.text import segment_for_index
 
@@ -75,14 +76,20 @@ async def read_all(conn: Any) -> Rows:
     return out
 
 
+# A principal forgotten in the target keeps its erasure receipts (and meta): it holds no data then.
+# Meta is the passes' state (marks of how far a pass got), which a pass on the target moves on.
+_STATE = ("meta", "erasures")
+
+
 def _holds_data(rows: Rows) -> bool:
-    return any(found for table, found in rows.items() if table != "meta")
+    return any(found for table, found in rows.items() if table not in _STATE)
 
 
 async def _write(conn: Any, rows: Rows) -> None:
     for table, columns in table_columns().items():
         if rows[table]:
-            verb = "INSERT OR REPLACE" if table == "meta" else "INSERT"
+            # meta replaces what a fresh store wrote; receipts join those of an earlier forget_user
+            verb = {"meta": "INSERT OR REPLACE", "erasures": "INSERT OR IGNORE"}.get(table, "INSERT")
             marks = ", ".join("?" * len(columns))
             await conn.executemany(f"{verb} INTO {table}({', '.join(columns)}) VALUES ({marks})", rows[table])
     n, content = table_columns()["memories"].index("n"), table_columns()["memories"].index("content")
@@ -92,8 +99,19 @@ async def _write(conn: Any, rows: Rows) -> None:
     )
 
 
-def _differs(one: Rows, other: Rows) -> list[str]:
-    return [t for t in table_columns() if digest(one[t]) != digest(other[t])]
+def _lines(rows: Sequence[tuple[Any, ...]], skip: int = 0) -> set[str]:
+    return {"\x1f".join(_canonical(v) for v in row[skip:]) for row in rows}
+
+
+def _differs(source: Rows, target: Rows, *, state: bool) -> list[str]:
+    """The tables whose rows differ: every data table exactly; with ``state``, the source's meta and
+    erasure receipts (without their numbers) must be in the target too."""
+    differ = [t for t in table_columns() if t not in _STATE and digest(source[t]) != digest(target[t])]
+    if state:
+        differ += [
+            t for t, skip in (("meta", 0), ("erasures", 1)) if not _lines(source[t], skip) <= _lines(target[t], skip)
+        ]
+    return differ
 
 
 def maxima(rows: Rows) -> dict[str, tuple[str, int]]:
@@ -121,7 +139,7 @@ async def copy_principal(
     async with target.transaction(scope) as conn:
         held = await read_all(conn)
         if _holds_data(held):
-            differ = _differs(rows, held)
+            differ = _differs(rows, held, state=False)
             if not differ:
                 return Copied(principal, "present", counts)
             raise ConflictError(
@@ -131,7 +149,7 @@ async def copy_principal(
             )
         await _write(conn, rows)
     async with target.transaction(scope) as conn:
-        differ = _differs(rows, await read_all(conn))
+        differ = _differs(rows, await read_all(conn), state=True)
     if differ:
         raise StorageError(f"principal {principal!r} was written but reads back differently ({', '.join(differ)})")
     return Copied(principal, "copied", counts)
@@ -151,9 +169,25 @@ class SharedSide(Protocol):
     async def add_rows(self, table: str, columns: Sequence[str], rows: Sequence[tuple[Any, ...]]) -> int: ...
 
 
-async def copy_shared(sources: dict[str, SharedSide], targets: dict[str, SharedSide]) -> dict[str, int]:
-    """Tokens, switches and LLM budgets the target does not have yet (by key); how many of each."""
+async def copy_shared(
+    sources: dict[str, SharedSide], targets: dict[str, SharedSide], moved: set[str], refused: set[str], every: bool
+) -> dict[str, int]:
+    """The tokens, switches and LLM budgets the target does not have yet (by key); how many of each.
+    They go along for the principals ``moved`` or, when ``every`` principal was asked for, for all but
+    the ``refused`` (a principal may hold a token or a switch before its first memory). A switch over
+    every principal stays behind: on a shared database it would stop principals the move never touched."""
+    moved_hashes, refused_hashes = {principal_hash(p) for p in moved}, {principal_hash(p) for p in refused}
+
+    def keep(table: str, row: tuple[Any, ...]) -> bool:
+        if table == "llm_usage":
+            return row[0] not in refused_hashes if every else row[0] in moved_hashes
+        name = str(row[2]) if table == "tokens" else str(row[0]).split(SWITCH_SEPARATOR, 1)[0]
+        if table == "switches" and row[0] == EVERYWHERE:
+            return False
+        return name not in refused if every else name in moved
+
     added = {}
     for table, columns in SHARED_TABLES.items():
-        added[table] = await targets[table].add_rows(table, columns, await sources[table].rows(table, columns))
+        rows = [row for row in await sources[table].rows(table, columns) if keep(table, row)]
+        added[table] = await targets[table].add_rows(table, columns, rows)
     return added

@@ -45,7 +45,13 @@ class PgDatabase:
     async def open(self) -> None:
         parts = database.server_parts(self.settings)
         pool: AsyncConnectionPool = AsyncConnectionPool(
-            "", kwargs=parts, min_size=self.settings.pool_min, max_size=self.settings.pool_max, open=False
+            "",
+            kwargs=parts,
+            min_size=self.settings.pool_min,
+            max_size=self.settings.pool_max,
+            open=False,
+            # a connection the server ended (a restart, a failover) is replaced before it is handed out
+            check=AsyncConnectionPool.check_connection,
         )
         try:
             await pool.open(wait=True, timeout=15)
@@ -104,11 +110,17 @@ class PgDatabase:
         locks = f", {erase}({ERASE_LOCK}, hashtext(%(k)s))"
         if write or erasing:
             locks += f", pg_advisory_xact_lock({WRITE_LOCK}, hashtext(%(k)s))"
-        async with self.pool.connection() as conn, conn.transaction():
-            await conn.execute(f"SELECT set_config('mcp.principal', %(k)s, true){locks}", {"k": key})
-            if key not in self._opened:
-                await conn.execute("SELECT mcp_open_principal(%s, %s)", (key, scope.principal))
-            yield PgConn(conn, key)
+        try:
+            async with self.pool.connection() as conn, conn.transaction():
+                await conn.execute(f"SELECT set_config('mcp.principal', %(k)s, true){locks}", {"k": key})
+                if key not in self._opened:
+                    await conn.execute("SELECT mcp_open_principal(%s, %s)", (key, scope.principal))
+                yield PgConn(conn, key)
+        except psycopg.OperationalError as exc:  # the database went away mid-call: nothing was committed
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise StorageError(
+                f"the PostgreSQL connection failed ({first}); the call did not complete: make it again"
+            ) from exc
         self._opened.add(key)
 
     async def reader(self, scope: Scope) -> PgReader:

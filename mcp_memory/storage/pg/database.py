@@ -71,7 +71,13 @@ async def connect_owner(settings: PostgresSettings) -> psycopg.AsyncConnection:
             "is not set: put the schema owner's DSN (with its password) in it to migrate; the server's own "
             "role may not change the schema",
         )
-    parts: dict[str, Any] = dict(conninfo_to_dict(dsn.get_secret_value()))
+    try:
+        parts: dict[str, Any] = dict(conninfo_to_dict(dsn.get_secret_value()))
+    except psycopg.ProgrammingError:  # its message quotes the string, which holds the password
+        raise InvalidInputError(
+            settings.owner_dsn_env,
+            "is not a PostgreSQL connection string (postgresql://owner:password@host:5432/db); its value is not shown",
+        ) from None
     parts.setdefault("application_name", APPLICATION)
     parts.setdefault("connect_timeout", 10)
     return await _connect(parts, True, settings.owner_dsn_env)

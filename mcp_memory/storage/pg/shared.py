@@ -12,6 +12,7 @@ cannot both take the last LLM call of a budget or the same lease.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
@@ -23,6 +24,7 @@ from mcp_memory.errors import StorageError
 from mcp_memory.storage.pg.database import server_parts, where
 from mcp_memory.storage.pg.dialect import translate_shared
 
+IDLE_CHECK_SECONDS = 5.0
 CONTROL_LOCK = 0x6D63_7063  # the advisory lock every guarded write of the shared tables takes
 
 T = TypeVar("T")
@@ -63,19 +65,32 @@ class SharedDatabase:
         self.settings = settings
         self._conn: psycopg.Connection | None = None
         self._lock = threading.Lock()
+        self._used = 0.0
 
     def run(self, fn: Callable[..., T], *args: Any) -> T:
         with self._lock:
             parts = server_parts(self.settings)
             try:
-                if self._conn is None or self._conn.closed:
-                    self._conn = psycopg.connect(autocommit=True, **parts)
-                return fn(SharedConn(self._conn), *args)
+                return fn(SharedConn(self._connection(parts)), *args)
             except psycopg.Error as exc:
                 if self._conn is not None and self._conn.broken:
                     self.close()
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
                 raise StorageError(f"the shared tables on PostgreSQL at {where(parts)}: {first}") from exc
+
+    def _connection(self, parts: dict[str, Any]) -> psycopg.Connection:
+        """The kept connection; one idle for a while is checked first (an empty query), so a
+        database that restarted meanwhile costs a reconnection, not a failed call."""
+        conn = self._conn
+        if conn is not None and not conn.closed and time.monotonic() - self._used > IDLE_CHECK_SECONDS:
+            try:
+                conn.execute("")
+            except psycopg.Error:
+                self.close()
+        if self._conn is None or self._conn.closed:
+            self._conn = psycopg.connect(autocommit=True, **parts)
+        self._used = time.monotonic()
+        return self._conn
 
     def close(self) -> None:
         conn, self._conn = self._conn, None
