@@ -47,7 +47,7 @@ async def _switch(
         broader = ", ".join(describe_switch(t) for t, _ in still)
         sys.stderr.write(
             f"{describe_switch(target)} is switched on, but memory stays off there: it is off for {broader}; "
-            "turn that on too (`mcp-memory switch on` without flags for the whole data directory)\n"
+            "turn that on too (`mcp-memory switch on` without flags for every principal)\n"
         )
         return 0
     where = "the PostgreSQL database" if settings.storage.backend == "postgres" else str(settings.data_dir)

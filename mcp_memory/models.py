@@ -303,7 +303,7 @@ def switch_targets(scope: Scope) -> list[str]:
 
 def describe_switch(target: str) -> str:
     if target == EVERYWHERE:
-        return "the whole data directory"
+        return "every principal of the store"
     principal, _, namespace = target.partition(SWITCH_SEPARATOR)
     return f"namespace {namespace!r} of {principal!r}" if namespace else f"principal {principal!r}"
 

@@ -70,7 +70,7 @@ def test_off_means_no_memory_in_and_none_out_and_on_loses_nothing(tmp_path: Path
         packet = await call(client, "resume", {"task_id": "task-1"})  # tasks stay readable
         assert packet["goal"] == "Move staging to Paris"
         stats = await call(client, "stats", {})
-        assert "switched off for the whole data directory" in stats["memory_switch"]
+        assert "switched off for every principal of the store" in stats["memory_switch"]
 
     serve(data, "alice", while_off)
     assert row_counts(data, "alice")["memories"] == before["memories"]  # nothing written
@@ -125,7 +125,7 @@ def test_a_principal_or_namespace_switch_covers_only_that(tmp_path: Path, monkey
     switch(data, "off")
 
     async def bob_everywhere(client: Client, runtime: Runtime) -> None:
-        assert "the whole data directory" in await call_error(client, "remember", {"content": FACT})
+        assert "every principal of the store" in await call_error(client, "remember", {"content": FACT})
 
     serve(data, "bob", bob_everywhere)
 
@@ -172,7 +172,7 @@ def test_a_narrower_switch_on_says_a_broader_one_keeps_memory_off(
     switch(data, "on", "--principal", "alice")
     said = capfd.readouterr().err
     assert "memory stays off there" in said
-    assert "the whole data directory" in said
+    assert "every principal of the store" in said
 
 
 def test_switching_a_principal_with_nothing_stored_says_so(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
