@@ -20,7 +20,7 @@ from mcp_memory.models import EVERYWHERE, Scope
 from mcp_memory.storage.control import ControlFile, ControlStore
 from mcp_memory.storage.forget_codes import ForgetCodes
 from mcp_memory.storage.llm_usage import LlmLedger
-from mcp_memory.storage.pg import migrations, shared
+from mcp_memory.storage.pg import connections, migrations, shared
 from mcp_memory.storage.pg.dialect import translate_shared
 from mcp_memory.storage.pg.store import PostgresStore
 from mcp_memory.storage.switch import SwitchFile
@@ -171,6 +171,7 @@ async def test_a_database_that_is_down_is_named_and_the_next_call_connects_again
         await a.count_live(0.0)
     assert await a.count_live(0.0) == 0  # and made again
     monkeypatch.setattr(shared, "IDLE_CHECK_SECONDS", 0.0)  # as after a few idle seconds
+    monkeypatch.setattr(connections, "IDLE_CHECK_SECONDS", 0.0)
     await _terminate(migrated)
     assert await a.count_live(0.0) == 0  # an idle connection is checked first: the restart costs nothing
     async with PostgresStore(PostgresSettings(dsn=migrated.dsn(), pool_min=2, pool_max=2)) as store:
