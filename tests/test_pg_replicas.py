@@ -21,7 +21,7 @@ from tests.netserver import connect, running
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
-BATCH = 120
+BATCH = 60
 
 
 async def _prepare(cluster: pgcluster.Cluster, data_dir: Path) -> str:
