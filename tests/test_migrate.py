@@ -80,19 +80,26 @@ async def _migrate_schema(cluster: pgcluster.Cluster) -> None:
         await migrations.migrate(owner, pgcluster.SERVER)
 
 
+@pytest.fixture
+def database(pg_empty: pgcluster.Cluster, monkeypatch: pytest.MonkeyPatch) -> pgcluster.Cluster:
+    """A migrated database, named to the command as an operator names it: the server's DSN and the
+    owner's (for the sequences) in the environment."""
+    anyio.run(_migrate_schema, pg_empty)
+    monkeypatch.setenv("MCP_MEMORY_STORAGE__POSTGRES__DSN", pg_empty.dsn())
+    monkeypatch.setenv("MCP_MEMORY_PG_OWNER_DSN", pg_empty.dsn(pgcluster.OWNER))
+    return pg_empty
+
+
 def _run(data_dir: Path, *args: str) -> int:
     return main(["--data-dir", str(data_dir), "migrate", *args])
 
 
 def test_a_data_directory_goes_to_postgres_and_back_unchanged(
-    pg_empty: pgcluster.Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    database: pgcluster.Cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    anyio.run(_migrate_schema, pg_empty)
-    monkeypatch.setenv("MCP_MEMORY_STORAGE__POSTGRES__DSN", pg_empty.dsn())
-    monkeypatch.setenv("MCP_MEMORY_PG_OWNER_DSN", pg_empty.dsn(pgcluster.OWNER))
     first, back = tmp_path / "first", tmp_path / "back"
-    lite = _settings(first, pg_empty.dsn())
-    on_pg = _settings(tmp_path / "replica", pg_empty.dsn(), "postgres")
+    lite = _settings(first, database.dsn())
+    on_pg = _settings(tmp_path / "replica", database.dsn(), "postgres")
     token = anyio.run(_fill, lite)
 
     assert _run(first, "--to", "postgres") == 0
@@ -121,18 +128,15 @@ def test_a_data_directory_goes_to_postgres_and_back_unchanged(
     anyio.run(served)
     assert _run(back, "--to", "sqlite") == 0
     assert "2 principals copied and verified" in capsys.readouterr().out
-    assert anyio.run(_exports, _settings(back, pg_empty.dsn())) == anyio.run(_exports, on_pg)
+    assert anyio.run(_exports, _settings(back, database.dsn())) == anyio.run(_exports, on_pg)
     assert anyio.run(TokenStore(back).verify, token, 2_000.0) is not None
 
 
 def test_a_principal_held_otherwise_is_refused_alone_and_what_moves_takes_only_its_own(
-    pg_empty: pgcluster.Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    database: pgcluster.Cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    anyio.run(_migrate_schema, pg_empty)
-    monkeypatch.setenv("MCP_MEMORY_STORAGE__POSTGRES__DSN", pg_empty.dsn())
-    monkeypatch.setenv("MCP_MEMORY_PG_OWNER_DSN", pg_empty.dsn(pgcluster.OWNER))
     data = tmp_path / "data"
-    lite, on_pg = _settings(data, pg_empty.dsn()), _settings(tmp_path / "replica", pg_empty.dsn(), "postgres")
+    lite, on_pg = _settings(data, database.dsn()), _settings(tmp_path / "replica", database.dsn(), "postgres")
     anyio.run(_fill, lite)
     anyio.run(TokenStore(data).create, "bob", None, "phone", 1_000.0, None)
     anyio.run(SwitchFile(data).set, EVERYWHERE, "off", 1_000.0)

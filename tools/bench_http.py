@@ -131,14 +131,18 @@ def create_tokens(
     return out
 
 
-def start_server(data_dir: Path, transport: str, stateless: bool, source: Path | None = None) -> Server:
-    log = data_dir.parent / "server.log"
+def start_server(
+    data_dir: Path, transport: str, stateless: bool, source: Path | None = None, env: dict[str, str] | None = None
+) -> Server:
+    """The server on ``data_dir`` (``env``: more variables, e.g. a PostgreSQL backend); its log is
+    ``<data_dir>.log`` beside it, so servers on sibling directories keep theirs apart."""
+    log = data_dir.parent / f"{data_dir.name}.log"
     flags = ["--stateless"] if stateless else []
     prefix, extra, cwd = server_command(source)
     with log.open("wb") as sink:
         process = subprocess.Popen(
             [*prefix, "serve", "--transport", transport, "--port", "0", *flags],
-            env={**_env(data_dir), **extra},
+            env={**_env(data_dir), **extra, **(env or {})},
             cwd=cwd,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,

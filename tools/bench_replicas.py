@@ -23,7 +23,6 @@ import argparse
 import random
 import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,7 +34,7 @@ import anyio
 import fill_store
 import psycopg
 import synth
-from bench_http import _ANNOUNCE, Server, _status_mib, call, error_kind, session
+from bench_http import Server, _status_mib, call, error_kind, session, start_server
 from mcpclient import SERVER_BIN
 from stats import markdown_table, percentile
 
@@ -99,33 +98,8 @@ async def prepare(cluster: pgcluster.Cluster, args: argparse.Namespace, work: Pa
 
 def start_replica(cluster: pgcluster.Cluster, data_dir: Path) -> Server:
     data_dir.mkdir(parents=True)
-    log = data_dir.parent / f"{data_dir.name}.log"
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "HOME": str(data_dir.parent),
-        "OMP_NUM_THREADS": "1",
-        "MCP_MEMORY_DATA_DIR": str(data_dir),
-        "MCP_MEMORY_LOG_LEVEL": "WARNING",
-        "MCP_MEMORY_STORAGE__BACKEND": "postgres",
-        "MCP_MEMORY_STORAGE__POSTGRES__DSN": cluster.dsn(),
-    }
-    with log.open("wb") as sink:
-        process = subprocess.Popen(
-            [str(SERVER_BIN), "serve", "--transport", "http", "--port", "0"],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=sink,
-        )
-    deadline = time.monotonic() + 120
-    while True:
-        text = log.read_text(errors="replace")
-        if (found := _ANNOUNCE.search(text)) is not None:
-            return Server(process, "http", found.group(2), log)
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            raise RuntimeError(f"the replica did not start:\n{text}")
-        time.sleep(0.05)
+    backend = {"MCP_MEMORY_STORAGE__BACKEND": "postgres", "MCP_MEMORY_STORAGE__POSTGRES__DSN": cluster.dsn()}
+    return start_server(data_dir, "http", stateless=False, env=backend)
 
 
 class Tally:

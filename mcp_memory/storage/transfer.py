@@ -60,10 +60,14 @@ def _canonical(value: Any) -> str:
     return "s" + str(value)
 
 
+def _line(row: tuple[Any, ...], skip: int = 0) -> str:
+    """A row as text that is the same whichever backend returned it (from column ``skip`` on)."""
+    return "\x1f".join(_canonical(v) for v in row[skip:])
+
+
 def digest(rows: Sequence[tuple[Any, ...]]) -> str:
     """The same for the same rows in any order, whichever backend returned them."""
-    lines = sorted("\x1f".join(_canonical(v) for v in row) for row in rows)
-    return hashlib.sha256("\x1e".join(lines).encode()).hexdigest()
+    return hashlib.sha256("\x1e".join(sorted(map(_line, rows))).encode()).hexdigest()
 
 
 async def read_all(conn: Any) -> Rows:
@@ -100,7 +104,7 @@ async def _write(conn: Any, rows: Rows) -> None:
 
 
 def _lines(rows: Sequence[tuple[Any, ...]], skip: int = 0) -> set[str]:
-    return {"\x1f".join(_canonical(v) for v in row[skip:]) for row in rows}
+    return {_line(row, skip) for row in rows}
 
 
 def _differs(source: Rows, target: Rows, *, state: bool) -> list[str]:
@@ -134,8 +138,6 @@ async def copy_principal(
     async with source.transaction(scope) as conn:
         rows = await read_all(conn)
     counts = {t: len(found) for t, found in rows.items()}
-    if before_write is not None:
-        await before_write(maxima(rows))
     async with target.transaction(scope) as conn:
         held = await read_all(conn)
         if _holds_data(held):
@@ -147,6 +149,8 @@ async def copy_principal(
                 "nothing of it was written. Leave it out (--only with the others' names), or, if the target's "
                 "copy is the one to drop, run forget_user for it there and migrate again"
             )
+        if before_write is not None:  # only for a principal about to be written (not one already there)
+            await before_write(maxima(rows))
         await _write(conn, rows)
     async with target.transaction(scope) as conn:
         differ = _differs(rows, await read_all(conn), state=True)

@@ -66,10 +66,11 @@ class SharedDatabase:
         self._conn: psycopg.Connection | None = None
         self._lock = threading.Lock()
         self._used = 0.0
+        self._parts: dict[str, Any] | None = None  # read at the first call (the DSN, the password's variable)
 
     def run(self, fn: Callable[..., T], *args: Any) -> T:
         with self._lock:
-            parts = server_parts(self.settings)
+            parts = self._parts = self._parts or server_parts(self.settings)
             try:
                 return fn(SharedConn(self._connection(parts)), *args)
             except psycopg.Error as exc:
