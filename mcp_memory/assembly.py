@@ -31,7 +31,8 @@ from mcp_memory.storage.vector_search import ExactVectorSearch
 
 if TYPE_CHECKING:
     from mcp_memory.storage.pg.store import PostgresStore
-    from mcp_memory.storage.sqlite import SqliteVectors
+    from mcp_memory.storage.qdrant_search import QdrantVectorSearch
+    from mcp_memory.storage.records import RecordStore
 
 Store: TypeAlias = "SqliteStore | PostgresStore"  # the system of record, as `record_store` chooses it
 
@@ -85,24 +86,21 @@ def record_store(settings: Settings) -> Store:
             idle_seconds=settings.pool.idle_seconds,
             index_budget_bytes=settings.pool.index_budget_mb << 20,
         )
-        return SqliteStore(settings.data_dir, settings.busy_timeout_ms, pool, vector_engine(settings))
-    if settings.vectors.engine != "exact":
-        raise InvalidInputError(
-            "vectors.engine", "'qdrant' beside storage.backend = 'postgres' is not built yet: use 'exact' (ADR 19)"
-        )
+        engine = ExactVectorSearch if settings.vectors.engine == "exact" else qdrant_engine(settings)
+        return SqliteStore(settings.data_dir, settings.busy_timeout_ms, pool, engine)
     try:
         from mcp_memory.storage.pg.store import PostgresStore
     except ImportError as exc:
         raise InvalidInputError(
             "storage.backend", f"'postgres' needs psycopg ({exc}); install mcp-memory-store[postgres]"
         ) from None
-    return PostgresStore(settings.storage.postgres, settings.pool.index_budget_mb << 20)
+    qdrant = qdrant_engine(settings) if settings.vectors.engine != "exact" else None
+    return PostgresStore(settings.storage.postgres, settings.pool.index_budget_mb << 20, qdrant)
 
 
-def vector_engine(settings: Settings) -> Callable[[SqliteStore], SqliteVectors]:
-    """The dense search the settings choose: each principal's exact index, or Qdrant (ADR 18)."""
-    if settings.vectors.engine == "exact":
-        return ExactVectorSearch
+def qdrant_engine(settings: Settings) -> Callable[[RecordStore], QdrantVectorSearch]:
+    """Recall's dense search in Qdrant (ADR 18), for whichever record store the settings choose
+    (the exact engine is each backend's own: one index per principal in this process)."""
     try:
         from mcp_memory.storage.qdrant import open_points
         from mcp_memory.storage.qdrant_search import QdrantVectorSearch

@@ -1,12 +1,12 @@
 """One behaviour suite for every storage backend, run through the services as the tools use them.
 
 Each test takes ``backend`` as a parameter: SQLite with its exact vector index, SQLite with the
-Qdrant engine in qdrant-client's local mode, and PostgreSQL (a throwaway cluster, a fresh database
-per test; ADR 19, ADR 20), added without touching ``services/``. "Another process" is a second
+Qdrant engine in qdrant-client's local mode, PostgreSQL (a throwaway cluster, a fresh database per
+test; ADR 19, ADR 20), and PostgreSQL with Qdrant, added without touching ``services/``. "Another process" is a second
 runtime on the same data: its own store, connections and vector index, as a second server process
 has (on PostgreSQL with a data directory of its own, as a replica on another machine). Local mode
-holds its folder for one process, so each runtime of "sqlite+qdrant" has a Qdrant of its own in
-memory: a second runtime finds its points behind the record store and brings them up from the
+holds its folder for one process, so each runtime of "sqlite+qdrant" and "postgres+qdrant" has a
+Qdrant of its own in memory: a second runtime finds its points behind the record store and brings them up from the
 change log (ADR 18).
 """
 
@@ -17,6 +17,7 @@ import itertools
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import numpy as np
@@ -41,24 +42,24 @@ from tests.conftest import MODES, Clock, subscribed
 
 pytestmark = pytest.mark.anyio
 
-BACKENDS = ["sqlite", "sqlite+qdrant", "postgres"]
+BACKENDS = ["sqlite", "sqlite+qdrant", "postgres", "postgres+qdrant"]
 ALICE = Scope("alice")
 BOB = Scope("bob")
 
 
 def backend_settings(backend: str, data_dir: Path, dsn: str | None = None) -> Settings:
     """The configuration that serves ``backend`` on ``data_dir`` (and PostgreSQL at ``dsn``)."""
-    if backend == "sqlite":
-        return load_settings(data_dir=data_dir, principal="alice")
-    if backend == "sqlite+qdrant":
-        return load_settings(
-            data_dir=data_dir, principal="alice", vectors={"engine": "qdrant", "qdrant": {"path": ":memory:"}}
-        )
-    if backend == "postgres":  # nothing of what replicas share is kept in the data directory (ADR 19)
-        return load_settings(
-            data_dir=data_dir, principal="alice", storage={"backend": "postgres", "postgres": {"dsn": dsn}}
-        )
-    raise AssertionError(f"no settings for backend {backend!r}")
+    records, _, engine = backend.partition("+")
+    given: dict[str, Any] = {"data_dir": data_dir, "principal": "alice"}
+    if engine == "qdrant":
+        given["vectors"] = {"engine": "qdrant", "qdrant": {"path": ":memory:"}}
+    elif engine:
+        raise AssertionError(f"no settings for vector engine {engine!r}")
+    if records == "postgres":  # nothing of what replicas share is kept in the data directory (ADR 19)
+        given["storage"] = {"backend": "postgres", "postgres": {"dsn": dsn}}
+    elif records != "sqlite":
+        raise AssertionError(f"no settings for backend {backend!r}")
+    return load_settings(**given)
 
 
 @pytest.fixture(params=BACKENDS)
@@ -73,7 +74,7 @@ def open_backend(
     """Opens a runtime (a server process's worth of state) on the backend; call it twice for two.
     On SQLite both share the data directory; PostgreSQL's replicas each have their own, as on two
     machines."""
-    if backend != "postgres":
+    if not backend.startswith("postgres"):
         return lambda: open_runtime(backend_settings(backend, data_dir), clock=clock)
     cluster: pgcluster.Cluster = request.getfixturevalue("pg_empty")
     anyio.run(_migrate, cluster)
@@ -244,6 +245,7 @@ def _stored(text: str, importance: float, at: float, dim: int) -> NewMemory:
     return NewMemory(record, vector / np.linalg.norm(vector), segment_for_index(text), occurrence)
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])  # the record stores' reads: no engine takes part
 async def test_a_read_of_more_memories_than_one_query_names_returns_them_all_in_order(rt: Runtime) -> None:
     dim = (await rt.embedder.ready()).dim
     await rt.store.check_model(ALICE, (await rt.embedder.ready()).model_id, dim)

@@ -12,6 +12,9 @@ from mcp_memory.assembly import open_core
 from mcp_memory.cli import main
 from mcp_memory.config import load_settings
 from mcp_memory.errors import InvalidInputError
+from mcp_memory.models import Scope
+from mcp_memory.schemas import MemoryInput
+from mcp_memory.services.memory import CallContext
 from tests import pgcluster
 
 
@@ -58,7 +61,7 @@ def test_a_superuser_dsn_and_a_missing_table_are_problems(
 
 
 def test_doctor_checks_the_database_then_the_store_on_it(
-    empty: pgcluster.Cluster, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    empty: pgcluster.Cluster, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     assert main(["doctor"]) == 1  # not migrated: the database line and the store say what to run
     out = capsys.readouterr().out
@@ -76,12 +79,22 @@ def test_doctor_checks_the_database_then_the_store_on_it(
     assert "'postings': 0" in out  # the store's counts, read from PostgreSQL
     assert out.rstrip().endswith("status: OK")
 
-    async def serve() -> None:
-        async with open_core(load_settings(vectors={"engine": "qdrant", "qdrant": {"path": ":memory:"}})):
-            pass
+    # The Qdrant engine beside it (ADR 18, ADR 19): doctor counts the points against the memories.
+    monkeypatch.setenv("MCP_MEMORY_VECTORS__ENGINE", "qdrant")
+    monkeypatch.setenv("MCP_MEMORY_VECTORS__QDRANT__PATH", str(tmp_path / "qdrant"))
 
-    with pytest.raises(InvalidInputError, match="not built yet: use 'exact'"):
-        anyio.run(serve)
+    async def serve() -> None:
+        settings = load_settings()
+        async with open_core(settings) as core:
+            await core.memory.remember(
+                Scope(settings.principal), [MemoryInput(content="The user lives in Oslo")], CallContext()
+            )
+
+    anyio.run(serve)
+    assert main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    assert ": 1 points for 1 memories, in step" in out
+    assert out.rstrip().endswith("status: OK")
 
 
 def test_unreachable_and_unmigrated_say_what_to_do(

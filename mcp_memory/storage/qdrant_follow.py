@@ -12,6 +12,7 @@ import uuid
 
 import aiosqlite
 
+from mcp_memory.storage.lifecycle import PRUNED_MARK
 from mcp_memory.storage.qdrant import Mark, principal_key
 
 
@@ -51,14 +52,27 @@ def unsettled(mark: Mark | None, token: str | None) -> tuple[int | None, tuple[i
     return None, None
 
 
-async def since(conn: aiosqlite.Connection, base: int | None, head: int) -> list[int] | None:
-    """The rows the change log names after ``base``; None when it no longer reaches back that far."""
+async def since(conn: aiosqlite.Connection, base: int | None, head: int, *, gapless: bool) -> list[int] | None:
+    """The rows the change log names after ``base``; None when it no longer reaches back that far.
+
+    A prune records how far it went (``lifecycle.PRUNED_MARK``). A log whose numbers have no gaps
+    of their own (SQLite's, one file per principal) also reads a gap after ``base`` as a prune, for
+    a file pruned before the mark was kept; PostgreSQL's sequence leaves gaps, so there only the
+    mark counts."""
     if base is None or base > head:
         return None
-    rows = await conn.execute_fetchall("SELECT seq, memory_n FROM changes WHERE seq > ? ORDER BY seq", (base,))
-    if rows and int(next(iter(rows))[0]) > base + 1:  # pruned past the mark
+    rows = await conn.execute_fetchall(
+        "SELECT seq, memory_n, NULL FROM changes WHERE seq > ? "
+        "UNION ALL SELECT NULL, NULL, (SELECT value FROM meta WHERE key = ?) ORDER BY 1",
+        (base, PRUNED_MARK),
+    )
+    pruned = next((r[2] for r in rows if r[0] is None), None)
+    if pruned is not None and int(pruned) > base:
         return None
-    return sorted({int(r[1]) for r in rows})
+    changed = [r for r in rows if r[0] is not None]
+    if gapless and changed and int(changed[0][0]) > base + 1:  # pruned past the mark
+        return None
+    return sorted({int(r[1]) for r in changed})
 
 
 async def head(conn: aiosqlite.Connection) -> int:

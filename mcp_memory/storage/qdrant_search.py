@@ -1,8 +1,9 @@
-"""Recall's dense search in Qdrant, kept up to date by the SQLite record store (ADR 18).
+"""Recall's dense search in Qdrant, kept up to date by the record store, SQLite or PostgreSQL (ADR 18).
 
 The record store stays the truth. A write transaction that changed memories brings the principal's
-points up to its change log before it commits; writers hold the file's write lock, so the points
-follow the commits in order, and a point write that fails fails the transaction (nothing is stored).
+points up to its change log before it commits; writers hold the principal's write lock (the file's
+on SQLite, an advisory lock on PostgreSQL), so the points follow the commits in order, and a
+point write that fails fails the transaction (nothing is stored).
 A reader that finds the points' mark behind the log (a write made while the engine was "exact",
 Qdrant restored from an older snapshot, a fresh in-memory Qdrant) replays the log under the same
 lock, or copies every row when the log was pruned past the mark. ``reindex --check`` compares
@@ -37,12 +38,12 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 from mcp_memory.errors import StorageError
 from mcp_memory.models import Centring, Criteria, DenseHits, Scope, Vector
 from mcp_memory.storage import qdrant_follow as follow
-from mcp_memory.storage.principal import PrincipalDb, index_columns, index_rows
+from mcp_memory.storage.principal import index_columns, index_rows
 from mcp_memory.storage.qdrant import Found, Mark, QdrantPoints, Where, collection_name
 from mcp_memory.storage.vectors import IndexRow
 
 if TYPE_CHECKING:
-    from mcp_memory.storage.sqlite import SqliteStore
+    from mcp_memory.storage.records import RecordStore
 
 log = logging.getLogger(__name__)
 
@@ -84,28 +85,29 @@ class _Scripts:
 
 @dataclass(slots=True)
 class _Seen:
-    """What this process knows of a principal's points, as of one ``data_version`` of one open file,
-    until a deadline (samples age, and a write seen on its way must be looked at again)."""
+    """What this process knows of a principal's points, as of one change mark of the store (one
+    ``data_version`` of one open file on SQLite), until a deadline (samples age, and a write seen
+    on its way must be looked at again)."""
 
-    db: weakref.ref[PrincipalDb] | None
-    version: int
+    anchor: weakref.ref[object]
+    version: tuple[Any, ...]
     collection: str | None
     key: str
     until: float
     spreads: dict[tuple[str | None, bool, bool, bool], _Spread] = field(default_factory=dict)
     scripts: _Scripts | None = None
 
-    def current(self, db: PrincipalDb, version: int) -> bool:
+    def current(self, anchor: object, version: tuple[Any, ...]) -> bool:
         # A reopened file's connection counts data_version from 1 again: the open file is part of the key.
-        alive = self.db() if self.db is not None else None
-        return alive is db and self.version == version and time.monotonic() < self.until
+        return self.anchor() is anchor and self.version == version and time.monotonic() < self.until
 
 
 class QdrantVectorSearch:
-    """The VectorSearch protocol over Qdrant, for the SQLite store; ``store.transaction`` calls
-    ``began`` and ``writing`` so that every commit carries its points."""
+    """The VectorSearch protocol over Qdrant, for either record store; ``store.transaction`` calls
+    ``began`` and ``writing`` so that every commit carries its points. The connections it is given
+    are aiosqlite's or PostgreSQL's ``PgConn``, which answers the same calls (ADR 20)."""
 
-    def __init__(self, store: SqliteStore, points: QdrantPoints) -> None:
+    def __init__(self, store: RecordStore, points: QdrantPoints) -> None:
         self.store = store
         self.points = points
         self._seen: OrderedDict[str, _Seen] = OrderedDict()
@@ -151,7 +153,7 @@ class QdrantVectorSearch:
         self._abandoned.discard(scope.principal)
         if (base == head and dirty == ()) or (mark is None and empty):
             return collection
-        touched = await follow.since(conn, base, head)
+        touched = await follow.since(conn, base, head, gapless=self.store.GAPLESS_LOG)
         pending = None if touched is None or dirty is None else tuple(sorted({*touched, *dirty}))
         if pending is not None and len(pending) > PENDING_MAX:
             pending = None
@@ -220,9 +222,9 @@ class QdrantVectorSearch:
     async def health(self, scope: Scope) -> tuple[bool, str]:
         """For ``doctor``: Qdrant reachable, the model's collection present with the model's dimension,
         and the principal's points in step with its memories."""
-        db = await self.store.principal_db(scope)
-        model, key = await follow.model(db.reader), await follow.key(db.reader, scope.principal)
-        rows = await db.reader.execute_fetchall("SELECT COUNT(*) FROM vectors")
+        reader = await self.store.reader(scope)
+        model, key = await follow.model(reader), await follow.key(reader, scope.principal)
+        rows = await reader.execute_fetchall("SELECT COUNT(*) FROM vectors")
         memories = int(next(iter(rows))[0])
         try:
             async with self._engine("answer"):
@@ -242,7 +244,7 @@ class QdrantVectorSearch:
                 every = Where(key, None, any_namespace=True, include_dead=True, include_expired=True)
                 points, behind = (
                     await self.points.count(name, every),
-                    await self._behind(db.reader, name, key, scope.principal),
+                    await self._behind(reader, name, key, scope.principal),
                 )
         except StorageError as exc:
             return False, str(exc)
@@ -255,7 +257,7 @@ class QdrantVectorSearch:
 
     async def erase(self, scope: Scope) -> int:
         """forget_user: every point and mark of the principal, in every model's collection."""
-        key = await follow.key((await self.store.principal_db(scope)).reader, scope.principal)
+        key = await follow.key(await self.store.reader(scope), scope.principal)
         self._seen.pop(scope.principal, None)
         if key is None:
             return 0
@@ -264,7 +266,7 @@ class QdrantVectorSearch:
 
     async def model_changed(self, scope: Scope) -> None:
         """A reindex under another model: the other models' points go; the new collection fills from the store."""
-        reader = (await self.store.principal_db(scope)).reader
+        reader = await self.store.reader(scope)
         model, key = await follow.model(reader), await follow.key(reader, scope.principal)
         self._seen.pop(scope.principal, None)
         if key is None:
@@ -285,7 +287,7 @@ class QdrantVectorSearch:
                 "check vectors.qdrant.url and that Qdrant is running (`mcp-memory doctor`)"
             ) from exc
 
-    async def _behind(self, reader: aiosqlite.Connection, collection: str, key: str, principal: str) -> bool:
+    async def _behind(self, reader: Any, collection: str, key: str, principal: str) -> bool:
         """Whether the points lag behind the committed file so that this reader must bring them up
         (under the write lock). A write on its way that changes only its own rows is not waited for
         (unless it was abandoned); one that copies every point, or began behind the file, is."""
@@ -314,22 +316,22 @@ class QdrantVectorSearch:
         return (await self._synced(scope)).collection
 
     async def _synced(self, scope: Scope) -> _Seen:
-        db = await self.store.principal_db(scope)
-        version = int(next(iter(await db.reader.execute_fetchall("PRAGMA data_version")))[0])
+        anchor, version = await self.store.commit_mark(scope)
+        reader = await self.store.reader(scope)
         seen = self._seen.get(scope.principal)
-        if seen is not None and seen.current(db, version):
+        if seen is not None and seen.current(anchor, version):
             self._seen.move_to_end(scope.principal)
             return seen
-        model = await follow.model(db.reader)
+        model = await follow.model(reader)
         collection = key = None
         settled = True
         if model is not None:
-            key = await follow.key(db.reader, scope.principal)
+            key = await follow.key(reader, scope.principal)
             async with self._engine("read the principal's vectors"):
                 collection = await self.points.collection(*model)
-                behind = key is None and not await follow.empty(db.reader)
+                behind = key is None and not await follow.empty(reader)
                 if key is not None:
-                    behind = await self._behind(db.reader, collection, key, scope.principal)
+                    behind = await self._behind(reader, collection, key, scope.principal)
                     settled = scope.principal not in self._in_flight
             if behind:
                 async with self.store.transaction(scope) as conn, self._engine("catch the vectors up with the store"):
@@ -337,7 +339,7 @@ class QdrantVectorSearch:
                     key = await follow.key(conn, scope.principal)
                 settled = True
         until = time.monotonic() + (SAMPLE_SECONDS if settled else 1.0)
-        seen = self._seen[scope.principal] = _Seen(weakref.ref(db), version, collection, key or "", until)
+        seen = self._seen[scope.principal] = _Seen(weakref.ref(anchor), version, collection, key or "", until)
         self._seen.move_to_end(scope.principal)
         while len(self._seen) > SEEN_PRINCIPALS:
             self._seen.popitem(last=False)

@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from mcp_memory.errors import ModelMismatchError
+from mcp_memory.errors import ModelMismatchError, StorageError
 from mcp_memory.models import Applied, Criteria, Link, MemoryRecord, Merge, NewMemory, RecordOrder, Scope, Vector
 from mcp_memory.storage import links, second, writes
 from mcp_memory.storage.reinforcement import REINFORCE_FLUSH_SECONDS
@@ -54,6 +54,7 @@ class RecordStore:
 
     # What `count` reports (doctor, stats): the tables that grow with the memories.
     COUNTED_TABLES: tuple[str, ...] = ("memories", "occurrences", "vectors", "memory_tags", "changes")
+    GAPLESS_LOG = True  # whether the change log's numbers have gaps only where a prune cut it
     vectors: Any  # the backend's vector engine (services.ports.VectorSearch, plus model_changed)
 
     async def reader(self, scope: Scope) -> Any:
@@ -75,6 +76,22 @@ class RecordStore:
     async def flush_reinforcement(self, scope: Scope | None = None) -> None:
         """Write what recall's reinforcement left waiting (before a read of access counts)."""
         raise NotImplementedError
+
+    async def commit_mark(self, scope: Scope) -> tuple[object, tuple[Any, ...]]:
+        """What moves whenever anyone commits to the principal's rows (an engine outside the store
+        compares it to know when to look at the change log): an anchor held weakly, and a value."""
+        raise NotImplementedError
+
+    async def erase_points(self, scope: Scope) -> int:
+        """forget_user, last: the vector engine's points of the principal, after its rows are gone
+        whatever the engine says (points it kept are orphans that `reindex --check` removes)."""
+        try:
+            return int(await self.vectors.erase(scope))
+        except StorageError as exc:
+            log.error(
+                "forget_user: the vector engine kept some points (`mcp-memory reindex --check` removes them): %s", exc
+            )
+            return 0
 
     # ----- upkeep: recall's reinforcement written in the background (ADR 11) ----------------
 

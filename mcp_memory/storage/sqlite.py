@@ -53,6 +53,7 @@ log = logging.getLogger(__name__)
 
 class SqliteStore(RecordStore):
     COUNTED_TABLES = ("memories", "occurrences", "vectors", "memory_tags", "memories_fts", "changes")
+    GAPLESS_LOG = True  # each file numbers its own change log: only a prune leaves a gap
 
     def __init__(
         self,
@@ -151,6 +152,13 @@ class SqliteStore(RecordStore):
     async def reader(self, scope: Scope) -> aiosqlite.Connection:
         """The principal's read connection (sees committed data only)."""
         return (await self.principal_db(scope)).reader
+
+    async def commit_mark(self, scope: Scope) -> tuple[object, tuple[int, ...]]:
+        """What moves whenever anyone commits to the principal's rows: the open file (a reopened
+        one counts from 1 again) and its ``PRAGMA data_version``."""
+        db = await self.principal_db(scope)
+        rows = await db.reader.execute_fetchall("PRAGMA data_version")
+        return db, (int(next(iter(rows))[0]),)
 
     async def known_principals(self) -> list[str]:
         """Every principal with a file in the data directory (for the scheduler)."""
@@ -268,10 +276,5 @@ class SqliteStore(RecordStore):
         folder = anyio.Path(db.path.parent)
         async for backup in folder.glob(f"{db.path.stem}.v*.bak.db"):
             await backup.unlink(missing_ok=True)
-        try:  # last: the file is scrubbed whatever the engine says
-            counts["vector_points"] = await self.vectors.erase(scope)
-        except StorageError as exc:
-            log.error(
-                "forget_user: the vector engine kept some points (`mcp-memory reindex --check` removes them): %s", exc
-            )
+        counts["vector_points"] = await self.erase_points(scope)
         return counts

@@ -7,8 +7,10 @@ postings), reinforcement, forget, forget_user (the principal's partitions trunca
 the vector engine, which follows the change log by its head, its epoch (a forget_user starts the
 log again) and how far a pass pruned it, since PostgreSQL's sequences leave gaps.
 
-Not built yet: NOTIFY across replicas (a replica sees another's writes at its next read, through
-the log); the Qdrant engine on this backend (ADR 19). The shared tables are pg/shared.py's.
+Replicas hear of each other's writes through the log at their next read, not by NOTIFY (ADR 19).
+The Qdrant engine (ADR 18) follows this store as it follows SQLite: ``transaction`` lets it write
+a commit's points first, and ``commit_mark`` tells it when to look at the log. The shared tables are
+pg/shared.py's.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,14 +52,21 @@ EPOCH = "changes_epoch"  # meta: a new value each time forget_user starts the ch
 
 class PostgresStore(RecordStore):
     COUNTED_TABLES = ("memories", "occurrences", "vectors", "memory_tags", "postings", "changes")
+    GAPLESS_LOG = False  # one sequence numbers every principal's log
 
-    def __init__(self, settings: PostgresSettings, index_budget_bytes: int = 1 << 30) -> None:
+    def __init__(
+        self,
+        settings: PostgresSettings,
+        index_budget_bytes: int = 1 << 30,
+        vectors: Callable[[PostgresStore], Any] | None = None,
+    ) -> None:
         self.database = PgDatabase(settings)
         self.lifecycle = LifecycleStore(self)  # the shared classes ask reader and transaction
         self.counts = CountStore(self)
         self.browse = BrowseStore(self)
         self.golden = GoldenStore(self)
-        self.vectors = PgIndexSearch(self, index_budget_bytes)
+        # recall's dense side: each principal's exact index in this process, or Qdrant (ADR 18)
+        self.vectors = vectors(self) if vectors is not None else PgIndexSearch(self, index_budget_bytes)
         self._reinforcement: dict[str, Reinforcement] = {}  # per principal
 
     async def __aenter__(self) -> PostgresStore:
@@ -69,15 +78,40 @@ class PostgresStore(RecordStore):
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self._stop_upkeep()
-        await self.database.close()
+        try:
+            await self.vectors.close()  # Qdrant's client (a local folder is held until then)
+        finally:
+            await self.database.close()
 
     # ----- connections ---------------------------------------------------------------------
 
     async def reader(self, scope: Scope) -> PgReader:
         return await self.database.reader(scope)
 
-    def transaction(self, scope: Scope) -> AbstractAsyncContextManager[PgConn]:
-        return self.database.transaction(scope)
+    @asynccontextmanager
+    async def transaction(self, scope: Scope) -> AsyncIterator[PgConn]:
+        """A write transaction of the principal; an engine outside the database (Qdrant) writes the
+        points of what it changed before the commit, as on SQLite (ADR 18)."""
+        try:
+            async with self.database.transaction(scope) as conn:
+                began = await self.vectors.began(conn)
+                yield conn
+                with anyio.CancelScope(shield=True):
+                    await self.vectors.writing(scope, conn, began)
+        except BaseException:
+            self.vectors.abandoned(scope)
+            raise
+
+    async def commit_mark(self, scope: Scope) -> tuple[object, tuple[Any, ...]]:
+        """What moves whenever anyone commits to the principal's rows, in one query: the change
+        log's head, its epoch (forget_user starts a new one) and how far a pass pruned it."""
+        conn = await self.reader(scope)
+        [(head, epoch, pruned)] = await conn.execute_fetchall(
+            "SELECT (SELECT COALESCE(MAX(seq), 0) FROM changes), (SELECT value FROM meta WHERE key = ?), "
+            "(SELECT value FROM meta WHERE key = ?)",
+            (EPOCH, PRUNED_MARK),
+        )
+        return self.database, (int(head), epoch, None if pruned is None else int(pruned))
 
     def describe(self, scope: Scope) -> str:
         return f"the PostgreSQL store of principal {scope.principal!r}"
@@ -160,7 +194,7 @@ class PostgresStore(RecordStore):
             counts = await writes.erase_principal(conn, now)  # type: ignore[arg-type]
             await conn.conn.execute("SELECT mcp_drop_principal(%s)", (conn.key,))
             await conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (EPOCH, secrets.token_hex(8)))
-        counts["vector_points"] = await self.vectors.erase(scope)
+        counts["vector_points"] = await self.erase_points(scope)
         return counts
 
 
@@ -186,22 +220,16 @@ class PgIndexSearch(InProcessSearch):
 
     async def _synced(self, scope: Scope, dim: int) -> tuple[anyio.Lock, VectorIndex]:
         conn = await self.store.reader(scope)
-        head, epoch, pruned = (
-            await conn.execute_fetchall(
-                "SELECT (SELECT COALESCE(MAX(seq), 0) FROM changes), (SELECT value FROM meta WHERE key = ?), "
-                "(SELECT value FROM meta WHERE key = ?)",
-                (EPOCH, PRUNED_MARK),
-            )
-        )[0]
+        _, (head, epoch, pruned) = await self.store.commit_mark(scope)
         held = self.held.setdefault(scope.principal, _Held())
         async with held.lock:
             stale = held.index is None or held.index.dim != dim or held.epoch != epoch
-            if stale or (pruned is not None and int(pruned) > held.last_seq):
+            if stale or (pruned is not None and pruned > held.last_seq):
                 index = VectorIndex(dim)
                 index.load(await index_columns(conn, dim))  # type: ignore[arg-type]
-                held.index, held.last_seq, held.epoch = index, int(head), epoch
+                held.index, held.last_seq, held.epoch = index, head, epoch
                 self._trim(keep=held)
-            elif int(head) > held.last_seq:
+            elif head > held.last_seq:
                 await self._replay(conn, held)
             held.used = time.monotonic()
             assert held.index is not None
