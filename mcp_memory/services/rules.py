@@ -73,8 +73,16 @@ _THROWAWAY = frozenset(
 _THROWAWAY_PHRASES = frozenset({"thank you", "got it", "go on", "go ahead", "sounds good", "thanks a lot"})
 _PUNCT = re.compile(r"[\s\W_]+", re.UNICODE)
 
+# The head of a sentence, where an instruction's imperative stands ("Always ...", "Caroline: Never ...",
+# "please make sure ...", "you should always ...").
+_LEAD = r"(?:^|(?<=[.!?;:\n])\s*|\bplease\s+|\byou\s+(?:should|must)\s+)"
+# A request to keep something or an instruction: "always", "never" and "make sure" as imperatives,
+# "important" as a label. Inside a statement conversation uses the same words all the time ("it's so
+# important", "I've always wanted to", "it isn't always easy"), and there they mark nothing.
 _EXPLICIT = re.compile(
-    r"(?i)\b(remember (this|that)|don'?t forget|always|never|from now on|make sure|important)\b"
+    r"(?i)\b(?:remember (?:this|that)|don'?t forget|from now on)\b"
+    rf"|{_LEAD}(?:always|never|make sure)\b"
+    rf"|{_LEAD}(?:very\s+)?important\s*[:!-]|\bimportant\s*:"
     r"|记住|别忘|以后都|以后一律|永远|务必|一定要|不要再|千万"
 )
 _DECISION = re.compile(
