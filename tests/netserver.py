@@ -77,28 +77,29 @@ def forced_model() -> dict[str, str]:
     return {name: os.environ[name]} if name in os.environ else {}
 
 
-def cli(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run one `mcp-memory` command to completion (token create, list, revoke, ...)."""
+def cli(data_dir: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run one `mcp-memory` command to completion (token create, list, revoke, ...); ``env`` as the
+    server's (another storage backend)."""
     return subprocess.run(
-        [str(SERVER_BIN), *args], env=server_env(data_dir), capture_output=True, text=True, timeout=60, check=False
+        [str(SERVER_BIN), *args], env=server_env(data_dir, env), capture_output=True, text=True, timeout=60, check=False
     )
 
 
-def create_token(data_dir: Path, principal: str, *extra: str) -> str:
-    done = cli(data_dir, "token", "create", "--principal", principal, *extra)
+def create_token(data_dir: Path, principal: str, *extra: str, env: dict[str, str] | None = None) -> str:
+    done = cli(data_dir, "token", "create", "--principal", principal, *extra, env=env)
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 
 
-def token_id(data_dir: Path, principal: str) -> str:
+def token_id(data_dir: Path, principal: str, env: dict[str, str] | None = None) -> str:
     """The id (for `token revoke`) of the principal's one live token."""
-    rows = [line.split("\t") for line in cli(data_dir, "token", "list").stdout.splitlines()[1:]]
+    rows = [line.split("\t") for line in cli(data_dir, "token", "list", env=env).stdout.splitlines()[1:]]
     (found,) = [row[0] for row in rows if row[1] == principal and row[3] == "live"]
     return found
 
 
-def revoke(data_dir: Path, principal: str) -> None:
-    done = cli(data_dir, "token", "revoke", token_id(data_dir, principal))
+def revoke(data_dir: Path, principal: str, env: dict[str, str] | None = None) -> None:
+    done = cli(data_dir, "token", "revoke", token_id(data_dir, principal, env), env=env)
     assert done.returncode == 0, done.stderr
 
 

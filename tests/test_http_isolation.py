@@ -1,4 +1,5 @@
-"""Isolation over HTTP, for real: three principals with their own tokens on one server subprocess.
+"""Isolation over HTTP, for real: three principals with their own tokens on one server subprocess,
+on SQLite files and on PostgreSQL (ADR 19).
 
 Each principal stores memories and tasks whose texts carry a marker no one else ever sends. Then a
 seeded random sequence of rounds has all three call tools, resources and prompts at once, very often
@@ -7,9 +8,10 @@ queries made of the others' sentences. After every round:
 
 - no answer holds another principal's marker or ids (unless the request itself sent that id);
 - an operation on another principal's id answers exactly as the same operation on a missing id;
-- a principal's SQLite file changed only if that principal itself wrote in that round.
+- a principal's rows (its SQLite file, or its rows in PostgreSQL) changed only if that principal
+  itself wrote in that round.
 
-At the end each file is compared with what its principal did, each principal deletes its own data
+At the end each principal's rows are compared with what its principal did, each principal deletes its own data
 (the positive control), and a token revoked while its session is open is refused at once.
 """
 
@@ -18,20 +20,24 @@ from __future__ import annotations
 import hashlib
 import random
 import sqlite3
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager, closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import anyio
 import orjson
+import psycopg
 import pytest
 from mcp.client import Client
 from mcp.shared.exceptions import MCPError
 
 from mcp_memory.ids import new_id
+from mcp_memory.storage.pg import dialect, migrations
+from mcp_memory.storage.pg.connections import principal_key
 from mcp_memory.storage.pool import principal_file
+from tests import pgcluster
 from tests.conftest import call
 from tests.netserver import NetServer, connect, create_token, initialize, post, revoke, rpc, running, sse_session
 
@@ -76,12 +82,10 @@ class Principal:
     def text(self, sentence: str) -> str:
         return f"{self.marker} {sentence}"
 
-    def secrets(self, data: Path) -> set[str]:
+    def secrets(self, records: Records) -> set[str]:
         """What no one else may ever be shown."""
         checkpoints = {cp for cps in self.tasks.values() for cp in cps}
-        return {self.marker, principal_file(data, self.name).name, *self.ever, *self.unique_tasks, *checkpoints} | (
-            self.codes
-        )
+        return {self.marker, records.location(self.name), *self.ever, *self.unique_tasks, *checkpoints} | self.codes
 
 
 @dataclass
@@ -116,44 +120,102 @@ async def prompt(client: Client, name: str, args: dict[str, str]) -> Answer:
     return Answer(result.model_dump_json(), None)
 
 
-# Recall's reinforcement reaches the file up to 2 s after the recall (ADR 11), so it may land during
+# Recall's reinforcement reaches the store up to 2 s after the recall (ADR 11), so it may land during
 # a later round's read-only call of the same principal: those two columns are left out.
 DEFERRED = {"memories": {"access_count", "last_accessed_at"}}
 
 
-def fingerprint(data: Path, principal: str) -> str:
-    """A digest of every row of every table of the principal's file (but deferred reinforcement)."""
-    path = principal_file(data, principal)
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
+class Records:
+    """Each principal's rows as the test reads them behind the server's back: its SQLite file, or on
+    PostgreSQL (``dsn``) its rows through the server's role with row-level security bound to it."""
+
+    def __init__(self, data: Path, dsn: str | None = None) -> None:
+        self.data = data
+        self.dsn = dsn
+        self.env = {"MCP_MEMORY_STORAGE__BACKEND": "postgres", "MCP_MEMORY_STORAGE__POSTGRES__DSN": dsn} if dsn else {}
+        self._conn = psycopg.connect(dsn, autocommit=True) if dsn else None  # the server's role: RLS binds it
+        self._columns: dict[str, list[str]] = {}
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+
+    def location(self, principal: str) -> str:
+        """Where the principal's rows are, by a name no other principal may ever be shown."""
+        if self._conn is None:
+            return principal_file(self.data, principal).name
+        [(deployment,)] = self._conn.execute("SELECT id FROM deployment").fetchall()
+        return principal_key(str(deployment), principal)
+
+    @contextmanager
+    def _sqlite(self, principal: str) -> Iterator[sqlite3.Connection]:
+        conn = sqlite3.connect(f"file:{principal_file(self.data, principal)}?mode=ro", uri=True)
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+    @contextmanager
+    def _pg(self, principal: str) -> Iterator[psycopg.Connection[Any]]:
+        assert self._conn is not None
+        self._conn.execute("SELECT set_config('mcp.principal', %s, false)", (self.location(principal),))
+        yield self._conn
+
+    def rows(self, principal: str, sql: str) -> list[tuple[Any, ...]]:
+        """``sql`` (SQLite's dialect, which these reads share with PostgreSQL) over the principal's rows."""
+        if self.dsn is None:
+            with self._sqlite(principal) as conn:
+                return conn.execute(sql).fetchall()
+        with self._pg(principal) as conn:
+            return conn.execute(sql.replace("%", "%%")).fetchall()
+
+    def tables(self, principal: str) -> Iterator[tuple[str, list[str]]]:
+        """Every table of the principal's, as the rows' text in a fixed order (deferred columns left out)."""
+        if self.dsn is None:
+            with self._sqlite(principal) as conn:
+                names = [
+                    r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+                ]
+                for name in names:
+                    columns = [
+                        f'"{r[1]}"'
+                        for r in conn.execute(f'PRAGMA table_info("{name}")')
+                        if r[1] not in DEFERRED.get(name, ())
+                    ]
+                    yield (
+                        name,
+                        [repr(r) for r in conn.execute(f'SELECT {", ".join(columns) or "*"} FROM "{name}" ORDER BY 1')],
+                    )
+            return
+        with self._pg(principal) as conn:
+            for name in sorted(dialect.PER_PRINCIPAL):
+                if name not in self._columns:
+                    self._columns[name] = [
+                        r[0]
+                        for r in conn.execute(
+                            "SELECT column_name FROM information_schema.columns WHERE table_name = %s "
+                            "ORDER BY ordinal_position",
+                            (name,),
+                        )
+                        if r[0] not in DEFERRED.get(name, ())
+                    ]
+                columns = self._columns[name]
+                yield name, sorted(repr(r) for r in conn.execute(f"SELECT {', '.join(columns)} FROM {name}"))
+
+    def fingerprint(self, principal: str) -> str:
+        """A digest of every row of every table of the principal's (but deferred reinforcement)."""
         digest = hashlib.sha256()
-        names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
-        for name in names:
+        for name, rows in self.tables(principal):
             digest.update(name.encode())
-            columns = [
-                f'"{r[1]}"' for r in conn.execute(f'PRAGMA table_info("{name}")') if r[1] not in DEFERRED.get(name, ())
-            ]
-            for row in conn.execute(f'SELECT {", ".join(columns) or "*"} FROM "{name}" ORDER BY 1'):
-                digest.update(repr(row).encode())
+            for row in rows:
+                digest.update(row.encode())
         return digest.hexdigest()
-    finally:
-        conn.close()
 
-
-def rows(data: Path, principal: str, sql: str) -> list[tuple[Any, ...]]:
-    conn = sqlite3.connect(f"file:{principal_file(data, principal)}?mode=ro", uri=True)
-    try:
-        return conn.execute(sql).fetchall()
-    finally:
-        conn.close()
-
-
-def dump(data: Path, principal: str) -> str:
-    conn = sqlite3.connect(f"file:{principal_file(data, principal)}?mode=ro", uri=True)
-    try:
-        return "\n".join(conn.iterdump())
-    finally:
-        conn.close()
+    def dump(self, principal: str) -> str:
+        if self.dsn is None:
+            with self._sqlite(principal) as conn:
+                return "\n".join(conn.iterdump())
+        return "\n".join(f"{name}: {row}" for name, rows in self.tables(principal) for row in rows)
 
 
 # ----- phase 1: each principal's own data, every id captured ----------------------------------
@@ -250,8 +312,8 @@ def fake_like(ident: str) -> str:
 
 
 class Rounds:
-    def __init__(self, data: Path, principals: list[Principal], rng: random.Random) -> None:
-        self.data = data
+    def __init__(self, records: Records, principals: list[Principal], rng: random.Random) -> None:
+        self.records = records
         self.all = principals
         self.rng = rng
         self.reference: dict[str, str] = {}  # label -> the normalised answer for a missing id
@@ -550,7 +612,7 @@ class Rounds:
         a = await op.run()
         self.counts[op.label] = self.counts.get(op.label, 0) + 1
         for o in self.others(p):
-            for secret in o.secrets(self.data):
+            for secret in o.secrets(self.records):
                 assert secret not in a.text or secret in op.request, (
                     f"{p.name}'s {op.label} showed {o.name}'s {secret!r}: {a.text[:2000]}"
                 )
@@ -566,16 +628,23 @@ class Rounds:
 
     async def round(self) -> None:
         ops = [(p, self.choose(p)) for p in self.all]
-        before = {p.name: fingerprint(self.data, p.name) for p in self.all}
+        before = {p.name: self.records.fingerprint(p.name) for p in self.all}
         async with anyio.create_task_group() as tg:
             for p, op in ops:
                 tg.start_soon(self.perform, p, op)
         for p, op in ops:
             if not op.writes:
-                assert fingerprint(self.data, p.name) == before[p.name], f"{p.name}'s {op.label} changed its file"
+                assert self.records.fingerprint(p.name) == before[p.name], f"{p.name}'s {op.label} changed its file"
 
 
 # ----- the test -------------------------------------------------------------------------------
+
+
+async def _migrated(cluster: pgcluster.Cluster) -> str:
+    """The schema made in the cluster's fresh database by its owner; the server role's DSN."""
+    async with await psycopg.AsyncConnection.connect(cluster.dsn(pgcluster.OWNER), autocommit=True) as owner:
+        await migrations.migrate(owner, pgcluster.SERVER)
+    return cluster.dsn()
 
 
 @asynccontextmanager
@@ -586,14 +655,16 @@ async def sessions(server: NetServer, cast: list[Principal]) -> AsyncIterator[li
         yield cast
 
 
-def cast_of(data: Path) -> list[Principal]:
+def cast_of(records: Records) -> list[Principal]:
     cast = [
         Principal("alice", None, "legacy"),
         Principal("bob", "proj-b", "2026-07-28"),
         Principal("mallory", None, "2026-07-28"),
     ]
     for p in cast:
-        p.token = create_token(data, p.name, *(["--namespace", p.namespace] if p.namespace else []))
+        p.token = create_token(
+            records.data, p.name, *(["--namespace", p.namespace] if p.namespace else []), env=records.env
+        )
     return cast
 
 
@@ -607,10 +678,12 @@ async def raw_session(server: NetServer, token: str) -> AsyncIterator[tuple[dict
     yield initialize(server, token), None
 
 
-async def a_session_cannot_be_ridden_by_another_token(server: NetServer, data: Path, cast: list[Principal]) -> None:
+async def a_session_cannot_be_ridden_by_another_token(
+    server: NetServer, records: Records, cast: list[Principal]
+) -> None:
     alice, bob, _ = cast
     async with raw_session(server, alice.token) as (headers, path):
-        before = {p.name: fingerprint(data, p.name) for p in cast}
+        before = {p.name: records.fingerprint(p.name) for p in cast}
         hijack = {**headers, "authorization": f"Bearer {bob.token}"}
         made_up = path.rsplit("=", 1)[0] + "=" + "0" * 32 if path else None
         nobody = {**hijack, "mcp-session-id": "0" * 32} if path is None else hijack
@@ -622,25 +695,33 @@ async def a_session_cannot_be_ridden_by_another_token(server: NetServer, data: P
             missing = post(server, message, nobody, made_up)
             assert refused.status_code == 404, refused.text
             assert (refused.status_code, refused.text) == (missing.status_code, missing.text)  # no oracle either
-        assert {p.name: fingerprint(data, p.name) for p in cast} == before
+        assert {p.name: records.fingerprint(p.name) for p in cast} == before
         assert post(server, rpc("tools/list", {}, 9), headers, path).status_code in (200, 202)
 
 
-@pytest.mark.parametrize(("transport", "rounds"), [("http", ROUNDS), ("sse", ROUNDS // 4)])
-async def test_no_read_write_or_deletion_crosses_a_principal(tmp_path: Path, transport: str, rounds: int) -> None:
+@pytest.mark.parametrize(
+    ("transport", "backend", "rounds"),
+    [("http", "sqlite", ROUNDS), ("sse", "sqlite", ROUNDS // 4), ("http", "postgres", ROUNDS // 4)],
+)
+async def test_no_read_write_or_deletion_crosses_a_principal(
+    tmp_path: Path, transport: str, backend: str, rounds: int, request: pytest.FixtureRequest
+) -> None:
     data = tmp_path / "data"
+    records = Records(data, await _migrated(request.getfixturevalue("pg_empty")) if backend == "postgres" else None)
     rng = random.Random(SEED)
-    cast = cast_of(data)
-    with running(data, transport) as server:
+    cast = cast_of(records)
+    with closing(records), running(data, transport, env=records.env) as server:
         async with sessions(server, cast):
             alice, bob, mallory = cast
             for p in cast:
                 await seed(p, rng)
             for p in cast:  # one key, three principals: none supersedes another's
-                assert rows(data, p.name, "SELECT superseded_by FROM memories WHERE key = 'deploy-target'") == [(None,)]
+                assert records.rows(p.name, "SELECT superseded_by FROM memories WHERE key = 'deploy-target'") == [
+                    (None,)
+                ]
 
-            await a_session_cannot_be_ridden_by_another_token(server, data, cast)
-            play = Rounds(data, cast, rng)
+            await a_session_cannot_be_ridden_by_another_token(server, records, cast)
+            play = Rounds(records, cast, rng)
             with anyio.fail_after(120):
                 for _ in range(rounds):
                     await play.round()
@@ -648,16 +729,18 @@ async def test_no_read_write_or_deletion_crosses_a_principal(tmp_path: Path, tra
 
             # Each file holds exactly what its principal did, and nothing of anyone else's.
             for p in cast:
-                assert {r[0] for r in rows(data, p.name, "SELECT id FROM memories")} == p.memories
-                assert {r[0] for r in rows(data, p.name, "SELECT id FROM memories WHERE pinned = 1")} == p.pinned
-                assert all(text.startswith(p.marker) for (text,) in rows(data, p.name, "SELECT content FROM memories"))
-                assert {r[0] for r in rows(data, p.name, "SELECT task_id FROM tasks")} == set(p.tasks)
-                stored = set(rows(data, p.name, "SELECT task_id, id FROM checkpoints"))
+                assert {r[0] for r in records.rows(p.name, "SELECT id FROM memories")} == p.memories
+                assert {r[0] for r in records.rows(p.name, "SELECT id FROM memories WHERE pinned = 1")} == p.pinned
+                assert all(
+                    text.startswith(p.marker) for (text,) in records.rows(p.name, "SELECT content FROM memories")
+                )
+                assert {r[0] for r in records.rows(p.name, "SELECT task_id FROM tasks")} == set(p.tasks)
+                stored = set(records.rows(p.name, "SELECT task_id, id FROM checkpoints"))
                 assert {(t, cp) for t, cps in p.tasks.items() for cp in cps} <= stored
                 assert {t for t, _ in stored} == set(p.tasks)
-                whole = dump(data, p.name)
+                whole = records.dump(p.name)
                 for o in play.others(p):
-                    leaked = {s for s in o.secrets(data) if s in whole}
+                    leaked = {s for s in o.secrets(records) if s in whole}
                     assert not leaked, f"{p.name}'s file holds {o.name}'s {leaked}"
 
             # The positive control: each principal sees and deletes its own.
@@ -666,21 +749,21 @@ async def test_no_read_write_or_deletion_crosses_a_principal(tmp_path: Path, tra
                 assert p.fixed[0] in [h["id"] for h in hits["hits"]]
                 task = await p.mcp.read_resource(f"memory://tasks/{p.unique_tasks[0]}")
                 assert p.marker in task.model_dump_json()
-                others = {o.name: fingerprint(data, o.name) for o in play.others(p)}
+                others = {o.name: records.fingerprint(o.name) for o in play.others(p)}
                 gone = await call(p.mcp, "forget", {"ids": [p.fixed[0]], "dry_run": False})
                 assert gone["deleted"] == 1
-                assert rows(data, p.name, f"SELECT id FROM memories WHERE id = '{p.fixed[0]}'") == []
-                assert {o.name: fingerprint(data, o.name) for o in play.others(p)} == others
+                assert records.rows(p.name, f"SELECT id FROM memories WHERE id = '{p.fixed[0]}'") == []
+                assert {o.name: records.fingerprint(o.name) for o in play.others(p)} == others
 
             # Task ids are the caller's own words: the same id makes a separate task.
-            before = {p.name: fingerprint(data, p.name) for p in (alice, bob)}
+            before = {p.name: records.fingerprint(p.name) for p in (alice, bob)}
             taken = alice.unique_tasks[0]
             same = await call(mallory.mcp, "checkpoint", {"task_id": taken, "goal": mallory.text("mine too")})
             assert (same["created_task"], same["head_seq"]) == (True, 1)
             resumed = await call(mallory.mcp, "resume", {"task_id": taken})
             assert mallory.marker in resumed["goal"]
             assert alice.marker not in orjson.dumps(resumed).decode()
-            assert {p.name: fingerprint(data, p.name) for p in (alice, bob)} == before
+            assert {p.name: records.fingerprint(p.name) for p in (alice, bob)} == before
 
             # forget_user: another principal's code opens nothing; the owner's still works.
             code = (await call(mallory.mcp, "forget_user", {}))["confirmation_code"]
@@ -689,13 +772,13 @@ async def test_no_read_write_or_deletion_crosses_a_principal(tmp_path: Path, tra
                 assert wrong.is_error
             erased = await call(mallory.mcp, "forget_user", {"confirmation_code": code})
             assert erased["dry_run"] is False
-            assert rows(data, "mallory", "SELECT COUNT(*) FROM memories") == [(0,)]
-            assert rows(data, "mallory", "SELECT COUNT(*) FROM tasks") == [(0,)]
-            assert {p.name: fingerprint(data, p.name) for p in (alice, bob)} == before
+            assert records.rows("mallory", "SELECT COUNT(*) FROM memories") == [(0,)]
+            assert records.rows("mallory", "SELECT COUNT(*) FROM tasks") == [(0,)]
+            assert {p.name: records.fingerprint(p.name) for p in (alice, bob)} == before
 
             # A token revoked while its sessions are open is refused on its next request; the others go on.
             async with raw_session(server, mallory.token) as (headers, path):
-                revoke(data, "mallory")
+                revoke(data, "mallory", records.env)
                 refused = post(server, rpc("tools/call", {"name": "stats", "arguments": {}}, 5), headers, path)
                 assert refused.status_code == 401, refused.text
                 assert 'error="invalid_token"' in refused.headers["www-authenticate"]

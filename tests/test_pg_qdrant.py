@@ -31,10 +31,15 @@ ALICE, BOB = Scope("alice"), Scope("bob")
 
 
 @pytest.fixture
-async def dsn(pg_empty: pgcluster.Cluster) -> str:
+async def cluster(pg_empty: pgcluster.Cluster) -> pgcluster.Cluster:
     async with await psycopg.AsyncConnection.connect(pg_empty.dsn(pgcluster.OWNER), autocommit=True) as owner:
         await migrations.migrate(owner, pgcluster.SERVER)
-    return pg_empty.dsn()
+    return pg_empty
+
+
+@pytest.fixture
+def dsn(cluster: pgcluster.Cluster) -> str:
+    return cluster.dsn()
 
 
 def _settings(data_dir: Path, dsn: str, engine: str = "qdrant") -> Settings:
@@ -80,8 +85,8 @@ async def test_a_write_after_another_principal_s_writes_sends_only_its_own_point
         assert "Bob keeps bees" not in await ranked(rt, ALICE, "who keeps bees?")
 
 
-async def test_points_behind_a_pruned_log_are_copied_whole_and_forget_user_removes_them(
-    data_dir: Path, dsn: str, clock: Clock
+async def test_points_behind_a_pruned_log_are_copied_whole_and_forget_user_leaves_no_row_or_point(
+    data_dir: Path, cluster: pgcluster.Cluster, dsn: str, clock: Clock
 ) -> None:
     async with open_runtime(_settings(data_dir, dsn), clock=clock) as rt:
         tea, _ = await remember(rt, ALICE, "The user drinks oolong tea without sugar", "The user lives in Berlin")
@@ -101,3 +106,7 @@ async def test_points_behind_a_pruned_log_are_copied_whole_and_forget_user_remov
         assert await ranked(rt, BOB, "who keeps bees?") == ["Bob keeps bees"]
     held = [p.payload["id"] for p in await points(data_dir.parent / "qdrant") if p.payload and "id" in p.payload]
     assert held == [bees]
+    # as the superuser, whom row-level security does not bind: no row of hers is left, Bob's is
+    memories = "SELECT content FROM memories ORDER BY content"
+    assert pgcluster.psql(cluster, memories) == "Bob keeps bees"
+    assert pgcluster.psql(cluster, "SELECT COUNT(*) FROM vectors") == "1"
