@@ -92,8 +92,16 @@ class RecallSettings(_Section):
     second_opinion_candidates: int = Field(20, ge=2, le=100, description="how many of the first candidates it reorders")
     llm_rerank: bool = Field(False, description="let the [llm] model reorder the first candidates (needs llm.enabled)")
     llm_rerank_candidates: int = Field(20, ge=2, le=50, description="how many of the first candidates it reorders")
+    llm_rewrite: bool = Field(
+        False,
+        description="let the [llm] model split a question into sub-queries searched beside it (needs llm.enabled)",
+    )
+    llm_rewrite_queries: int = Field(3, ge=1, le=5, description="the most sub-queries it may add")
     llm_timeout_seconds: float = Field(
-        2.0, gt=0, le=60, description="the most recall waits for it; past this the ranking without it is returned"
+        2.0,
+        gt=0,
+        le=60,
+        description="the most recall waits for the LLM (sub-queries and rerank together), then goes on without it",
     )
     candidates: int = Field(100, ge=10, le=2_000)
     recency_half_life_hours: float = Field(72.0, gt=0)

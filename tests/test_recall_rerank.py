@@ -101,3 +101,81 @@ async def test_the_llm_is_not_asked_when_the_stage_is_off(data_dir: Path, fake_l
     async with served(data_dir, fake_llm, clock, llm_rerank=False) as client:
         await call(client, "recall", QUESTION)
     assert fake_llm.chat_prompts == []
+
+
+# ----- sub-queries (recall.llm_rewrite) --------------------------------------------------------
+
+
+async def _alone(client: Client, fake: FakeOpenAI) -> list[str]:
+    """The order of the question searched alone: the stage is on, the model answers no sub-query."""
+    fake.chat_script = [("json", {"queries": []})]
+    return [h["text"] for h in (await call(client, "recall", {**QUESTION, "k": 10, "floor": False}))["hits"]]
+
+
+def _rewriting(**more: Any) -> dict[str, Any]:
+    return {"llm_rerank": False, "llm_rewrite": True, **more}
+
+
+async def test_sub_queries_find_what_the_question_alone_ranks_last(
+    data_dir: Path, fake_llm: FakeOpenAI, clock: Clock
+) -> None:
+    async with served(data_dir, fake_llm, clock, **_rewriting()) as client:
+        alone = await _alone(client, fake_llm)
+        target = alone[-1]  # the memory the question alone finds least related
+        fake_llm.chat_script = [("json", {"queries": [QUESTION["query"], target]})]
+        result = await call(client, "recall", QUESTION)  # k=3
+    assert target not in alone[:3]
+    assert target in [h["text"] for h in result["hits"]]
+    assert alone[0] in [h["text"] for h in result["hits"]]  # the question itself is still searched
+    assert "LLM" not in result.get("note", "")
+    prompt = fake_llm.chat_prompts[-1]
+    assert "Question: What does the user drink?" in prompt
+    assert "up to 3 short search queries" in prompt
+
+
+NO_SUB_QUERIES = "the LLM answered no usable sub-queries"
+
+
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        (("json", {"queries": "tea"}), NO_SUB_QUERIES),
+        (("json", {"query": ["tea"]}), NO_SUB_QUERIES),
+        (("json", {"queries": [7, " "]}), NO_SUB_QUERIES),
+        (
+            ("text", "tea, water"),
+            "the LLM sub-queries were skipped (the LLM call failed: UpstreamError: the LLM "
+            "answered with something that is not JSON)",
+        ),
+    ],
+)
+async def test_an_answer_that_is_no_sub_queries_searches_the_question_alone(
+    data_dir: Path, fake_llm: FakeOpenAI, clock: Clock, answer: tuple[str, Any], said: str
+) -> None:
+    async with served(data_dir, fake_llm, clock, **_rewriting()) as client:
+        alone = await _alone(client, fake_llm)
+        fake_llm.chat_script = [answer]
+        result = await call(client, "recall", {**QUESTION, "floor": False, "k": 10})
+    assert [h["text"] for h in result["hits"]] == alone
+    assert said in result["note"]
+
+
+async def test_a_failing_or_slow_model_leaves_the_question_searched_alone_within_the_cap(
+    data_dir: Path, fake_llm: FakeOpenAI, clock: Clock
+) -> None:
+    async with served(data_dir, fake_llm, clock, **_rewriting(llm_rerank=True, llm_timeout_seconds=0.5)) as client:
+        fake_llm.chat_script = [("json", {"queries": []}), ("json", {"ranking": []})]
+        alone = [h["text"] for h in (await call(client, "recall", {**QUESTION, "k": 10, "floor": False}))["hits"]]
+        fake_llm.fail_with = 503
+        failed = await call(client, "recall", {**QUESTION, "floor": False, "k": 10})
+        fake_llm.fail_with = None
+        asked = len(fake_llm.chat_prompts)
+        fake_llm.chat_script = [("sleep", 3.0)]
+        slow = await call(client, "recall", {**QUESTION, "floor": False, "k": 10})
+    assert [h["text"] for h in failed["hits"]] == alone
+    assert "the LLM sub-queries were skipped" in failed["note"]
+    # the sub-queries spent the whole cap: the rerank is not asked at all
+    assert [h["text"] for h in slow["hits"]] == alone
+    assert "the LLM sub-queries took longer than 0.5 s" in slow["note"]
+    assert "the LLM rerank had no time left" in slow["note"]
+    assert len(fake_llm.chat_prompts) == asked + 1

@@ -53,7 +53,7 @@ from mcp_memory.services.checks import text_field
 from mcp_memory.services.intake import CallContext as CallContext  # where callers have always found it
 from mcp_memory.services.intake import Progress
 from mcp_memory.services.ports import MemoryStore
-from mcp_memory.services.recall import Scored, concurrently, fit_budget, floor_note, memory_out, pins_as, score
+from mcp_memory.services.recall import concurrently, fit_budget, floor_note, floored, memory_out, pins_as, score
 from mcp_memory.services.relations import Thresholds, stored_neighbours
 from mcp_memory.services.sessions import SessionTracker
 from mcp_memory.services.switch import SwitchState, nothing_recalled, off_reason, refuse_if_off
@@ -98,6 +98,7 @@ class MemoryService:
         self.clock = clock
         self.switch = switch  # the kill switch (None: always on)
         self.llm = llm
+        self.llm_stage = rerank.LlmStage(llm, recall_config)  # recall's optional LLM parts
         self.store = store
         self.rows = store.lifecycle
         self.embedder = embedder
@@ -279,8 +280,10 @@ class MemoryService:
         span = when.resolve(words, to_seconds(as_of) if as_of else now)
         await self._model_dim(scope)
         depth = max(self.config.candidates, k * 3)
+        subs, left, rewrite_note = await self.llm_stage.rewrite(scope.principal, words)
         dense, keyword, pinned = await self._searches(scope, words, terms, criteria, depth, now)
         fused, said = await self._fuse(scope, words, dense, keyword)
+        await self._widen(scope, subs, criteria, depth, now, fused)
         found = await self._gather(scope, fused, dense, criteria, depth, now)
         scored = score(
             found.ranked,
@@ -295,11 +298,8 @@ class MemoryService:
             now=now,
             span=span,
         )
-        below = 0
-        if floor and dense.visible >= scoring.FLOOR_MIN_MEMORIES:
-            kept = [h for h in scored if h[2].fused > scoring.RELEVANCE_FLOOR or h[1].id in found.entity_linked]
-            below, scored = len(scored) - len(kept), kept
-        scored, rerank_note = await self._rerank(scope, words, scored)
+        below, scored = floored(scored, dense.visible, found.entity_linked, floor)
+        scored, rerank_note = await self.llm_stage.rerank(scope.principal, words, scored, left)
         said_from = to_seconds(as_of) if as_of else now
         hits, used, omitted = fit_budget(scored, k, budget, terms=terms, detail=detail, explain=explain, now=said_from)
         if reinforce and hits:
@@ -313,7 +313,7 @@ class MemoryService:
             used_tokens=used,
             omitted_for_budget=omitted,
             below_floor=below,
-            note="; ".join(filter(None, (floor_note(len(hits), k, below), rerank_note))) or None,
+            note="; ".join(filter(None, (floor_note(len(hits), k, below), rewrite_note, rerank_note))) or None,
         )
 
     async def _fuse(
@@ -336,12 +336,14 @@ class MemoryService:
         second.add(fused, said)
         return fused, said
 
-    async def _rerank(self, scope: Scope, words: str, scored: list[Scored]) -> tuple[list[Scored], str | None]:
-        """The LLM's order of the best candidates, when configured (else as they are)."""
-        if self.llm is None or not self.config.llm_rerank:
-            return scored, None
-        candidates, timeout = self.config.llm_rerank_candidates, self.config.llm_timeout_seconds
-        return await rerank.rerank(self.llm, scope.principal, words, scored, candidates, timeout)
+    async def _widen(
+        self, scope: Scope, queries: list[str], criteria: Criteria, depth: int, now: float, fused: dict[str, float]
+    ) -> None:
+        """The LLM's sub-queries searched too: a memory is as relevant as its best query finds it."""
+        for query in queries:
+            dense, keyword, _ = await self._searches(scope, query, keyword_terms(query), criteria, depth, now)
+            for m, value in (await self._fuse(scope, query, dense, keyword))[0].items():
+                fused[m] = max(fused.get(m, value), value)
 
     async def _searches(
         self, scope: Scope, words: str, terms: list[str], criteria: Criteria, depth: int, now: float

@@ -105,6 +105,16 @@ def score(
     return scored
 
 
+def floored(scored: list[Scored], visible: int, entity_linked: set[str], on: bool) -> tuple[int, list[Scored]]:
+    """The relevance floor (ADR 10): how many candidates are no closer to the question than the
+    scope's ordinary memory, and the others. A memory a first hit names by a rare entity stays; a
+    scope too small for a mean and a spread to say anything is not floored."""
+    if not on or visible < scoring.FLOOR_MIN_MEMORIES:
+        return 0, scored
+    kept = [h for h in scored if h[2].fused > scoring.RELEVANCE_FLOOR or h[1].id in entity_linked]
+    return len(scored) - len(kept), kept
+
+
 def floor_note(returned: int, k: int, below: int) -> str | None:
     """What recall says when the relevance floor left it with fewer than ``k`` hits."""
     if not below or returned >= k:
