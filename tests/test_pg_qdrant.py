@@ -83,6 +83,7 @@ async def test_a_write_after_another_principal_s_writes_sends_only_its_own_point
         assert mark.seq == await follow.head(conn)
         assert (await ranked(rt, ALICE, "who is the user's sister?"))[0] == "The user's sister is called Mira"
         assert "Bob keeps bees" not in await ranked(rt, ALICE, "who keeps bees?")
+        assert rt.store.pool_figures().get("indexes", 0) == 0  # /metrics: no index held in this process
 
 
 async def test_points_behind_a_pruned_log_are_copied_whole_and_forget_user_leaves_no_row_or_point(

@@ -132,14 +132,15 @@ class PostgresStore(RecordStore):
         return None
 
     def pool_figures(self) -> dict[str, int]:
-        stats = self.database.pool.get_stats()
-        indexes = [held.index for held in self.vectors.held.values() if held.index is not None]
-        return {
-            "connections": int(stats.get("pool_size", 0)),
-            "indexes": len(indexes),
-            "index_bytes": sum(index.nbytes for index in indexes),
-            "evicted_indexes": self.vectors.evicted,
-        }
+        figures = {"connections": int(self.database.pool.get_stats().get("pool_size", 0))}
+        if isinstance(engine := self.vectors, PgIndexSearch):  # Qdrant holds no index in this process
+            indexes = [held.index for held in engine.held.values() if held.index is not None]
+            figures |= {
+                "indexes": len(indexes),
+                "index_bytes": sum(index.nbytes for index in indexes),
+                "evicted_indexes": engine.evicted,
+            }
+        return figures
 
     async def known_principals(self) -> list[str]:
         """Every principal with rows (for the scheduler)."""
