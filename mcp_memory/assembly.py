@@ -95,7 +95,7 @@ def record_store(settings: Settings) -> Store:
             "storage.backend", f"'postgres' needs psycopg ({exc}); install mcp-memory-store[postgres]"
         ) from None
     qdrant = qdrant_engine(settings) if settings.vectors.engine != "exact" else None
-    return PostgresStore(settings.storage.postgres, settings.pool.index_budget_mb << 20, qdrant)
+    return PostgresStore(settings.storage.postgres, settings.pool.index_budget_mb << 20, qdrant, settings.data_dir)
 
 
 def qdrant_engine(settings: Settings) -> Callable[[RecordStore], QdrantVectorSearch]:

@@ -3,6 +3,7 @@ against a throwaway cluster (tests/pgcluster.py) (issue 16, ADR 19)."""
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 
 import anyio
@@ -132,3 +133,23 @@ def test_storage_settings_refuse_a_password_in_the_file_and_a_backend_without_a_
         load_settings(storage={"postgres": {"pool_min": 5, "pool_max": 2}})
     fine = load_settings(storage={"postgres": {"dsn": "postgresql://mcp_server@db:5432/mcp?sslmode=require"}})
     assert fine.storage.backend == "sqlite"
+
+
+def test_a_replica_s_loose_data_directory_is_made_owner_only(
+    empty: pgcluster.Cluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """On PostgreSQL the data directory holds only the replica's own files (a log, the memory
+    file), and they are kept owner-only as on SQLite: doctor names a loose one, opening fixes it."""
+    assert main(["database", "migrate"]) == 0
+    data = tmp_path / "data"
+    data.mkdir(mode=0o755)
+    data.chmod(0o755)
+    log = data / "server.log"
+    log.write_text("a replica's log\n")
+    log.chmod(0o644)
+    capsys.readouterr()
+    assert main(["doctor"]) == 1  # other users could read it until now: a problem, though fixed
+    assert "permissions: now owner-only" in capsys.readouterr().out
+    assert (stat.S_IMODE(data.stat().st_mode), stat.S_IMODE(log.stat().st_mode)) == (0o700, 0o600)
+    assert main(["doctor"]) == 0
+    assert f"permissions: {data} is owner-only" in capsys.readouterr().out

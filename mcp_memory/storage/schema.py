@@ -329,6 +329,21 @@ def tighten(root: Path) -> int:
     return len(loose)
 
 
+def secure_data_dir(root: Path, *, create: bool) -> None:
+    """At a store's opening: the data directory made if missing (``create``: SQLite keeps its files
+    there) and, when it exists, owner-only with everything in it; an error names the fix."""
+    try:
+        if create:
+            private_dir(root)
+        if root.exists():
+            tighten(root)
+    except OSError as exc:
+        raise StorageError(
+            f"cannot create the data directory {str(root)!r}: {exc.strerror or exc}; "
+            "set data_dir (or --data-dir) to a writable folder"
+        ) from None
+
+
 def _journal_wal(conn: sqlite3.Connection, busy_timeout_ms: int) -> None:
     """Put the file in WAL mode. While another process closes the file's last connection (it
     checkpoints and removes the WAL) this answers "database is locked" without waiting for the busy

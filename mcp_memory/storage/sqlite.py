@@ -14,6 +14,7 @@ the row helpers are in ``rows``.
 
 from __future__ import annotations
 
+import functools
 import logging
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -40,7 +41,7 @@ from mcp_memory.storage.pool import PoolLimits, PrincipalPool, principal_file
 from mcp_memory.storage.principal import PrincipalDb
 from mcp_memory.storage.records import RecordStore
 from mcp_memory.storage.rows import fts_match, rows_of, visible_clause
-from mcp_memory.storage.schema import private_dir, tighten
+from mcp_memory.storage.schema import secure_data_dir
 from mcp_memory.storage.vector_search import ExactVectorSearch
 
 if TYPE_CHECKING:  # an optional engine (the qdrant extra)
@@ -72,14 +73,7 @@ class SqliteStore(RecordStore):
         self.vectors = vectors(self)  # the dense side of recall: each principal's exact index, or Qdrant
 
     async def __aenter__(self) -> SqliteStore:
-        try:
-            await anyio.to_thread.run_sync(private_dir, self.data_dir)
-            await anyio.to_thread.run_sync(tighten, self.data_dir)
-        except OSError as exc:
-            raise StorageError(
-                f"cannot create the data directory {str(self.data_dir)!r}: {exc.strerror or exc}; "
-                "set data_dir (or --data-dir) to a writable folder"
-            ) from None
+        await anyio.to_thread.run_sync(functools.partial(secure_data_dir, self.data_dir, create=True))
         await self._start_upkeep()
         return self
 

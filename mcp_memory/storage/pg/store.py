@@ -15,6 +15,7 @@ pg/shared.py's.
 
 from __future__ import annotations
 
+import functools
 import logging
 import secrets
 import time
@@ -42,6 +43,7 @@ from mcp_memory.storage.principal import index_columns, index_rows
 from mcp_memory.storage.records import RecordStore
 from mcp_memory.storage.reinforcement import Reinforcement
 from mcp_memory.storage.rows import rows_of, visible_clause
+from mcp_memory.storage.schema import secure_data_dir
 from mcp_memory.storage.vector_search import InProcessSearch
 from mcp_memory.storage.vectors import VectorIndex
 
@@ -59,8 +61,10 @@ class PostgresStore(RecordStore):
         settings: PostgresSettings,
         index_budget_bytes: int = 1 << 30,
         vectors: Callable[[PostgresStore], Any] | None = None,
+        data_dir: Path | None = None,
     ) -> None:
         self.database = PgDatabase(settings)
+        self.data_dir = data_dir  # the replica's own files (logs, the memory file): kept owner-only
         self.lifecycle = LifecycleStore(self)  # the shared classes ask reader and transaction
         self.counts = CountStore(self)
         self.browse = BrowseStore(self)
@@ -70,6 +74,8 @@ class PostgresStore(RecordStore):
         self._reinforcement: dict[str, Reinforcement] = {}  # per principal
 
     async def __aenter__(self) -> PostgresStore:
+        if self.data_dir is not None:
+            await anyio.to_thread.run_sync(functools.partial(secure_data_dir, self.data_dir, create=False))
         await self.database.open()
         await self._start_upkeep()
         return self
