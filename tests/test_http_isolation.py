@@ -135,6 +135,7 @@ class Records:
         self.env = {"MCP_MEMORY_STORAGE__BACKEND": "postgres", "MCP_MEMORY_STORAGE__POSTGRES__DSN": dsn} if dsn else {}
         self._conn = psycopg.connect(dsn, autocommit=True) if dsn else None  # the server's role: RLS binds it
         self._columns: dict[str, list[str]] = {}
+        self._deployment: str | None = None
 
     def close(self) -> None:
         if self._conn is not None:
@@ -144,8 +145,10 @@ class Records:
         """Where the principal's rows are, by a name no other principal may ever be shown."""
         if self._conn is None:
             return principal_file(self.data, principal).name
-        [(deployment,)] = self._conn.execute("SELECT id FROM deployment").fetchall()
-        return principal_key(str(deployment), principal)
+        if self._deployment is None:
+            [(deployment,)] = self._conn.execute("SELECT id FROM deployment").fetchall()
+            self._deployment = str(deployment)
+        return principal_key(self._deployment, principal)
 
     @contextmanager
     def _sqlite(self, principal: str) -> Iterator[sqlite3.Connection]:

@@ -17,8 +17,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import NoReturn
 
-import numpy as np
-
 from mcp_memory.config import Limits, RecallSettings
 from mcp_memory.embed.loader import Embedder
 from mcp_memory.errors import InvalidInputError, LimitExceededError, NotFoundError
@@ -65,10 +63,6 @@ from mcp_memory.text import (
 )
 
 log = logging.getLogger(__name__)
-
-# A script's mean in a store is shrunk towards the parallel corpus's with the weight of this many
-# memories: a store with two Chinese memories is not centred on those two alone.
-CENTRING_PRIOR_WEIGHT = 8.0
 
 
 def link_words(via: str) -> str:
@@ -280,8 +274,9 @@ class MemoryService:
         span = when.resolve(words, to_seconds(as_of) if as_of else now)
         await self._model_dim(scope)
         depth = max(self.config.candidates, k * 3)
-        subs, left, rewrite_note = await self.llm_stage.rewrite(scope.principal, words)
-        dense, keyword, pinned = await self._searches(scope, words, terms, criteria, depth, now)
+        (subs, left, rewrite_note), (dense, keyword, pinned) = await concurrently(  # the LLM's wait beside the searches
+            self.llm_stage.rewrite(scope.principal, words), self._searches(scope, words, terms, criteria, depth, now)
+        )
         fused, said = await self._fuse(scope, words, dense, keyword)
         await self._widen(scope, subs, criteria, depth, now, fused)
         found = await self._gather(scope, fused, dense, criteria, depth, now)
@@ -339,10 +334,14 @@ class MemoryService:
     async def _widen(
         self, scope: Scope, queries: list[str], criteria: Criteria, depth: int, now: float, fused: dict[str, float]
     ) -> None:
-        """The LLM's sub-queries searched too: a memory is as relevant as its best query finds it."""
-        for query in queries:
-            dense, keyword, _ = await self._searches(scope, query, keyword_terms(query), criteria, depth, now)
-            for m, value in (await self._fuse(scope, query, dense, keyword))[0].items():
+        """The LLM's sub-queries searched too, at once: a memory is as relevant as its best query finds it."""
+
+        async def fused_for(query: str) -> dict[str, float]:
+            dense, keyword = await self._ranked(scope, query, keyword_terms(query), criteria, depth, now)
+            return (await self._fuse(scope, query, dense, keyword))[0]
+
+        for found in await concurrently(*(fused_for(query) for query in queries)):
+            for m, value in found.items():
                 fused[m] = max(fused.get(m, value), value)
 
     async def _searches(
@@ -350,6 +349,15 @@ class MemoryService:
     ) -> tuple[DenseHits, list[tuple[str, float]], list[MemoryOut]]:
         """The dense ranking, the keyword ranking and the pins; the keyword search and the pins need
         no vector, so they run while the question is embedded."""
+        (dense, keyword), pinned = await concurrently(
+            self._ranked(scope, words, terms, criteria, depth, now), self._pins(scope)
+        )
+        return dense, keyword, pinned
+
+    async def _ranked(
+        self, scope: Scope, words: str, terms: list[str], criteria: Criteria, depth: int, now: float
+    ) -> tuple[DenseHits, list[tuple[str, float]]]:
+        """One query's dense and keyword rankings, the keyword search while the query is embedded."""
 
         async def dense_side() -> DenseHits:
             qvec = await self.embedder.query(words, owner=scope.principal)
@@ -357,10 +365,8 @@ class MemoryService:
                 scope, qvec, criteria, depth, now, await self._centring(words, qvec)
             )
 
-        dense, keyword, pinned = await concurrently(
-            dense_side(), self.store.keyword_search(scope, terms, criteria, depth, now), self._pins(scope)
-        )
-        return dense, keyword, pinned
+        dense, keyword = await concurrently(dense_side(), self.store.keyword_search(scope, terms, criteria, depth, now))
+        return dense, keyword
 
     async def _gather(
         self, scope: Scope, fused: dict[str, float], dense: DenseHits, criteria: Criteria, depth: int, now: float
@@ -396,14 +402,7 @@ class MemoryService:
 
     async def _centring(self, question: str, query: Vector) -> Centring | None:
         """What takes the language out of the dense search in a store that mixes scripts (ADR 10)."""
-        means = await self.embedder.language_means()
-        if means is None:
-            return None
-        shifted = query - means.query[script(question)]
-        norm = float(np.linalg.norm(shifted))
-        if norm < 1e-6:
-            return None
-        return Centring(query=shifted / norm, prior=means.passage, prior_weight=CENTRING_PRIOR_WEIGHT)
+        return scoring.centring(await self.embedder.language_means(), script(question), query)
 
     async def why_not_current(self, scope: Scope, memory_id: str, now: float) -> NoReturn:
         await lookup.why_not_current(self.store, scope, memory_id, now)

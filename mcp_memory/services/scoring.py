@@ -9,9 +9,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from mcp_memory.models import DenseHits, MemoryRecord
+import numpy as np
+
+from mcp_memory.models import Centring, DenseHits, MemoryRecord, Vector
+
+if TYPE_CHECKING:
+    from mcp_memory.embed.languages import LanguageMeans
 
 _Hit = TypeVar("_Hit", bound=tuple[float, MemoryRecord, object])
 
@@ -64,6 +69,23 @@ class Fusion:
         for n, evidence in keyword_evidence(dense, keyword).items():
             scores[n] = scores.get(n, unseen(dense)) + self.keyword_weight * evidence
         return scores
+
+
+# A script's mean in a store is shrunk towards the parallel corpus's with the weight of this many
+# memories: a store with two Chinese memories is not centred on those two alone.
+CENTRING_PRIOR_WEIGHT = 8.0
+
+
+def centring(means: LanguageMeans | None, question_script: int, query: Vector) -> Centring | None:
+    """What takes the language out of the dense search in a store that mixes scripts (ADR 10): the
+    question without its script's mean, and the passages' means to shrink each store's towards."""
+    if means is None:
+        return None
+    shifted = query - means.query[question_script]
+    norm = float(np.linalg.norm(shifted))
+    if norm < 1e-6:
+        return None
+    return Centring(query=shifted / norm, prior=means.passage, prior_weight=CENTRING_PRIOR_WEIGHT)
 
 
 def unseen(dense: DenseHits) -> float:

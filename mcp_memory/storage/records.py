@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any
+from typing import Any, ClassVar
 
 import anyio
 from anyio.abc import TaskGroup
@@ -54,7 +54,7 @@ class RecordStore:
 
     # What `count` reports (doctor, stats): the tables that grow with the memories.
     COUNTED_TABLES: tuple[str, ...] = ("memories", "occurrences", "vectors", "memory_tags", "changes")
-    GAPLESS_LOG = True  # whether the change log's numbers have gaps only where a prune cut it
+    GAPLESS_LOG: ClassVar[bool]  # whether the change log's numbers have gaps only where a prune cut it
     vectors: Any  # the backend's vector engine (services.ports.VectorSearch, plus model_changed)
 
     async def reader(self, scope: Scope) -> Any:
