@@ -11,7 +11,7 @@ of one template inside the database (tools/pg_clone.py), so a million memories t
 hours; ``--fill migrate`` writes every principal into SQLite files and moves them in with
 `mcp-memory migrate --to postgres`. A token per principal; before the load, up to 20 principals
 spread over the run are asked one of their own texts (how often it comes first is printed, so a
-copy that did not take shows). principal. Then one `mcp-memory serve --transport http` replica, and then two (each with a data
+copy that did not take shows). Then one `mcp-memory serve --transport http` replica, and then two (each with a data
 directory of its own, as on two machines): ``--clients`` clients call recall (70%) and remember
 (30%) back to back for ``--seconds``, each client spending ``--burst`` calls on one random principal
 (one MCP session) before it moves to another, the clients spread over the replicas in turn.
