@@ -6,9 +6,11 @@ import orjson
 import pytest
 from mcp.client import Client
 
-from tests.conftest import call
+from tests.conftest import Clock, call
 
 pytestmark = pytest.mark.anyio
+
+HOUR = 3600.0
 
 # Every memory says "The user" or "用户": the words a keyword search matches everywhere.
 NEW_USER = [
@@ -102,3 +104,38 @@ async def test_pinned_memories_come_lean_by_default_and_whole_with_detail_full(n
     assert full[0]["id"] == lean[0]["id"]
     assert full[0]["pinned"] is True
     assert {"created_at", "occurrence_ids", "importance"} <= set(full[0])
+
+
+# Templated memories, as agents write them: each shares most of its words with the others.
+PROJECTS = ["orion", "falcon", "atlas", "search-api", "billing-service", "recommender", "mobile-app", "data-pipeline"]
+PEOPLE = ["Diego", "Sam", "Mei", "Ken", "Carlos", "Priya", "Ines", "Tom"]
+BUDGETS = [
+    f"Budget for {p} in Q{i % 4 + 1} 202{3 + i % 3} is ${100 + 61 * i}k, approved by {who}."
+    for i, (p, who) in enumerate(zip(PROJECTS, PEOPLE, strict=True))
+]
+RECENT_BUDGETS = [
+    f"Budget for {p} in Q{(i + 2) % 4 + 1} 202{4 + i % 2} is ${700 - 53 * i}k, approved by {who}."
+    for i, (p, who) in enumerate(zip(PROJECTS[::-1], PEOPLE, strict=True))
+]
+
+
+async def test_a_memory_asked_for_in_its_own_words_outranks_a_weaker_match_said_since(
+    client: Client, clock: Clock
+) -> None:
+    """Relevance saturates for strong matches; recency and importance must not then decide alone
+    (before ADR 10's closeness every one of these came second to a budget said a month later)."""
+    await call(client, "remember", {"memories": [{"content": t} for t in BUDGETS]})
+    clock.advance(30 * 24 * HOUR)  # a month later the agent notes two more budgets
+    await call(client, "remember", {"memories": [{"content": t} for t in RECENT_BUDGETS]})
+    for text in BUDGETS:
+        assert await _first(client, text) == text
+
+
+async def test_of_two_statements_about_as_close_to_the_question_the_newer_ranks_first(
+    new_user: Client, clock: Clock
+) -> None:
+    await call(new_user, "remember", {"content": "The user drinks green tea every morning."})
+    clock.advance(10 * 24 * HOUR)
+    await call(new_user, "remember", {"content": "The user drinks black coffee every morning."})
+    first = await _first(new_user, "What does the user drink in the morning?")
+    assert first == "The user drinks black coffee every morning."

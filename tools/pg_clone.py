@@ -37,7 +37,7 @@ _MAP = sql.SQL(
     "CREATE TEMP TABLE clone_map ON COMMIT DROP AS "
     "SELECT old_n, nextval('memories_n_seq') AS new_n, old_id, " + _NEW_ID.format(col="old_id", row="r") + " AS new_id "
     "FROM (SELECT n AS old_n, id AS old_id, row_number() OVER (ORDER BY n) AS r "
-    "FROM memories WHERE principal = %(template)s ORDER BY n) s"
+    "FROM {} ORDER BY n) s"
 )
 
 
@@ -59,13 +59,19 @@ async def _check_template(conn: psycopg.AsyncConnection, template: str) -> None:
     for table in tables:
         if table in FILLED:
             continue
-        query = sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE principal = %s)").format(sql.Identifier(table))
-        found = await (await conn.execute(query, (template,))).fetchone()
+        query = sql.SQL("SELECT EXISTS (SELECT 1 FROM {})").format(_part(table, template))
+        found = await (await conn.execute(query)).fetchone()
         if found and found[0]:
             raise RuntimeError(f"the template holds rows in {table}, which the copy does not translate")
 
 
-def _select(table: str, columns: list[str]) -> sql.Composed:
+def _part(table: str, key: str) -> sql.Identifier:
+    """A principal's partition, named as the store names it (ADR 20): a statement on the parent,
+    planned once and run for many principals, would lock every partition of every principal."""
+    return sql.Identifier(f"{table}_{key}")
+
+
+def _select(table: str, columns: list[str], template: str, key: str) -> sql.Composed:
     """The copy of one table's template rows: the key, the new row numbers and ids, the rest as is."""
     picked: list[sql.Composable] = []
     for col in columns:
@@ -84,27 +90,25 @@ def _select(table: str, columns: list[str]) -> sql.Composed:
     join = "memory_id = m.old_id" if table == "memory_events" else "memory_n = m.old_n"
     if table == "memories":
         join = "n = m.old_n"
-    source: sql.Composable = sql.SQL(
-        "FROM {} t JOIN clone_map m ON t.{} WHERE t.principal = %(template)s ORDER BY m.new_n"
-    ).format(sql.Identifier(table), sql.SQL(join))
+    source: sql.Composable = sql.SQL("FROM {} t JOIN clone_map m ON t.{} ORDER BY m.new_n").format(
+        _part(table, template), sql.SQL(join)
+    )
     if table == "meta":
-        source = sql.SQL("FROM meta t WHERE t.principal = %(template)s")
+        source = sql.SQL("FROM {} t").format(_part(table, template))
     return sql.SQL("INSERT INTO {} ({}) SELECT {} {}").format(
-        sql.Identifier(table), sql.SQL(", ").join(map(sql.Identifier, columns)), sql.SQL(", ").join(picked), source
+        _part(table, key), sql.SQL(", ").join(map(sql.Identifier, columns)), sql.SQL(", ").join(picked), source
     )
 
 
 async def _check_counts(conn: psycopg.AsyncConnection, template: str, key: str) -> None:
     """Every table holds as many rows of the copy as of its template (else the copy is rolled back)."""
     for table in FILLED:
-        query = sql.SQL("SELECT principal, count(*) FROM {} WHERE principal IN (%s, %s) GROUP BY principal").format(
-            sql.Identifier(table)
+        query = sql.SQL("SELECT (SELECT count(*) FROM {}), (SELECT count(*) FROM {})").format(
+            _part(table, template), _part(table, key)
         )
-        counts: dict[str, int] = dict(await (await conn.execute(query, (template, key))).fetchall())
-        if counts.get(template, 0) != counts.get(key, 0):
-            raise RuntimeError(
-                f"{table}: the copy holds {counts.get(key, 0)} rows, its template {counts.get(template, 0)}"
-            )
+        row = await (await conn.execute(query)).fetchone()
+        if row is None or row[0] != row[1]:
+            raise RuntimeError(f"{table}: the copy holds {row and row[1]} rows, its template {row and row[0]}")
 
 
 async def copy_principals(
@@ -114,14 +118,14 @@ async def copy_principals(
     transaction per copy. ``dsn`` names a superuser of the cluster."""
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
         await _check_template(conn, template)
-        statements = [_select(table, await _columns(conn, table)) for table in FILLED]
+        columns = {table: await _columns(conn, table) for table in FILLED}
         for done, (key, name, number) in enumerate(targets, 1):
             async with conn.transaction():
                 await conn.execute("SELECT set_config('mcp.principal', %s, true)", (key,))
                 await conn.execute("SELECT mcp_open_principal(%s, %s)", (key, name))
-                await conn.execute(_MAP, {"template": template, "copy": number})
-                for statement in statements:
-                    await conn.execute(statement, {"template": template, "key": key, "copy": number})
+                await conn.execute(_MAP.format(_part("memories", template)), {"copy": number})
+                for table in FILLED:
+                    await conn.execute(_select(table, columns[table], template, key), {"key": key, "copy": number})
                 await _check_counts(conn, template, key)
             if progress is not None:
                 progress(done)

@@ -68,6 +68,11 @@ def score(
     evidence = scoring.keyword_evidence(dense, keyword)
     dense_rank = {n: r for r, (n, _) in enumerate(dense.hits, start=1)}
     keyword_rank = {n: r for r, (n, _) in enumerate(keyword, start=1)}
+    totals = {n: _understood(fused[n], understanding.get(records[n].id)) for n in ranked if n in records}
+    # Evidence gaps in standard deviations mean something once a handful of memories give a spread.
+    best = max((totals[n] for n in totals if not records[n].pinned), default=0.0)
+    if dense.visible < scoring.FLOOR_MIN_MEMORIES:
+        best = float("-inf")
     scored: list[tuple[float, MemoryRecord, Signals]] = []
     for n in ranked:
         record = records.get(n)
@@ -79,9 +84,12 @@ def score(
             t = scoring.recency(span.distance_hours(record.occurred_at), max((span.end - span.start) / 3600, 24.0))
         f = scoring.frequency(record.access_count)
         understood = understanding.get(record.id)
-        total = understood.apply(fused[n]) if understood else fused[n]
+        total = totals[n]
         r = scoring.relevance(total)
-        v = scoring.value(preset, r, t, f, record.importance)
+        # A named time is evidence, not a boost: closeness to it counts in full (ADR 10).
+        v = scoring.value(
+            preset, r, t, f, record.importance, scoring.closeness(total, best), time_asked=span is not None
+        )
         signals = Signals(
             dense=dense_score.get(n),
             dense_z=round(dense.z(dense_score[n]), 3) if n in dense_score else None,
@@ -103,6 +111,10 @@ def score(
     scored.sort(key=lambda item: -item[0])
     scored = scoring.newer_side_first(scored)
     return scored
+
+
+def _understood(fused: float, understood: Understanding | None) -> float:
+    return understood.apply(fused) if understood else fused
 
 
 def floored(scored: list[Scored], visible: int, entity_linked: set[str], on: bool) -> tuple[int, list[Scored]]:

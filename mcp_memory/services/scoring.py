@@ -104,9 +104,34 @@ def relevance(fused: float) -> float:
     return 1.0 / (1.0 + math.exp(-(fused - 2.0)))
 
 
-def value(preset: str, relevance: float, recency_: float, frequency_: float, importance: float) -> float:
+# How far behind the best candidate's fused evidence the boosts still count in full: one rare word
+# shared with the question (recall.keyword_weight's 2 standard deviations) costs them a factor e.
+BOOST_REACH = 2.0
+
+
+def closeness(fused: float, best: float) -> float:
+    """How much of the recency, frequency and importance boosts a candidate keeps: all of them at
+    the best candidate's evidence, e^-1 one rare word's worth (BOOST_REACH) behind it (all of them
+    when there is no best to measure from: ``best`` of -inf, a scope too small for a spread)."""
+    return math.exp(-max(best - fused, 0.0) / BOOST_REACH)
+
+
+def value(
+    preset: str,
+    relevance: float,
+    recency_: float,
+    frequency_: float,
+    importance: float,
+    closeness_: float = 1.0,
+    *,
+    time_asked: bool = False,
+) -> float:
+    """V = a*R + (b*T + c*F + d*P) * closeness: the boosts reorder memories about as relevant as the
+    best one, and do not lift one far behind it (R saturates, so they would decide alone: ADR 10).
+    When the question names a time, T is closeness to that time, evidence like R: it counts in full."""
     a, b, c, d = PRESETS[preset]
-    return a * relevance + b * recency_ + c * frequency_ + d * importance
+    timely = b * recency_ if time_asked else b * recency_ * closeness_
+    return a * relevance + timely + (c * frequency_ + d * importance) * closeness_
 
 
 def stated_at(record: MemoryRecord) -> float:
