@@ -35,6 +35,11 @@ pytestmark = pytest.mark.anyio
             "preference",
             "same",
         ),
+        # Said as an addition ("too", "also", "也"): both stay true, nothing is replaced.
+        ("The user's sister lives in Paris.", "The user's brother moved to Paris too.", "fact", "different"),
+        ("用户喜欢喝绿茶。", "用户现在也喜欢喝咖啡。", "preference", "different"),
+        ("The user likes tea", "The user now also likes coffee", "preference", "different"),
+        ("用户喜欢喝绿茶。", "用户现在喜欢喝咖啡。", "preference", "changed"),
     ],
 )
 def test_the_relation_rules(old: str, new: str, kind: str, expected: str) -> None:

@@ -192,6 +192,29 @@ async def test_recall_reinforces_unless_told_not_to(client: Client) -> None:
     assert loud["hits"][0]["last_accessed_at"] is not None
 
 
+async def test_recall_strengthens_what_answers_not_the_padding(client: Client) -> None:
+    """Reinforcing every hit would let the memories that pad each answer grow fresher and more
+    frequent with every call, until they outrank a new statement of the answer."""
+    answer = "The user works from the Berlin office on Alexanderplatz."
+    others = [
+        "The user's dog is called Pixel.",
+        "The user is learning Japanese.",
+        "The user drives a Skoda.",
+        "The user's manager is Sandra.",
+        "The user runs tests with pytest -x.",
+        "The user climbs on Wednesdays.",
+        "The user's standup is at 9:30.",
+    ]
+    await call(client, "remember", {"memories": [{"content": t} for t in [answer, *others]]})
+    served = await call(client, "recall", {"query": "Where is the user's office?", "floor": False})
+    assert served["hits"][0]["text"] == answer
+    assert len(served["hits"]) > 1
+    after = await call(client, "recall", {"detail": "full", "query": "office", "floor": False, "reinforce": False})
+    counts = {h["text"]: h["access_count"] for h in after["hits"]}
+    assert counts[answer] == 1
+    assert [t for t in others if counts.get(t)] == []
+
+
 async def test_the_token_budget_limits_what_comes_back(client: Client) -> None:
     long_text = "The quarterly report covers revenue, churn and hiring plans. " * 20
     await call(

@@ -46,7 +46,7 @@ from mcp_memory.schemas import (
     RememberItem,
     RememberResult,
 )
-from mcp_memory.services import inputs, intake, lookup, question, rerank, scoring, second, summarize, when
+from mcp_memory.services import inputs, intake, lookup, question, recall, rerank, scoring, second, summarize, when
 from mcp_memory.services.checks import text_field
 from mcp_memory.services.intake import CallContext as CallContext  # where callers have always found it
 from mcp_memory.services.intake import Progress
@@ -269,9 +269,9 @@ class MemoryService:
         if (off := await off_reason(self.switch, scope)) is not None:
             return nothing_recalled(redact(query), preset, budget, off)
         criteria = inputs.recall_criteria(scope, filters)
-        terms = keyword_terms(words)
         now = self.clock()
         span = when.resolve(words, to_seconds(as_of) if as_of else now)
+        terms = keyword_terms(when.without(words, span))
         await self._model_dim(scope)
         depth = max(self.config.candidates, k * 3)
         (subs, left, rewrite_note), (dense, keyword, pinned) = await concurrently(  # the LLM's wait beside the searches
@@ -298,7 +298,7 @@ class MemoryService:
         said_from = to_seconds(as_of) if as_of else now
         hits, used, omitted = fit_budget(scored, k, budget, terms=terms, detail=detail, explain=explain, now=said_from)
         if reinforce and hits:
-            await self.store.reinforce(scope, [h.id for h in hits], now)
+            await self.store.reinforce(scope, recall.reinforced(scored, hits), now)
         return RecallResult(
             query=redact(query),  # the answer is stored in a transcript: no secret echoed back
             hits=hits,

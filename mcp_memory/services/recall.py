@@ -69,19 +69,13 @@ def score(
     dense_rank = {n: r for r, (n, _) in enumerate(dense.hits, start=1)}
     keyword_rank = {n: r for r, (n, _) in enumerate(keyword, start=1)}
     totals = {n: _understood(fused[n], understanding.get(records[n].id)) for n in ranked if n in records}
-    # Evidence gaps in standard deviations mean something once a handful of memories give a spread.
-    best = max((totals[n] for n in totals if not records[n].pinned), default=0.0)
-    if dense.visible < scoring.FLOOR_MIN_MEMORIES:
-        best = float("-inf")
+    best = _best(totals, records, dense)
     scored: list[tuple[float, MemoryRecord, Signals]] = []
     for n in ranked:
         record = records.get(n)
         if record is None or record.pinned:
             continue
-        if span is None:
-            t = scoring.recency((now - (record.last_accessed_at or record.created_at)) / 3600, half_life_hours)
-        else:
-            t = scoring.recency(span.distance_hours(record.occurred_at), max((span.end - span.start) / 3600, 24.0))
+        t = _recency(record, span, now, half_life_hours)
         f = scoring.frequency(record.access_count)
         understood = understanding.get(record.id)
         total = totals[n]
@@ -113,8 +107,32 @@ def score(
     return scored
 
 
+def reinforced(scored: Sequence[Scored], hits: Sequence[Hit | MemoryOut]) -> list[str]:
+    """The hits recall judged answers, which it strengthens: those within one rare word's worth of
+    evidence of the best (scoring.BOOST_REACH). Strengthening the padding too would make it fresher
+    and more frequent with every call, until it outranked a new statement of the answer."""
+    fused = {record.id: signals.fused for _, record, signals in scored}
+    best = max(fused.values(), default=0.0)
+    return [h.id for h in hits if best - fused.get(h.id, float("-inf")) <= scoring.BOOST_REACH]
+
+
 def _understood(fused: float, understood: Understanding | None) -> float:
     return understood.apply(fused) if understood else fused
+
+
+def _best(totals: Mapping[str, float], records: Mapping[str, MemoryRecord], dense: DenseHits) -> float:
+    """The best candidate's evidence, which the boosts are measured from; -inf (no measure) in a
+    scope too small for its standard deviations to mean anything."""
+    if dense.visible < scoring.FLOOR_MIN_MEMORIES:
+        return float("-inf")
+    return max((totals[n] for n in totals if not records[n].pinned), default=0.0)
+
+
+def _recency(record: MemoryRecord, span: Span | None, now: float, half_life_hours: float) -> float:
+    """T: closeness of the last access to now, or of ``occurred_at`` to the time the question names."""
+    if span is None:
+        return scoring.recency((now - (record.last_accessed_at or record.created_at)) / 3600, half_life_hours)
+    return scoring.recency(span.distance_hours(record.occurred_at), max((span.end - span.start) / 3600, 24.0))
 
 
 def floored(scored: list[Scored], visible: int, entity_linked: set[str], on: bool) -> tuple[int, list[Scored]]:
@@ -123,7 +141,12 @@ def floored(scored: list[Scored], visible: int, entity_linked: set[str], on: boo
     scope too small for a mean and a spread to say anything is not floored."""
     if not on or visible < scoring.FLOOR_MIN_MEMORIES:
         return 0, scored
-    kept = [h for h in scored if h[2].fused > scoring.RELEVANCE_FLOOR or h[1].id in entity_linked]
+    # A demotion (a memory that only asks) orders, it does not floor: its own evidence is judged.
+    kept = [
+        h
+        for h in scored
+        if h[2].fused - min(h[2].understanding or 0.0, 0.0) > scoring.RELEVANCE_FLOOR or h[1].id in entity_linked
+    ]
     return len(scored) - len(kept), kept
 
 

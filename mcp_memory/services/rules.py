@@ -208,6 +208,12 @@ _CHANGE = re.compile(
     r"from now on|these days)\b|不再|改成|改为|换成|现在|以后都|已经改"
 )
 _CHANGE_CHARS = frozenset("不再改成为换现在以后都已经")
+# Said as an addition ("my brother moved to Paris too", "现在也喜欢咖啡"): both statements stay true,
+# unless it also says the old one stopped.
+_ADDITIVE = re.compile(r"(?i)\b(?:also|as well|in addition|additionally|besides)\b|\btoo\b(?=\s*(?:[.!?,;]|$))|也|同时")
+_STOPPED = re.compile(
+    r"(?i)\b(?:no longer|not any ?more|anymore|instead|switched|stopped)\b|不再|改成|改为|换成|已经改"
+)
 _CHANGE_WORDS = frozenset(_stem(w) for w in "longer anymore switched moved changed instead mind days actually".split())
 # "Prefer" names a choice among alternatives: a newer preference for the same thing replaces the older.
 _PREFER = re.compile(r"(?i)^prefer(?:s|red|ring|ence|ences)?$|^(?:偏好|更喜欢|更愿意|宁愿|更爱)$")
@@ -281,6 +287,8 @@ def relation(old: str, new: str, kind: str) -> Relation:
         return "same"
     if identifiers(old) != identifiers(new) or sorted(_NUMBER.findall(old)) != sorted(_NUMBER.findall(new)):
         return "different"
+    if _ADDITIVE.search(new) and not _ADDITIVE.search(old) and not _STOPPED.search(new):
+        return "different"  # an addition: both stand
     if kind == "preference" and same_preference_replaced(old, new):
         return "changed"
     words_old, chars_old = _units(old)

@@ -105,15 +105,17 @@ def relevance(fused: float) -> float:
 
 
 # How far behind the best candidate's fused evidence the boosts still count in full: one rare word
-# shared with the question (recall.keyword_weight's 2 standard deviations) costs them a factor e.
+# shared with the question (recall.keyword_weight's 2 standard deviations). Each further such step
+# costs them a factor e.
 BOOST_REACH = 2.0
 
 
 def closeness(fused: float, best: float) -> float:
-    """How much of the recency, frequency and importance boosts a candidate keeps: all of them at
-    the best candidate's evidence, e^-1 one rare word's worth (BOOST_REACH) behind it (all of them
-    when there is no best to measure from: ``best`` of -inf, a scope too small for a spread)."""
-    return math.exp(-max(best - fused, 0.0) / BOOST_REACH)
+    """How much of the recency, frequency and importance boosts a candidate keeps: all of them
+    within one rare word's worth (BOOST_REACH) of the best candidate's evidence, e^-1 at two, e^-2
+    at three (all of them when there is no best to measure from: ``best`` of -inf, a scope too
+    small for a spread)."""
+    return math.exp(-max(best - fused - BOOST_REACH, 0.0) / BOOST_REACH)
 
 
 def value(
