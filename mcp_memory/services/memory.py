@@ -271,7 +271,7 @@ class MemoryService:
         criteria = inputs.recall_criteria(scope, filters)
         now = self.clock()
         span = when.resolve(words, to_seconds(as_of) if as_of else now)
-        terms = keyword_terms(when.without(words, span))
+        terms = keyword_terms(words)
         await self._model_dim(scope)
         depth = max(self.config.candidates, k * 3)
         (subs, left, rewrite_note), (dense, keyword, pinned) = await concurrently(  # the LLM's wait beside the searches

@@ -103,14 +103,6 @@ def _weekend(month_start: date, which: int) -> date:
     return saturdays[which - 1 if which > 0 else -1]
 
 
-def without(question: str, span: Span | None) -> str:
-    """The question without the words that named its time: they select by ``occurred_at`` and are
-    not its topic ("上个月" must not match "下个月" by its characters, "last month" a text saying so)."""
-    if span is None or not span.said.strip():
-        return question
-    return re.sub(re.escape(span.said), " ", question, count=1, flags=re.IGNORECASE)
-
-
 def resolve(question: str, as_of: float) -> Span | None:
     """The first time expression of ``question`` as an interval, or None when it names no time."""
     today = datetime.fromtimestamp(as_of, UTC).date()
