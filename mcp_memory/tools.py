@@ -258,7 +258,10 @@ def register_tools(
         detail: Annotated[Detail, Field(description="lean hits (default) or full records")] = "lean",
         as_of: Annotated[
             datetime | None,
-            Field(description='the moment "last week" or "yesterday" in the question count from (default now)'),
+            Field(
+                description='the moment "last week" or "yesterday" in the question count from (default now); '
+                "its UTC offset says whose days they are (without one, UTC days)"
+            ),
         ] = None,
         floor: Annotated[
             Bool, Field(description="leave out memories no closer to the question than the ordinary (default true)")

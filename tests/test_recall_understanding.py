@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from mcp.client import Client
 
-from mcp_memory.services.when import resolve
+from mcp_memory.services.when import resolve, utc_offset
 from tests.conftest import call
 
 pytestmark = pytest.mark.anyio
@@ -46,6 +46,21 @@ def test_time_expressions_resolve_against_as_of(question: str, start: str, end: 
 def test_a_question_without_a_time_resolves_to_nothing() -> None:
     for question in ("what is the user's name", "may I ask which editor", "用户喜欢喝什么"):
         assert resolve(question, AS_OF.timestamp()) is None
+
+
+def test_a_day_is_the_askers_day() -> None:
+    """At 07:30 in Shanghai (23:30 UTC the evening before) yesterday is the Shanghai day before."""
+    shanghai = timezone(timedelta(hours=8))
+    as_of = datetime(2027, 1, 14, 7, 30, tzinfo=shanghai)
+    span = resolve("我们昨天决定了什么？", as_of.timestamp(), utc_offset(as_of))
+    assert span is not None
+    assert (span.start, span.end) == (
+        datetime(2027, 1, 13, tzinfo=shanghai).timestamp(),
+        datetime(2027, 1, 14, tzinfo=shanghai).timestamp(),
+    )
+    utc = resolve("我们昨天决定了什么？", as_of.timestamp())  # no offset: UTC days, as before
+    assert utc is not None
+    assert utc.start == datetime(2027, 1, 12, tzinfo=UTC).timestamp()
 
 
 async def test_a_question_naming_a_time_prefers_what_happened_then(client: Client) -> None:

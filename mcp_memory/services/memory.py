@@ -270,7 +270,7 @@ class MemoryService:
             return nothing_recalled(redact(query), preset, budget, off)
         criteria = inputs.recall_criteria(scope, filters)
         now = self.clock()
-        span = when.resolve(words, to_seconds(as_of) if as_of else now)
+        span = when.resolve(words, to_seconds(as_of) if as_of else now, when.utc_offset(as_of))
         terms = keyword_terms(words)
         await self._model_dim(scope)
         depth = max(self.config.candidates, k * 3)

@@ -103,14 +103,22 @@ def _weekend(month_start: date, which: int) -> date:
     return saturdays[which - 1 if which > 0 else -1]
 
 
-def resolve(question: str, as_of: float) -> Span | None:
-    """The first time expression of ``question`` as an interval, or None when it names no time."""
-    today = datetime.fromtimestamp(as_of, UTC).date()
+def utc_offset(moment: datetime | None) -> float:
+    """The UTC offset a caller's ``as_of`` carries, in seconds (0 without one)."""
+    delta = moment.utcoffset() if moment is not None else None
+    return delta.total_seconds() if delta else 0.0
+
+
+def resolve(question: str, as_of: float, offset: float = 0.0) -> Span | None:
+    """The first time expression of ``question`` as an interval, or None when it names no time.
+    Days are the asker's: ``offset`` is their UTC offset in seconds (``as_of``'s own), so at 07:30
+    in Shanghai "yesterday" is the Shanghai day before, not the UTC one."""
+    today = datetime.fromtimestamp(as_of + offset, UTC).date()
     text = question.lower()
     for rule in _RULES:
         span = rule(text, today)
         if span is not None:
-            return span
+            return Span(span.start - offset, span.end - offset, span.said)
     return None
 
 
