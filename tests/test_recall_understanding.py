@@ -37,6 +37,13 @@ def _day(text: str) -> tuple[str, str]:
         ("what did I say on 8 May, 2023", "2023-05-08", "2023-05-09"),
         ("last weekend", "2026-11-28", "2026-11-30"),
         ("last April", "2026-04-01", "2026-05-01"),
+        ("what did we decide in the last few days?", "2026-11-27", "2026-12-01"),
+        ("what changed over the past two weeks", "2026-11-16", "2026-12-01"),
+        ("anything new in the past week?", "2026-11-23", "2026-12-01"),
+        ("what happened recently", "2026-11-23", "2026-12-01"),
+        ("最近三天说了什么", "2026-11-27", "2026-12-01"),
+        ("过去一周有什么决定", "2026-11-23", "2026-12-01"),
+        ("这几天在忙什么", "2026-11-27", "2026-12-01"),
     ],
 )
 def test_time_expressions_resolve_against_as_of(question: str, start: str, end: str) -> None:

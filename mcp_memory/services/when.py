@@ -1,8 +1,9 @@
 """Time in a question, resolved against ``occurred_at`` without an LLM.
 
 "last week", "in April 2022", "the first weekend of August", "yesterday", "3 days ago", "上个月",
-"去年五月", "前天": each becomes a half-open interval [start, end) in UTC seconds, relative to the
-caller's ``as_of`` (default now). A month or date without a year is the latest one not after
+"去年五月", "前天", "in the last few days", "最近三天", "recently": each becomes a half-open
+interval [start, end) in UTC seconds, relative to the caller's ``as_of`` (default now) and in the
+caller's days (its UTC offset). A month or date without a year is the latest one not after
 ``as_of``. Recall prefers memories that happened inside the interval and says so; it never drops
 the others (a question's time is a hint, and a resolver can be wrong).
 """
@@ -254,4 +255,35 @@ def _chinese(text: str, today: date) -> Span | None:
     return None
 
 
-_RULES = (_english_dates, _english_relative, _chinese)
+_FEW = {"few": 3, "couple of": 2, "several": 5}
+# A vague "lately" is the last week; "这几天" / "这两天" (these few days) the last three.
+_LATELY = re.compile(r"\b(?:recently|lately)\b|最近|近来|近期")
+_THESE_DAYS = re.compile("这几天|这两天|这些天")
+
+
+def _rolling(text: str, today: date) -> Span | None:
+    """A window that ends today: "in the last few days", "over the past two weeks", "最近三天",
+    "过去一周", "recently" (a calendar "last week" is another rule's)."""
+    m = re.search(
+        r"\b(?:in|over|during|within) the (?:last|past) (?:(\d+|few|couple of|several|"
+        + "|".join(NUMBER_WORDS)
+        + r") )?(day|week|month)s?\b",
+        text,
+    )
+    if m:
+        count = m.group(1) or "one"
+        n = int(count) if count.isdigit() else _FEW.get(count) or NUMBER_WORDS[count]
+        return _span(today - timedelta(days=n * UNITS[m.group(2)]), today + timedelta(days=1), m.group(0))
+    m = re.search(rf"(?:最近|过去|近)({_ZH_NUM}|几)(天|周|个星期|星期|个月)", text)
+    if m:
+        n = 3 if m.group(1) == "几" else _zh_number(m.group(1))
+        unit = {"天": 1, "周": 7, "个星期": 7, "星期": 7, "个月": 30}[m.group(2)]
+        return _span(today - timedelta(days=n * unit), today + timedelta(days=1), m.group(0))
+    m = _THESE_DAYS.search(text) or _LATELY.search(text)
+    if m:
+        days = 3 if _THESE_DAYS.search(text) else 7
+        return _span(today - timedelta(days=days), today + timedelta(days=1), m.group(0))
+    return None
+
+
+_RULES = (_rolling, _english_dates, _english_relative, _chinese)
