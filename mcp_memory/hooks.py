@@ -91,7 +91,8 @@ async def _answer_in_time(settings: Settings, event: str, payload: dict[str, Any
     """The answer, or, past the event's deadline, nothing at once: the process ends there (work
     cut short by a cancellation could leave a database thread behind and keep it alive; SQLite
     rolls back whatever was not committed)."""
-    deadline = settings.hook_prompt_seconds if event == "UserPromptSubmit" else DEADLINES[event]
+    # No hook gives up sooner than the prompt hook may take (raising it gives every hook that time).
+    deadline = max(DEADLINES.get(event, 0.0), settings.hook_prompt_seconds)
     answered: list[Answer] = []
     async with anyio.create_task_group() as group:
 
