@@ -85,6 +85,13 @@ def positions(segmented: str) -> tuple[dict[str, list[int]], int]:
     return seen, len(words)
 
 
+def _part(table: str, principal: str) -> sql.Identifier:
+    """The principal's partition of ``table``, named as the dialect names it (ADR 20): a statement
+    on the parent, prepared by psycopg after its fifth run, gets a generic plan that locks every
+    partition of every principal (a thousand principals ran the lock table out of shared memory)."""
+    return sql.Identifier(f"{table}_{principal}")
+
+
 async def index(conn: psycopg.AsyncConnection, principal: str, rows: Mapping[int, str]) -> None:
     """Index memories (row number -> text) inside the caller's transaction."""
     await index_segmented(conn, principal, {n: segment_for_index(text) for n, text in rows.items()})
@@ -104,13 +111,17 @@ async def index_segmented(conn: psycopg.AsyncConnection, principal: str, rows: M
             places.append("{" + ",".join(map(str, at)) + "}")
     # two statements for any number of memories (a `migrate` brings thousands at once)
     await conn.execute(
-        "INSERT INTO postings (principal, term, memory_n, positions) "
-        "SELECT %s, t, n, p::integer[] FROM unnest(%s::text[], %s::bigint[], %s::text[]) AS u(t, n, p)",
+        sql.SQL(
+            "INSERT INTO {} (principal, term, memory_n, positions) "
+            "SELECT %s, t, n, p::integer[] FROM unnest(%s::text[], %s::bigint[], %s::text[]) AS u(t, n, p)"
+        ).format(_part("postings", principal)),
         (principal, terms, numbers, places),
     )
     await conn.execute(
-        "UPDATE memories AS m SET doc_len = v.len FROM unnest(%s::bigint[], %s::integer[]) AS v(n, len) "
-        "WHERE m.principal = %s AND m.n = v.n",
+        sql.SQL(
+            "UPDATE {} AS m SET doc_len = v.len FROM unnest(%s::bigint[], %s::integer[]) AS v(n, len) "
+            "WHERE m.principal = %s AND m.n = v.n"
+        ).format(_part("memories", principal)),
         (list(lengths), list(lengths.values()), principal),
     )
     await _count(conn, principal, len(rows), sum(lengths.values()))
@@ -122,25 +133,38 @@ async def unindex(conn: psycopg.AsyncConnection, principal: str, rows: Sequence[
         return
     found = await (
         await conn.execute(
-            "SELECT count(*), coalesce(sum(doc_len), 0) FROM memories WHERE principal = %s AND n = ANY(%s)",
+            sql.SQL("SELECT count(*), coalesce(sum(doc_len), 0) FROM {} WHERE principal = %s AND n = ANY(%s)").format(
+                _part("memories", principal)
+            ),
             (principal, list(rows)),
         )
     ).fetchone()
-    await conn.execute("DELETE FROM postings WHERE principal = %s AND memory_n = ANY(%s)", (principal, list(rows)))
+    await conn.execute(
+        sql.SQL("DELETE FROM {} WHERE principal = %s AND memory_n = ANY(%s)").format(_part("postings", principal)),
+        (principal, list(rows)),
+    )
     if found is not None:
         await _count(conn, principal, -int(found[0]), -int(found[1]))
 
 
 async def unindex_all(conn: psycopg.AsyncConnection, principal: str) -> None:
     """Empty the principal's index (forget_user), inside the caller's transaction."""
-    await conn.execute("DELETE FROM postings WHERE principal = %s", (principal,))
-    await conn.execute("DELETE FROM meta WHERE principal = %s AND key IN (%s, %s)", (principal, DOCS, TOKENS))
+    await conn.execute(
+        sql.SQL("DELETE FROM {} WHERE principal = %s").format(_part("postings", principal)), (principal,)
+    )
+    await conn.execute(
+        sql.SQL("DELETE FROM {} WHERE principal = %s AND key IN (%s, %s)").format(_part("meta", principal)),
+        (principal, DOCS, TOKENS),
+    )
 
 
 async def _count(conn: psycopg.AsyncConnection, principal: str, docs: int, total: int) -> None:
     await conn.execute(
-        "INSERT INTO meta (principal, key, value) VALUES (%(p)s, %(docs)s, %(d)s), (%(p)s, %(tokens)s, %(t)s) "
-        "ON CONFLICT (principal, key) DO UPDATE SET value = (meta.value::bigint + excluded.value::bigint)::text",
+        sql.SQL(
+            "INSERT INTO {} AS meta (principal, key, value) "
+            "VALUES (%(p)s, %(docs)s, %(d)s), (%(p)s, %(tokens)s, %(t)s) "
+            "ON CONFLICT (principal, key) DO UPDATE SET value = (meta.value::bigint + excluded.value::bigint)::text"
+        ).format(_part("meta", principal)),
         {"p": principal, "docs": DOCS, "tokens": TOKENS, "d": str(docs), "t": str(total)},
     )
 
@@ -151,19 +175,20 @@ def phrases(terms: Iterable[str]) -> list[list[str]]:
 
 
 def _phrase_hits(i: int, phrase: list[str], params: dict[str, Any]) -> sql.Composed:
+    postings = _part("postings", str(params["p"]))
     """(phrase number, memory row, occurrences) for the memories holding ``phrase``."""
     for j, token in enumerate(phrase):
         params[f"t{i}_{j}"] = token
     if len(phrase) == 1:
         return sql.SQL(
-            "SELECT {i} AS i, memory_n, cardinality(positions) AS f FROM postings "
+            "SELECT {i} AS i, memory_n, cardinality(positions) AS f FROM {postings} "
             "WHERE principal = %(p)s AND term = %(t{i}_0)s"
-        ).format(i=sql.Literal(i))
+        ).format(i=sql.Literal(i), postings=postings)
     joins = sql.SQL(" ").join(
         sql.SQL(
-            "JOIN postings a{j} ON a{j}.principal = a0.principal AND a{j}.memory_n = a0.memory_n "
+            "JOIN {postings} a{j} ON a{j}.principal = a0.principal AND a{j}.memory_n = a0.memory_n "
             "AND a{j}.term = %(t{i}_{j})s"
-        ).format(j=sql.Literal(j), i=sql.Literal(i))
+        ).format(j=sql.Literal(j), i=sql.Literal(i), postings=postings)
         for j in range(1, len(phrase))
     )
     follows = sql.SQL(" AND ").join(
@@ -172,8 +197,8 @@ def _phrase_hits(i: int, phrase: list[str], params: dict[str, Any]) -> sql.Compo
     return sql.SQL(
         "SELECT i, memory_n, f FROM (SELECT {i} AS i, a0.memory_n, "
         "(SELECT count(*) FROM unnest(a0.positions) AS x WHERE {follows}) AS f "
-        "FROM postings a0 {joins} WHERE a0.principal = %(p)s AND a0.term = %(t{i}_0)s) h WHERE f > 0"
-    ).format(i=sql.Literal(i), follows=follows, joins=joins)
+        "FROM {postings} a0 {joins} WHERE a0.principal = %(p)s AND a0.term = %(t{i}_0)s) h WHERE f > 0"
+    ).format(i=sql.Literal(i), follows=follows, joins=joins, postings=postings)
 
 
 def bm25_query(found: list[list[str]], visible: sql.Composable, limit: int, params: dict[str, Any]) -> sql.Composed:
@@ -185,12 +210,12 @@ def bm25_query(found: list[list[str]], visible: sql.Composable, limit: int, para
         "WITH hits AS ({hits}), "
         "df AS (SELECT i, count(*) AS n FROM hits GROUP BY i), "
         "stats AS (SELECT "
-        "  coalesce((SELECT value::float8 FROM meta WHERE principal = %(p)s AND key = {docs}), 0) AS docs, "
-        "  coalesce((SELECT value::float8 FROM meta WHERE principal = %(p)s AND key = {tokens}), 0) AS total) "
+        "  coalesce((SELECT value::float8 FROM {meta} WHERE principal = %(p)s AND key = {docs}), 0) AS docs, "
+        "  coalesce((SELECT value::float8 FROM {meta} WHERE principal = %(p)s AND key = {tokens}), 0) AS total) "
         "SELECT m.id, sum(greatest(ln((s.docs - df.n + 0.5) / (df.n + 0.5)), 1e-6) * h.f * {k1plus} "
         "  / (h.f + {k1} * (1 - {b} + {b} * m.doc_len / greatest(s.total / greatest(s.docs, 1), 1e-9)))) AS score "
         "FROM hits h JOIN df USING (i) CROSS JOIN stats s "
-        "JOIN memories m ON m.principal = %(p)s AND m.n = h.memory_n "
+        "JOIN {memories} m ON m.principal = %(p)s AND m.n = h.memory_n "
         "WHERE {visible} GROUP BY m.id ORDER BY score DESC, m.id LIMIT %(limit)s"
     ).format(
         hits=hits,
@@ -200,6 +225,8 @@ def bm25_query(found: list[list[str]], visible: sql.Composable, limit: int, para
         k1=sql.Literal(K1),
         b=sql.Literal(B),
         visible=visible,
+        meta=_part("meta", str(params["p"])),
+        memories=_part("memories", str(params["p"])),
     )
 
 
