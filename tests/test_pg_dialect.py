@@ -220,3 +220,36 @@ async def test_forgetting_removes_the_row_and_everything_that_hangs_on_it(db: _D
         ALICE, lambda pc: pc.execute_fetchall("SELECT event FROM memory_events WHERE memory_id = ?", (gone.record.id,))
     )
     assert events == [("forgotten",)]  # only the content-free record of the forget remains
+
+
+async def test_the_keyword_index_locks_only_the_principals_own_partitions(db: _Db) -> None:
+    """A statement on a partitioned parent, prepared (psycopg does after a statement's fifth run)
+    and planned generically, locks every partition of every principal: at a thousand principals
+    the lock table ran out of shared memory. The keyword index names the principal's partitions."""
+    for scope in (ALICE, BOB):
+        memory = _memory(scope, "tea with oat milk")
+
+        async def write(pc: dialect.PgConn, scope: Scope = scope, memory: NewMemory = memory) -> object:
+            return await writes.apply(cast(Any, pc), scope, [memory], [], time.time())
+
+        await db.run(scope, write)
+    await db.conn.execute("SET plan_cache_mode = force_generic_plan")
+    db.conn.prepare_threshold = 0  # prepare at once, as psycopg does from a statement's fifth run
+
+    async def search_then_locks(pc: dialect.PgConn) -> list[str]:
+        for _ in range(2):
+            assert await keyword.search(pc.conn, pc.key, ["tea"], 10) != []
+            await keyword.index_segmented(pc.conn, pc.key, {})
+            await keyword.unindex(pc.conn, pc.key, [0])
+        rows = await pc.execute_fetchall(
+            "SELECT DISTINCT c.relname FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+            "WHERE l.pid = pg_backend_pid() AND c.relname LIKE ?",
+            (f"%{KEYS['bob']}%",),
+        )
+        return [str(r[0]) for r in rows]
+
+    try:
+        assert await db.run(ALICE, search_then_locks) == []
+    finally:
+        db.conn.prepare_threshold = 5
+        await db.conn.execute("RESET plan_cache_mode")
