@@ -62,8 +62,8 @@ def _progress(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-async def prepare(cluster: pgcluster.Cluster, args: argparse.Namespace, work: Path) -> tuple[list[str], str]:
-    """The schema, the principals' memories and their tokens; (tokens, how the fill went)."""
+async def prepare(cluster: pgcluster.Cluster, args: argparse.Namespace, work: Path) -> tuple[list[str], str, list[str]]:
+    """The schema, the principals' memories and their tokens; (tokens, how the fill went, the pool's texts)."""
     async with await psycopg.AsyncConnection.connect(cluster.dsn(pgcluster.OWNER), autocommit=True) as owner:
         await migrations.migrate(owner, pgcluster.SERVER)
     model = build_model(embedder_config(load_settings()))
@@ -77,7 +77,7 @@ async def prepare(cluster: pgcluster.Cluster, args: argparse.Namespace, work: Pa
         now = time.time()
         minted = [(await tokens.create(f"user-{p:04d}", None, "bench", now, None))[0] for p in range(args.principals)]
     embedded = "read from the cache" if pool.cached else f"embedded in {pool.seconds:.0f} s"
-    return minted, f"{filled} (pool of {args.pool:,} texts {embedded})"
+    return minted, f"{filled} (pool of {args.pool:,} texts {embedded})", pool.texts
 
 
 async def _copied(
@@ -87,7 +87,7 @@ async def _copied(
     """A template principal per ``--memories`` texts of the pool, written through PostgresStore.apply
     (tools/fill_store.py), and every other principal a copy of one of them made in SQL
     (tools/pg_clone.py): written the real way, a million memories would take an hour here."""
-    templates = max(1, min(args.principals, args.pool // args.memories))
+    templates = _templates(args)
     started = time.perf_counter()
     async with PostgresStore(settings.storage.postgres) as store:
         for t in range(templates):
@@ -150,16 +150,26 @@ def start_replica(cluster: pgcluster.Cluster, data_dir: Path) -> Server:
     return start_server(data_dir, "http", stateless=False, env=backend)
 
 
+def _templates(args: argparse.Namespace) -> int:
+    """How many principals the copy fill writes through the store: one per ``--memories`` pool texts."""
+    return max(1, min(int(args.principals), int(args.pool) // int(args.memories)))
+
+
+def _own_text(p: int, texts: list[str], args: argparse.Namespace) -> str:
+    """One of the pool texts principal ``p`` holds: its template's (copy), or from offset p * 997 (migrate)."""
+    memories = int(args.memories)
+    if args.fill == "copy":
+        return texts[(p % _templates(args)) * memories + p % memories]
+    return texts[(p * 997 + p % memories) % len(texts)]
+
+
 async def own_text_first(replica: Server, tokens: list[str], texts: list[str], args: argparse.Namespace) -> str:
     """Recall of one of its own texts, for up to 20 principals spread over the run: how often that
     text comes first (a copied principal must answer as a written one does)."""
-    templates = max(1, min(args.principals, args.pool // args.memories))
     picked = sorted({round(i * (args.principals - 1) / 19) for i in range(20)})
     first = 0
     for p in picked:
-        own = texts[(p % templates) * args.memories + p % args.memories] if args.fill == "copy" else None
-        if own is None:  # migrate's fill: principal p holds pool texts from offset p * 997
-            own = texts[(p * 997 + p % args.memories) % len(texts)]
+        own = _own_text(p, texts, args)
         async with session(replica, tokens[p], "legacy") as mcp:
             hits = (await call(mcp, "recall", {"query": own, "k": 3, "reinforce": False}))["hits"]
         first += bool(hits) and hits[0]["text"] == normalize(own)
@@ -232,8 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cluster = pgcluster.start()  # a folder of its own, which the postgres user can reach
     rows = []
     try:
-        tokens, filled = anyio.run(prepare, cluster, args, work)
-        texts = synth.distinct(synth.memory, args.pool, fill_store.POOL_SEED)
+        tokens, filled, texts = anyio.run(prepare, cluster, args, work)
         _progress(filled)
         for count in (1, 2):
             replicas = [start_replica(cluster, work / f"run{count}-replica{i}") for i in range(count)]

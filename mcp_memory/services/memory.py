@@ -269,9 +269,9 @@ class MemoryService:
         if (off := await off_reason(self.switch, scope)) is not None:
             return nothing_recalled(redact(query), preset, budget, off)
         criteria = inputs.recall_criteria(scope, filters)
+        terms = keyword_terms(words)
         now = self.clock()
         span = when.resolve(words, to_seconds(as_of) if as_of else now, when.utc_offset(as_of))
-        terms = keyword_terms(words)
         await self._model_dim(scope)
         depth = max(self.config.candidates, k * 3)
         (subs, left, rewrite_note), (dense, keyword, pinned) = await concurrently(  # the LLM's wait beside the searches

@@ -279,10 +279,9 @@ def _rolling(text: str, today: date) -> Span | None:
         n = 3 if m.group(1) == "几" else _zh_number(m.group(1))
         unit = {"天": 1, "周": 7, "个星期": 7, "星期": 7, "个月": 30}[m.group(2)]
         return _span(today - timedelta(days=n * unit), today + timedelta(days=1), m.group(0))
-    m = _THESE_DAYS.search(text) or _LATELY.search(text)
-    if m:
-        days = 3 if _THESE_DAYS.search(text) else 7
-        return _span(today - timedelta(days=days), today + timedelta(days=1), m.group(0))
+    for vague, days in ((_THESE_DAYS, 3), (_LATELY, 7)):
+        if m := vague.search(text):
+            return _span(today - timedelta(days=days), today + timedelta(days=1), m.group(0))
     return None
 
 

@@ -175,8 +175,8 @@ def phrases(terms: Iterable[str]) -> list[list[str]]:
 
 
 def _phrase_hits(i: int, phrase: list[str], params: dict[str, Any]) -> sql.Composed:
-    postings = _part("postings", str(params["p"]))
     """(phrase number, memory row, occurrences) for the memories holding ``phrase``."""
+    postings = _part("postings", str(params["p"]))
     for j, token in enumerate(phrase):
         params[f"t{i}_{j}"] = token
     if len(phrase) == 1:
