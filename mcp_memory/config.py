@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
@@ -109,6 +110,25 @@ class RecallSettings(_Section):
         None, gt=0, le=1, description="cosine above which two texts may merge; default: the model's own"
     )
     default_k: int = Field(10, ge=1)
+    timezone: str = Field(
+        "local",
+        description='whose days "yesterday" and "said 3 days ago" count in when a recall\'s as_of carries no UTC '
+        'offset: "local" (this machine\'s zone), "UTC" or an IANA name such as "Asia/Shanghai"',
+    )
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        if value == "local":
+            return value
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(
+                f'{value!r} is not a time zone this machine knows: use "local", "UTC" or an IANA name such as '
+                '"Europe/Berlin" (on Windows, install the tzdata package)'
+            ) from None
+        return value
 
 
 class LifecycleSettings(_Section):

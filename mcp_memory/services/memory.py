@@ -271,7 +271,9 @@ class MemoryService:
         criteria = inputs.recall_criteria(scope, filters)
         terms = keyword_terms(words)
         now = self.clock()
-        span = when.resolve(words, to_seconds(as_of) if as_of else now, when.utc_offset(as_of))
+        said_from = to_seconds(as_of) if as_of else now
+        offset = when.asker_offset(as_of, said_from, self.config.timezone)
+        span = when.resolve(words, said_from, offset)
         await self._model_dim(scope)
         depth = max(self.config.candidates, k * 3)
         (subs, left, rewrite_note), (dense, keyword, pinned) = await concurrently(  # the LLM's wait beside the searches
@@ -295,8 +297,9 @@ class MemoryService:
         )
         below, scored = floored(scored, dense.visible, found.entity_linked, floor)
         scored, rerank_note = await self.llm_stage.rerank(scope.principal, words, scored, left)
-        said_from = to_seconds(as_of) if as_of else now
-        hits, used, omitted = fit_budget(scored, k, budget, terms=terms, detail=detail, explain=explain, now=said_from)
+        hits, used, omitted = fit_budget(
+            scored, k, budget, terms=terms, detail=detail, explain=explain, now=said_from, offset=offset
+        )
         if reinforce and hits:
             await self.store.reinforce(scope, recall.reinforced(scored, hits), now)
         return RecallResult(

@@ -21,7 +21,7 @@ from mcp_memory.schemas import Detail, Hit, MemoryOut, Pin, Signals
 from mcp_memory.services import scoring
 from mcp_memory.services.caution import caution, reveal
 from mcp_memory.services.question import Understanding
-from mcp_memory.services.when import Span
+from mcp_memory.services.when import Span, said
 from mcp_memory.text import estimate_tokens, has_cjk
 
 
@@ -162,6 +162,10 @@ def floor_note(returned: int, k: int, below: int) -> str | None:
     )
 
 
+# The candidates a term's rarity is counted among: the first ones, where the hits come from.
+RARITY_AMONG = 50
+
+
 def fit_budget(
     scored: Sequence[tuple[float, MemoryRecord, Signals]],
     k: int,
@@ -171,17 +175,20 @@ def fit_budget(
     detail: Detail,
     explain: bool,
     now: float,
+    offset: float = 0.0,
 ) -> tuple[list[Hit | MemoryOut], int, int]:
     """The best ``k`` hits whose tokens fit the budget: (hits, tokens used, hits left out for the budget).
 
-    What counts is the hit as it is sent: compact JSON without the fields that are not set."""
+    What counts is the hit as it is sent: compact JSON without the fields that are not set. ``now``
+    and ``offset`` (the asker's UTC offset) say when each hit was said in the asker's days."""
+    rarity = term_counts([record for _, record, _ in scored[:RARITY_AMONG]], terms)
     hits: list[Hit | MemoryOut] = []
     used = 0
     omitted = 0
     for value, record, signals in scored:
         if len(hits) >= k:
             break
-        reason = why(record, signals, terms, now)
+        reason = why(record, signals, sorted(terms, key=lambda t: rarity.get(t, 0)), now, offset)
         extra = signals if explain else None
         hit: Hit | MemoryOut
         if detail == "full":
@@ -244,6 +251,16 @@ def _second(seconds: float) -> datetime:
     return moment
 
 
+def term_counts(records: Sequence[MemoryRecord], terms: Sequence[str]) -> dict[str, int]:
+    """How many of ``records`` (recall's candidates) contain each term: a hit's reason cites its
+    rarest matches first, the words that set it apart, not the question's first words."""
+    counts = dict.fromkeys(terms, 0)
+    for record in records:
+        for term in matched_terms(record.content, terms):
+            counts[term] += 1
+    return counts
+
+
 def matched_terms(content: str, terms: Sequence[str]) -> list[str]:
     """The question's keyword terms that ``content`` contains as words (CJK bigrams as characters)."""
     text = content.lower()
@@ -255,27 +272,15 @@ def matched_terms(content: str, terms: Sequence[str]) -> list[str]:
     return found
 
 
-def ago(seconds: float) -> str:
-    """A span of time in the words a person would use: "just now", "3 days ago", "in 2 weeks"."""
-    span = abs(seconds)
-    for unit, size in (("year", 365 * 86400), ("month", 30 * 86400), ("week", 7 * 86400), ("day", 86400)):
-        if span >= size:
-            count = int(span // size)
-            words = f"{count} {unit}{'s' if count > 1 else ''}"
-            return f"{words} ago" if seconds >= 0 else f"in {words}"
-    if span >= 3600:
-        return "today" if seconds >= 0 else "later today"
-    return "just now"
-
-
 # A hit's whole overhead beyond its text stays under 200 characters: the rest of a lean hit takes
 # about 125, so its reason gets what is left.
 WHY_CHARS = 72
 
 
-def why(record: MemoryRecord, signals: Signals, terms: Sequence[str], now: float) -> str:
-    """Why a hit was returned, in a few words, the strongest reasons first: the words it matched,
-    its closeness in meaning, what the question's time, people or a link added, when it was said."""
+def why(record: MemoryRecord, signals: Signals, terms: Sequence[str], now: float, offset: float = 0.0) -> str:
+    """Why a hit was returned, in a few words, the strongest reasons first: the words it matched
+    (the first of ``terms`` first), its closeness in meaning, what the question's time, people or a
+    link added, when it was said (in the days of ``offset``)."""
     parts: list[str] = []
     # Words nearly every memory contains ("user") carry no evidence and are no reason.
     matched = matched_terms(record.content, terms) if (signals.keyword_evidence or 0.0) >= 0.3 else []
@@ -291,7 +296,7 @@ def why(record: MemoryRecord, signals: Signals, terms: Sequence[str], now: float
     if not parts:
         parts.append("the nearest in meaning here" if signals.dense_rank == 1 else "weakly related")
     kept: list[str] = []
-    for part in [*parts, f"said {ago(now - record.occurred_at)}"]:
+    for part in [*parts, f"said {said(record.occurred_at, now, offset)}"]:
         if len("; ".join([*kept, part])) <= WHY_CHARS:
             kept.append(part)
     return "; ".join(kept)

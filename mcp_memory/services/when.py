@@ -3,7 +3,7 @@
 "last week", "in April 2022", "the first weekend of August", "yesterday", "3 days ago", "上个月",
 "去年五月", "前天", "in the last few days", "最近三天", "recently": each becomes a half-open
 interval [start, end) in UTC seconds, relative to the caller's ``as_of`` (default now) and in the
-caller's days (its UTC offset). A month or date without a year is the latest one not after
+caller's days (its UTC offset, else the configured zone's). A month or date without a year is the latest one not after
 ``as_of``. Recall prefers memories that happened inside the interval and says so; it never drops
 the others (a question's time is a hint, and a resolver can be wrong).
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 MONTHS = {
     name: i
@@ -108,6 +109,37 @@ def utc_offset(moment: datetime | None) -> float:
     """The UTC offset a caller's ``as_of`` carries, in seconds (0 without one)."""
     delta = moment.utcoffset() if moment is not None else None
     return delta.total_seconds() if delta else 0.0
+
+
+def asker_offset(as_of: datetime | None, moment: float, zone: str) -> float:
+    """Whose days a question counts in, as a UTC offset in seconds at ``moment``: the one ``as_of``
+    carries, else ``zone``'s ("local": this machine's; an IANA name such as "Asia/Shanghai")."""
+    if as_of is not None and as_of.utcoffset() is not None:
+        return utc_offset(as_of)
+    instant = datetime.fromtimestamp(moment, UTC)
+    delta = instant.astimezone().utcoffset() if zone == "local" else instant.astimezone(ZoneInfo(zone)).utcoffset()
+    return delta.total_seconds() if delta else 0.0
+
+
+def said(occurred: float, now: float, offset: float = 0.0) -> str:
+    """When something was said, as a person would put it from ``now`` in the days of ``offset``:
+    "just now", "today", "yesterday", "3 days ago", "2 weeks ago", "in 2 days"."""
+    span = now - occurred
+    if 0 <= span < 3600:
+        return "just now"
+    days = int((now + offset) // 86400 - (occurred + offset) // 86400)  # calendar days, not 24-hour spans
+    if days == 0:
+        return "today" if span >= 0 else "later today"
+    if days == 1:
+        return "yesterday"
+    if days == -1:
+        return "tomorrow"
+    if abs(days) < 7:
+        return f"{days} days ago" if days > 0 else f"in {-days} days"
+    unit, size = next((unit, size) for unit, size in (("year", 365), ("month", 30), ("week", 7)) if abs(days) >= size)
+    count = abs(days) // size
+    words = f"{count} {unit}{'s' if count > 1 else ''}"
+    return f"{words} ago" if days > 0 else f"in {words}"
 
 
 def resolve(question: str, as_of: float, offset: float = 0.0) -> Span | None:
