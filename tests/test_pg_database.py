@@ -7,15 +7,18 @@ import stat
 from pathlib import Path
 
 import anyio
+import psycopg
 import pytest
 
 from mcp_memory.assembly import open_core
 from mcp_memory.cli import main
-from mcp_memory.config import load_settings
-from mcp_memory.errors import InvalidInputError
+from mcp_memory.config import PostgresSettings, load_settings
+from mcp_memory.errors import InvalidInputError, StorageError
 from mcp_memory.models import Scope
 from mcp_memory.schemas import MemoryInput
 from mcp_memory.services.memory import CallContext
+from mcp_memory.storage.pg import migrations
+from mcp_memory.storage.pg.connections import PgDatabase
 from tests import pgcluster
 
 
@@ -153,3 +156,36 @@ def test_a_replica_s_loose_data_directory_is_made_owner_only(
     assert (stat.S_IMODE(data.stat().st_mode), stat.S_IMODE(log.stat().st_mode)) == (0o700, 0o600)
     assert main(["doctor"]) == 0
     assert f"permissions: {data} is owner-only" in capsys.readouterr().out
+
+
+@pytest.mark.anyio
+async def test_a_deadlock_is_reported_as_a_rollback_not_as_a_lost_connection(pg_empty: pgcluster.Cluster) -> None:
+    """Two principals' transactions that lock in opposite orders: PostgreSQL kills one with a
+    deadlock (SQLSTATE 40P01, an OperationalError to psycopg), which is no connection failure."""
+    async with await psycopg.AsyncConnection.connect(pg_empty.dsn(pgcluster.OWNER), autocommit=True) as owner:
+        await migrations.migrate(owner, pgcluster.SERVER)
+    failures: list[str] = []
+    both = [anyio.Event(), anyio.Event()]
+
+    async def lock(db: PgDatabase, who: int, first: int, second: int) -> None:
+        try:
+            async with db.transaction(Scope(f"p{who}"), write=False) as conn:
+                await conn.conn.execute("SELECT pg_advisory_xact_lock(%s)", (first,))
+                both[who].set()
+                await both[1 - who].wait()
+                await conn.conn.execute("SELECT pg_advisory_xact_lock(%s)", (second,))
+        except StorageError as exc:
+            failures.append(str(exc))
+
+    async with PgDatabase(PostgresSettings(dsn=pg_empty.dsn(), pool_max=4)) as db:
+        for who in (0, 1):  # each principal's partitions made first: making them locks the parents
+            async with db.transaction(Scope(f"p{who}"), write=False):
+                pass
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(lock, db, 0, 91, 92)
+                tg.start_soon(lock, db, 1, 92, 91)
+    assert len(failures) == 1, failures
+    assert failures[0].startswith("PostgreSQL rolled the transaction back (deadlock detected")
+    assert "make it again" in failures[0]
+    assert "connection failed" not in failures[0]

@@ -131,11 +131,8 @@ class PgDatabase:
                 if key not in self._opened:
                     await conn.execute("SELECT mcp_open_principal(%s, %s)", (key, scope.principal))
                 yield PgConn(conn, key)
-        except psycopg.OperationalError as exc:  # the database went away mid-call: nothing was committed
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise StorageError(
-                f"the PostgreSQL connection failed ({first}); the call did not complete: make it again"
-            ) from exc
+        except psycopg.OperationalError as exc:  # nothing was committed
+            raise StorageError(operational_failure(exc)) from exc
         self._opened.add(key)
 
     async def reader(self, scope: Scope) -> PgReader:
@@ -155,3 +152,19 @@ class PgReader:
 
     async def execute_fetchall(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return await (await self.execute(statement, params)).fetchall()
+
+
+def operational_failure(exc: psycopg.OperationalError) -> str:
+    """What an operational error from PostgreSQL means to the caller, by its SQLSTATE class: the
+    server short of a resource, a transaction it rolled back, or the connection lost. In each case
+    nothing of the call was committed."""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    state = exc.sqlstate or ""
+    if state.startswith("53"):  # insufficient resources: out of memory, of shared memory (locks), disk full
+        return (
+            f"PostgreSQL ran out of a resource ({first}); the call did not complete: make it again, and if it "
+            "repeats see the server's log (out of shared memory: raise max_locks_per_transaction)"
+        )
+    if state.startswith("40"):  # a deadlock or a serialization failure
+        return f"PostgreSQL rolled the transaction back ({first}); the call did not complete: make it again"
+    return f"the PostgreSQL connection failed ({first}); the call did not complete: make it again"
