@@ -139,13 +139,8 @@ class MemoryService:
         result = await self._report(scope, items, plan, applied or Applied({}, {}))
         if ctx.progress is not None:
             await ctx.progress(len(items), len(items), "stored")
-        log.info(
-            "remember: %d stored, %d merged, %d rejected (dim %d)",
-            len(plan.inserts),
-            len(plan.merges),
-            result.rejected,
-            dim,
-        )
+        counts = (len(plan.inserts), len(plan.merges), result.rejected, dim)
+        log.info("remember: %d stored, %d merged, %d rejected (dim %d)", *counts)
         return result
 
     async def _known(
@@ -274,12 +269,14 @@ class MemoryService:
         said_from = to_seconds(as_of) if as_of else now
         offset = when.asker_offset(as_of, said_from, self.config.timezone)
         span = when.resolve(words, said_from, offset)
-        await self._model_dim(scope)
+        dim = await self._model_dim(scope)
         depth = max(self.config.candidates, k * 3)
-        (subs, left, rewrite_note), (dense, keyword, pinned) = await concurrently(  # the LLM's wait beside the searches
-            self.llm_stage.rewrite(scope.principal, words), self._searches(scope, words, terms, criteria, depth, now)
+        (subs, left, rewrite_note), (dense, keyword, pinned), asked = await concurrently(  # the models side by side
+            self.llm_stage.rewrite(scope.principal, words),
+            self._searches(scope, words, terms, criteria, depth, now),
+            second.question_for(self.store, self.embedder.second, scope, dim, words),
         )
-        fused, said = await self._fuse(scope, words, dense, keyword)
+        fused, said = await self._fuse(scope, words, dense, keyword, asked)
         await self._widen(scope, subs, criteria, depth, now, fused)
         found = await self._gather(scope, fused, dense, criteria, depth, now)
         scored = score(
@@ -320,16 +317,18 @@ class MemoryService:
         words: str,
         dense: DenseHits,
         keyword: list[tuple[str, float]],
+        asked: second.Question | None = None,
     ) -> tuple[dict[str, float], dict[str, float]]:
         """Score-aware fusion of the two searches (ADR 10), then the second model's opinion of the
-        first candidates in a store that mixes scripts (ADR 14): the fused scores and that opinion."""
+        first candidates in a store that mixes scripts (ADR 14), of ``asked`` when it was asked
+        already: the fused scores and that opinion."""
         identifier = looks_like_identifier_query(words)
         fused = scoring.Fusion(
             self.config.identifier_keyword_weight if identifier else self.config.keyword_weight
         ).fuse(dense, keyword)
         if not dense.centred:  # a store of one script: the first model alone
             return fused, {}
-        asked = await second.question(self.embedder.second, words, scope.principal, script(words))
+        asked = asked or await second.question(self.embedder.second, words, scope.principal, script(words))
         said = await second.opinion(self.store, scope, fused, asked, self.config.second_opinion_candidates)
         second.add(fused, said)
         return fused, said

@@ -67,6 +67,16 @@ async def question(embedder: Embedder | None, words: str, owner: str, script: in
     return Question(model_id, vector)
 
 
+async def question_for(
+    store: MemoryStore, embedder: Embedder | None, scope: Scope, dim: int, words: str
+) -> Question | None:
+    """The second model's vector of ``words`` when the principal's store mixes scripts, else None:
+    asked while the first model reads the question, so that recall does not wait for the two in turn."""
+    if embedder is None or not await mixes(store, scope, dim, []):
+        return None
+    return await question(embedder, words, scope.principal, script(words))
+
+
 def scripts_of(texts: Sequence[str], latin: bool = False, cjk: bool = False) -> tuple[bool, bool]:
     """Whether ``texts`` (with what is already known) hold Latin-script ones, and CJK ones."""
     found = {script(text) for text in texts}
