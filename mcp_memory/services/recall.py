@@ -266,8 +266,9 @@ def matched_terms(content: str, terms: Sequence[str]) -> list[str]:
     text = content.lower()
     found: list[str] = []
     for term in terms:
-        word = rf"(?<![^\W_]){re.escape(term)}(?![^\W_])"
-        if term in text if has_cjk(term) else re.search(word, text):
+        if term not in text:  # most terms are in few memories: no pattern for them
+            continue
+        if has_cjk(term) or re.search(rf"(?<![^\W_]){re.escape(term)}(?![^\W_])", text):
             found.append(term)
     return found
 
