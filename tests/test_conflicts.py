@@ -99,6 +99,7 @@ async def test_an_unjudgeable_conflict_is_kept_and_flagged_and_the_newer_side_ra
     query = {"query": "which pets does Alice like", "reinforce": False}
     hits = (await call(client, "recall", {**query, "detail": "full"}))["hits"]
     assert [h["id"] for h in hits] == [new_id, old_id]  # both sides kept, the last said first
+    assert hits[0]["score"] >= hits[1]["score"]  # and the scores fall down the list as the places do
     assert hits[0]["conflicts_with"] == [old_id]
     assert hits[1]["conflicts_with"] == [new_id]
     clock.advance(3600)
@@ -106,6 +107,7 @@ async def test_an_unjudgeable_conflict_is_kept_and_flagged_and_the_newer_side_ra
     assert again["items"][0]["outcome"] == "merged"
     hits = (await call(client, "recall", {**query, "detail": "full"}))["hits"]
     assert [h["id"] for h in hits] == [old_id, new_id]  # said again: now the latest word
+    assert hits[0]["score"] >= hits[1]["score"]
     await call(client, "forget", {"ids": [old_id], "dry_run": False})
     hits = {h["id"]: h for h in (await call(client, "recall", {**query, "detail": "full"}))["hits"]}
     assert hits[new_id]["conflicts_with"] == []  # resolved by forgetting one side

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, TypeVar, cast
 
 import numpy as np
 
@@ -146,7 +146,8 @@ def newer_side_first(scored: list[_Hit]) -> list[_Hit]:
 
     A conflict the rules could not judge keeps both sides; the user's latest word is the better
     guess until someone confirms, so an older side may not outrank it on score alone. The group
-    keeps the places its members earned; inside them, the last stated comes first.
+    keeps the places its members earned, and their values; inside them, the last stated comes
+    first and takes the best place's value, so that scores still fall down the list.
     """
     if not any(hit[1].conflicts_with for hit in scored):
         return scored
@@ -170,5 +171,5 @@ def newer_side_first(scored: list[_Hit]) -> list[_Hit]:
     for slots in places.values():
         members = sorted((scored[i] for i in slots), key=lambda hit: -stated_at(hit[1]))
         for slot, member in zip(slots, members, strict=True):
-            order[slot] = member
+            order[slot] = cast(_Hit, (scored[slot][0], *member[1:]))
     return order
