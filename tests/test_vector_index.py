@@ -7,7 +7,7 @@ from dataclasses import replace
 import numpy as np
 
 from mcp_memory.models import Centring
-from mcp_memory.storage.vectors import IndexColumns, IndexRow, VectorIndex
+from mcp_memory.storage.vectors import SPLIT_ROWS, IndexColumns, IndexRow, VectorIndex, product
 
 DIM = 16
 
@@ -167,3 +167,14 @@ def test_a_script_with_few_rows_takes_its_mean_again_at_once() -> None:
     fresh.load(_columns([*rows, *chinese]))
     got, want = _centred_scores(index, centring), _centred_scores(fresh, centring)
     assert np.allclose([got[m] for m in want], list(want.values()), atol=1e-5)
+
+
+def test_a_large_product_split_in_two_is_the_whole_product() -> None:
+    rng = np.random.default_rng(5)
+    for rows in (SPLIT_ROWS - 1, SPLIT_ROWS, SPLIT_ROWS + 7):  # below the split, at it, odd halves
+        matrix = rng.normal(size=(rows, DIM)).astype(np.float32)
+        vector = rng.normal(size=DIM).astype(np.float32)
+        got = product(matrix, vector)
+        assert got.shape == (rows,)
+        assert got.dtype == np.float32
+        np.testing.assert_allclose(got, matrix @ vector, rtol=1e-5, atol=1e-5)
