@@ -8,7 +8,9 @@ import sqlite3
 import pytest
 from mcp.client import Client
 
+from mcp_memory.models import Scope
 from mcp_memory.server import Runtime
+from mcp_memory.storage.links import MAX_LINKS
 from mcp_memory.storage.pool import principal_file
 from tests.conftest import call
 
@@ -108,3 +110,19 @@ async def test_facts_stored_in_one_call_are_not_each_others_neighbours(client: C
     await _remember(client, OTHERS, "s0")
     result = await call(client, "recall", {"query": "Which tea does the user drink?", "k": 10, "reinforce": False})
     assert not any("(session)" in h["why"] for h in result["hits"])
+
+
+async def test_an_entity_many_memories_name_still_gives_each_source_its_full_share(
+    client: Client, runtime: Runtime
+) -> None:
+    """Recall reads only an entity's first memories (USABLE_PER_ENTITY): a source still gets MAX_LINKS
+    targets, the first stored, however many memories name the entity (the share is taken from a
+    large store's population here, so that 60 of them count as rare)."""
+    texts = [f"Falcon milestone {i}: the {i}th review of the Falcon plan passed" for i in range(60)]
+    ids = await _remember(client, texts, "s-falcon")
+    scope = Scope("alice")
+    for source in (ids[0], ids[30]):
+        found = [link for link in await runtime.store.links(scope, [source], 100_000) if link.via]
+        assert len(found) == MAX_LINKS
+        expected = [m for m in ids if m != source][:MAX_LINKS]
+        assert sorted(link.target for link in found) == sorted(expected)

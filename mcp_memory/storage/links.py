@@ -21,6 +21,10 @@ from mcp_memory.text import entities
 
 LINK_SHARE = 0.05  # an entity in more than this share of the memories ("user", a speaker) links nothing
 MAX_LINKS = 20  # per memory, rarest entities first
+# A source passes over at most MAX_LINKS + 1 memories it has seen and takes at most MAX_LINKS + 1, so
+# an entity's first this many memories are all any source can use (under the 5% share, an entity of
+# a 100k store may name thousands, which recall would read for nothing).
+USABLE_PER_ENTITY = 2 * (MAX_LINKS + 1)
 
 
 def entity_rows(n: int, content: str) -> list[tuple[str, int]]:
@@ -68,7 +72,12 @@ async def _row_links(conn: aiosqlite.Connection, sources: Sequence[int], populat
     rare = sorted((e for e in wanted if counts.get(e, 0) <= cap), key=lambda e: (counts[e], e))
     sharing: dict[str, list[int]] = {}
     for entity, n in await rows_in(
-        conn, "SELECT entity, memory_n FROM memory_entities WHERE entity IN ({marks})", rare
+        conn,
+        "SELECT entity, memory_n FROM (SELECT entity, memory_n, "
+        "ROW_NUMBER() OVER (PARTITION BY entity ORDER BY memory_n) AS place "
+        "FROM memory_entities WHERE entity IN ({marks})) AS ranked "
+        f"WHERE place <= {USABLE_PER_ENTITY} ORDER BY entity, memory_n",
+        rare,
     ):
         sharing.setdefault(str(entity), []).append(int(n))
     by_source: dict[int, list[str]] = {}
