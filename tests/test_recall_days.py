@@ -114,3 +114,46 @@ async def test_a_reason_cites_the_rarest_words_it_matched(client: Client) -> Non
     first = result["hits"][0]
     assert first["text"] == answer
     assert first["why"].startswith("matches 'falcon', 'deadline'"), first["why"]
+
+
+async def test_an_event_still_to_come_happens_then_rather_than_being_said_then(client: Client, clock: Clock) -> None:
+    clock.now = _at(MORNING)
+    flight = (MORNING + timedelta(days=62)).isoformat()
+    await call(client, "remember", {"content": "Booked flights to Tokyo for the spring trip", "occurred_at": flight})
+    result = await call(client, "recall", {"query": "flights to Tokyo", "reinforce": False})
+    assert "happens in 2 months" in result["hits"][0]["why"]
+    assert "said in" not in result["hits"][0]["why"]
+
+
+async def test_a_budget_too_small_for_any_hit_says_so_rather_than_nothing_relevant(client: Client) -> None:
+    texts = ["The user drinks oolong tea without sugar", "The user runs fish as the shell", "The user is in Porto"]
+    await call(client, "remember", {"memories": [{"content": text} for text in texts]})
+    result = await call(client, "recall", {"query": "tea", "budget_tokens": 20, "reinforce": False})
+    assert result["hits"] == []
+    assert result["omitted_for_budget"] >= 1
+    assert "did not fit budget_tokens=20" in result["note"]
+    assert "no relevant memories" not in result["note"]
+
+
+async def test_an_empty_store_says_there_is_nothing_relevant(client: Client) -> None:
+    result = await call(client, "recall", {"query": "what does the user like to drink?", "reinforce": False})
+    assert result["hits"] == []
+    assert result["note"].startswith("no relevant memories")
+
+
+async def test_a_word_most_memories_contain_is_no_reason(client: Client) -> None:
+    texts = [
+        "The user likes tea",
+        "The user prefers dark mode",
+        "The user lives in Porto",
+        "The user drives a Volvo",
+        "The user has a cat named Miso",
+        "The user works at Acme",
+    ]
+    await call(client, "remember", {"memories": [{"content": text} for text in texts]})
+    result = await call(client, "recall", {"query": "the user likes tea?", "reinforce": False})
+    first = result["hits"][0]
+    assert first["text"] == "The user likes tea"
+    assert first["why"].startswith("matches "), first["why"]
+    assert "'tea'" in first["why"]
+    assert "'user'" not in first["why"]  # in every memory: before, it was cited first

@@ -44,6 +44,12 @@ def _day(text: str) -> tuple[str, str]:
         ("最近三天说了什么", "2026-11-27", "2026-12-01"),
         ("过去一周有什么决定", "2026-11-23", "2026-12-01"),
         ("这几天在忙什么", "2026-11-27", "2026-12-01"),
+        ("what happened the day before yesterday", "2026-11-28", "2026-11-29"),
+        ("what did I do the past week?", "2026-11-23", "2026-12-01"),
+        ("anything in the past month", "2026-10-31", "2026-12-01"),
+        ("what changed over the past year", "2025-11-30", "2026-12-01"),
+        ("plans for this weekend", "2026-12-05", "2026-12-07"),
+        ("what did we do this week", "2026-11-30", "2026-12-07"),
     ],
 )
 def test_time_expressions_resolve_against_as_of(question: str, start: str, end: str) -> None:

@@ -294,8 +294,9 @@ class MemoryService:
         )
         below, scored = floored(scored, dense.visible, found.entity_linked, floor)
         scored, rerank_note = await self.llm_stage.rerank(scope.principal, words, scored, left)
+        telling = recall.telling_terms(terms, found.records.values())  # the words a hit's reason may cite
         hits, used, omitted = fit_budget(
-            scored, k, budget, terms=terms, detail=detail, explain=explain, now=said_from, offset=offset
+            scored, k, budget, terms=telling, detail=detail, explain=explain, now=said_from, offset=offset
         )
         if reinforce and hits:
             await self.store.reinforce(scope, recall.reinforced(scored, hits), now)
@@ -308,7 +309,8 @@ class MemoryService:
             used_tokens=used,
             omitted_for_budget=omitted,
             below_floor=below,
-            note="; ".join(filter(None, (floor_note(len(hits), k, below), rewrite_note, rerank_note))) or None,
+            note="; ".join(filter(None, (floor_note(len(hits), k, below, omitted, budget), rewrite_note, rerank_note)))
+            or None,
         )
 
     async def _fuse(

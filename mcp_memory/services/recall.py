@@ -8,7 +8,7 @@ how a record goes out on the wire (``memory_out``).
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -150,20 +150,29 @@ def floored(scored: list[Scored], visible: int, entity_linked: set[str], on: boo
     return len(scored) - len(kept), kept
 
 
-def floor_note(returned: int, k: int, below: int) -> str | None:
-    """What recall says when the relevance floor left it with fewer than ``k`` hits."""
-    if not below or returned >= k:
-        return None
-    if returned == 0:
-        return "no relevant memories: nothing here stands out from the ordinary for this question"
-    return (
-        f"only {returned} relevant: the other {below} memories searched are no closer to the question than "
-        "the store's ordinary memory (floor=false returns them anyway)"
-    )
+def floor_note(returned: int, k: int, below: int, omitted: int = 0, budget: int = 0) -> str | None:
+    """What recall says when it returns fewer than ``k`` hits: what the budget left out, or that the
+    relevance floor (or an empty scope) left nothing, or only so many."""
+    parts: list[str] = []
+    if omitted:
+        what = "memory did" if omitted == 1 else "memories did"
+        parts.append(f"{omitted} more relevant {what} not fit budget_tokens={budget}: raise it or lower k")
+    if returned == 0 and not omitted:
+        parts.append(
+            "no relevant memories: nothing here stands out from the ordinary for this question"
+            if below
+            else "no relevant memories: nothing stored here is visible to this question's scope and filters"
+        )
+    elif below and returned + omitted < k:
+        parts.append(
+            f"only {returned + omitted} relevant: the other {below} memories searched are no closer to the question "
+            "than the store's ordinary memory (floor=false returns them anyway)"
+        )
+    return "; ".join(parts) or None
 
 
-# The candidates a term's rarity is counted among: the first ones, where the hits come from.
-RARITY_AMONG = 50
+# Fewer candidates than this say nothing of how common a word is: every term may be cited.
+TELLING_AMONG = 4
 
 
 def fit_budget(
@@ -179,16 +188,16 @@ def fit_budget(
 ) -> tuple[list[Hit | MemoryOut], int, int]:
     """The best ``k`` hits whose tokens fit the budget: (hits, tokens used, hits left out for the budget).
 
-    What counts is the hit as it is sent: compact JSON without the fields that are not set. ``now``
-    and ``offset`` (the asker's UTC offset) say when each hit was said in the asker's days."""
-    rarity = term_counts([record for _, record, _ in scored[:RARITY_AMONG]], terms)
+    What counts is the hit as it is sent: compact JSON without the fields that are not set. A reason
+    cites ``terms`` in their order (``telling_terms``); ``now`` and ``offset`` (the asker's UTC
+    offset) say when each hit was said in the asker's days."""
     hits: list[Hit | MemoryOut] = []
     used = 0
     omitted = 0
     for value, record, signals in scored:
         if len(hits) >= k:
             break
-        reason = why(record, signals, sorted(terms, key=lambda t: rarity.get(t, 0)), now, offset)
+        reason = why(record, signals, terms, now, offset)
         extra = signals if explain else None
         hit: Hit | MemoryOut
         if detail == "full":
@@ -251,14 +260,16 @@ def _second(seconds: float) -> datetime:
     return moment
 
 
-def term_counts(records: Sequence[MemoryRecord], terms: Sequence[str]) -> dict[str, int]:
-    """How many of ``records`` (recall's candidates) contain each term: a hit's reason cites its
-    rarest matches first, the words that set it apart, not the question's first words."""
+def telling_terms(terms: Sequence[str], candidates: Iterable[MemoryRecord]) -> list[str]:
+    """The question's terms a hit's reason may cite, rarest among recall's candidates first: a word
+    most of them contain ("user" in an agent's store) sets none apart and is no reason."""
+    among = list(candidates)
     counts = dict.fromkeys(terms, 0)
-    for record in records:
+    for record in among:
         for term in matched_terms(record.content, terms):
             counts[term] += 1
-    return counts
+    kept = [t for t in terms if len(among) < TELLING_AMONG or 2 * counts[t] <= len(among)]
+    return sorted(kept, key=lambda t: counts[t])
 
 
 def matched_terms(content: str, terms: Sequence[str]) -> list[str]:
@@ -297,7 +308,8 @@ def why(record: MemoryRecord, signals: Signals, terms: Sequence[str], now: float
     if not parts:
         parts.append("the nearest in meaning here" if signals.dense_rank == 1 else "weakly related")
     kept: list[str] = []
-    for part in [*parts, f"said {said(record.occurred_at, now, offset)}"]:
+    moment = said(record.occurred_at, now, offset)  # an event still to come "happens", not "is said", then
+    for part in [*parts, f"happens {moment}" if record.occurred_at > now else f"said {moment}"]:
         if len("; ".join([*kept, part])) <= WHY_CHARS:
             kept.append(part)
     return "; ".join(kept)

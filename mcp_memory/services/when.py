@@ -194,12 +194,12 @@ def _english_dates(text: str, today: date) -> Span | None:
 
 
 def _english_relative(text: str, today: date) -> Span | None:
+    if re.search(r"\bday before yesterday\b", text):  # before "yesterday", which it contains
+        d = today - timedelta(days=2)
+        return _span(d, d + timedelta(days=1), "the day before yesterday")
     if re.search(r"\byesterday\b|\blast night\b", text):
         d = today - timedelta(days=1)
         return _span(d, today, "yesterday")
-    if re.search(r"\bday before yesterday\b", text):
-        d = today - timedelta(days=2)
-        return _span(d, d + timedelta(days=1), "the day before yesterday")
     if re.search(r"\btoday\b|\bthis morning\b|\btonight\b", text):
         return _span(today, today + timedelta(days=1), "today")
     m = re.search(r"\b(\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten) (day|week|month|year)s? ago\b", text)
@@ -214,16 +214,14 @@ def _english_relative(text: str, today: date) -> Span | None:
         centre = today - timedelta(days=days)
         slack = max(1, days // 4)  # "3 weeks ago" is not one exact day
         return _span(centre - timedelta(days=slack), centre + timedelta(days=slack + 1), m.group(0))
-    m = re.search(r"\b(last|this|past) (week|weekend|month|year)\b", text)
+    m = re.search(r"\b(last|this) (week|weekend|month|year)\b", text)  # calendar ones ("past": _rolling)
     if m:
         which, unit = m.groups()
         if unit == "week":
             start = _week_of(today) - timedelta(days=7 if which == "last" else 0)
             return _span(start, start + timedelta(days=7), m.group(0))
-        if unit == "weekend":
+        if unit == "weekend":  # this week's (still to come on a weekday), or the one before it
             saturday = _week_of(today) + timedelta(days=5) - timedelta(days=7 if which == "last" else 0)
-            if saturday > today:
-                saturday -= timedelta(days=7)
             return _span(saturday, saturday + timedelta(days=2), m.group(0))
         if unit == "month":
             first = date(today.year, today.month, 1)
@@ -294,12 +292,12 @@ _THESE_DAYS = re.compile("这几天|这两天|这些天")
 
 
 def _rolling(text: str, today: date) -> Span | None:
-    """A window that ends today: "in the last few days", "over the past two weeks", "最近三天",
-    "过去一周", "recently" (a calendar "last week" is another rule's)."""
+    """A window that ends today: "in the last few days", "over the past two weeks", "the past
+    month", "最近三天", "过去一周", "recently" (a calendar "last week" is another rule's)."""
     m = re.search(
-        r"\b(?:in|over|during|within) the (?:last|past) (?:(\d+|few|couple of|several|"
+        r"\b(?:(?:in|over|during|within) the (?:last|past)|(?:the )?past) (?:(\d+|few|couple of|several|"
         + "|".join(NUMBER_WORDS)
-        + r") )?(day|week|month)s?\b",
+        + r") )?(day|week|month|year)s?\b",
         text,
     )
     if m:
