@@ -394,8 +394,13 @@ def _write_export(lines: list[bytes], file: Path | None) -> int:
         sys.stdout.buffer.writelines(lines)
         sys.stdout.buffer.flush()
     else:
-        with file.open("wb") as sink:
-            sink.writelines(lines)
+        try:
+            with file.open("wb") as sink:
+                sink.writelines(lines)
+        except OSError as exc:
+            fix = "create the folder first" if isinstance(exc, FileNotFoundError) else "choose a file you can write"
+            _err(f"mcp-memory: cannot write {str(file)!r}: {exc.strerror or exc}; {fix}")
+            return 2
     _err(f"exported {len(lines)} memories")
     return 0
 
@@ -405,6 +410,8 @@ def _read_import(file: Path) -> list[bytes]:
 
     if str(file) == "-":
         return sys.stdin.buffer.read().splitlines()
+    if file.is_dir():
+        raise InvalidInputError("file", f"{str(file)!r} is a folder; give a file (or --from markdown for a folder)")
     if not file.is_file():
         raise InvalidInputError("file", f"{str(file)!r} does not exist")
     return file.read_bytes().splitlines()

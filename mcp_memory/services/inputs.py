@@ -200,7 +200,12 @@ def recall_criteria(scope: Scope, filters: RecallFilters | None) -> Criteria:
         raise InvalidInputError(
             "filters.namespace",
             f"{filters.namespace!r} is not visible on this connection; "
-            f"its namespace is {scope.namespace!r} (plus principal-wide memories)",
+            + (
+                f"its namespace is {scope.namespace!r} (plus principal-wide memories)"
+                if scope.namespace is not None
+                else "it has no namespace and sees principal-wide memories only "
+                "(a server started with --namespace NAME sees that one too)"
+            ),
         )
     for name, values in (("kinds", filters.kinds), ("tags", filters.tags)):
         for i, value in enumerate(values or []):

@@ -91,7 +91,12 @@ def _ids(field: str, value: object) -> None:
 def _parse(number: int, line: bytes) -> _Line | _Golden:
     try:
         row = orjson.loads(line)
-        if isinstance(row, dict) and set(row) == {"golden_query"}:
+        if not isinstance(row, dict):
+            raise ValueError(
+                f"a line of an export is one JSON object (a memory), not {type(row).__name__}; "
+                "for a mem0 or server-memory file use `import --from mem0` or `--from server-memory`"
+            )
+        if set(row) == {"golden_query"}:
             return _golden(number, row["golden_query"])
         provenance = Provenance(**(row.pop("provenance", None) or {}))
         row.pop("occurrence_ids", None)
@@ -105,7 +110,13 @@ def _parse(number: int, line: bytes) -> _Line | _Golden:
         _ids("source_ids", record.source_ids)
         _ids("conflicts_with", record.conflicts_with)
         check_text(record.content)
-    except (orjson.JSONDecodeError, TypeError, ValueError, TextProblem) as exc:
+    except orjson.JSONDecodeError as exc:
+        raise InvalidInputError(
+            f"line {number}",
+            f"is not an exported memory: not one JSON object on the line ({exc}); an export holds one memory "
+            "a line (JSON lines); for a mem0 file use `import --from mem0`",
+        ) from None
+    except (TypeError, ValueError, TextProblem) as exc:
         raise InvalidInputError(f"line {number}", f"is not an exported memory: {exc}") from None
     record.content = redact(record.content)
     record.metadata = redact_value(record.metadata)
