@@ -174,3 +174,11 @@ async def test_golden_queries_refuse_bad_input_and_follow_a_forget(client: Clien
     assert "No memory by the id" in await call_error(
         client, "golden_queries", {"query": "release train", "memory_id": memory_id}
     )
+
+
+async def test_a_golden_query_for_a_replaced_memory_names_what_replaced_it(client: Client) -> None:
+    old = (await call(client, "remember", {"content": "Ingrid's phone number is 0151 2345 678"}))["items"][0]["id"]
+    corrected = await call(client, "correct_memory", {"id": old, "text": "Ingrid's phone number is 0151 9999 000"})
+    new = corrected["id"]
+    error = await call_error(client, "golden_queries", {"query": "phone of Ingrid", "memory_id": old})
+    assert f"{old!r} was replaced by {new!r}; use that one" in error

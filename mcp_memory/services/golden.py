@@ -110,8 +110,8 @@ class GoldenService:
                 "query", f"a golden query needs at least one searchable word and at most {MAX_QUERY_CHARS} characters"
             )
         found = await self.store.select_memories(scope, Criteria(ids=(memory_id,), include_archived=True), self.clock())
-        if not found:
-            raise NotFoundError("memory", memory_id)
+        if not found:  # gone, or replaced or expired: the error says which and what to use
+            await self.memory.why_not_current(scope, memory_id, self.clock())
         known = await self.rows.queries(Scope(scope.principal))
         same = next(
             (q for q in known if (q.query, q.memory_id, q.namespace) == (query, memory_id, scope.namespace)), None
