@@ -12,6 +12,7 @@ import logging
 import warnings
 from typing import Any, get_args
 
+from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types import EmptyResult, LoggingLevel, SetLevelRequestParams
@@ -54,15 +55,21 @@ def level_of(session: Any) -> LoggingLevel:
 
 async def tell(ctx: object, level: LoggingLevel, message: str, logger: str = "mcp-memory") -> None:
     """Send ``message`` to the session of the call ``ctx`` if it listens at ``level``; never raises."""
-    if not isinstance(ctx, Context):
+    if isinstance(ctx, Context):
+        request = ctx.request_context
+    elif isinstance(ctx, ServerRequestContext):  # a middleware's view of the call
+        request = ctx
+    else:
         return
     try:
-        session = ctx.request_context.session
+        session = request.session
         if LEVELS.index(level) < LEVELS.index(level_of(session)):
             return
         with warnings.catch_warnings():  # the capability is deprecated from 2026-07-28 on, not gone
             warnings.simplefilter("ignore", MCPDeprecationWarning)
-            sending = session.send_log_message(level, redact(message), logger=logger, related_request_id=ctx.request_id)
+            sending = session.send_log_message(
+                level, redact(message), logger=logger, related_request_id=request.request_id
+            )
         await sending
     except Exception as exc:  # a client that went away must not turn a refusal into a crash
         log.debug("log notification not sent: %s", exc)

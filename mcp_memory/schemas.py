@@ -15,18 +15,29 @@ from mcp_memory.models import Tier
 Outcome = Literal["stored", "merged", "rejected"]
 
 
-def _not_text(value: Any) -> Any:
-    """pydantic's lax mode turns "10" into 10 and "yes" into True; a tool argument is typed JSON,
-    so a quoted number or flag is the caller's mistake and is named as one."""
+def _number(value: Any) -> Any:
+    """pydantic's lax mode turns "10" into 10 and true into 1; a tool argument is typed JSON, so a
+    quoted number or a flag where a number goes is the caller's mistake and is named as one."""
     if isinstance(value, str):
-        raise ValueError(f"takes a JSON number or true/false, not the string {value[:24]!r}; drop the quotes")
+        raise ValueError(f"takes a JSON number, not the string {value[:24]!r}; drop the quotes")
+    if isinstance(value, bool):
+        raise ValueError(f"takes a JSON number, not {str(value).lower()}")
     return value
 
 
-# Numbers and flags as tool arguments: not coerced from strings.
-Int = Annotated[int, BeforeValidator(_not_text)]
-Float = Annotated[float, BeforeValidator(_not_text)]
-Bool = Annotated[bool, BeforeValidator(_not_text)]
+def _flag(value: Any) -> Any:
+    """As ``_number``, for true/false: "yes" and 1 are not read as true."""
+    if isinstance(value, str):
+        raise ValueError(f"takes true or false, not the string {value[:24]!r}; drop the quotes")
+    if not isinstance(value, bool):
+        raise ValueError(f"takes true or false, not {value!r}")
+    return value
+
+
+# Numbers and flags as tool arguments: not coerced from strings (nor each other).
+Int = Annotated[int, BeforeValidator(_number)]
+Float = Annotated[float, BeforeValidator(_number)]
+Bool = Annotated[bool, BeforeValidator(_flag)]
 
 
 # ----- tool inputs -------------------------------------------------------------------------

@@ -146,6 +146,22 @@ A dry run by default: it lists what would go. Call again with dry_run=false to d
 text is then removed from every table and index and cannot be recovered."""
 
 
+def _argument_problem(mcp: MCPServer[Any], name: str, arguments: dict[str, Any]) -> str | None:
+    """What is wrong with a tool call's arguments, field by field in plain words, or None. The SDK
+    checks them too, but its answer is pydantic's whole report, with a link to pydantic's site."""
+    tool = mcp._tool_manager.get_tool(name)  # the SDK keeps each tool's argument model there
+    if tool is None:
+        return None
+    try:
+        tool.fn_metadata.validate_arguments(arguments)
+    except ValidationError as exc:
+        return "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg'].removeprefix('Value error, ')}"
+            for err in exc.errors(include_input=False, include_url=False)
+        )
+    return None
+
+
 def unknown_argument_guard(mcp: MCPServer[Any]) -> ServerMiddleware[Any]:
     """Server middleware: a tool call with an argument the tool does not take is an error, not ignored.
 
@@ -166,11 +182,15 @@ def unknown_argument_guard(mcp: MCPServer[Any]) -> ServerMiddleware[Any]:
             name, arguments = params.get("name"), params.get("arguments") or {}
             allowed = known.get(str(name))
             unknown = sorted(set(arguments) - allowed) if allowed is not None and isinstance(arguments, Mapping) else []
+            problem = None
             if unknown:
-                text = (
-                    f"Error executing tool {name}: unknown argument(s) {', '.join(map(repr, unknown))}; "
-                    f"{name} takes {', '.join(sorted(allowed or ()))}"
-                )
+                takes = ", ".join(sorted(allowed or ()))
+                problem = f"unknown argument(s) {', '.join(map(repr, unknown))}; {name} takes {takes}"
+            elif allowed is not None and isinstance(arguments, Mapping):
+                problem = _argument_problem(mcp, str(name), dict(arguments))
+            if problem is not None:
+                await client_log.tell(ctx, "warning", f"{name} refused: {problem}")
+                text = redact(f"Error executing tool {name}: {problem}")
                 return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
         return await call_next(ctx)
 

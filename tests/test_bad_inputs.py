@@ -90,6 +90,8 @@ BAD_INPUTS: list[tuple[str, dict[str, Any], list[str]]] = [
     ("remember", {"content": "A valid note about gardening", "importance": "0.9"}, ["importance", "string"]),
     ("remember", {"memories": [{"content": "A valid note", "pinned": "yes"}]}, ["pinned", "string"]),
     ("checkpoint", {"goal": "Ship it", "iterations": "3"}, ["iterations", "string"]),
+    ("recall", {"query": "coffee", "k": True}, ["k", "takes a JSON number, not true"]),
+    ("recall", {"query": "coffee", "reinforce": 0}, ["reinforce", "takes true or false, not 0"]),
     # checkpoint's task_id is checked as remember's is.
     ("checkpoint", {"task_id": "   ", "goal": "Ship it"}, ["task_id", "1 to 200"]),
     ("checkpoint", {"task_id": "t" * 201, "goal": "Ship it"}, ["task_id", "1 to 200"]),
@@ -113,6 +115,8 @@ async def test_bad_input_is_an_error_that_names_the_field_and_writes_nothing(
     message = await call_error(client, tool, args)
     for word in words:
         assert word in message, message
+    assert "pydantic.dev" not in message  # in plain words, not the validator's whole report
+    assert "validation error for" not in message
     assert row_counts(data_dir, "alice") == before
     survivor = await call(client, "recall", {"query": "memory that must survive", "reinforce": False})
     assert [h["text"] for h in survivor["hits"]] == ["A memory that must survive every bad call"]

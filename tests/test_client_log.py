@@ -75,3 +75,15 @@ async def test_from_2026_07_28_a_client_opts_in_per_request(runtime: Runtime) ->
         await silent.settled(1)
     assert [m.level for m in heard.messages] == ["warning"]
     assert silent.messages == []
+
+
+async def test_arguments_of_the_wrong_type_or_name_are_told_too(runtime: Runtime) -> None:
+    heard = Heard()
+    async with Client(runtime.mcp, mode="legacy", logging_callback=heard) as client:
+        for arguments in ({"query": "tea", "k": "3"}, {"query": "tea", "limit": 3}):
+            result = await client.call_tool("recall", arguments)
+            assert result.is_error
+        assert await heard.settled(2) == 2
+        said = [str(message.data) for message in heard.messages]
+        assert "recall refused: k: takes a JSON number, not the string '3'" in said[0]
+        assert "recall refused: unknown argument(s) 'limit'" in said[1]
