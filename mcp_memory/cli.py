@@ -206,6 +206,8 @@ def _main(argv: Sequence[str]) -> int:
             return anyio.run(run_bridge, args.url, args.token_env)
         if args.command == "doctor":
             return anyio.run(_doctor, settings, args.config)
+        if args.command in ("export", "stats", "maintain"):
+            _stored(settings, args.command)
         if args.command == "export":
             return _write_export(anyio.run(_export, settings), args.file)
         if args.command == "import":
@@ -362,6 +364,26 @@ async def _memory_file_check(memory_file: MemoryFile) -> bool:
         return False
     _out(f"memory file: {path}, {items} item(s), applied by every server within seconds of a change")
     return True
+
+
+def _stored(settings: Settings, command: str) -> None:
+    """Refuse a read-only command on a data directory or principal that holds nothing (SQLite): it
+    would otherwise create an empty store under a mistyped name and report on that."""
+    from mcp_memory.errors import InvalidInputError
+    from mcp_memory.storage.pool import principal_file
+
+    if settings.storage.backend != "sqlite":
+        return
+    if not settings.data_dir.is_dir():
+        raise InvalidInputError(
+            "data dir", f"{str(settings.data_dir)!r} does not exist: nothing to {command}; check --data-dir"
+        )
+    if command != "maintain" and not principal_file(settings.data_dir, settings.principal).exists():
+        raise InvalidInputError(
+            "principal",
+            f"{settings.principal!r} has no store in {str(settings.data_dir)!r}: nothing to {command}; "
+            "check --principal (or MCP_MEMORY_PRINCIPAL) and --data-dir",
+        )
 
 
 async def _stats(settings: Settings) -> int:

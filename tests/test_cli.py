@@ -144,6 +144,13 @@ def test_export_and_import_name_a_wrong_path_or_format_without_a_traceback(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     where = ["--data-dir", str(tmp_path / "data"), "--principal", "alice"]
+    assert main([*where, "export", str(tmp_path / "out.jsonl")]) == 2  # nothing stored: no empty store made
+    assert "data' does not exist: nothing to export" in capsys.readouterr().err
+    assert not (tmp_path / "data").exists()
+    _seed(tmp_path / "data")
+    assert main([*where, "stats"]) == 0
+    assert main([*where[:2], "--principal", "alcie", "stats"]) == 2  # a mistyped name
+    assert "'alcie' has no store in" in capsys.readouterr().err
     assert main([*where, "export", str(tmp_path / "missing" / "out.jsonl")]) == 2
     err = capsys.readouterr().err
     assert "cannot write" in err
