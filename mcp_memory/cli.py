@@ -206,8 +206,6 @@ def _main(argv: Sequence[str]) -> int:
             return anyio.run(run_bridge, args.url, args.token_env)
         if args.command == "doctor":
             return anyio.run(_doctor, settings, args.config)
-        if args.command in ("export", "stats", "maintain"):
-            _stored(settings, args.command)
         if args.command == "export":
             return _write_export(anyio.run(_export, settings), args.file)
         if args.command == "import":
@@ -245,7 +243,9 @@ def _light(settings: Settings, args: argparse.Namespace) -> int | None:
 
         return anyio.run(cli_migrate.run, settings, args.to, args.only)
     if args.command == "import" and args.source != "mcp-memory":
-        from mcp_memory import cli_import
+        from mcp_memory import cli_import, server
+
+        server.configure_logging(settings)  # before the runtime's MCP server would set up its own
 
         return anyio.run(cli_import.run, settings, args.source, args.file, args.apply)
     return None
@@ -393,6 +393,7 @@ async def _stats(settings: Settings) -> int:
     from mcp_memory.services.stats import StatsService
     from mcp_memory.storage.control import ControlStore
 
+    _stored(settings, "stats")
     async with open_runtime(settings, warm=False) as runtime:
         with closing(ControlStore.for_settings(settings)) as control:
             llm = llm_client(settings, time.time)
@@ -407,6 +408,7 @@ async def _export(settings: Settings) -> list[bytes]:
     from mcp_memory.server import open_runtime
     from mcp_memory.services.portability import export_lines
 
+    _stored(settings, "export")
     async with open_runtime(settings, warm=False) as runtime:
         return [line async for line in export_lines(runtime.store, Scope(settings.principal, settings.namespace))]
 
@@ -480,6 +482,7 @@ def parse_as_of(text: str, now: float) -> float:
 async def _maintain(settings: Settings, as_of: float | None) -> int:
     from mcp_memory.server import open_runtime
 
+    _stored(settings, "maintain")
     async with open_runtime(settings, warm=False) as runtime:
         report = await runtime.scheduler.run_once(as_of=as_of)
     if as_of is not None:

@@ -280,7 +280,8 @@ def register_tools(
             datetime | None,
             Field(
                 description='the moment "last week" or "yesterday" in the question count from (default now); '
-                "its UTC offset says whose days they are (without one, the server's recall.timezone)"
+                "its UTC offset says whose days they are (without one: a UTC time, in the days of the server's "
+                "recall.timezone)"
             ),
         ] = None,
         floor: Annotated[

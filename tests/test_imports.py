@@ -7,6 +7,7 @@ a folder of Markdown notes with front matter (and a hidden editor folder and a t
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -179,6 +180,15 @@ def test_an_empty_mem0_entry_is_counted_as_not_worth_keeping_and_the_rest_import
             capfd
         )
     assert [r[0] for r in _memories(data)] == ["Lives in Berlin"]
+
+
+def test_an_import_logs_as_the_other_commands_do(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    file = tmp_path / "mem0.json"
+    file.write_text('{"results": [{"memory": "Lives in Berlin"}]}', encoding="utf-8")
+    assert _import(tmp_path / "data", "mem0", file, "--apply") == 0
+    logged = [line for line in capfd.readouterr().err.splitlines() if " INFO " in line]
+    assert logged
+    assert all(re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ INFO mcp_memory\.", line) for line in logged), logged
 
 
 def test_repeats_in_the_source_are_counted_alike_in_the_dry_run_and_read_from_stdin(
