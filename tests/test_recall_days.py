@@ -91,13 +91,18 @@ async def test_yesterday_is_the_configured_zones_day(client: Client, clock: Cloc
     result = await call(client, "recall", {"query": "What did we decide yesterday?", "k": 3, "reinforce": False})
     first = result["hits"][0]
     assert first["text"] == memories[0][0]
+    assert "happened yesterday" in first["why"]
     assert "said yesterday" in first["why"]
-    # With an as_of in UTC the days are UTC days: yesterday is then the 13th.
+    why = {hit["text"]: hit["why"] for hit in result["hits"]}
+    assert "happened" not in why[memories[1][0]]  # the 13th is the day before yesterday in Shanghai
+    # With an as_of in UTC the days are UTC days: yesterday is then the 13th (the 14th is today).
     as_utc = MORNING.astimezone(UTC).isoformat()
     result = await call(
         client, "recall", {"query": "What did we decide yesterday?", "k": 3, "reinforce": False, "as_of": as_utc}
     )
-    assert result["hits"][0]["text"] == memories[1][0]
+    why = {hit["text"]: hit["why"] for hit in result["hits"]}
+    assert "happened yesterday" in why[memories[1][0]]
+    assert "happened" not in why[memories[0][0]]
 
 
 async def test_a_reason_cites_the_rarest_words_it_matched(client: Client) -> None:

@@ -30,7 +30,6 @@ from mcp_memory.models import (
     Scope,
     Vector,
     to_datetime,
-    to_seconds,
 )
 from mcp_memory.redact import redact
 from mcp_memory.schemas import (
@@ -51,7 +50,7 @@ from mcp_memory.services.checks import text_field
 from mcp_memory.services.intake import CallContext as CallContext  # where callers have always found it
 from mcp_memory.services.intake import Progress
 from mcp_memory.services.ports import MemoryStore
-from mcp_memory.services.recall import concurrently, fit_budget, floor_note, floored, memory_out, pins_as, score
+from mcp_memory.services.recall import concurrently, fit_budget, floored, memory_out, score
 from mcp_memory.services.relations import Thresholds, stored_neighbours
 from mcp_memory.services.sessions import SessionTracker
 from mcp_memory.services.switch import SwitchState, nothing_recalled, off_reason, refuse_if_off
@@ -266,9 +265,7 @@ class MemoryService:
         criteria = inputs.recall_criteria(scope, filters)
         terms = keyword_terms(words)
         now = self.clock()
-        said_from = to_seconds(as_of) if as_of else now
-        offset = when.asker_offset(as_of, said_from, self.config.timezone)
-        span = when.resolve(words, said_from, offset)
+        said_from, offset, span = when.asked(words, as_of, now, self.config.timezone)
         dim = await self._model_dim(scope)
         depth = max(self.config.candidates, k * 3)
         (subs, left, rewrite_note), (dense, keyword, pinned), asked = await concurrently(  # the models side by side
@@ -300,18 +297,9 @@ class MemoryService:
         )
         if reinforce and hits:
             await self.store.reinforce(scope, recall.reinforced(scored, hits), now)
-        return RecallResult(
-            query=redact(query),  # the answer is stored in a transcript: no secret echoed back
-            hits=hits,
-            pinned=pins_as(detail, pinned),
-            preset=preset,
-            budget_tokens=budget,
-            used_tokens=used,
-            omitted_for_budget=omitted,
-            below_floor=below,
-            note="; ".join(filter(None, (floor_note(len(hits), k, below, omitted, budget), rewrite_note, rerank_note)))
-            or None,
-        )
+        counts = {"k": k, "budget": budget, "used": used, "omitted": omitted, "below": below}
+        notes = (rewrite_note, rerank_note)
+        return recall.answer(query, hits, pinned, **counts, detail=detail, preset=preset, notes=notes)
 
     async def _fuse(
         self,

@@ -17,7 +17,8 @@ import orjson
 from pydantic import BaseModel
 
 from mcp_memory.models import DenseHits, MemoryRecord, to_datetime
-from mcp_memory.schemas import Detail, Hit, MemoryOut, Pin, Signals
+from mcp_memory.redact import redact
+from mcp_memory.schemas import Detail, Hit, MemoryOut, Pin, RecallResult, Signals
 from mcp_memory.services import scoring
 from mcp_memory.services.caution import caution, reveal
 from mcp_memory.services.question import Understanding
@@ -169,6 +170,35 @@ def floor_note(returned: int, k: int, below: int, omitted: int = 0, budget: int 
             "than the store's ordinary memory (floor=false returns them anyway)"
         )
     return "; ".join(parts) or None
+
+
+def answer(
+    query: str,
+    hits: list[Hit | MemoryOut],
+    pinned: list[MemoryOut],
+    *,
+    k: int,
+    budget: int,
+    used: int,
+    omitted: int,
+    below: int,
+    detail: Detail,
+    preset: str,
+    notes: Sequence[str | None] = (),
+) -> RecallResult:
+    """What recall sends: the question redacted (the answer is stored in a transcript: no secret is
+    echoed back), the hits and pins, and one note of what the floor, the budget and the LLM did."""
+    return RecallResult(
+        query=redact(query),
+        hits=hits,
+        pinned=pins_as(detail, pinned),
+        preset=preset,
+        budget_tokens=budget,
+        used_tokens=used,
+        omitted_for_budget=omitted,
+        below_floor=below,
+        note="; ".join(filter(None, (floor_note(len(hits), k, below, omitted, budget), *notes))) or None,
+    )
 
 
 # Fewer candidates than this say nothing of how common a word is: every term may be cited.

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from mcp_memory.models import to_seconds
+
 MONTHS = {
     name: i
     for i, names in enumerate(
@@ -119,6 +121,14 @@ def asker_offset(as_of: datetime | None, moment: float, zone: str) -> float:
     instant = datetime.fromtimestamp(moment, UTC)
     delta = instant.astimezone().utcoffset() if zone == "local" else instant.astimezone(ZoneInfo(zone)).utcoffset()
     return delta.total_seconds() if delta else 0.0
+
+
+def asked(question: str, as_of: datetime | None, now: float, zone: str) -> tuple[float, float, Span | None]:
+    """When a question is asked from (``as_of``, else now), the asker's UTC offset (``asker_offset``)
+    and the time the question names, if any."""
+    moment = to_seconds(as_of) if as_of is not None else now
+    offset = asker_offset(as_of, moment, zone)
+    return moment, offset, resolve(question, moment, offset)
 
 
 def said(occurred: float, now: float, offset: float = 0.0) -> str:
