@@ -189,3 +189,25 @@ async def test_a_deadlock_is_reported_as_a_rollback_not_as_a_lost_connection(pg_
     assert failures[0].startswith("PostgreSQL rolled the transaction back (deadlock detected")
     assert "make it again" in failures[0]
     assert "connection failed" not in failures[0]
+
+
+@pytest.mark.anyio
+async def test_a_statement_timeout_is_reported_as_a_cancel_not_as_a_lost_connection(
+    pg_empty: pgcluster.Cluster,
+) -> None:
+    async with await psycopg.AsyncConnection.connect(pg_empty.dsn(pgcluster.OWNER), autocommit=True) as owner:
+        await migrations.migrate(owner, pgcluster.SERVER)
+    async with PgDatabase(PostgresSettings(dsn=pg_empty.dsn(), pool_max=2)) as db:
+
+        async def slow() -> None:
+            async with db.transaction(Scope("p0"), write=False) as conn:
+                await conn.conn.execute("SET LOCAL statement_timeout = 50")
+                await conn.conn.execute("SELECT pg_sleep(2)")
+
+        with pytest.raises(StorageError) as raised:
+            await slow()
+        message = str(raised.value)
+        assert message.startswith("PostgreSQL cancelled the statement (canceling statement due to statement timeout")
+        assert "statement_timeout" in message
+        async with db.transaction(Scope("p0"), write=False) as conn:  # the pool carries on
+            assert await (await conn.conn.execute("SELECT 1")).fetchone() == (1,)

@@ -167,4 +167,9 @@ def operational_failure(exc: psycopg.OperationalError) -> str:
         )
     if state.startswith("40"):  # a deadlock or a serialization failure
         return f"PostgreSQL rolled the transaction back ({first}); the call did not complete: make it again"
+    if state == "57014":  # a statement timeout, or a cancel from the server's administrator
+        return (
+            f"PostgreSQL cancelled the statement ({first}); the call did not complete: make it again, and if it "
+            "repeats raise the role's statement_timeout"
+        )
     return f"the PostgreSQL connection failed ({first}); the call did not complete: make it again"
