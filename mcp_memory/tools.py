@@ -112,11 +112,16 @@ def _request_id(ctx: object) -> str:
         return "unknown"
 
 
-def _validation_message(field: str, exc: ValidationError) -> InvalidInputError:
-    problems = "; ".join(
-        f"{'.'.join(str(p) for p in err['loc']) or field}: {err['msg']}" for err in exc.errors(include_input=False)
+def _problems(field: str, exc: ValidationError) -> str:
+    """Each failure as "where: what", without pydantic's "Value error, " prefix or link."""
+    return "; ".join(
+        f"{'.'.join(str(p) for p in err['loc']) or field}: {err['msg'].removeprefix('Value error, ')}"
+        for err in exc.errors(include_input=False, include_url=False)
     )
-    return InvalidInputError(field, problems)
+
+
+def _validation_message(field: str, exc: ValidationError) -> InvalidInputError:
+    return InvalidInputError(field, _problems(field, exc))
 
 
 def _doc(field: str) -> str:
@@ -149,16 +154,17 @@ text is then removed from every table and index and cannot be recovered."""
 def _argument_problem(mcp: MCPServer[Any], name: str, arguments: dict[str, Any]) -> str | None:
     """What is wrong with a tool call's arguments, field by field in plain words, or None. The SDK
     checks them too, but its answer is pydantic's whole report, with a link to pydantic's site."""
-    tool = mcp._tool_manager.get_tool(name)  # the SDK keeps each tool's argument model there
-    if tool is None:
+    # The SDK keeps each tool's argument model in its tool manager, which is not public API: if a
+    # later SDK moves it, the SDK's own (wordier) validation answers instead.
+    manager = getattr(mcp, "_tool_manager", None)
+    tool = manager.get_tool(name) if manager is not None and hasattr(manager, "get_tool") else None
+    metadata = getattr(tool, "fn_metadata", None)
+    if metadata is None:
         return None
     try:
-        tool.fn_metadata.validate_arguments(arguments)
+        metadata.validate_arguments(arguments)
     except ValidationError as exc:
-        return "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg'].removeprefix('Value error, ')}"
-            for err in exc.errors(include_input=False, include_url=False)
-        )
+        return _problems("arguments", exc)
     return None
 
 
