@@ -134,6 +134,17 @@ async def test_a_namespace_sees_its_own_and_principal_wide_memories_only(rt: Run
     assert "The home router is called falcon too" not in seen
 
 
+async def test_keyword_search_finds_a_namespaces_match_under_anothers_stronger_ones(rt: Runtime, clock: Clock) -> None:
+    # Ten memories of another namespace outscore the one match this namespace holds; the keyword
+    # side must still find it, and never theirs (SQLite ranks the index first and filters after).
+    work = [f"Kestrel build {i}: kestrel runner, kestrel cache, kestrel logs" for i in range(10)]
+    await remember(rt, Scope("alice", "work"), *work)
+    [printer] = await remember(rt, Scope("alice", "home"), "The home printer is named kestrel")
+    found = await rt.store.keyword_search(Scope("alice", "home"), ["kestrel"], Criteria(), 2, clock())
+    assert [m for m, _ in found] == [printer]
+    assert len(await rt.store.keyword_search(Scope("alice", "work"), ["kestrel"], Criteria(), 2, clock())) == 2
+
+
 async def test_forget_user_erases_one_principal_and_leaves_the_other(rt: Runtime, clock: Clock) -> None:
     await remember(rt, ALICE, "Alice prefers window seats")
     await remember(rt, BOB, "Bob prefers aisle seats")

@@ -63,22 +63,10 @@ async def _row_links(conn: aiosqlite.Connection, sources: Sequence[int], populat
     cap = max(2, int(LINK_SHARE * population))
     named = await rows_in(conn, "SELECT entity, memory_n FROM memory_entities WHERE memory_n IN ({marks})", sources)
     wanted = sorted({str(r[0]) for r in named})
-    counts = {
-        str(r[0]): int(r[1])
-        for r in await rows_in(
-            conn, "SELECT entity, COUNT(*) FROM memory_entities WHERE entity IN ({marks}) GROUP BY entity", wanted
-        )
-    }
-    rare = sorted((e for e in wanted if counts.get(e, 0) <= cap), key=lambda e: (counts[e], e))
+    counts = await _counts(conn, wanted, cap)
+    rare = sorted((e for e in wanted if counts.get(e, 0) <= cap), key=lambda e: (counts.get(e, 0), e))
     sharing: dict[str, list[int]] = {}
-    for entity, n in await rows_in(
-        conn,
-        "SELECT entity, memory_n FROM (SELECT entity, memory_n, "
-        "ROW_NUMBER() OVER (PARTITION BY entity ORDER BY memory_n) AS place "
-        "FROM memory_entities WHERE entity IN ({marks})) AS ranked "
-        f"WHERE place <= {USABLE_PER_ENTITY} ORDER BY entity, memory_n",
-        rare,
-    ):
+    for entity, n in await _first_named(conn, rare):
         sharing.setdefault(str(entity), []).append(int(n))
     by_source: dict[int, list[str]] = {}
     for entity, n in named:
@@ -94,6 +82,40 @@ async def _row_links(conn: aiosqlite.Connection, sources: Sequence[int], populat
                     seen.add(target)
                     found.append((source, target, entity))
     found.extend(await session_neighbours(conn, sources))
+    return found
+
+
+# Per-entity subqueries joined in one statement: each reads its entity's first rows from the primary
+# key and stops (a window over an entity's every row cost 5 ms at 100k memories, this 0.1 ms).
+_PER_STATEMENT = 100
+
+
+async def _counts(conn: aiosqlite.Connection, wanted: Sequence[str], cap: int) -> dict[str, int]:
+    """How many memories name each entity, counted up to ``cap`` + 1: beyond that it links nothing."""
+    counted: dict[str, int] = {}
+    one = (
+        "SELECT entity, COUNT(*) FROM (SELECT entity FROM memory_entities WHERE entity = ? LIMIT ?) AS named "
+        "GROUP BY entity"
+    )
+    for start in range(0, len(wanted), _PER_STATEMENT):
+        chunk = wanted[start : start + _PER_STATEMENT]
+        sql = " UNION ALL ".join([one] * len(chunk))
+        params = [v for entity in chunk for v in (entity, cap + 1)]
+        counted.update((str(r[0]), int(r[1])) for r in await conn.execute_fetchall(sql, params))
+    return counted
+
+
+async def _first_named(conn: aiosqlite.Connection, rare: Sequence[str]) -> list[tuple[str, int]]:
+    """(entity, memory row) for the first USABLE_PER_ENTITY memories naming each of ``rare``."""
+    found: list[tuple[str, int]] = []
+    one = (
+        "SELECT entity, memory_n FROM (SELECT entity, memory_n FROM memory_entities WHERE entity = ? "
+        f"ORDER BY memory_n LIMIT {USABLE_PER_ENTITY}) AS earliest"
+    )
+    for start in range(0, len(rare), _PER_STATEMENT):
+        chunk = rare[start : start + _PER_STATEMENT]
+        rows = await conn.execute_fetchall(" UNION ALL ".join([one] * len(chunk)), chunk)
+        found.extend((str(r[0]), int(r[1])) for r in rows)
     return found
 
 

@@ -51,6 +51,8 @@ if TYPE_CHECKING:  # an optional engine (the qdrant extra)
 
 log = logging.getLogger(__name__)
 
+KEYWORD_OVERFETCH = 4  # the keyword index's best this many times the wanted count, before the scope filters
+
 
 class SqliteStore(RecordStore):
     COUNTED_TABLES = ("memories", "occurrences", "vectors", "memory_tags", "memories_fts", "changes")
@@ -184,18 +186,33 @@ class SqliteStore(RecordStore):
     async def keyword_search(
         self, scope: Scope, terms: Sequence[str], criteria: Criteria, limit: int, now: float
     ) -> list[tuple[str, float]]:
-        """Top ``limit`` (memory id, bm25) where a larger score is better."""
+        """Top ``limit`` (memory id, bm25) where a larger score is better.
+
+        The keyword index ranks first and the scope filters its best ``KEYWORD_OVERFETCH`` x ``limit``
+        (joining every match to its row first cost 16 of 18 ms at 100k memories, where a common name
+        matches thousands); when the filter leaves fewer than ``limit`` of a full list, the whole
+        search runs again with the filter inside, so the answer is the same either way."""
         if not terms:
             return []
         db = await self.principal_db(scope)
         where, params = visible_clause(scope, criteria, now)
-        sql = (
+        match = fts_match(terms)
+        first = limit * KEYWORD_OVERFETCH
+        ranked = (  # each of the index's best, and whether the scope and criteria let it through
+            f"SELECT m.id, f.score, ({where}) FROM (SELECT rowid, bm25(memories_fts) AS score FROM memories_fts "
+            "WHERE memories_fts MATCH ? ORDER BY score LIMIT ?) AS f LEFT JOIN memories m ON m.n = f.rowid "
+            "ORDER BY f.score"
+        )
+        whole = (
             "SELECT m.id, bm25(memories_fts) AS score FROM memories_fts "
             "JOIN memories m ON m.n = memories_fts.rowid "
             f"WHERE memories_fts MATCH ? AND {where} ORDER BY score LIMIT ?"
         )
         try:
-            rows = await db.reader.execute_fetchall(sql, [fts_match(terms), *params, limit])
+            best = list(await db.reader.execute_fetchall(ranked, [*params, match, first]))
+            rows = [r for r in best if r[2]][:limit]
+            if len(rows) < limit and len(best) == first:  # the filter left too few of a full list
+                rows = list(await db.reader.execute_fetchall(whole, [match, *params, limit]))
         except sqlite3.OperationalError as exc:
             raise StorageError(f"keyword search failed: {exc}") from exc
         return [(str(r[0]), -float(r[1])) for r in rows]
