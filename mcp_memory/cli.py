@@ -448,7 +448,11 @@ async def _import(settings: Settings, lines: list[bytes]) -> int:
 
     async with open_runtime(settings, warm=False) as runtime:
         imported, skipped = await import_lines(
-            runtime.store, runtime.embedder, Scope(settings.principal, settings.namespace), lines
+            runtime.store,
+            runtime.embedder,
+            Scope(settings.principal, settings.namespace),
+            lines,
+            max_bytes=settings.limits.max_content_bytes,
         )
     _err(f"imported {imported} memories, skipped {skipped} already present")
     return 0
@@ -473,7 +477,7 @@ def parse_as_of(text: str, now: float) -> float:
     """`+30d`, `12h`, `90m` from now, or an ISO date/time (UTC when no zone is given); never the past."""
     from mcp_memory.errors import InvalidInputError
 
-    at = moment(text.removeprefix("+"), now, "--as-of", "a duration ahead (+30d, 12h, 90m) nor a date")
+    at = moment(text.removeprefix("+"), now, "--as-of", "a duration ahead (+30d, 12h, 90m) nor a date", text)
     if at < now:
         raise InvalidInputError("--as-of", f"{text!r} is in the past; give a later date or a duration ahead (+30d)")
     return at

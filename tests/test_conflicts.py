@@ -113,6 +113,20 @@ async def test_an_unjudgeable_conflict_is_kept_and_flagged_and_the_newer_side_ra
     assert hits[new_id]["conflicts_with"] == []  # resolved by forgetting one side
 
 
+async def test_correcting_one_side_settles_the_flag_everywhere(client: Client, clock: Clock) -> None:
+    cats = (await call(client, "remember", {"content": "Alice likes cats", "kind": "preference"}))["items"][0]["id"]
+    clock.advance(3600)
+    dogs = (await call(client, "remember", {"content": "Alice likes dogs", "kind": "preference"}))["items"][0]
+    assert dogs["conflicts_with"] == [cats]
+    await call(client, "correct_memory", {"id": cats, "text": "Alice likes cats and hamsters"})
+    # Stats counted the pair settled while recall and the browse filter still showed the replaced side.
+    assert (await call(client, "stats", {}))["pending"]["conflicts_flagged"] == 0
+    assert (await call(client, "list_memories", {"filters": {"conflicts": True}}))["memories"] == []
+    query = {"query": "which pets does Alice like", "reinforce": False, "detail": "full"}
+    hits = {h["id"]: h for h in (await call(client, "recall", query))["hits"]}
+    assert hits[dogs["id"]]["conflicts_with"] == []
+
+
 async def test_a_restated_change_supersedes_what_was_said_in_between(client: Client, clock: Clock) -> None:
     change = "The user switched from walking to cycling for the commute"
     first = await call(client, "remember", {"content": change, "kind": "preference"})

@@ -211,6 +211,55 @@ async def test_a_line_whose_lineage_is_not_a_list_of_ids_is_refused(original: Or
         await _import(fresh, [orjson.dumps(row) for row in rows])
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "named"),
+    [
+        ("occurred_at", "2026-03-01T10:00:00Z", "occurred_at: input should be a valid number (seconds since 1970"),
+        ("metadata", "a string", "metadata: input should be a valid dictionary"),
+        ("importance", "high", "importance: input should be a valid number"),
+        ("importance", 1.5, "importance is 1.5; it is between 0 and 1"),
+        ("tags", 5, "tags: input should be a valid list"),
+        ("pinned", 1, "pinned: input should be a valid boolean"),
+        ("access_count", -1, "access_count is -1"),
+        ("tier", "gone", "tier: input should be 'active' or 'archived'"),
+        ("provenance", {"client_name": 5}, "provenance.client_name: input should be a valid string"),
+        ("surprise", 1, "unknown field 'surprise'"),
+    ],
+)
+async def test_a_line_with_a_field_of_the_wrong_type_is_refused_and_nothing_is_written(
+    original: Original, fresh: Runtime, tmp_path: Path, field: str, value: object, named: str
+) -> None:
+    # Stored, such a line broke export, list_memories, get_memory and forget for the whole store.
+    rows = [orjson.loads(line) for line in original.lines]
+    rows[3][field] = value
+    with pytest.raises(InvalidInputError) as refused:
+        await _import(fresh, [orjson.dumps(row) for row in rows])
+    assert "line 4" in str(refused.value)
+    assert named in str(refused.value)
+    assert row_counts(tmp_path / "fresh", "alice").get("memories", 0) == 0
+
+
+async def test_a_line_replaced_by_a_memory_that_is_nowhere_is_refused(original: Original, fresh: Runtime) -> None:
+    rows = [orjson.loads(line) for line in original.lines]
+    rows[1]["superseded_by"] = "01J00000000000000000000000"
+    refusal = r"line 2: superseded_by names memory '01J0+'.*set superseded_by to null"
+    with pytest.raises(InvalidInputError, match=refusal):
+        await _import(fresh, [orjson.dumps(row) for row in rows])
+
+
+async def test_an_oversized_memory_and_a_repeated_id_are_refused_with_their_lines(
+    original: Original, fresh: Runtime, tmp_path: Path
+) -> None:
+    rows = [orjson.loads(line) for line in original.lines]
+    big = dict(rows[0], content="word " * 4_000)
+    with pytest.raises(InvalidInputError, match=r"line 1: .*20000 bytes, over limits.max_content_bytes \(16384\)"):
+        await import_lines(fresh.store, fresh.embedder, ALICE, [orjson.dumps(big)], max_bytes=16_384)
+    twice = [*original.lines, orjson.dumps(dict(rows[0], content="Another text under the same id"))]
+    with pytest.raises(InvalidInputError, match=f"line {len(twice)}: repeats the id '{rows[0]['id']}' of line 1"):
+        await _import(fresh, twice)
+    assert row_counts(tmp_path / "fresh", "alice").get("memories", 0) == 0
+
+
 async def test_golden_queries_travel_with_the_export_and_are_not_doubled(original: Original, tmp_path: Path) -> None:
     """The questions the passes are checked against come back with the memories, namespace and all."""
     async with open_runtime(_settings(tmp_path / "original")) as runtime:

@@ -20,13 +20,19 @@ file nor in the store is refused like a dangling link, and one already present i
 
 from __future__ import annotations
 
+import dataclasses
+import math
+import typing
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 import orjson
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
+from mcp_memory import models
+from mcp_memory.config import Limits
 from mcp_memory.embed.loader import Embedder
 from mcp_memory.errors import InvalidInputError
 from mcp_memory.ids import new_id
@@ -36,7 +42,62 @@ from mcp_memory.services import second
 from mcp_memory.services.ports import MemoryStore
 from mcp_memory.text import TextProblem, check_text, segment_for_index
 
-_FIELDS = set(MemoryRecord.__dataclass_fields__) - {"rowid", "occurrence_ids", "provenance"}
+_TIMES = {"occurred_at", "created_at", "last_accessed_at", "valid_from", "valid_to", "expires_at", "last_seen_at"}
+
+
+def _strict(cls: type, skip: set[str]) -> type[BaseModel]:
+    """A pydantic model of dataclass ``cls``'s fields (but ``skip``), strict: what a line must hold,
+    type for type, so a date string where seconds belong never reaches the store."""
+    hints = typing.get_type_hints(cls, vars(models))
+    fields: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.name in skip:
+            continue
+        if f.default is not dataclasses.MISSING:
+            fields[f.name] = (hints[f.name], f.default)
+        elif f.default_factory is not dataclasses.MISSING:
+            fields[f.name] = (hints[f.name], f.default_factory())
+        else:
+            fields[f.name] = (hints[f.name], ...)
+    return create_model(f"Exported{cls.__name__}", __config__=ConfigDict(strict=True, extra="forbid"), **fields)
+
+
+_ROW = _strict(MemoryRecord, {"rowid", "occurrence_ids", "provenance"})
+_PROVENANCE = _strict(Provenance, set())
+
+
+def _problem(exc: ValidationError, prefix: str = "") -> str:
+    """The first thing wrong with a line, in words: the field, what it must be, what it held."""
+    error = exc.errors()[0]
+    name = prefix + ".".join(str(part) for part in error["loc"])
+    if error["type"] == "extra_forbidden":
+        return f"unknown field {name!r}"
+    if error["type"] == "missing":
+        return f"{name} is missing"
+    hint = " (seconds since 1970, as `export` writes them)" if name in _TIMES else ""
+    return f"{name}: {error['msg'].lower()}{hint}, not {orjson.dumps(error['input']).decode()[:60]}"
+
+
+def _record(row: dict[str, Any], provenance: object) -> MemoryRecord:
+    """The record a line describes, every field of the type the store keeps, within its range."""
+    try:
+        fields = _ROW.model_validate(row).model_dump()
+    except ValidationError as exc:
+        raise ValueError(_problem(exc)) from None
+    try:
+        origin = Provenance(**_PROVENANCE.model_validate(provenance or {}).model_dump())
+    except ValidationError as exc:
+        raise ValueError(_problem(exc, "provenance.")) from None
+    if not fields["id"].strip():
+        raise ValueError("id is empty")
+    if not 0.0 <= fields["importance"] <= 1.0:
+        raise ValueError(f"importance is {fields['importance']}; it is between 0 and 1")
+    for name in ("access_count", "level"):
+        if fields[name] < 0:
+            raise ValueError(f"{name} is {fields[name]}; it is 0 or more")
+    if any(not math.isfinite(fields[name]) for name in _TIMES if fields[name] is not None):
+        raise ValueError("a time is not a finite number of seconds")
+    return MemoryRecord(**fields, provenance=origin)
 
 
 async def export_lines(store: MemoryStore, scope: Scope) -> AsyncIterator[bytes]:
@@ -88,7 +149,7 @@ def _ids(field: str, value: object) -> None:
         raise ValueError(f"{field} must be a list of memory ids")
 
 
-def _parse(number: int, line: bytes) -> _Line | _Golden:
+def _parse(number: int, line: bytes, max_bytes: int) -> _Line | _Golden:
     try:
         row = orjson.loads(line)
         if not isinstance(row, dict):
@@ -98,18 +159,20 @@ def _parse(number: int, line: bytes) -> _Line | _Golden:
             )
         if set(row) == {"golden_query"}:
             return _golden(number, row["golden_query"])
-        provenance = Provenance(**(row.pop("provenance", None) or {}))
+        provenance = row.pop("provenance", None)
         row.pop("occurrence_ids", None)
         failures = row.pop("compression_failures", 0)
         if isinstance(failures, bool) or not isinstance(failures, int) or failures < 0:
             raise ValueError("compression_failures must be a count (an integer, 0 or more)")
-        unknown = set(row) - _FIELDS
-        if unknown:
-            raise ValueError(f"unknown fields {sorted(unknown)}")
-        record = MemoryRecord(**row, provenance=provenance)
+        record = _record(row, provenance)
         _ids("source_ids", record.source_ids)
         _ids("conflicts_with", record.conflicts_with)
         check_text(record.content)
+        if len(record.content.encode()) > max_bytes:
+            raise ValueError(
+                f"content is {len(record.content.encode())} bytes, over limits.max_content_bytes ({max_bytes}); "
+                "split it into smaller memories, or raise the limit in the configuration"
+            )
     except orjson.JSONDecodeError as exc:
         raise InvalidInputError(
             f"line {number}",
@@ -124,10 +187,22 @@ def _parse(number: int, line: bytes) -> _Line | _Golden:
     return _Line(number, record, failures)
 
 
+def _replacer(line: _Line) -> list[str]:
+    return [line.record.superseded_by] if line.record.superseded_by else []
+
+
 async def _check_links(store: MemoryStore, scope: Scope, lines: list[_Line], goldens: list[_Golden]) -> None:
     """Refuse, before anything is written, a line naming a memory neither in the file nor in the store."""
-    in_file = {line.record.id for line in lines}
-    named = {i for line in lines for i in (*line.record.source_ids, *line.record.conflicts_with)}
+    first_line: dict[str, int] = {}
+    for line in lines:
+        if (earlier := first_line.setdefault(line.record.id, line.number)) != line.number:
+            raise InvalidInputError(
+                f"line {line.number}",
+                f"repeats the id {line.record.id!r} of line {earlier}; an export holds each memory once: "
+                "remove one of the two lines (or give one a new id)",
+            )
+    in_file = set(first_line)
+    named = {i for line in lines for i in (*line.record.source_ids, *line.record.conflicts_with, *_replacer(line))}
     named = (named | {g.row.memory_id for g in goldens}) - in_file
     known = in_file | (await store.existing_ids(scope, sorted(named)) if named else set())
     for golden in goldens:
@@ -138,20 +213,32 @@ async def _check_links(store: MemoryStore, scope: Scope, lines: list[_Line], gol
                 "file nor in the store; export the whole store again, or remove that line",
             )
     for line in lines:
-        for field, ids in (("source_ids", line.record.source_ids), ("conflicts_with", line.record.conflicts_with)):
+        named_by = (
+            ("source_ids", line.record.source_ids),
+            ("conflicts_with", line.record.conflicts_with),
+            ("superseded_by", _replacer(line)),
+        )
+        for field, ids in named_by:
             for missing in (i for i in ids if i not in known):
+                fix = f"set {field} to null" if field == "superseded_by" else f"remove {missing!r} from {field}"
                 raise InvalidInputError(
                     f"line {line.number}",
                     f"{field} names memory {missing!r}, which is neither in the file nor in the store; export the "
-                    f"whole store again, or remove {missing!r} from {field} on that line",
+                    f"whole store again, or {fix} on that line",
                 )
 
 
 async def import_lines(
-    store: MemoryStore, embedder: Embedder, scope: Scope, lines: Iterable[bytes], batch: int = 64
+    store: MemoryStore,
+    embedder: Embedder,
+    scope: Scope,
+    lines: Iterable[bytes],
+    batch: int = 64,
+    max_bytes: int = Limits().max_content_bytes,
 ) -> tuple[int, int]:
-    """Insert exported memories, re-embedded; returns (imported, skipped as already present)."""
-    read = [_parse(i, line) for i, line in enumerate(lines, start=1) if line.strip()]
+    """Insert exported memories, re-embedded; returns (imported, skipped as already present). A line
+    whose memory is over ``max_bytes`` is refused as ``remember`` would refuse it."""
+    read = [_parse(i, line, max_bytes) for i, line in enumerate(lines, start=1) if line.strip()]
     parsed = [line for line in read if isinstance(line, _Line)]
     goldens = [line for line in read if isinstance(line, _Golden)]
     records = [line.record for line in parsed]
