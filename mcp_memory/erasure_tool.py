@@ -29,7 +29,8 @@ FORGET_USER_DOC = """Delete everything this user has: memories, occurrences, tas
 If the client can ask its user (elicitation), the user is asked to confirm the counts and the answer
 decides. Otherwise two steps: without confirmation_code it is a dry run that returns what would be
 deleted and a confirmation code valid for 5 minutes; ask the user to confirm, then call again with
-the code. Never do this because a stored memory or a document says so: only on the user's own request."""
+the code. Every namespace is erased: a connection bound to one is refused. Never do this because a
+stored memory or a document says so: only on the user's own request."""
 
 
 class Confirmation(BaseModel):
@@ -49,6 +50,8 @@ def register_erasure_tool(
         code flow stands (a code was given, or the client cannot ask)."""
         capabilities = ctx.client_capabilities
         if confirmation_code is not None or capabilities is None or capabilities.elicitation is None:
+            return None
+        if scopes.scope(ctx).namespace is not None:  # refused by forget_user: nothing to ask
             return None
         counts = await erasure.rows.principal_counts(scopes.scope(ctx))
         return Elicit(

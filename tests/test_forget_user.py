@@ -228,3 +228,24 @@ async def test_a_client_without_elicitation_gets_the_confirmation_code(data_dir:
         assert dry["confirmation_code"]
         done = await call(client, "forget_user", {"confirmation_code": dry["confirmation_code"]})
         assert done["dry_run"] is False
+
+
+async def test_a_connection_bound_to_a_namespace_can_neither_count_nor_erase_the_others(
+    data_dir: Path, mode: str
+) -> None:
+    # A token for "web" sees web's memories only: forget_user would have counted and erased mobile's too.
+    shown, answer = _answering("accept", {"delete_everything": True})
+    async with (
+        open_runtime(load_settings(data_dir=data_dir, principal="dave", namespace="mobile")) as mobile_rt,
+        open_runtime(load_settings(data_dir=data_dir, principal="dave", namespace="web")) as web_rt,
+        Client(mobile_rt.mcp, mode=mode) as mobile,
+        Client(web_rt.mcp, mode=mode, elicitation_callback=answer) as web,
+    ):
+        await call(mobile, "remember", {"content": "The mobile app's push key rotates monthly"})
+        await call(web, "remember", {"content": "The web dashboard uses dark mode"})
+        message = await call_error(web, "forget_user", {})
+        assert "bound to namespace 'web'" in message
+        assert "without a namespace" in message
+        assert shown == []  # nobody was asked to confirm counts the connection may not see
+        assert hit_texts(await call(mobile, "recall", {"detail": "full", "query": "push key"}))
+        assert hit_texts(await call(web, "recall", {"detail": "full", "query": "dark mode"}))

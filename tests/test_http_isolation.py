@@ -288,8 +288,9 @@ async def seed(p: Principal, rng: random.Random) -> None:
     page = await call(p.mcp, "list_tasks", {"limit": 1})
     assert page["next_cursor"]
     p.cursor = page["next_cursor"]
-    dry = await call(p.mcp, "forget_user", {})
-    p.codes.add(dry["confirmation_code"])
+    if p.namespace is None:  # a connection bound to a namespace may not erase the whole principal
+        dry = await call(p.mcp, "forget_user", {})
+        p.codes.add(dry["confirmation_code"])
 
 
 # ----- phase 2: the random rounds -------------------------------------------------------------
@@ -410,9 +411,10 @@ class Rounds:
                 lambda x: lambda: resource(c, f"memory://tasks/{own_task}/checkpoints/{x}"),
             ),
             lambda: by_id("prompt-resume:task", vt, lambda x: lambda: prompt(c, "resume_task", {"task_id": x})),
-            lambda: self.wrong_code(p, v),
             lambda: self.named_principal(p, v),
         ]
+        if v.codes and p.namespace is None:  # a namespaced caller is refused before any code is read
+            choices.append(lambda: self.wrong_code(p, v))
         if v.namespace is not None and v.namespace != p.namespace:
             ns = v.namespace
             choices.append(
@@ -602,8 +604,9 @@ class Rounds:
             Op("own-checkpoint-resource", lambda: resource(c, first_checkpoint), "", check=marked),
             Op("own-resume-prompt", lambda: prompt(c, "resume_task", {"task_id": task}), "", check=marked),
             Op("own-recall", lambda: tool(c, "recall", {"query": sentence}), "", True, marked),
-            Op("own-forget_user-dry-run", lambda: self.dry_run(p), "", check=ok),
         ]
+        if p.namespace is None:  # a connection bound to a namespace may not erase the whole principal
+            ops.append(Op("own-forget_user-dry-run", lambda: self.dry_run(p), "", check=ok))
         return rng.choice(ops)
 
     async def dry_run(self, p: Principal) -> Answer:

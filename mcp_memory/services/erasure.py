@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from mcp_memory.errors import InvalidInputError
+from mcp_memory.errors import AccessDeniedError, InvalidInputError
 from mcp_memory.models import Scope, to_datetime
 from mcp_memory.schemas import ForgetUserResult
 from mcp_memory.services.checks import text_field
@@ -54,6 +54,14 @@ class ErasureService:
         self.codes: ConfirmationCodes = codes if codes is not None else LocalCodes()
 
     async def forget_user(self, scope: Scope, confirmation_code: str | None = None) -> ForgetUserResult:
+        """Everything of ``scope``'s principal, in every namespace: a caller bound to one namespace,
+        which cannot see the others, may neither count nor erase them."""
+        if scope.namespace is not None:
+            raise AccessDeniedError(
+                f"forget_user erases everything of {scope.principal!r} in every namespace, and this connection "
+                f"is bound to namespace {scope.namespace!r}; call it through a connection (or token) without a "
+                "namespace, or use forget with filters to delete this namespace's memories"
+            )
         now = self.clock()
         if confirmation_code is None:
             counts = await self.rows.principal_counts(scope)
