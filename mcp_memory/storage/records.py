@@ -278,7 +278,7 @@ class RecordStore:
             row_to_record(r)
             for r in await conn.execute_fetchall(f"SELECT {MEMORY_COLUMNS} FROM memories m ORDER BY m.n")
         ]
-        await attach_occurrences(conn, records)
+        await attach_occurrences(conn, records, every_flag=True)
         return records
 
     async def existing_ids(self, scope: Scope, ids: Sequence[str]) -> set[str]:

@@ -57,6 +57,15 @@ def row_to_record(row: Sequence[Any]) -> MemoryRecord:
     return MemoryRecord(rowid=row[0], provenance=provenance, **fields)
 
 
+# A flag stands while the other side is current: once it is replaced (corrected, superseded) or
+# archived, the disagreement is settled, as the lifecycle's count of flagged conflicts already reads it.
+STANDING_CONFLICTS = (
+    "conflicts c JOIN memories other ON other.id = c.other_id "
+    "WHERE other.superseded_by IS NULL AND other.tier = 'active'"
+)
+ALL_CONFLICTS = "conflicts c WHERE 1 = 1"
+
+
 def visible_clause(scope: Scope, criteria: Criteria, now: float, alias: str = "m") -> tuple[str, list[Any]]:
     """The WHERE clause that keeps a query inside the scope and the criteria."""
     clauses: list[str] = []
@@ -101,7 +110,7 @@ def visible_clause(scope: Scope, criteria: Criteria, now: float, alias: str = "m
         params.append(criteria.level)
     if criteria.conflicted is not None:
         negation = "" if criteria.conflicted else "NOT "
-        clauses.append(f"{alias}.id {negation}IN (SELECT memory_id FROM conflicts)")
+        clauses.append(f"{alias}.id {negation}IN (SELECT c.memory_id FROM {STANDING_CONFLICTS})")
     return " AND ".join(clauses), params
 
 
@@ -125,8 +134,11 @@ async def rows_of(conn: aiosqlite.Connection, ids: Sequence[str]) -> dict[str, i
     return {str(r[1]): int(r[0]) for r in await rows_in(conn, "SELECT n, id FROM memories WHERE id IN ({marks})", ids)}
 
 
-async def attach_occurrences(conn: aiosqlite.Connection, records: list[MemoryRecord]) -> None:
-    """Occurrence ids, conflicts and summary sources: what a record carries besides its row."""
+async def attach_occurrences(
+    conn: aiosqlite.Connection, records: list[MemoryRecord], *, every_flag: bool = False
+) -> None:
+    """Occurrence ids, conflicts and summary sources: what a record carries besides its row; the
+    conflicts that still stand (STANDING_CONFLICTS), or ``every_flag`` (an export keeps them all)."""
     if not records:
         return
     by_n = {r.rowid: r for r in records}
@@ -140,7 +152,10 @@ async def attach_occurrences(conn: aiosqlite.Connection, records: list[MemoryRec
         record.occurrence_ids.append(str(occ_id))
         record.last_seen_at = float(occurred_at)
     for memory_id, other_id in await rows_in(
-        conn, "SELECT memory_id, other_id FROM conflicts WHERE memory_id IN ({marks}) ORDER BY other_id", list(by_id)
+        conn,
+        f"SELECT c.memory_id, c.other_id FROM {ALL_CONFLICTS if every_flag else STANDING_CONFLICTS} "
+        "AND c.memory_id IN ({marks}) ORDER BY c.other_id",
+        list(by_id),
     ):
         by_id[str(memory_id)].conflicts_with.append(str(other_id))
     for summary_id, source_id in await rows_in(
