@@ -68,8 +68,9 @@ def parse_expiry(text: str, now: float) -> float:
     return moment(text, now, "expires", "a duration (90d, 12h, 30m) nor a date")
 
 
-def moment(text: str, now: float, field: str, wanted: str) -> float:
-    """A duration from now (`90d`, `12h`, `30m`) or an ISO date/time, UTC when it names no zone."""
+def moment(text: str, now: float, field: str, wanted: str, given: str | None = None) -> float:
+    """A duration from now (`90d`, `12h`, `30m`) or an ISO date/time, UTC when it names no zone;
+    ``given`` is what the user typed, when ``text`` is a part of it."""
     from datetime import UTC, datetime
 
     from mcp_memory.errors import InvalidInputError
@@ -80,7 +81,7 @@ def moment(text: str, now: float, field: str, wanted: str) -> float:
     try:
         at = datetime.fromisoformat(text)
     except ValueError:
-        raise InvalidInputError(field, f"{text!r} is neither {wanted}") from None
+        raise InvalidInputError(field, f"{given or text!r} is neither {wanted}") from None
     if at.tzinfo is None:
         at = at.replace(tzinfo=UTC)
     return at.timestamp()

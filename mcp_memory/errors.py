@@ -87,10 +87,10 @@ class MemoryOffError(MemoryServerError):
 class StaleHeadError(ConflictError):
     """The head moved since the caller read it."""
 
-    def __init__(self, task_id: str, current: int, expected: int | None) -> None:
+    def __init__(self, task_id: str, current: int, expected: int | None, call: str = "checkpoint") -> None:
         self.current = current
         self.expected = expected
         super().__init__(
             f"task {task_id!r} moved to head {current} since you saw head {expected}; "
-            "call resume to see the current state, then checkpoint again with expected_head set to it"
+            f"call resume to see the current state, then call {call} again with expected_head set to it"
         )

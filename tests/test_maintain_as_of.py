@@ -36,8 +36,9 @@ def test_as_of_reads_durations_ahead_and_dates() -> None:
 
 @pytest.mark.parametrize("text", ["soon", "+30", "30 days", "+-3d", "d", ""])
 def test_as_of_refuses_garbage_naming_the_forms_it_takes(text: str) -> None:
-    with pytest.raises(InvalidInputError, match=r"--as-of: .* is neither a duration ahead \(\+30d"):
+    with pytest.raises(InvalidInputError, match=r"--as-of: .* is neither a duration ahead \(\+30d") as refused:
         parse_as_of(text, NOW)
+    assert repr(text) in str(refused.value)  # what was typed, "+" and all
 
 
 def test_as_of_refuses_the_past() -> None:

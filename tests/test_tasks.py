@@ -132,6 +132,7 @@ async def test_two_clients_never_fork_a_task_silently(runtime: Any, mode: str) -
             {"task_id": "billing-v2", "expected_head": seen_by_b, "edits": [{"op": "set_current", "node_id": "email"}]},
         )
         assert "moved to head" in edit
+        assert "call update_task again with expected_head" in edit
 
 
 INVALID_EDITS: list[tuple[list[dict[str, Any]], str]] = [
@@ -148,6 +149,8 @@ INVALID_EDITS: list[tuple[list[dict[str, Any]], str]] = [
         "edits[1].node_id",
     ),
     ([], "edits"),
+    ([{"op": "set", "node_id": "email"}], "edits[0]: sets nothing on 'email'"),  # a no-op must not move the head
+    ([{"op": "set", "node_id": "email", "title": "  "}], "node 'email' has a blank title"),
 ]
 
 
@@ -231,6 +234,26 @@ async def test_a_checkpoint_of_exactly_the_limit_fits_and_one_byte_more_does_not
     assert packet["used_tokens"] <= 500
 
 
+async def test_a_big_tree_cut_to_the_budget_keeps_the_current_node_and_its_ancestors(client: Client) -> None:
+    steps = [
+        {
+            "id": f"step-{i}",
+            "title": f"Step {i}",
+            "children": [{"id": f"step-{i}-{j}", "title": f"Part {j}"} for j in range(9)],
+        }
+        for i in range(300)
+    ]
+    tree = {"id": "root", "title": "A long migration", "children": steps}
+    await call(client, "checkpoint", {"task_id": "long", "goal": "Migrate", "tree": tree, "current_node": "step-290-4"})
+    packet = await call(client, "resume", {"task_id": "long", "budget_tokens": 1_000})
+    lines = packet["tree"].splitlines()
+    assert "step-290-4: Part 4 <- current" in packet["tree"]  # it was cut off after the first lines
+    assert any("step-290: Step 290" in line for line in lines)
+    assert lines[0].endswith("root: A long migration")
+    assert "lines left out" in packet["tree"]
+    assert packet["used_tokens"] <= 1_000
+
+
 async def test_checkpoint_validates_its_arguments(client: Client) -> None:
     assert "goal" in await call_error(client, "checkpoint", {"task_id": "new-task", "snapshot": "x"})
     assert "current_node" in await call_error(
@@ -242,7 +265,34 @@ async def test_checkpoint_validates_its_arguments(client: Client) -> None:
         {"task_id": "t", "goal": "g", "tree": {"id": "a", "title": "a", "children": [{"id": "a", "title": "again"}]}},
     )
     assert "NUL" in await call_error(client, "checkpoint", {"task_id": "t", "goal": "g", "snapshot": "x\x00y"})
+    # JSON the head cannot keep was an "internal error" (orjson refuses integers beyond 64 bits).
+    assert "variables: cannot be stored: Integer exceeds 64-bit range" in await call_error(
+        client, "checkpoint", {"task_id": "t", "goal": "g", "variables": {"order_id": 10**20}}
+    )
+    assert "iterations: cannot be stored" in await call_error(
+        client, "checkpoint", {"task_id": "t", "goal": "g", "iterations": 10**30}
+    )
+    # Blank text: a goal of spaces made a task that no resume could search memories for.
+    assert "goal: is blank" in await call_error(client, "checkpoint", {"task_id": "t", "goal": "   "})
+    assert "title: is blank" in await call_error(client, "checkpoint", {"task_id": "t", "goal": "g", "title": "\t"})
+    blank_node = {"id": "r", "title": "root", "children": [{"id": "a", "title": " "}]}
+    assert "node 'a' has a blank title" in await call_error(
+        client, "checkpoint", {"task_id": "t", "goal": "g", "tree": blank_node}
+    )
     assert "was found" in (await call_error(client, "resume", {"task_id": "never-made"})).lower()
+
+
+async def test_a_tree_without_the_current_node_asks_for_a_new_current_node(client: Client) -> None:
+    await call(client, "checkpoint", first_checkpoint())  # current node: staging
+    smaller = {
+        "id": "root",
+        "title": "Migrate billing to v2",
+        "children": [{"id": "email", "title": "Email customers"}],
+    }
+    message = await call_error(client, "checkpoint", {"task_id": "billing-v2", "tree": smaller})
+    assert "tree: has no node 'staging', the task's current node; pass current_node as well" in message
+    done = await call(client, "checkpoint", {"task_id": "billing-v2", "tree": smaller, "current_node": "email"})
+    assert done["head_seq"] == 2
 
 
 async def test_tasks_list_with_cursor_paging(client: Client) -> None:

@@ -27,6 +27,9 @@ def _refuse_secret_ids(changes: dict[str, Any]) -> None:
         identifier("tree", node.id)
 
 
+_SAYS = {"title": "called", "goal": "for"}
+
+
 def check_checkpoint(
     scope: Scope,
     task_id: str | None,
@@ -41,6 +44,8 @@ def check_checkpoint(
     for name, text in (("title", title), ("goal", goal)):
         if text is not None:
             text_field(name, text)
+            if not text.strip():
+                raise InvalidInputError(name, f"is blank; say what the task is {_SAYS[name]}, or leave {name} out")
     _refuse_secret_ids(changes)
     for i, item in enumerate(constraints or []):
         text_field(f"constraints[{i}]", item)

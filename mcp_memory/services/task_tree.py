@@ -44,6 +44,8 @@ def validate(tree: TaskNode | None, field: str, max_depth: int) -> None:
             raise InvalidInputError(f"{field}", f"node id {node.id!r} must be 1 to 200 characters")
         if node.id in seen:
             raise InvalidInputError(f"{field}", f"node id {node.id!r} appears twice; node ids must be unique")
+        if not node.title.strip():
+            raise InvalidInputError(f"{field}", f"node {node.id!r} has a blank title; give every node a title in words")
         seen.add(node.id)
 
 
@@ -121,6 +123,8 @@ def _move(head: TaskHead, edit: TaskEdit, where: str) -> None:
 
 
 def _set(node: TaskNode, edit: TaskEdit, where: str) -> None:
+    if all(value is None for value in (edit.title, edit.notes, edit.status, edit.blocked_reason)):
+        raise InvalidInputError(where, f"sets nothing on {node.id!r}; give status, title, notes or blocked_reason")
     if edit.title is not None:
         node.title = edit.title
     if edit.notes is not None:
@@ -136,17 +140,20 @@ def _set(node: TaskNode, edit: TaskEdit, where: str) -> None:
 
 
 def outline(tree: TaskNode | None, current: str | None, max_lines: int | None = None) -> str:
-    """The tree as an indented checklist; finished subtrees fold first when lines are short."""
+    """The tree as an indented checklist; finished subtrees fold first when lines are short, and the
+    current node's line and its ancestors' stay whatever is cut."""
     if tree is None:
         return "(no tree yet)"
 
-    def lines(node: TaskNode, depth: int, fold: bool) -> list[str]:
+    def lines(node: TaskNode, depth: int, fold: bool) -> list[tuple[str, str | None]]:
         mark = " <- current" if node.id == current else ""
         reason = f" (blocked: {node.blocked_reason})" if node.blocked_reason else ""
-        out = [f"{'  ' * depth}- {MARK[node.status]} {node.id}: {node.title}{reason}{mark}"]
+        out: list[tuple[str, str | None]] = [
+            (f"{'  ' * depth}- {MARK[node.status]} {node.id}: {node.title}{reason}{mark}", node.id)
+        ]
         finished = node.status in ("done", "abandoned") and not any(n.id == current for n, _ in walk(node))
         if fold and finished and node.children:
-            out.append(f"{'  ' * (depth + 1)}({sum(1 for _ in walk(node)) - 1} finished steps folded)")
+            out.append((f"{'  ' * (depth + 1)}({sum(1 for _ in walk(node)) - 1} finished steps folded)", None))
             return out
         for child in node.children:
             out.extend(lines(child, depth + 1, fold))
@@ -154,8 +161,35 @@ def outline(tree: TaskNode | None, current: str | None, max_lines: int | None = 
 
     full = lines(tree, 0, fold=False)
     if max_lines is None or len(full) <= max_lines:
-        return "\n".join(full)
+        return "\n".join(text for text, _ in full)
     folded = lines(tree, 0, fold=True)
     if len(folded) <= max_lines:
-        return "\n".join(folded)
-    return "\n".join([*folded[:max_lines], f"... {len(folded) - max_lines} more lines in the full checkpoint"])
+        return "\n".join(text for text, _ in folded)
+    return "\n".join(_cut(folded, _path(tree, current), max_lines))
+
+
+def _path(tree: TaskNode, node_id: str | None) -> set[str]:
+    """``node_id`` and its ancestors (nothing when it is not in the tree)."""
+    parents = {node.id: parent.id if parent else None for node, parent in walk(tree)}
+    path: set[str] = set()
+    at = node_id if node_id in parents else None
+    while at is not None:
+        path.add(at)
+        at = parents[at]
+    return path
+
+
+def _cut(entries: list[tuple[str, str | None]], keep: set[str], max_lines: int) -> list[str]:
+    """The first lines that fit beside those of ``keep``, with a mark where lines are left out."""
+    must = {i for i, (_, node_id) in enumerate(entries) if node_id in keep}
+    room = max(max_lines - len(must) - 2, 0)  # two lines for the marks
+    out: list[str] = []
+    last = -1
+    for i in sorted(set(range(min(room, len(entries)))) | must):
+        if i > last + 1:
+            out.append(f"... {i - last - 1} lines left out")
+        out.append(entries[i][0])
+        last = i
+    if last < len(entries) - 1:
+        out.append(f"... {len(entries) - last - 1} more lines in the full checkpoint")
+    return out

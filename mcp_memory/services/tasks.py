@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
+import orjson
 from pydantic import ValidationError
 
 from mcp_memory.config import Limits
@@ -43,6 +44,7 @@ from mcp_memory.task_schemas import (
     TaskSummary,
     TaskUpdateResult,
 )
+from mcp_memory.text import strip_query_syntax
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +123,13 @@ class TaskService:
         unknown = set(changes) - HEAD_FIELDS
         if unknown:
             raise InvalidInputError(sorted(unknown)[0], "is not a field of a task head")
+        for name, value in changes.items():
+            try:
+                orjson.dumps(value)
+            except TypeError as exc:  # the head is kept as JSON: what JSON cannot hold is the caller's to fix
+                raise InvalidInputError(
+                    name, f"cannot be stored: {exc}; send a number beyond 64 bits as a string"
+                ) from None
         try:
             merged = TaskHead.model_validate({**base.model_dump(mode="json"), **changes})
         except ValidationError as exc:
@@ -129,7 +138,13 @@ class TaskService:
         text_field("snapshot", merged.snapshot)
         task_tree.validate(merged.tree, "tree", self.limits.max_tree_depth)
         if merged.current_node is not None and task_tree.find(merged.tree, merged.current_node) is None:
-            raise InvalidInputError("current_node", f"no node {merged.current_node!r} in this task's tree")
+            if "current_node" in changes:
+                raise InvalidInputError("current_node", f"no node {merged.current_node!r} in this task's tree")
+            raise InvalidInputError(
+                "tree",
+                f"has no node {merged.current_node!r}, the task's current node; pass current_node as well "
+                "(a node of the new tree, or null)",
+            )
         return merged
 
     def _pack_head(self, head: TaskHead, packed: bytes | None = None) -> bytes:
@@ -260,7 +275,7 @@ class TaskService:
         for _ in range(_RETRIES):
             row = await self._row(scope, task_id)
             if expected_head is not None and expected_head != row.head_seq:
-                raise StaleHeadError(task_id, row.head_seq, expected_head)
+                raise StaleHeadError(task_id, row.head_seq, expected_head, call="update_task")
             for i, edit in enumerate(edits):
                 for name in ("node_id", "parent_id"):
                     if (value := getattr(edit, name)) is not None:
@@ -450,6 +465,8 @@ class TaskService:
         current = task_tree.find(state.head.tree, state.head.current_node) if state.head.current_node else None
         if current is not None:
             query = f"{current[0].title} {state.goal}"
+        if not strip_query_syntax(query):  # a goal and title of no words, stored before blanks were refused
+            query = f"task {task_id}"
         recalled = await self.memory.recall(
             scope,
             query[: self.limits.max_query_chars],
