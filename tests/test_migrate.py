@@ -4,6 +4,7 @@ principal the target holds differently is refused whole (ADR 19)."""
 
 from __future__ import annotations
 
+import sqlite3
 from contextlib import closing
 from pathlib import Path
 
@@ -187,6 +188,18 @@ def test_a_principal_held_otherwise_is_refused_alone_and_what_moves_takes_only_i
 
     assert _run(data, "--to", "postgres", "--only", "nobody") == 2
     assert "names no principal of the source: nobody" in capsys.readouterr().err
+
+    async def dan() -> None:
+        async with open_runtime(lite, warm=False) as rt:
+            await rt.memory.remember(Scope("dan"), [MemoryInput(content="Dan's office is on floor 4")], CallContext())
+
+    anyio.run(dan)
+    with closing(sqlite3.connect(principal_file(data, "dan"))) as db, db:  # as an older import let it through
+        db.execute("UPDATE memories SET occurred_at = '2026-03-01T10:00:00Z'")
+    assert _run(data, "--to", "postgres", "--only", "dan") == 1
+    err = capsys.readouterr().err
+    assert "principal 'dan' holds a row the target cannot take (" in err
+    assert "nothing of it was written" in err
     principal_file(data, "zoe").write_bytes(b"not a database " * 300)
     assert _run(data, "--to", "postgres") == 2
     assert "cannot read the principal file(s)" in capsys.readouterr().err

@@ -151,7 +151,15 @@ async def copy_principal(
             )
         if before_write is not None:  # only for a principal about to be written (not one already there)
             await before_write(maxima(rows))
-        await _write(conn, rows)
+        try:
+            await _write(conn, rows)
+        except Exception as exc:  # a value the target's columns refuse (a row an older import let through)
+            cause = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ConflictError(
+                f"principal {principal!r} holds a row the target cannot take ({cause}): nothing of it was "
+                "written. Repair the row in the source (`mcp-memory export --principal` shows the memories), or "
+                "leave the principal out (--only with the others' names)"
+            ) from exc
     async with target.transaction(scope) as conn:
         differ = _differs(rows, await read_all(conn), state=True)
     if differ:
