@@ -481,3 +481,35 @@ def test_a_task_whose_id_holds_a_slash_opens_and_rolls_back(world: World, visit:
     page.get_by_role("button", name="Roll back", exact=True).click()
     expect(page.get_by_role("status")).to_contain_text(f"Rolled back to {first}")
     expect(page.get_by_role("heading", level=1)).to_contain_text("ops/deploy?x=1")
+
+
+def test_search_shows_the_pins_recall_gives_apart_and_a_correction_keeps_a_comma_tag(
+    world: World, visit: Watched
+) -> None:
+    async def seed(client: Client) -> str:
+        pinned = await call(client, "remember", {"content": "Always answer the user in metric units", "kind": "note"})
+        await call(client, "pin", {"id": pinned["items"][0]["id"]})
+        tagged = await call(client, "remember", {"content": "The staging database is pg-17", "tags": ["infra,prod"]})
+        memory_id: str = tagged["items"][0]["id"]
+        return memory_id
+
+    tagged = over_mcp(world.server, world.alice, seed)
+    page = visit.page
+    sign_in(page, world, world.alice)
+    page.goto(world.ui("/memories?q=metric+units"))  # recall returns pins apart from its hits: the page showed none
+    expect(page.locator("h3", has_text="Pinned")).to_be_visible()
+    expect(page.locator("ul.hits li.hit a.text")).to_contain_text(["Always answer the user in metric units"])
+    page.goto(world.ui(f"/memories/{tagged}"))
+    page.get_by_label("Importance").fill("0.9")
+    page.get_by_role("button", name="Correct (keeps history)").click()
+    expect(page.get_by_role("status")).to_contain_text("Corrected (importance)")  # not "(tags, importance)"
+
+    async def tags_now(client: Client) -> list[str]:
+        hits = (await call(client, "recall", {"query": "staging database", "reinforce": False, "detail": "full"}))[
+            "hits"
+        ]
+        found: list[str] = hits[0]["tags"]
+        return found
+
+    assert over_mcp(world.server, world.alice, tags_now) == ["infra,prod"]
+    assert visit.errors == []

@@ -61,6 +61,7 @@ async def memories(request: Request, visitor: Visitor, inspector: Inspector) -> 
     words = query.get("q", "").strip()
     filters = _filters(query)
     hits: list[Any] = []
+    pinned: list[MemoryOut] = []
     listed: list[ListedMemory | MemoryOut] = []
     note = next_cursor = None
     if words:
@@ -75,6 +76,7 @@ async def memories(request: Request, visitor: Visitor, inspector: Inspector) -> 
             detail="full",
         )
         hits = [h for h in found.hits if isinstance(h, MemoryOut) and _kept(h, filters)]
+        pinned = [p for p in found.pinned if isinstance(p, MemoryOut) and _kept(p, filters)]  # recall gives them apart
         if found.below_floor:
             note = f"{found.below_floor} more were left out as no closer to the question than any memory."
     else:
@@ -88,6 +90,7 @@ async def memories(request: Request, visitor: Visitor, inspector: Inspector) -> 
         q=words,
         query=query,
         hits=hits,
+        pinned=pinned,
         listed=listed,
         note=note,
         next_cursor=next_cursor,
@@ -116,7 +119,10 @@ async def correct(request: Request, visitor: Visitor, inspector: Inspector) -> R
     form = await request.form()
     before = (await inspector.browse.get_memory(visitor.scope, memory_id)).memory
     text, kind = str(form.get("text", "")), str(form.get("kind", "")).strip()
-    tags = sorted({t.strip() for t in str(form.get("tags", "")).split(",") if t.strip()})
+    given = str(form.get("tags", ""))
+    # The field shows the tags joined by ", ": sent back as shown, they are unchanged, whatever a tag holds.
+    same = given.strip() == ", ".join(before.tags).strip()
+    tags = sorted(before.tags) if same else sorted({t.strip() for t in given.split(",") if t.strip()})
     importance = _number(str(form.get("importance") or before.importance))
     result = await inspector.browse.correct_memory(
         visitor.scope,
