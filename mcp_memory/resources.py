@@ -34,6 +34,7 @@ from mcp_memory.scope import ScopeResolver
 from mcp_memory.services import task_tree
 from mcp_memory.services.memory import MemoryService
 from mcp_memory.services.stats import StatsService
+from mcp_memory.services.task_views import segment
 from mcp_memory.services.tasks import TaskService
 from mcp_memory.task_schemas import TaskState
 
@@ -315,8 +316,14 @@ def pin_uris() -> list[str]:
 
 
 def task_uris(task_id: str, checkpoint: bool) -> list[str]:
-    uris = [f"memory://tasks/{task_id}", "memory://tasks"]
-    return [*uris, f"memory://tasks/{task_id}/checkpoints"] if checkpoint else uris
+    """The resources a change to the task touches, as the server hands them out (the id encoded as a
+    path segment) and as written raw, for a subscriber who typed the id as it is."""
+    uris = ["memory://tasks"]
+    for form in dict.fromkeys([segment(task_id), task_id]):
+        uris.append(f"memory://tasks/{form}")
+        if checkpoint:
+            uris.append(f"memory://tasks/{form}/checkpoints")
+    return uris
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,8 @@ from pathlib import Path
 import orjson
 
 from mcp_memory.schemas import Hit, MemoryOut, Pin
+from mcp_memory.services.caution import caution, reveal
+from mcp_memory.services.task_views import task_uri
 from mcp_memory.task_schemas import MemoryBrief, ResumePacket
 
 _HERE = Path(__file__).parent
@@ -44,6 +46,13 @@ def _memories(memories: Sequence[MemoryBrief | MemoryOut | Hit | Pin]) -> str:
     )
 
 
+def _said(text: str) -> str:
+    """Task text as it was written, hidden characters shown ([U+202E]), with the caution a memory gets
+    when it reads as an instruction: a goal or a note is the agent's record, not a command."""
+    note = caution(text)
+    return reveal(text) + (f" [caution: {note}]" if note else "")
+
+
 def _ago(seconds: float) -> str:
     if seconds < 120:
         return f"{seconds:.0f} seconds"
@@ -58,26 +67,26 @@ def resume_text(packet: ResumePacket) -> str:
     """The resume packet as the words that put an agent back on track with its task."""
     current = packet.current_node
     return template("resume_task").format(
-        title=packet.title,
-        task_id=packet.task_id,
+        title=_said(packet.title),
+        task_id=reveal(packet.task_id),
         elapsed=_ago(packet.elapsed_seconds),
-        goal=packet.goal,
-        constraints=_bullets(packet.constraints),
-        tree=packet.tree,
-        current=f"{current.id}: {current.title}" + (f" ({current.notes})" if current.notes else "")
+        goal=_said(packet.goal),
+        constraints=_bullets([_said(c) for c in packet.constraints]),
+        tree=_said(packet.tree),
+        current=_said(f"{current.id}: {current.title}" + (f" ({current.notes})" if current.notes else ""))
         if current
         else "(none set)",
         pending=_bullets(
             [
-                a.text + (" [external]" if a.external else "") + (" [irreversible]" if a.irreversible else "")
+                _said(a.text) + (" [external]" if a.external else "") + (" [irreversible]" if a.irreversible else "")
                 for a in packet.pending_actions
             ]
         ),
         hints=_bullets(packet.hints + packet.warnings),
         pinned=_memories(packet.pinned),
         memories=_memories(packet.memories),
-        uri=packet.full_checkpoint_uri or f"memory://tasks/{packet.task_id}",
-        snapshot=packet.snapshot_excerpt or "(empty)",
+        uri=packet.full_checkpoint_uri or task_uri(packet.task_id),
+        snapshot=_said(packet.snapshot_excerpt) if packet.snapshot_excerpt else "(empty)",
         head_seq=packet.head_seq,
     )
 

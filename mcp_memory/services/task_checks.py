@@ -41,6 +41,10 @@ def check_checkpoint(
 ) -> None:
     if task_id is not None:
         identifier("task_id", task_id)
+        if task_id in (".", ".."):
+            raise InvalidInputError(
+                "task_id", f"cannot be {task_id!r}: a URI reads it as a step of the path; choose another id"
+            )
     for name, text in (("title", title), ("goal", goal)):
         if text is not None:
             text_field(name, text)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 from typing import Any
+from urllib.parse import quote
 
 import orjson
 
@@ -13,12 +14,18 @@ from mcp_memory.models import CheckpointRow, to_datetime
 from mcp_memory.task_schemas import CheckpointInfo, TaskHead
 
 
+def segment(value: str) -> str:
+    """An id as one path segment of a URI: "/", "?", "#", "%" and the like percent-encoded, which the
+    resource templates decode, so a task id "a/b" is read back as itself."""
+    return quote(value, safe="")
+
+
 def task_uri(task_id: str) -> str:
-    return f"memory://tasks/{task_id}"
+    return f"memory://tasks/{segment(task_id)}"
 
 
 def checkpoint_uri(task_id: str, checkpoint_id: str) -> str:
-    return f"memory://tasks/{task_id}/checkpoints/{checkpoint_id}"
+    return f"memory://tasks/{segment(task_id)}/checkpoints/{segment(checkpoint_id)}"
 
 
 def dt(seconds: float) -> Any:
