@@ -52,6 +52,7 @@ PROMPT_BUDGET_TOKENS = 800
 HINT_MIN_Z = 2.0
 RESUME_BUDGET_TOKENS = 2_000
 TRANSCRIPT_TAIL_LINES = 2_000  # the session's recent turns: a long transcript is not read whole
+TRANSCRIPT_TAIL_BYTES = 32 << 20  # nor more than this of its end, however long its lines (tool results)
 _NOT_PROMPTS = ("<command-", "<local-command", "<bash-", "<user-memory-input", "Caveat:", "/")
 _FINISHED = ("done", "abandoned")
 
@@ -193,6 +194,21 @@ def notable(texts: list[str]) -> list[str]:
     return list(dict.fromkeys(kept))
 
 
+def tail(file: Path, lines: int, most: int) -> list[bytes]:
+    """The last ``lines`` whole lines of ``file``, read back from its end, ``most`` bytes at the most:
+    a transcript of hundreds of megabytes costs its last blocks, not its size in memory."""
+    with file.open("rb") as fh:
+        end = fh.seek(0, os.SEEK_END)
+        start, at, data = max(end - most, 0), end, b""
+        while at > start and data.count(b"\n") <= lines:
+            step = min(1 << 20, at - start)
+            at -= step
+            fh.seek(at)
+            data = fh.read(step) + data
+    rows = data.splitlines()
+    return (rows[1:] if at > 0 else rows)[-lines:]  # a read that began mid-line drops that piece
+
+
 def _user_texts(path: object) -> list[str]:
     """The text the user typed in the session's recent turns (not tool results, not commands)."""
     if not isinstance(path, str) or not path:
@@ -201,7 +217,7 @@ def _user_texts(path: object) -> list[str]:
     if not file.is_file():
         return []
     texts = []
-    for line in file.read_bytes().splitlines()[-TRANSCRIPT_TAIL_LINES:]:
+    for line in tail(file, TRANSCRIPT_TAIL_LINES, TRANSCRIPT_TAIL_BYTES):
         try:
             entry = orjson.loads(line)
         except orjson.JSONDecodeError:

@@ -9,6 +9,7 @@ message's content a string or a list of blocks).
 
 from __future__ import annotations
 
+import random
 import shlex
 import sqlite3
 import subprocess
@@ -21,6 +22,7 @@ import orjson
 import pytest
 
 from mcp_memory.config import load_settings
+from mcp_memory.hooks import tail
 from mcp_memory.models import Scope
 from mcp_memory.schemas import MemoryInput
 from mcp_memory.server import open_runtime
@@ -323,3 +325,17 @@ def test_an_unknown_event_never_blocks_the_session(tmp_path: Path) -> None:
     done = hook(tmp_path / "data", "SubagentStop", {"hook_event_name": "SubagentStop"})
     assert done.returncode == 0
     assert done.stdout == b""
+
+
+def test_the_transcript_is_read_from_its_end_not_whole(tmp_path: Path) -> None:
+    # A 300 MB transcript was read whole (700 MB resident) to keep its last 2,000 lines.
+    rng = random.Random(7)
+    lines = [b"x" * rng.randrange(0, 3_000) + b" %d" % i for i in range(5_000)]
+    transcript = tmp_path / "transcript.jsonl"
+    transcript.write_bytes(b"\n".join(lines) + b"\n")
+    assert tail(transcript, 2_000, 1 << 30) == lines[-2_000:]
+    assert tail(transcript, 10, 1 << 30) == lines[-10:]
+    capped = tail(transcript, 2_000, 100_000)  # at most this much of the end, whole lines only
+    assert 0 < len(capped) < 2_000
+    assert capped == lines[-len(capped) :]
+    assert tail(transcript, 5_000, 1 << 30) == lines
