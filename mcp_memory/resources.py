@@ -34,9 +34,9 @@ from mcp_memory.scope import ScopeResolver
 from mcp_memory.services import task_tree
 from mcp_memory.services.memory import MemoryService
 from mcp_memory.services.stats import StatsService
-from mcp_memory.services.task_views import segment
 from mcp_memory.services.tasks import TaskService
 from mcp_memory.task_schemas import TaskState
+from mcp_memory.text import segment
 
 log = logging.getLogger(__name__)
 P = ParamSpec("P")

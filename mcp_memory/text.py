@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
+from urllib.parse import quote
 
 _CJK = (
     r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
@@ -204,3 +205,9 @@ def entities(text: str) -> frozenset[str]:
                 found.add(" ".join(run))
                 run = []
     return frozenset(e for e in found if len(e) > 1)
+
+
+def segment(value: str) -> str:
+    """An id as one path segment of a URI: "/", "?", "#", "%" and the like percent-encoded, which the
+    resource templates decode, so a task id "a/b" is read back as itself."""
+    return quote(value, safe="")

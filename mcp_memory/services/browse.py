@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
 
+from mcp_memory.caution import caution, reveal
 from mcp_memory.errors import InvalidInputError, NotFoundError
 from mcp_memory.models import Criteria, MemoryHistory, MemoryRecord, Scope, to_datetime
 from mcp_memory.schemas import (
@@ -31,7 +32,6 @@ from mcp_memory.schemas import (
     VersionOut,
 )
 from mcp_memory.services import inputs
-from mcp_memory.services.caution import caution, reveal
 from mcp_memory.services.checks import text_field
 from mcp_memory.services.intake import CallContext
 from mcp_memory.services.memory import MemoryService

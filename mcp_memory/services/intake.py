@@ -12,12 +12,12 @@ import hashlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
+from mcp_memory.caution import caution
 from mcp_memory.ids import new_id
 from mcp_memory.models import Merge, NewMemory, NewOccurrence, Provenance, Scope, SecondVector, Vector, to_seconds
 from mcp_memory.redact import redact, redact_value
 from mcp_memory.schemas import MemoryInput, RememberItem
 from mcp_memory.services import inputs, rules
-from mcp_memory.services.caution import caution
 from mcp_memory.services.relations import Neighbour, Thresholds, relate
 from mcp_memory.text import normalize, segment_for_index
 

@@ -16,11 +16,11 @@ import anyio
 import orjson
 from pydantic import BaseModel
 
+from mcp_memory.caution import caution, reveal
 from mcp_memory.models import DenseHits, MemoryRecord, to_datetime
 from mcp_memory.redact import redact
 from mcp_memory.schemas import Detail, Hit, MemoryOut, Pin, RecallResult, Signals
 from mcp_memory.services import scoring
-from mcp_memory.services.caution import caution, reveal
 from mcp_memory.services.question import Understanding
 from mcp_memory.services.when import Span, said
 from mcp_memory.text import estimate_tokens, has_cjk

@@ -5,19 +5,13 @@ from __future__ import annotations
 
 import base64
 from typing import Any
-from urllib.parse import quote
 
 import orjson
 
 from mcp_memory.errors import InvalidInputError
 from mcp_memory.models import CheckpointRow, to_datetime
 from mcp_memory.task_schemas import CheckpointInfo, TaskHead
-
-
-def segment(value: str) -> str:
-    """An id as one path segment of a URI: "/", "?", "#", "%" and the like percent-encoded, which the
-    resource templates decode, so a task id "a/b" is read back as itself."""
-    return quote(value, safe="")
+from mcp_memory.text import segment
 
 
 def task_uri(task_id: str) -> str:
