@@ -500,6 +500,12 @@ def test_search_shows_the_pins_recall_gives_apart_and_a_correction_keeps_a_comma
     expect(page.locator("h3", has_text="Pinned")).to_be_visible()
     expect(page.locator("ul.hits li.hit a.text")).to_contain_text(["Always answer the user in metric units"])
     page.goto(world.ui(f"/memories/{tagged}"))
+    page.get_by_role("button", name="Correct (keeps history)").click()  # sent back as shown
+    expect(page.get_by_role("status")).to_contain_text("Nothing to correct: the form came back as shown.")
+    page.get_by_label("Text").fill("x" * 17_000)
+    page.get_by_role("button", name="Correct (keeps history)").click()
+    expect(page.locator("main")).to_contain_text("Text: is 17000 bytes")  # the form's field, not memories[0].content
+    page.goto(world.ui(f"/memories/{tagged}"))
     page.get_by_label("Importance").fill("0.9")
     page.get_by_role("button", name="Correct (keeps history)").click()
     expect(page.get_by_role("status")).to_contain_text("Corrected (importance)")  # not "(tags, importance)"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -129,6 +130,16 @@ def notice_of(request: Request, visitor: Visitor | None) -> str | None:
     return PUBLIC_NOTICES.get(text)
 
 
+# A correction goes through the tools' checks, whose messages name the argument of a `remember` item;
+# on a page they name the form's own fields.
+_FORM_FIELDS = {"content": "Text", "kind": "Kind", "tags": "Tags", "importance": "Importance"}
+_ITEM_FIELD = re.compile(r"\bmemories\[0\]\.(\w+)")
+
+
+def in_form_words(problem: str) -> str:
+    return _ITEM_FIELD.sub(lambda m: _FORM_FIELDS.get(m.group(1), m.group(1)), problem)
+
+
 def status_of(exc: MemoryServerError) -> int:
     if isinstance(exc, NotFoundError):
         return 404
@@ -163,7 +174,7 @@ def page(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
         try:
             return await handler(request, visitor, inspector)
         except MemoryServerError as exc:
-            return html("error.html", status_of(exc), visitor=visitor, problem=str(exc))
+            return html("error.html", status_of(exc), visitor=visitor, problem=in_form_words(str(exc)))
         except ValidationError as exc:
             problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
             return html("error.html", 400, visitor=visitor, problem=f"The form has a bad value ({problems}).")

@@ -124,6 +124,9 @@ async def correct(request: Request, visitor: Visitor, inspector: Inspector) -> R
     same = given.strip() == ", ".join(before.tags).strip()
     tags = sorted(before.tags) if same else sorted({t.strip() for t in given.split(",") if t.strip()})
     importance = _number(str(form.get("importance") or before.importance))
+    unchanged = text.strip() == before.text.strip() and kind in ("", before.kind) and tags == sorted(before.tags)
+    if unchanged and importance == before.importance:
+        return redirect(f"{ROOT}/memories/{memory_id}", "Nothing to correct: the form came back as shown.", visitor)
     result = await inspector.browse.correct_memory(
         visitor.scope,
         memory_id,
