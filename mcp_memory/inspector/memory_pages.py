@@ -124,18 +124,15 @@ async def correct(request: Request, visitor: Visitor, inspector: Inspector) -> R
     same = given.strip() == ", ".join(before.tags).strip()
     tags = sorted(before.tags) if same else sorted({t.strip() for t in given.split(",") if t.strip()})
     importance = _number(str(form.get("importance") or before.importance))
-    unchanged = text.strip() == before.text.strip() and kind in ("", before.kind) and tags == sorted(before.tags)
-    if unchanged and importance == before.importance:
+    changes: dict[str, Any] = {
+        "text": text if text.strip() != before.text.strip() else None,
+        "kind": kind if kind and kind != before.kind else None,
+        "tags": tags if tags != sorted(before.tags) else None,
+        "importance": importance if importance != before.importance else None,
+    }
+    if all(value is None for value in changes.values()):
         return redirect(f"{ROOT}/memories/{memory_id}", "Nothing to correct: the form came back as shown.", visitor)
-    result = await inspector.browse.correct_memory(
-        visitor.scope,
-        memory_id,
-        CONTEXT,
-        text=text if text.strip() != before.text.strip() else None,
-        kind=kind if kind and kind != before.kind else None,
-        tags=tags if tags != sorted(before.tags) else None,
-        importance=importance if importance != before.importance else None,
-    )
+    result = await inspector.browse.correct_memory(visitor.scope, memory_id, CONTEXT, **changes)
     changed = ", ".join(result.changed)
     said = f"Corrected ({changed}); the earlier version is kept in history."
     return redirect(f"{ROOT}/memories/{result.id}", said, visitor)

@@ -21,7 +21,6 @@ file nor in the store is refused like a dangling link, and one already present i
 from __future__ import annotations
 
 import dataclasses
-import math
 import typing
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import asdict, dataclass
@@ -95,8 +94,6 @@ def _record(row: dict[str, Any], provenance: object) -> MemoryRecord:
     for name in ("access_count", "level"):
         if fields[name] < 0:
             raise ValueError(f"{name} is {fields[name]}; it is 0 or more")
-    if any(not math.isfinite(fields[name]) for name in _TIMES if fields[name] is not None):
-        raise ValueError("a time is not a finite number of seconds")
     return MemoryRecord(**fields, provenance=origin)
 
 

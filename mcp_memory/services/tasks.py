@@ -124,6 +124,8 @@ class TaskService:
         if unknown:
             raise InvalidInputError(sorted(unknown)[0], "is not a field of a task head")
         for name, value in changes.items():
+            if isinstance(value, str):  # text is checked as text below; no need to encode a 1 MB snapshot twice
+                continue
             try:
                 orjson.dumps(value)
             except TypeError as exc:  # the head is kept as JSON: what JSON cannot hold is the caller's to fix

@@ -153,7 +153,10 @@ async def copy_principal(
             await before_write(maxima(rows))
         try:
             await _write(conn, rows)
-        except Exception as exc:  # a value the target's columns refuse (a row an older import let through)
+        except Exception as exc:
+            if not str(getattr(exc, "sqlstate", "") or "").startswith("22"):  # SQLSTATE class 22: data exception
+                raise
+            # a value the target's columns refuse (a row an older import let through)
             cause = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise ConflictError(
                 f"principal {principal!r} holds a row the target cannot take ({cause}): nothing of it was "
