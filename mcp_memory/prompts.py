@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from mcp.server.context import ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.prompts.base import Message, UserMessage
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
+from pydantic import BaseModel
 
 from mcp_memory.errors import MemoryServerError
 from mcp_memory.scope import ScopeResolver
@@ -34,3 +37,33 @@ def register_prompts(mcp: MCPServer[Any], memory: MemoryService, tasks: TaskServ
             raise MCPError(INVALID_PARAMS, str(exc)) from None
         text = recall_text(query, result.pinned, result.hits)
         return [UserMessage(text)]
+
+
+def prompt_argument_guard(mcp: MCPServer[Any]) -> ServerMiddleware[Any]:
+    """Server middleware: a prompt asked with an argument it does not declare is refused by name.
+
+    Without it the SDK passes the argument on to the prompt's function, whose TypeError reaches the
+    client only as "Error rendering prompt", which says nothing of what to change.
+    """
+    declared: dict[str, list[str]] = {}
+
+    async def guard(
+        ctx: ServerRequestContext[Any, Any],
+        call_next: Callable[[ServerRequestContext[Any, Any]], Awaitable[BaseModel | dict[str, Any] | None]],
+    ) -> BaseModel | dict[str, Any] | None:
+        params = ctx.params if isinstance(ctx.params, Mapping) else None
+        if ctx.method == "prompts/get" and params is not None:
+            if not declared:
+                for prompt in await mcp.list_prompts():
+                    declared[prompt.name] = [a.name for a in prompt.arguments or ()]
+            name, arguments = str(params.get("name")), params.get("arguments") or {}
+            takes = declared.get(name)
+            unknown = (
+                sorted(set(arguments) - set(takes)) if takes is not None and isinstance(arguments, Mapping) else []
+            )
+            if unknown:
+                named, accepted = ", ".join(map(repr, unknown)), ", ".join(takes or ())
+                raise MCPError(INVALID_PARAMS, f"unknown argument(s) {named}; the prompt {name} takes {accepted}")
+        return await call_next(ctx)
+
+    return guard

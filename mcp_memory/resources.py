@@ -36,7 +36,7 @@ from mcp_memory.services.memory import MemoryService
 from mcp_memory.services.stats import StatsService
 from mcp_memory.services.tasks import TaskService
 from mcp_memory.task_schemas import TaskState
-from mcp_memory.text import segment
+from mcp_memory.text import task_uri
 
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
@@ -319,10 +319,10 @@ def task_uris(task_id: str, checkpoint: bool) -> list[str]:
     """The resources a change to the task touches, as the server hands them out (the id encoded as a
     path segment) and as written raw, for a subscriber who typed the id as it is."""
     uris = ["memory://tasks"]
-    for form in dict.fromkeys([segment(task_id), task_id]):
-        uris.append(f"memory://tasks/{form}")
+    for head in dict.fromkeys([task_uri(task_id), task_uri(task_id, encoded=False)]):
+        uris.append(head)
         if checkpoint:
-            uris.append(f"memory://tasks/{form}/checkpoints")
+            uris.append(f"{head}/checkpoints")
     return uris
 
 

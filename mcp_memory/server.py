@@ -41,7 +41,7 @@ from mcp_memory.inspector.auth import SignedIn, SignIn
 from mcp_memory.inspector.base import Inspector
 from mcp_memory.jwt_auth import JwtVerifier
 from mcp_memory.models import Scope
-from mcp_memory.prompts import register_prompts
+from mcp_memory.prompts import prompt_argument_guard, register_prompts
 from mcp_memory.redact import RedactingFilter
 from mcp_memory.resources import ChangeWatcher, ResourceNotifier, register_resources
 from mcp_memory.scheduler import Scheduler
@@ -173,6 +173,7 @@ async def open_runtime(
         notifier.install(mcp)
         mcp.middleware.append(principal_lease(store, scopes))
         mcp.middleware.append(unknown_argument_guard(mcp))
+        mcp.middleware.append(prompt_argument_guard(mcp))
         register_tools(mcp, memory, scopes, notifier)
         register_task_tools(mcp, tasks, memory, scopes, notifier)
         codes = stack.enter_context(closing(ForgetCodes.for_settings(settings)))

@@ -13,7 +13,7 @@ import orjson
 from mcp_memory.caution import caution, reveal
 from mcp_memory.schemas import Hit, MemoryOut, Pin
 from mcp_memory.task_schemas import MemoryBrief, ResumePacket
-from mcp_memory.text import segment
+from mcp_memory.text import task_uri
 
 _HERE = Path(__file__).parent
 # In a wheel the folder is packaged as mcp_memory/prompts_text; in a checkout it is ../prompts.
@@ -85,7 +85,7 @@ def resume_text(packet: ResumePacket) -> str:
         hints=_bullets(packet.hints + packet.warnings),
         pinned=_memories(packet.pinned),
         memories=_memories(packet.memories),
-        uri=packet.full_checkpoint_uri or f"memory://tasks/{segment(packet.task_id)}",
+        uri=packet.full_checkpoint_uri or task_uri(packet.task_id),
         snapshot=_said(packet.snapshot_excerpt) if packet.snapshot_excerpt else "(empty)",
         head_seq=packet.head_seq,
     )

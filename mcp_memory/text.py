@@ -211,3 +211,13 @@ def segment(value: str) -> str:
     """An id as one path segment of a URI: "/", "?", "#", "%" and the like percent-encoded, which the
     resource templates decode, so a task id "a/b" is read back as itself."""
     return quote(value, safe="")
+
+
+def task_uri(task_id: str, *, encoded: bool = True) -> str:
+    """The resource of a task's head, as the server hands it out (the id one encoded path segment),
+    or (``encoded=False``) as a subscriber may have typed it, the id raw."""
+    return f"memory://tasks/{segment(task_id) if encoded else task_id}"
+
+
+def checkpoint_uri(task_id: str, checkpoint_id: str) -> str:
+    return f"{task_uri(task_id)}/checkpoints/{segment(checkpoint_id)}"

@@ -272,6 +272,9 @@ class HostCheck:
         if scope["type"] == "http":
             checked = _without_same_origin(scope) if scope.get(ROUTE_KEY) == "ui" else scope
             refusal = await self.security.validate_request(Request(checked), is_post=False)
+            if refusal is not None and refusal.status_code == 403 and _inspector_post(scope):
+                await _refuse_foreign_form(send)  # no setting admits it: naming one would mislead
+                return
             if refusal is not None:
                 await _refuse_origin(scope, send, refusal.status_code)
                 return
@@ -316,7 +319,7 @@ class Inspector:
         if scope.get("method") == "POST":
             # Its forms come from its own pages only: another origin (even loopback's) is refused.
             if _same_origin(scope) is False:
-                await _json(send, 403, {"error": "forbidden_origin", "error_description": "post from the page itself"})
+                await _refuse_foreign_form(send)
                 return
             headers = dict(scope.get("headers") or [])
             body = await read_within(receive, headers.get(b"content-length", b""), self.FORM_LIMIT)
@@ -409,6 +412,19 @@ class Authenticate:
             {"error": "invalid_token" if given else "unauthorized", "error_description": description},
             [(b"www-authenticate", challenge.encode())],
         )
+
+
+def _inspector_post(scope: Scope) -> bool:
+    return scope.get(ROUTE_KEY) == "ui" and scope.get("method") == "POST"
+
+
+async def _refuse_foreign_form(send: Send) -> None:
+    """A form posted to the inspector from another origin (CSRF): refused whatever http.allowed_origins holds."""
+    problem = (
+        "the inspector takes a form only from its own pages (another origin could post in your name): "
+        f"open {INSPECTOR_ROOT}/ on this server and submit the form there"
+    )
+    await _json(send, 403, {"error": "forbidden_origin", "error_description": problem})
 
 
 async def _refuse_origin(scope: Scope, send: Send, status: int) -> None:

@@ -22,7 +22,7 @@ import orjson
 import pytest
 
 from mcp_memory.config import load_settings
-from mcp_memory.hooks import tail
+from mcp_memory.hooks import TRANSCRIPT_TAIL_LINES, tail
 from mcp_memory.models import Scope
 from mcp_memory.schemas import MemoryInput
 from mcp_memory.server import open_runtime
@@ -339,3 +339,23 @@ def test_the_transcript_is_read_from_its_end_not_whole(tmp_path: Path) -> None:
     assert 0 < len(capped) < 2_000
     assert capped == lines[-len(capped) :]
     assert tail(transcript, 5_000, 1 << 30) == lines
+
+
+def test_the_stop_hook_reads_only_the_transcripts_recent_turns(tmp_path: Path) -> None:
+    # The hook keeps what the session said lately: a statement 2,000 lines before the end is past it.
+    data = tmp_path / "data"
+    seed(data)
+
+    def said(text: str) -> bytes:
+        return orjson.dumps({"type": "user", "sessionId": SESSION, "message": {"role": "user", "content": text}})
+
+    reply = {"role": "assistant", "content": "ok"}
+    filler = orjson.dumps({"type": "assistant", "sessionId": SESSION, "message": reply})
+    early = said("We decided to rename the staging bucket to STG-OLD-7.")
+    late = said("We decided to pin the invoice worker to Python 3.12 from now on.")
+    lines = [early, *[filler] * TRANSCRIPT_TAIL_LINES, late]
+    (data.parent / "transcript.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    done = hook(data, "Stop", base(data, "Stop", stop_hook_active=False))
+    assert done.returncode == 0, done.stderr
+    captured = rows(data, "SELECT content FROM memories WHERE tags LIKE '%claude-code%'")
+    assert [c[0] for c in captured] == ["We decided to pin the invoice worker to Python 3.12 from now on."]

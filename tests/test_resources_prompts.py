@@ -145,6 +145,21 @@ async def test_a_prompt_for_a_missing_task_is_a_clear_error(client: Client) -> N
         await client.get_prompt("resume_task", {"task_id": "ghost"})
 
 
+@pytest.mark.parametrize(
+    ("prompt", "arguments", "named"),
+    [
+        ("recall_context", {"query": "staging", "k": "3"}, "argument(s) 'k'; the prompt recall_context takes query"),
+        ("resume_task", {"task_id": "release", "id": "x"}, "argument(s) 'id'; the prompt resume_task takes task_id"),
+    ],
+)
+async def test_a_prompt_argument_it_does_not_declare_is_named(
+    client: Client, prompt: str, arguments: dict[str, str], named: str
+) -> None:
+    with pytest.raises(MCPError) as refused:
+        await client.get_prompt(prompt, arguments)
+    assert named in str(refused.value)
+
+
 def _updates(runtime: Runtime, mode: str, uri: str) -> AbstractAsyncContextManager[tuple[Client, Heard]]:
     """An in-process client subscribed to ``uri``; yields the updates it hears of."""
     return subscribed(lambda handler: Client(runtime.mcp, mode=mode, message_handler=handler), mode, [uri])

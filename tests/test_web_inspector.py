@@ -432,6 +432,10 @@ def test_the_inspector_takes_its_own_origin_and_refuses_others(world: World) -> 
         assert own.status_code == 303
         other = http.post("/ui/login", data={"token": world.alice}, headers={**named, "origin": "http://evil.test"})
         assert other.status_code == 403
+        # No setting admits another site's form, so the refusal names none (http.allowed_origins would not help).
+        refusal = other.json()["error_description"]
+        assert "only from its own pages" in refusal
+        assert "allowed_origins" not in refusal
         assert http.get("/ui/", headers={"host": "evil.test"}).status_code == 421
 
 

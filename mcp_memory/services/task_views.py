@@ -11,15 +11,9 @@ import orjson
 from mcp_memory.errors import InvalidInputError
 from mcp_memory.models import CheckpointRow, to_datetime
 from mcp_memory.task_schemas import CheckpointInfo, TaskHead
-from mcp_memory.text import segment
+from mcp_memory.text import checkpoint_uri, task_uri
 
-
-def task_uri(task_id: str) -> str:
-    return f"memory://tasks/{segment(task_id)}"
-
-
-def checkpoint_uri(task_id: str, checkpoint_id: str) -> str:
-    return f"memory://tasks/{segment(task_id)}/checkpoints/{segment(checkpoint_id)}"
+__all__ = ["checkpoint_uri", "task_uri"]  # the tasks service names its resources through this module
 
 
 def dt(seconds: float) -> Any:
