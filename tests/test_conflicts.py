@@ -68,6 +68,33 @@ async def test_a_stated_change_of_mind_supersedes_the_old_preference(client: Cli
     assert hit_texts(answer) == ["Sam switched to tea every morning"]
 
 
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        # A change that also names the new value lies further from the old statement in meaning
+        # (e5: 0.87 and 0.90) than a bare denial does; its words still say it replaces it.
+        ("The user likes tea", "The user no longer likes tea; switched to coffee"),
+        ("The user drinks oolong tea", "The user no longer drinks oolong tea, drinks green tea instead"),
+    ],
+)
+async def test_a_stated_change_that_names_the_new_value_supersedes_the_old(
+    client: Client, before: str, after: str
+) -> None:
+    old = await call(client, "remember", {"content": before, "kind": "preference"})
+    new = await call(client, "remember", {"content": after, "kind": "preference"})
+    assert new["items"][0]["superseded"] == [old["items"][0]["id"]]
+    answer = await call(client, "recall", {"query": "What does the user drink?", "reinforce": False})
+    assert hit_texts(answer) == [after]
+
+
+async def test_a_statement_of_change_about_something_else_replaces_nothing(client: Client) -> None:
+    await call(client, "remember", {"content": "The user likes tea", "kind": "preference"})
+    new = await call(
+        client, "remember", {"content": "The user no longer likes jazz; switched to techno", "kind": "preference"}
+    )
+    assert new["items"][0]["superseded"] == []
+
+
 async def test_an_unmarked_change_of_a_preference_supersedes_the_old_one_and_history_stays(client: Client) -> None:
     old = await call(client, "remember", {"content": "I prefer dark mode in the editor", "kind": "preference"})
     new = await call(client, "remember", {"content": "I prefer light mode in the editor", "kind": "preference"})

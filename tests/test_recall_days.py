@@ -130,14 +130,29 @@ async def test_an_event_still_to_come_happens_then_rather_than_being_said_then(c
     assert "said in" not in result["hits"][0]["why"]
 
 
+async def test_asked_as_of_an_earlier_day_a_memory_said_since_is_said_on_its_date(client: Client, clock: Clock) -> None:
+    clock.now = _at(MORNING)
+    await call(client, "remember", {"content": "The user keeps their notes in Obsidian"})
+    earlier = (MORNING - timedelta(days=6)).isoformat()
+    result = await call(client, "recall", {"query": "notes app", "as_of": earlier, "reinforce": False})
+    why = result["hits"][0]["why"]
+    assert "said 2027-01-15" in why, why  # the day it was said, in the asker's days (as_of's +08:00)
+    assert "happens" not in why  # "happens" is for an event dated ahead of its telling
+
+
 async def test_a_budget_too_small_for_any_hit_says_so_rather_than_nothing_relevant(client: Client) -> None:
     texts = ["The user drinks oolong tea without sugar", "The user runs fish as the shell", "The user is in Porto"]
     await call(client, "remember", {"memories": [{"content": text} for text in texts]})
     result = await call(client, "recall", {"query": "tea", "budget_tokens": 20, "reinforce": False})
     assert result["hits"] == []
     assert result["omitted_for_budget"] >= 1
-    assert "did not fit budget_tokens=20" in result["note"]
+    assert "did not fit budget_tokens=20: raise it" in result["note"]
     assert "no relevant memories" not in result["note"]
+    assert "lower k" not in result["note"]  # fewer hits would not fit either
+    # What the budget leaves out is counted within k, not over every candidate recall weighed.
+    one = await call(client, "recall", {"query": "tea", "k": 1, "budget_tokens": 20, "reinforce": False})
+    assert one["omitted_for_budget"] == 1
+    assert one["note"].startswith("1 relevant memory did not fit")
 
 
 async def test_an_empty_store_says_there_is_nothing_relevant(client: Client) -> None:

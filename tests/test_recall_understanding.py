@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from mcp.client import Client
 
-from mcp_memory.services.when import resolve, utc_offset
+from mcp_memory.services.when import anchored, resolve, utc_offset
 from tests.conftest import call
 
 pytestmark = pytest.mark.anyio
@@ -96,6 +96,43 @@ async def test_a_question_naming_a_time_prefers_what_happened_then(client: Clien
         assert len(result["hits"]) == 3  # a hint, never a filter: the others are still there
 
 
+def test_a_month_without_its_year_is_the_latest_one_the_memories_speak_of() -> None:
+    span = resolve("when did Melanie go camping in June?", AS_OF.timestamp())
+    assert span is not None and span.yearly
+    june_2023 = datetime(2023, 6, 27, 15, 0, tzinfo=UTC).timestamp()
+    later = datetime(2023, 7, 17, tzinfo=UTC).timestamp()
+    found = anchored(span, [later, june_2023])
+    assert found is not None
+    assert (found.start, found.end) == (
+        datetime(2023, 6, 1, tzinfo=UTC).timestamp(),
+        datetime(2023, 7, 1, tzinfo=UTC).timestamp(),
+    )
+    assert anchored(span, [later]) == span  # no June among them: the latest June, as before
+    named = resolve("what happened in June 2023", AS_OF.timestamp())
+    assert named is not None and not named.yearly  # a year said is a year meant
+    assert anchored(named, [datetime(2021, 6, 5, tzinfo=UTC).timestamp()]) == named
+    last = resolve("what did we do last June", AS_OF.timestamp())
+    assert last is not None and not last.yearly  # counted from today
+    chinese = resolve("六月份去露营了吗", AS_OF.timestamp())
+    assert chinese is not None and chinese.yearly
+
+
+async def test_a_month_without_its_year_finds_the_june_the_store_holds(client: Client) -> None:
+    said = [
+        ("Melanie: We went camping at the lake and roasted marshmallows.", "2023-06-27T15:00:00Z"),
+        ("Melanie: We went camping in the mountains with the kids.", "2023-07-17T15:00:00Z"),
+        ("Melanie: We went camping by the river last weekend.", "2023-09-02T15:00:00Z"),
+    ]
+    await call(client, "remember", {"memories": [{"content": c, "occurred_at": t} for c, t in said]})
+    result = await call(
+        client,
+        "recall",
+        {"query": "When did Melanie go camping in June?", "as_of": AS_OF.isoformat(), "reinforce": False},
+    )
+    assert result["hits"][0]["text"] == said[0][0]
+    assert "happened in june" in result["hits"][0]["why"].lower()
+
+
 async def test_a_question_naming_a_person_prefers_what_they_said(client: Client) -> None:
     # Who said it is only in the metadata: the text cannot tell the two apart, the speaker can.
     said = [
@@ -147,3 +184,10 @@ async def test_a_stored_open_question_is_found_by_asking_it(client: Client) -> N
     await call(client, "remember", {"memories": [{"content": t} for t in [stored, *others]]})
     result = await call(client, "recall", {"query": "Should we move the billing service to Kubernetes?"})
     assert stored in [h["text"] for h in result["hits"][:3]]
+
+
+def test_a_time_counted_back_is_cited_as_about_that_long_ago() -> None:
+    # "two days ago" holds a day either side: a memory of yesterday is not said to be from two days ago.
+    for question in ("what did the user eat two days ago?", "用户三天前做了什么？"):
+        span = resolve(question, AS_OF.timestamp())
+        assert span is not None and span.said.startswith("about "), question

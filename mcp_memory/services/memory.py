@@ -175,7 +175,7 @@ class MemoryService:
             second.passages(self.embedder.second if mixed else None, texts, scope.principal),
         )
         plain = [j for j, p in enumerate(wanted) if p.plain]
-        close = await stored_neighbours(self.store, scope, vectors[plain], thresholds.related, now)
+        close = await stored_neighbours(self.store, scope, vectors[plain], thresholds.reach, now)
         return intake.Known(
             existing,
             restated,
@@ -276,6 +276,7 @@ class MemoryService:
         fused, said = await self._fuse(scope, words, dense, keyword, asked)
         await self._widen(scope, subs, criteria, depth, now, fused)
         found = await self._gather(scope, fused, dense, criteria, depth, now)
+        span = when.anchored(span, (r.occurred_at for r in found.records.values()))  # "in June": which June
         scored = score(
             found.ranked,
             found.records,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import anyio
@@ -157,7 +157,8 @@ def floor_note(returned: int, k: int, below: int, omitted: int = 0, budget: int 
     parts: list[str] = []
     if omitted:
         what = "memory did" if omitted == 1 else "memories did"
-        parts.append(f"{omitted} more relevant {what} not fit budget_tokens={budget}: raise it or lower k")
+        more = "more " if returned else ""
+        parts.append(f"{omitted} {more}relevant {what} not fit budget_tokens={budget}: raise it to have them")
     if returned == 0 and not omitted:
         parts.append(
             "no relevant memories: nothing here stands out from the ordinary for this question"
@@ -225,7 +226,7 @@ def fit_budget(
     used = 0
     omitted = 0
     for value, record, signals in scored:
-        if len(hits) >= k:
+        if len(hits) + omitted >= k:  # what the budget left out counts towards k: no more is asked for
             break
         reason = why(record, signals, terms, now, offset)
         extra = signals if explain else None
@@ -338,11 +339,25 @@ def why(record: MemoryRecord, signals: Signals, terms: Sequence[str], now: float
     if not parts:
         parts.append("the nearest in meaning here" if signals.dense_rank == 1 else "weakly related")
     kept: list[str] = []
-    moment = said(record.occurred_at, now, offset)  # an event still to come "happens", not "is said", then
-    for part in [*parts, f"happens {moment}" if record.occurred_at > now else f"said {moment}"]:
+    for part in [*parts, _when(record, now, offset)]:
         if len("; ".join([*kept, part])) <= WHY_CHARS:
             kept.append(part)
     return "; ".join(kept)
+
+
+def _when(record: MemoryRecord, now: float, offset: float) -> str:
+    """When a hit was said, or for an event dated ahead of its telling when it happens, from ``now``
+    (the caller's ``as_of``). A memory said after an ``as_of`` in the past is said on a date, not "in 6 days"."""
+    moment = said(record.occurred_at, now, offset)
+    if record.occurred_at <= now:
+        return f"said {moment}"
+    if record.occurred_at > record.created_at + DATED_AHEAD_SECONDS:
+        return f"happens {moment}"
+    return "said " + datetime.fromtimestamp(record.occurred_at + offset, UTC).date().isoformat()
+
+
+# An occurred_at this far past the moment a memory was stored dates it ahead: an event still to come.
+DATED_AHEAD_SECONDS = 60.0
 
 
 def memory_out(record: MemoryRecord) -> MemoryOut:

@@ -22,6 +22,14 @@ class Thresholds:
     duplicate: float  # this close and saying the same: one memory
     related: float  # this close: about the same subject (supersession, conflicts)
 
+    @property
+    def reach(self) -> float:
+        """How close a stored memory must be for a statement that says it stopped ("no longer", "switched
+        to", "不再") to replace it: halfway from ``related`` towards unrelated. Its own words carry the
+        evidence and the rules make it name the old statement; the added words ("; switched to coffee")
+        take it further from the old in meaning than a bare denial goes (0.87 against 0.93 with e5)."""
+        return self.related - (1.0 - self.related) / 2
+
     @staticmethod
     def of(duplicate: float, related: float, configured: float | None) -> Thresholds:
         """The model's thresholds, or ``recall.duplicate_similarity`` when configured."""
@@ -77,10 +85,14 @@ def relate(
     """
     supersede: list[str] = []
     conflicts: list[str] = []
+    stopped = rules.says_stopped(content)
     for other in sorted(candidates, key=lambda c: -c.score):
-        if other.kind != kind or other.score < thresholds.related or other.id == merge_into:
+        near = other.score >= thresholds.related
+        if other.kind != kind or not (near or (stopped and other.score >= thresholds.reach)) or other.id == merge_into:
             continue
         relation = rules.relation(other.content, content, kind)
+        if not near and relation != "changed":
+            continue  # further than related only a stated change counts
         if relation == "same" and other.score >= thresholds.duplicate:
             merge_into = merge_into or other.id
         elif relation in ("negation", "changed"):

@@ -214,6 +214,13 @@ _ADDITIVE = re.compile(r"(?i)\b(?:also|as well|in addition|additionally|besides)
 _STOPPED = re.compile(
     r"(?i)\b(?:no longer|not any ?more|anymore|instead|switched|stopped)\b|不再|改成|改为|换成|已经改"
 )
+
+
+def says_stopped(text: str) -> bool:
+    """Whether ``text`` says something stopped being so ("no longer", "instead", "switched", "不再")."""
+    return _STOPPED.search(text) is not None
+
+
 _CHANGE_WORDS = frozenset(_stem(w) for w in "longer anymore switched moved changed instead mind days actually".split())
 # "Prefer" names a choice among alternatives: a newer preference for the same thing replaces the older.
 _PREFER = re.compile(r"(?i)^prefer(?:s|red|ring|ence|ences)?$|^(?:偏好|更喜欢|更愿意|宁愿|更爱)$")

@@ -11,7 +11,8 @@ the others (a question's time is a hint, and a resolver can be wrong).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -58,9 +59,20 @@ class Span:
     start: float
     end: float
     said: str
+    yearly: bool = False  # a month or a weekend named without its year ("in June"): which June is a guess
 
     def holds(self, moment: float) -> bool:
         return self.start <= moment < self.end
+
+    def years_earlier(self, years: int) -> Span:
+        """The same days ``years`` years before (29 February becomes the 28th)."""
+
+        def back(moment: float) -> float:
+            at = datetime.fromtimestamp(moment, UTC)
+            day = min(at.day, 28) if (at.month, at.day) == (2, 29) else at.day
+            return at.replace(year=at.year - years, day=day).timestamp()
+
+        return Span(back(self.start), back(self.end), self.said, self.yearly)
 
     def distance_hours(self, moment: float) -> float:
         if self.holds(moment):
@@ -161,8 +173,29 @@ def resolve(question: str, as_of: float, offset: float = 0.0) -> Span | None:
     for rule in _RULES:
         span = rule(text, today)
         if span is not None:
-            return Span(span.start - offset, span.end - offset, span.said)
+            return replace(span, start=span.start - offset, end=span.end - offset)
     return None
+
+
+# How far back a month named without its year is looked for among the memories recall weighs.
+YEARS_BACK = 30
+
+
+def anchored(span: Span | None, moments: Iterable[float]) -> Span | None:
+    """A month or weekend named without its year is the latest one not after ``as_of``: that is, the
+    latest one any of ``moments`` (when the memories recall weighs happened) falls in, and the very
+    latest when none does. Asked in December about "the camping trip in June", a store whose
+    memories are from 2023 speaks of June 2023, not of a June it holds nothing from."""
+    if span is None or not span.yearly:
+        return span
+    times = sorted(moments, reverse=True)
+    for years in range(YEARS_BACK + 1):
+        candidate = span.years_earlier(years) if years else span
+        if any(candidate.holds(t) for t in times):
+            return candidate
+        if times and candidate.end <= times[-1]:
+            break  # every memory is later than this one: none can fall in an earlier year
+    return span
 
 
 def _english_dates(text: str, today: date) -> Span | None:
@@ -183,7 +216,7 @@ def _english_dates(text: str, today: date) -> Span | None:
         first = _latest_month(today, month, "").start if not m.group(3) else _month(int(m.group(3)), month, "").start
         start = datetime.fromtimestamp(first, UTC).date()
         saturday = _weekend(start, ORDINALS[m.group(1)])
-        return _span(saturday, saturday + timedelta(days=2), m.group(0))
+        return replace(_span(saturday, saturday + timedelta(days=2), m.group(0)), yearly=not m.group(3))
     m = re.search(rf"\b(?:in |during |of )?({_MONTH})\.?,? (\d{{4}})\b", text)
     if m:
         return _month(int(m.group(2)), MONTHS[m.group(1)], m.group(0).strip())
@@ -195,11 +228,10 @@ def _english_dates(text: str, today: date) -> Span | None:
     if m:
         month = MONTHS[m.group(m.lastindex or 1)]
         back = 1 if m.group(1) == "last" and month >= today.month else 0
-        return (
-            _latest_month(today, month, m.group(0), years_back=back)
-            if back
-            else _latest_month(today, month, m.group(0))
-        )
+        if back:
+            return _latest_month(today, month, m.group(0), years_back=back)
+        # "in June" names no year; "this June" and "last June" do, counted from today
+        return replace(_latest_month(today, month, m.group(0)), yearly=m.lastindex == 1 and m.group(1) in MONTHS)
     return None
 
 
@@ -222,8 +254,8 @@ def _english_relative(text: str, today: date) -> Span | None:
         )
         days = count * UNITS[m.group(2)]
         centre = today - timedelta(days=days)
-        slack = max(1, days // 4)  # "3 weeks ago" is not one exact day
-        return _span(centre - timedelta(days=slack), centre + timedelta(days=slack + 1), m.group(0))
+        slack = max(1, days // 4)  # "3 weeks ago" is not one exact day: a reason says "about"
+        return _span(centre - timedelta(days=slack), centre + timedelta(days=slack + 1), f"about {m.group(0)}")
     m = re.search(r"\b(last|this) (week|weekend|month|year)\b", text)  # calendar ones ("past": _rolling)
     if m:
         which, unit = m.groups()
@@ -270,7 +302,7 @@ def _chinese(text: str, today: date) -> Span | None:
         days = _zh_number(m.group(1)) * unit
         centre = today - timedelta(days=days)
         slack = max(1, days // 4)
-        return _span(centre - timedelta(days=slack), centre + timedelta(days=slack + 1), m.group(0))
+        return _span(centre - timedelta(days=slack), centre + timedelta(days=slack + 1), f"about {m.group(0)}")
     if re.search("上周末|上个周末", text):
         saturday = _week_of(today) - timedelta(days=2)
         return _span(saturday, saturday + timedelta(days=2), "上周末")
@@ -291,7 +323,7 @@ def _chinese(text: str, today: date) -> Span | None:
             return _span(date(year, 1, 1), date(year + 1, 1, 1), words)
     m = re.search(rf"({_ZH_NUM})月份?", text)
     if m and not re.search(rf"{_ZH_NUM}个月", text):
-        return _latest_month(today, _zh_number(m.group(1)), m.group(0))
+        return replace(_latest_month(today, _zh_number(m.group(1)), m.group(0)), yearly=True)
     return None
 
 
