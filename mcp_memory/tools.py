@@ -274,9 +274,18 @@ def register_tools(
     @as_tool_errors
     async def recall(
         ctx: Context,
-        query: Annotated[str, Field(description="the question or topic, in any language")],
-        k: Annotated[Int | None, Field(description="how many memories at most (default 10)")] = None,
-        budget_tokens: Annotated[Int | None, Field(description="token budget for the hits (default 2000)")] = None,
+        query: Annotated[
+            str, Field(description="the question or topic, in any language (limits.max_query_chars, 2000 characters)")
+        ],
+        k: Annotated[
+            Int | None, Field(description="how many memories at most (default 10; 1 to limits.max_k, 50 by default)")
+        ] = None,
+        budget_tokens: Annotated[
+            Int | None,
+            Field(
+                description="token budget for the hits (default 2000; at most limits.max_recall_budget_tokens, 32000)"
+            ),
+        ] = None,
         filters: RecallFilters | None = None,
         explain: Bool = False,
         reinforce: Bool = True,

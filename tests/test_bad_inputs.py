@@ -66,6 +66,7 @@ BAD_INPUTS: list[tuple[str, dict[str, Any], list[str]]] = [
     ("remember", {"memories": [{"content": "valid one"}, {"content": ""}]}, ["memories[1].content"]),
     ("recall", {"query": ""}, ["query"]),
     ("recall", {"query": '*()[]"'}, ["query", "words"]),
+    ("recall", {"query": "??? !!!"}, ["query", "words"]),
     ("recall", {"query": "q" * 2_001}, ["query", "limits.max_query_chars"]),
     ("recall", {"query": "nul\x00"}, ["query", "NUL"]),
     ("recall", {"query": "coffee", "k": 0}, ["k", "limits.max_k"]),

@@ -177,3 +177,21 @@ async def test_a_word_most_memories_contain_is_no_reason(client: Client) -> None
     assert first["why"].startswith("matches "), first["why"]
     assert "'tea'" in first["why"]
     assert "'user'" not in first["why"]  # in every memory: before, it was cited first
+
+
+async def test_a_chinese_reason_cites_no_half_of_a_common_word(client: Client) -> None:
+    texts = [
+        "用户喜欢喝乌龙茶，不加糖",
+        "用户住在杭州",
+        "用户用Vim写代码",
+        "用户每天早上跑步",
+        "用户养了一只猫",
+        "用户在银行工作",
+    ]
+    await call(client, "remember", {"memories": [{"content": text} for text in texts]})
+    result = await call(client, "recall", {"query": "用户喜欢喝什么", "reinforce": False})
+    first = result["hits"][0]
+    assert first["text"] == texts[0]
+    assert "'喜欢'" in first["why"], first["why"]
+    assert "户喜" not in first["why"]  # half of 用户 (in every memory) and half of 喜欢: no word at all
+    assert "'用户'" not in first["why"]

@@ -98,7 +98,8 @@ async def test_a_question_naming_a_time_prefers_what_happened_then(client: Clien
 
 def test_a_month_without_its_year_is_the_latest_one_the_memories_speak_of() -> None:
     span = resolve("when did Melanie go camping in June?", AS_OF.timestamp())
-    assert span is not None and span.yearly
+    assert span is not None
+    assert span.yearly
     june_2023 = datetime(2023, 6, 27, 15, 0, tzinfo=UTC).timestamp()
     later = datetime(2023, 7, 17, tzinfo=UTC).timestamp()
     found = anchored(span, [later, june_2023])
@@ -109,12 +110,15 @@ def test_a_month_without_its_year_is_the_latest_one_the_memories_speak_of() -> N
     )
     assert anchored(span, [later]) == span  # no June among them: the latest June, as before
     named = resolve("what happened in June 2023", AS_OF.timestamp())
-    assert named is not None and not named.yearly  # a year said is a year meant
+    assert named is not None
+    assert not named.yearly
     assert anchored(named, [datetime(2021, 6, 5, tzinfo=UTC).timestamp()]) == named
     last = resolve("what did we do last June", AS_OF.timestamp())
-    assert last is not None and not last.yearly  # counted from today
+    assert last is not None
+    assert not last.yearly
     chinese = resolve("六月份去露营了吗", AS_OF.timestamp())
-    assert chinese is not None and chinese.yearly
+    assert chinese is not None
+    assert chinese.yearly
 
 
 async def test_a_month_without_its_year_finds_the_june_the_store_holds(client: Client) -> None:
@@ -190,4 +194,5 @@ def test_a_time_counted_back_is_cited_as_about_that_long_ago() -> None:
     # "two days ago" holds a day either side: a memory of yesterday is not said to be from two days ago.
     for question in ("what did the user eat two days ago?", "用户三天前做了什么？"):
         span = resolve(question, AS_OF.timestamp())
-        assert span is not None and span.said.startswith("about "), question
+        assert span is not None, question
+        assert span.said.startswith("about "), question

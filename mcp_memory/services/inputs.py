@@ -7,6 +7,7 @@ anything is written: ``memories[2].tags[0]``, ``filters.occurred_after``, ``budg
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -173,7 +174,7 @@ def check_recall(
             limit=limits.max_query_chars,
         )
     words = strip_query_syntax(query)
-    if not words:
+    if not words or all(unicodedata.category(c)[0] in "PZ" for c in words):  # "???": punctuation alone
         raise InvalidInputError("query", "has no words to search for; ask a question in words")
     k = config.default_k if k is None else k
     if not 1 <= k <= limits.max_k:

@@ -299,8 +299,20 @@ def telling_terms(terms: Sequence[str], candidates: Iterable[MemoryRecord]) -> l
     for record in among:
         for term in matched_terms(record.content, terms):
             counts[term] += 1
-    kept = [t for t in terms if len(among) < TELLING_AMONG or 2 * counts[t] <= len(among)]
+    common = {t for t in terms if len(among) >= TELLING_AMONG and 2 * counts[t] > len(among)}
+    kept = [t for i, t in enumerate(terms) if t not in common and not _straddles(terms, i, common)]
     return sorted(kept, key=lambda t: counts[t])
+
+
+def _straddles(terms: Sequence[str], i: int, common: set[str]) -> bool:
+    """Whether the CJK bigram ``terms[i]`` shares a character with a common bigram beside it: of
+    "用户喜欢" with 用户 common, 户喜 is half of that word and half of the next, no word to cite."""
+    term = terms[i]
+    if len(term) != 2 or not has_cjk(term):
+        return False
+    before = terms[i - 1] if i > 0 else ""
+    after = terms[i + 1] if i + 1 < len(terms) else ""
+    return (before in common and before[-1:] == term[0]) or (after in common and after[:1] == term[1])
 
 
 def matched_terms(content: str, terms: Sequence[str]) -> list[str]:
