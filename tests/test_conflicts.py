@@ -110,6 +110,11 @@ async def test_an_unmarked_change_of_a_preference_supersedes_the_old_one_and_his
     )
     by_id = {h["id"]: h for h in history["hits"]}
     assert by_id[old_id]["superseded_by"] == new_id
+    # Asked in the old one's own words, history still puts the statement that replaced it first.
+    asked = {"query": "dark mode in the editor", "filters": {"include_superseded": True}, "reinforce": False}
+    worded = (await call(client, "recall", asked))["hits"]
+    assert [h["id"] for h in worded] == [new_id, old_id], worded
+    assert "replaced since" in worded[1]["why"], worded[1]["why"]
     assert by_id[old_id]["valid_to"] is not None
     assert by_id[new_id].get("superseded_by") is None
 
@@ -127,6 +132,11 @@ async def test_an_unjudgeable_conflict_is_kept_and_flagged_and_the_newer_side_ra
     hits = (await call(client, "recall", {**query, "detail": "full"}))["hits"]
     assert [h["id"] for h in hits] == [new_id, old_id]  # both sides kept, the last said first
     assert hits[0]["score"] >= hits[1]["score"]  # and the scores fall down the list as the places do
+    lean = (await call(client, "recall", {**query, "query": "Does Alice like cats?", "explain": True}))["hits"]
+    assert [h["id"] for h in lean] == [new_id, old_id]
+    assert "said after one it conflicts with" in lean[0]["why"], lean[0]["why"]  # why dogs come first
+    assert "a later statement conflicts" in lean[1]["why"], lean[1]["why"]
+    assert [h["score"] for h in lean] == [round(h["signals"]["value"], 3) for h in lean]  # the place's value
     assert hits[0]["conflicts_with"] == [old_id]
     assert hits[1]["conflicts_with"] == [new_id]
     clock.advance(3600)

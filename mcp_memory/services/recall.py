@@ -104,8 +104,27 @@ def score(
         )
         scored.append((v, record, signals))
     scored.sort(key=lambda item: -item[0])
-    scored = scoring.newer_side_first(scored)
-    return scored
+    return _conflicts_placed(scored)
+
+
+def _conflicts_placed(scored: list[Scored]) -> list[Scored]:
+    """The newer side of a flagged conflict or a replacement ahead of the older (``scoring.newer_side_first``),
+    and each side moved says so in its reason, since its score is the place's, not its own evidence."""
+    earned = {record.id: i for i, (_, record, _) in enumerate(scored)}
+    placed = scoring.newer_side_first(scored)
+    out: list[Scored] = []
+    for i, (value, record, signals) in enumerate(placed):
+        if earned[record.id] != i:
+            if record.superseded_by:
+                said = "replaced since"
+            elif i < earned[record.id]:
+                said = "said after one it conflicts with" if record.conflicts_with else "replaces an older one"
+            else:
+                said = "a later statement conflicts"
+            reasons = "; ".join(filter(None, (said, signals.understood)))  # first: it explains the place
+            signals = signals.model_copy(update={"understood": reasons, "value": round(value, 6)})
+        out.append((value, record, signals))
+    return out
 
 
 def reinforced(scored: Sequence[Scored], hits: Sequence[Hit | MemoryOut]) -> list[str]:

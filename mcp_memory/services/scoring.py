@@ -142,14 +142,14 @@ def stated_at(record: MemoryRecord) -> float:
 
 
 def newer_side_first(scored: list[_Hit]) -> list[_Hit]:
-    """Of memories flagged as conflicting, the one stated last ranks above the others.
+    """Of memories flagged as conflicting, or replaced by one another, the one stated last ranks above the others.
 
     A conflict the rules could not judge keeps both sides; the user's latest word is the better
     guess until someone confirms, so an older side may not outrank it on score alone. The group
     keeps the places its members earned, and their values; inside them, the last stated comes
     first and takes the best place's value, so that scores still fall down the list.
     """
-    if not any(hit[1].conflicts_with for hit in scored):
+    if not any(hit[1].conflicts_with or hit[1].superseded_by for hit in scored):
         return scored
     present = {hit[1].id: i for i, hit in enumerate(scored)}
     group = list(range(len(scored)))  # union-find over the hits, joined by conflict flags
@@ -161,7 +161,8 @@ def newer_side_first(scored: list[_Hit]) -> list[_Hit]:
         return i
 
     for i, hit in enumerate(scored):
-        for other in hit[1].conflicts_with:
+        # a replaced memory (returned with include_superseded) sits with what replaced it, which was said later
+        for other in [*hit[1].conflicts_with, *filter(None, [hit[1].superseded_by])]:
             if other in present:
                 group[root(present[other])] = root(i)
     places: dict[int, list[int]] = {}
@@ -169,7 +170,7 @@ def newer_side_first(scored: list[_Hit]) -> list[_Hit]:
         places.setdefault(root(i), []).append(i)
     order = list(scored)
     for slots in places.values():
-        members = sorted((scored[i] for i in slots), key=lambda hit: -stated_at(hit[1]))
+        members = sorted((scored[i] for i in slots), key=lambda hit: (bool(hit[1].superseded_by), -stated_at(hit[1])))
         for slot, member in zip(slots, members, strict=True):
             order[slot] = cast(_Hit, (scored[slot][0], *member[1:]))
     return order
