@@ -196,3 +196,24 @@ def test_a_time_counted_back_is_cited_as_about_that_long_ago() -> None:
         span = resolve(question, AS_OF.timestamp())
         assert span is not None, question
         assert span.said.startswith("about "), question
+
+
+async def test_a_question_about_a_time_alone_puts_that_times_memories_first(client: Client) -> None:
+    facts = ["The user uses vim keybindings", "User lives in Berlin", "The user prefers a casual tone"]
+    events = [
+        ("User went to the dentist", "2026-11-25T15:00:00Z"),
+        ("User had dinner with Tom at an Italian place", "2026-11-27T19:00:00Z"),
+        ("User ran a half marathon", "2022-04-17T08:00:00Z"),
+    ]
+    memories = [{"content": text} for text in facts]
+    memories += [{"content": text, "occurred_at": when, "kind": "event"} for text, when in events]
+    await call(client, "remember", {"memories": memories})
+    for question in ("What happened last week?", "last week", "上周发生了什么？"):
+        result = await call(
+            client, "recall", {"query": question, "as_of": AS_OF.isoformat(), "k": 3, "reinforce": False}
+        )
+        assert {h["text"] for h in result["hits"][:2]} == {events[0][0], events[1][0]}, question
+        assert all("happened" in h["why"] for h in result["hits"][:2]), question
+    # Said without a time of its own, a memory of the last few days was said then, not "happened" then.
+    recent = await call(client, "recall", {"query": "What did the user say in the last few days?", "k": 3})
+    assert any(h["why"].startswith("said in the last few days") for h in recent["hits"]), recent["hits"]

@@ -284,7 +284,7 @@ class MemoryService:
             dense=dense,
             keyword=keyword,
             second=said,
-            understanding=question.adjustments(words, found.records.values(), span, found.linked),
+            understanding=question.adjustments(words, found.records.values(), span, found.linked, fused),
             preset=preset,
             half_life_hours=self.config.recency_half_life_hours,
             now=now,

@@ -28,12 +28,15 @@ from dataclasses import dataclass
 
 from mcp_memory.models import MemoryRecord
 from mcp_memory.services.when import Span
+from mcp_memory.text import keyword_terms
 
 PERSON_BONUS = 1.0
 LINK_BONUS = 0.5  # a memory linked to one of the first hits: weaker evidence than a match of its own
 ENDS_ASKING_PENALTY = 1.0  # a memory that says something, then asks
 # A time the question names is a word it names: worth what one rare matching word is (ADR 10).
 TIME_BONUS = 2.0
+# An occurred_at this far from the moment a memory was stored was given by the caller (the time it happened).
+DATED_SECONDS = 60.0
 
 _SPEAKER = re.compile(r"^([A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,2}):\s")
 _SPEAKER_KEYS = ("speaker", "author")
@@ -44,6 +47,22 @@ _EN_ASKING = frozenset(
 _ZH_ASKING = re.compile("[吗呢么]$|什么|谁|哪|几|怎么|怎样|为什么|多少|是否|有没有")
 _ASKS = re.compile(r"[?？]\s*$")
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s*")
+
+
+# What a question says when it asks about a time and nothing else ("What happened last week?",
+# "What did the user do in the last few days?", "上周发生了什么？").
+_ABOUT_NOTHING = frozenset(
+    "happen happened happens do did does done doing go went anything something new thing things event events "
+    "user user's we i me my".split()
+)
+_ZH_ABOUT_NOTHING = re.compile("发生|做了|干了|做过|有什么|什么|事情|事|用户|我们|我|他|她|了|的|吗|呢|过|都")
+
+
+def asks_only_when(question: str, span: Span) -> bool:
+    """Whether ``question`` names a time and asks nothing else about it: then the time is all its
+    evidence, and how close a memory's words come to "what happened" says nothing."""
+    rest = question.lower().replace(span.said.removeprefix("about ").lower(), " ")
+    return all(t in _ABOUT_NOTHING for t in keyword_terms(_ZH_ABOUT_NOTHING.sub(" ", rest)))
 
 
 def speaker(record: MemoryRecord) -> str | None:
@@ -102,10 +121,14 @@ def adjustments(
     records: Iterable[MemoryRecord],
     span: Span | None = None,
     linked: Mapping[str, str] | None = None,
+    fused: Mapping[str, float] | None = None,
 ) -> dict[str, Understanding]:
     """Per memory id, what the question's time, people and form (and a link from a first hit, with
-    ``linked``: memory id -> how it was reached) do to its fused score, with the reasons."""
+    ``linked``: memory id -> how it was reached) do to its fused score, with the reasons. A question
+    that asks about a time and nothing else lifts every memory of that time above all the others
+    (``fused``, the scores before understanding, says by how much), keeping their own order."""
     records = list(records)
+    time_bonus = TIME_BONUS + _time_alone(question, records, span, fused or {})
     said = {r.id: speaker(r) for r in records}
     named = named_people(question, {s for s in said.values() if s})
     asking = is_question(question)
@@ -120,7 +143,9 @@ def adjustments(
     for record in records:
         who = said[record.id]
         if span is not None and span.holds(record.occurred_at):
-            add(record, TIME_BONUS, f"happened {span.said}")
+            # without an occurred_at of its own a memory is dated when it was said, and says so
+            verb = "happened" if abs(record.occurred_at - record.created_at) > DATED_SECONDS else "said"
+            add(record, time_bonus, f"{verb} {span.said}")
         if named and (who in named if who else any(_mentions(record.content, n) for n in named)):
             add(record, PERSON_BONUS, f"said by {who}" if who else "about " + ", ".join(sorted(named)))
         if asking:
@@ -132,6 +157,15 @@ def adjustments(
         if linked and record.id in linked:
             add(record, LINK_BONUS, linked[record.id])
     return out
+
+
+def _time_alone(question: str, records: list[MemoryRecord], span: Span | None, fused: Mapping[str, float]) -> float:
+    """What lifts the weakest memory of the time a question asks about (and nothing else) to the best
+    candidate's score, beyond TIME_BONUS; 0 for any other question."""
+    if span is None or not fused or not asks_only_when(question, span):
+        return 0.0
+    inside = [fused[r.id] for r in records if r.id in fused and span.holds(r.occurred_at)]
+    return max(0.0, max(fused.values()) - min(inside)) if inside else 0.0
 
 
 def asks(text: str) -> str | None:

@@ -21,7 +21,7 @@ from mcp_memory.models import DenseHits, MemoryRecord, to_datetime
 from mcp_memory.redact import redact
 from mcp_memory.schemas import Detail, Hit, MemoryOut, Pin, RecallResult, Signals
 from mcp_memory.services import scoring
-from mcp_memory.services.question import Understanding
+from mcp_memory.services.question import DATED_SECONDS, Understanding
 from mcp_memory.services.when import Span, said
 from mcp_memory.text import estimate_tokens, has_cjk
 
@@ -382,13 +382,9 @@ def _when(record: MemoryRecord, now: float, offset: float) -> str:
     moment = said(record.occurred_at, now, offset)
     if record.occurred_at <= now:
         return f"said {moment}"
-    if record.occurred_at > record.created_at + DATED_AHEAD_SECONDS:
+    if record.occurred_at > record.created_at + DATED_SECONDS:
         return f"happens {moment}"
     return "said " + datetime.fromtimestamp(record.occurred_at + offset, UTC).date().isoformat()
-
-
-# An occurred_at this far past the moment a memory was stored dates it ahead: an event still to come.
-DATED_AHEAD_SECONDS = 60.0
 
 
 def memory_out(record: MemoryRecord) -> MemoryOut:
