@@ -75,6 +75,11 @@ async def test_a_faded_session_becomes_a_summary_with_its_sources_linked(
         {"detail": "full", "query": "thanks, see you then", "reinforce": False, "filters": {"include_archived": True}},
     )
     assert any(h["tier"] == "archived" and h["id"] in ids for h in archived["hits"])  # ...but are kept
+    lean = await call(
+        client, "recall", {"query": "thanks, see you then", "reinforce": False, "filters": {"include_archived": True}}
+    )
+    assert all(h["why"].startswith("archived") for h in lean["hits"] if h["id"] in ids)  # a lean hit says so
+    assert any(h["id"] in ids for h in lean["hits"])
 
 
 async def test_a_summary_can_be_undone(runtime: Runtime, client: Client, clock: Clock) -> None:

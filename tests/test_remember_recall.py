@@ -148,6 +148,8 @@ async def test_a_memory_expires_after_its_time_to_live(client: Client, clock: Cl
         client, "recall", {"detail": "full", "query": "guest wifi", "k": 3, "filters": {"include_expired": True}}
     )
     assert len(expired["hits"]) == 1
+    lean = await call(client, "recall", {"query": "guest wifi", "filters": {"include_expired": True}})
+    assert lean["hits"][0]["why"].startswith("expired just now"), lean["hits"][0]["why"]  # not to be read as current
 
 
 async def test_a_memory_lives_as_long_as_its_longest_lived_statement(client: Client, clock: Clock) -> None:

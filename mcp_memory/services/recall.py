@@ -369,6 +369,11 @@ def why(record: MemoryRecord, signals: Signals, terms: Sequence[str], now: float
         parts.append("related in meaning")
     if not parts:
         parts.append("the nearest in meaning here" if signals.dense_rank == 1 else "weakly related")
+    # returned only because filters asked for them (include_expired, include_archived): said first
+    if record.tier == "archived":
+        parts.insert(0, "archived")
+    if record.expires_at is not None and record.expires_at <= now:
+        parts.insert(0, f"expired {said(record.expires_at, now, offset)}")
     kept: list[str] = []
     for part in [*parts, _when(record, now, offset)]:
         if len("; ".join([*kept, part])) <= WHY_CHARS:
