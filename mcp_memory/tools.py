@@ -274,17 +274,11 @@ def register_tools(
     @as_tool_errors
     async def recall(
         ctx: Context,
-        query: Annotated[
-            str, Field(description="the question or topic, in any language (limits.max_query_chars, 2000 characters)")
-        ],
-        k: Annotated[
-            Int | None, Field(description="how many memories at most (default 10; 1 to limits.max_k, 50 by default)")
-        ] = None,
+        query: Annotated[str, Field(description="the question or topic, any language (limits.max_query_chars: 2000)")],
+        k: Annotated[Int | None, Field(description="how many memories at most (default 10; limits.max_k: 50)")] = None,
         budget_tokens: Annotated[
             Int | None,
-            Field(
-                description="token budget for the hits (default 2000; at most limits.max_recall_budget_tokens, 32000)"
-            ),
+            Field(description="token budget for the hits (default 2000; limits.max_recall_budget_tokens: 32000)"),
         ] = None,
         filters: RecallFilters | None = None,
         explain: Bool = False,
