@@ -115,6 +115,7 @@ async def test_an_unmarked_change_of_a_preference_supersedes_the_old_one_and_his
     worded = (await call(client, "recall", asked))["hits"]
     assert [h["id"] for h in worded] == [new_id, old_id], worded
     assert "replaced since" in worded[1]["why"], worded[1]["why"]
+    assert "replaces an older one" in worded[0]["why"], worded[0]["why"]
     assert by_id[old_id]["valid_to"] is not None
     assert by_id[new_id].get("superseded_by") is None
 

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from mcp.client import Client
 
+from mcp_memory.services.question import asks_only_when
 from mcp_memory.services.when import anchored, resolve, utc_offset
 from tests.conftest import call
 
@@ -116,6 +117,15 @@ def test_a_month_without_its_year_is_the_latest_one_the_memories_speak_of() -> N
     last = resolve("what did we do last June", AS_OF.timestamp())
     assert last is not None
     assert not last.yearly
+    for asked, alone in (
+        ("What happened last week?", True),
+        ("上周发生了什么？", True),
+        ("when did the user run a marathon last week?", False),  # a subject: the words count as before
+        ("上周用户去哪里跑步了？", False),
+    ):
+        span_asked = resolve(asked, AS_OF.timestamp())
+        assert span_asked is not None, asked
+        assert asks_only_when(asked, span_asked) is alone, asked
     chinese = resolve("六月份去露营了吗", AS_OF.timestamp())
     assert chinese is not None
     assert chinese.yearly

@@ -231,6 +231,15 @@ async def test_the_token_budget_limits_what_comes_back(client: Client) -> None:
     assert result["omitted_for_budget"] >= 1
 
 
+async def test_a_hit_too_large_for_the_budget_leaves_room_for_the_next_ones(client: Client) -> None:
+    long_text = "The quarterly report covers revenue, churn and hiring plans. " * 20
+    short = ["The quarterly report is due on the 5th", "The quarterly report template lives in the shared drive"]
+    await call(client, "remember", {"memories": [{"content": long_text}, *({"content": t} for t in short)]})
+    result = await call(client, "recall", {"query": "quarterly report", "k": 2, "budget_tokens": 250})
+    assert sorted(hit_texts(result)) == sorted(short)  # k hits still, from below the one that did not fit
+    assert result["omitted_for_budget"] == 1
+
+
 async def test_filters_narrow_by_kind_tag_time_and_task(client: Client) -> None:
     await call(
         client,

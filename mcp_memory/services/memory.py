@@ -52,6 +52,7 @@ from mcp_memory.services.intake import Progress
 from mcp_memory.services.ports import MemoryStore
 from mcp_memory.services.recall import concurrently, fit_budget, floored, memory_out, score
 from mcp_memory.services.relations import Thresholds, stored_neighbours
+from mcp_memory.services.rules import says_stopped
 from mcp_memory.services.sessions import SessionTracker
 from mcp_memory.services.switch import SwitchState, nothing_recalled, off_reason, refuse_if_off
 from mcp_memory.text import (
@@ -175,7 +176,9 @@ class MemoryService:
             second.passages(self.embedder.second if mixed else None, texts, scope.principal),
         )
         plain = [j for j, p in enumerate(wanted) if p.plain]
-        close = await stored_neighbours(self.store, scope, vectors[plain], thresholds.reach, now)
+        # only a statement that says something stopped looks further than related (Thresholds.reach)
+        reach = thresholds.reach if any(says_stopped(text) for text in texts) else thresholds.related
+        close = await stored_neighbours(self.store, scope, vectors[plain], reach, now)
         return intake.Known(
             existing,
             restated,

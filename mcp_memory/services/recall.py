@@ -245,7 +245,7 @@ def fit_budget(
     used = 0
     omitted = 0
     for value, record, signals in scored:
-        if len(hits) + omitted >= k:  # what the budget left out counts towards k: no more is asked for
+        if len(hits) >= k:
             break
         reason = why(record, signals, terms, now, offset)
         extra = signals if explain else None
@@ -262,6 +262,8 @@ def fit_budget(
             continue
         used += tokens
         hits.append(hit)
+    if len(hits) < k:  # a budget too small for k hits: what it left out is counted within k, not over every candidate
+        omitted = min(omitted, k - len(hits))
     return hits, used, omitted
 
 

@@ -152,7 +152,7 @@ def newer_side_first(scored: list[_Hit]) -> list[_Hit]:
     if not any(hit[1].conflicts_with or hit[1].superseded_by for hit in scored):
         return scored
     present = {hit[1].id: i for i, hit in enumerate(scored)}
-    group = list(range(len(scored)))  # union-find over the hits, joined by conflict flags
+    group = list(range(len(scored)))  # union-find over the hits, joined by conflict flags and replacements
 
     def root(i: int) -> int:
         while group[i] != i:

@@ -11,9 +11,6 @@ import orjson
 from mcp_memory.errors import InvalidInputError
 from mcp_memory.models import CheckpointRow, to_datetime
 from mcp_memory.task_schemas import CheckpointInfo, TaskHead
-from mcp_memory.text import checkpoint_uri, task_uri
-
-__all__ = ["checkpoint_uri", "task_uri"]  # the tasks service names its resources through this module
 
 
 def dt(seconds: float) -> Any:

@@ -30,7 +30,7 @@ from mcp_memory.services.checks import identifier, text_field
 from mcp_memory.services.memory import MemoryService
 from mcp_memory.services.task_checks import check_checkpoint
 from mcp_memory.services.task_ports import TaskRows
-from mcp_memory.services.task_views import checkpoint_uri, dt, from_cursor, info, serialised_size, task_uri, to_cursor
+from mcp_memory.services.task_views import dt, from_cursor, info, serialised_size, to_cursor
 from mcp_memory.task_schemas import (
     CheckpointInfo,
     CheckpointPage,
@@ -44,7 +44,7 @@ from mcp_memory.task_schemas import (
     TaskSummary,
     TaskUpdateResult,
 )
-from mcp_memory.text import strip_query_syntax
+from mcp_memory.text import checkpoint_uri, strip_query_syntax, task_uri
 
 log = logging.getLogger(__name__)
 

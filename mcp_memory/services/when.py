@@ -72,7 +72,7 @@ class Span:
             day = min(at.day, 28) if (at.month, at.day) == (2, 29) else at.day
             return at.replace(year=at.year - years, day=day).timestamp()
 
-        return Span(back(self.start), back(self.end), self.said, self.yearly)
+        return replace(self, start=back(self.start), end=back(self.end))
 
     def distance_hours(self, moment: float) -> float:
         if self.holds(moment):
@@ -188,13 +188,14 @@ def anchored(span: Span | None, moments: Iterable[float]) -> Span | None:
     memories are from 2023 speaks of June 2023, not of a June it holds nothing from."""
     if span is None or not span.yearly:
         return span
-    times = sorted(moments, reverse=True)
+    times = list(moments)
+    earliest = min(times, default=span.end)
     for years in range(YEARS_BACK + 1):
         candidate = span.years_earlier(years) if years else span
         if any(candidate.holds(t) for t in times):
             return candidate
-        if times and candidate.end <= times[-1]:
-            break  # every memory is later than this one: none can fall in an earlier year
+        if candidate.end <= earliest:  # every memory is later than this one: none can fall in an earlier year
+            break
     return span
 
 
