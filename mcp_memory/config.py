@@ -221,7 +221,7 @@ class HttpSettings(_Section):
     allowed_hosts: list[str] = Field(default_factory=list, description="Host headers accepted besides loopback")
     allowed_origins: list[str] = Field(default_factory=list, description="Origin headers accepted")
     shutdown_grace_seconds: int = Field(10, ge=0, description="in-flight requests get this long to finish")
-    session_idle_seconds: float = Field(1_800.0, gt=0, description="a stateful HTTP session idle this long ends")
+    session_idle_seconds: float = Field(3_600.0, gt=0, description="an HTTP session with no request this long ends")
     jwt: JwtSettings = JwtSettings()
 
 
@@ -327,6 +327,7 @@ class StorageSettings(_Section):
     """The system of record: a SQLite file per principal under data_dir, or PostgreSQL (ADR 19)."""
 
     backend: Literal["sqlite", "postgres"] = "sqlite"
+    durability: Literal["normal", "full"] = Field("normal", description="'full' survives power loss, not only kills")
     postgres: PostgresSettings = PostgresSettings()
 
     @model_validator(mode="after")

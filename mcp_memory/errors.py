@@ -10,6 +10,7 @@
      +-- UpstreamError          an external service (embedding endpoint, LLM) failed
      |    +-- LlmPausedError        the LLM was not called: its budget is spent or its breaker is open
      +-- StorageError           the data directory cannot be used as asked
+          +-- OutOfFilesError       the process has no file descriptor left now: retry shortly
           +-- SchemaVersionError    the file was written by a newer mcp-memory
           +-- ModelMismatchError    the store's vectors come from another embedding model
 
@@ -70,6 +71,13 @@ class LlmPausedError(UpstreamError):
 
 class StorageError(MemoryServerError):
     """The store cannot be opened, read or written as asked."""
+
+
+class OutOfFilesError(StorageError):
+    """The process (or the system) has no file descriptor left to open a principal's file. A state,
+    not a fault of the call: the same call succeeds once other requests finish."""
+
+    retry_after = 2
 
 
 class SchemaVersionError(StorageError):

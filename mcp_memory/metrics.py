@@ -114,6 +114,10 @@ PASSES = Counter("mcp_memory_scheduler_passes_total", "Lifecycle passes by outco
 GOLDEN_ROLLBACKS = Counter(
     "mcp_memory_golden_rollbacks_total", "Lifecycle passes rolled back because golden queries lost their memories."
 )
+REFUSED_BUSY = Counter(
+    "mcp_memory_http_refused_busy_total",
+    "HTTP requests answered 503 because the connections' share of file descriptors was in use.",
+)
 REMEMBERED = Counter("mcp_memory_remembered_total", "Memories offered to remember, by result.")
 
 
@@ -149,6 +153,7 @@ def render() -> str:
         PASSES,
         REMEMBERED,
         GOLDEN_ROLLBACKS,
+        REFUSED_BUSY,
     ):
         lines += metric.render()
     for gauge in _gauges:

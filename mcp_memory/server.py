@@ -6,6 +6,7 @@ lifespan is not used to own anything (on SSE it runs once per connection).
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import gc
 import logging
@@ -24,17 +25,18 @@ import anyio
 import orjson
 from mcp.server.context import ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
+from mcp.shared.exceptions import MCPError
 from starlette.types import ASGIApp, Receive, Send
 from starlette.types import Scope as ASGIScope
 
-from mcp_memory import __version__, client_log, metrics
+from mcp_memory import __version__, client_log, descriptors, metrics
 from mcp_memory.assembly import Store, open_core
 from mcp_memory.browse_tools import register_browse_tools
 from mcp_memory.completions import register_completions
 from mcp_memory.config import HttpSettings, Settings
 from mcp_memory.embed.loader import Embedder
 from mcp_memory.erasure_tool import register_erasure_tool
-from mcp_memory.errors import InvalidInputError, MemoryServerError
+from mcp_memory.errors import InvalidInputError, MemoryServerError, OutOfFilesError
 from mcp_memory.golden_tool import register_golden_tool
 from mcp_memory.inspector.app import inspector_app
 from mcp_memory.inspector.auth import SignedIn, SignIn
@@ -68,6 +70,7 @@ from mcp_memory.tools import (
     unknown_argument_guard,
 )
 from mcp_memory.web import GATEWAY_REQUEST_ID, WILDCARD_HOSTS, Identify, http_app, mcp_app
+from mcp_memory.web_capacity import Capacity
 
 log = logging.getLogger(__name__)
 
@@ -256,28 +259,26 @@ def _pool_figure(store: Store, key: str) -> float:
     return float(store.pool_figures().get(key, 0))
 
 
-_HELD = "mcp_memory.held_principals"  # in a connection's state: the principals its session holds
+_NO_DATA = frozenset({"initialize", "ping", "tools/list", "prompts/list", "resources/templates/list"})
 
 
 def principal_lease(store: Store, scopes: ScopeResolver) -> ServerMiddleware[Any]:
-    """Server middleware: the caller's principal stays open for the request and for as long as its
-    MCP session lives (the pool closes only principals nobody holds)."""
+    """Server middleware: the caller's principal stays open while its request runs, and no longer:
+    an idle MCP session holds no file (ADR 26). Out of descriptors, the request gets a JSON-RPC
+    error that says to retry and what the operator raises, and the server goes on."""
 
     async def lease(ctx: ServerRequestContext[Any, Any], call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+        if ctx.method in _NO_DATA:
+            return await call_next(ctx)
         try:
             principal = scopes.scope(ctx).principal
         except MemoryServerError:
             return await call_next(ctx)  # no identity: the handler refuses it with the reason
-        # The connection outlives each request's ServerSession: it is the MCP session (the SDK has no
-        # public accessor for it; without it the lease holds for the request only). Its exit stack
-        # unwinds when the session ends, which lets the principal go.
-        connection = getattr(getattr(ctx, "session", None), "_connection", None)
-        held = getattr(connection, "state", None)
-        if isinstance(held, dict) and principal not in held.setdefault(_HELD, set()):
-            held[_HELD].add(principal)
-            connection.exit_stack.callback(store.release, principal, connection)  # type: ignore[union-attr]
-        async with store.lease(principal, connection):
-            return await call_next(ctx)
+        try:
+            async with store.lease(principal):
+                return await call_next(ctx)
+        except OutOfFilesError as exc:
+            raise MCPError(descriptors.BUSY_CODE, str(exc), {"retry_after": exc.retry_after}) from None
 
     return lease
 
@@ -323,6 +324,8 @@ async def serve_network(settings: Settings, transport: str) -> None:
         log.warning(
             "serving %s on %s without tokens: every client acts as %r", transport, http.host, settings.principal
         )
+    soft = descriptors.raise_soft_limit()
+    log.info("%s", descriptors.budget(settings.pool.max_open, soft).describe(settings.pool.max_open))
     listener = _listen(http)
     try:
         await _serve_gateway(settings, transport, tokens, jwt, listener)
@@ -425,6 +428,10 @@ async def _serve_gateway(
             model_ready=lambda: runtime.embedder.loaded,
             inspector=inspector,
         )
+        # Out of descriptors, asyncio's accept loop would log a line per waiting connection each
+        # second; the guard logs one per interval. The gateway keeps its requests within its share.
+        asyncio.get_running_loop().set_exception_handler(descriptors.AcceptGuard())
+        app = Capacity(app, descriptors.budget(settings.pool.max_open, descriptors.limits()[0]).connections)
         config = uvicorn.Config(
             app,
             host=http.host,

@@ -6,8 +6,10 @@ real sockets, in either protocol generation.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
+import resource
 import signal
 import subprocess
 import time
@@ -110,8 +112,10 @@ def running(
     *flags: str,
     env: dict[str, str] | None = None,
     startup_timeout: float = 60.0,
+    nofile: int | None = None,
 ) -> Iterator[NetServer]:
-    """A server on a free port; stopped with SIGTERM on exit."""
+    """A server on a free port; stopped with SIGTERM on exit. ``nofile``: its `ulimit -n` (soft and
+    hard, as the shell's `ulimit -n` sets them)."""
     stderr_path = data_dir.parent / f"server-{transport}-{time.monotonic_ns()}.log"
     data_dir.mkdir(parents=True, exist_ok=True)
     with stderr_path.open("wb") as sink:
@@ -121,6 +125,7 @@ def running(
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=sink,
+            preexec_fn=None if nofile is None else functools.partial(_limit_files, nofile),
         )
     server = None
     try:
@@ -142,6 +147,10 @@ def running(
         elif process.poll() is None:
             process.kill()
             process.wait()
+
+
+def _limit_files(nofile: int) -> None:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
 
 
 @asynccontextmanager

@@ -349,11 +349,9 @@ class MemoryStore(Protocol):
 
     def path_for(self, scope: Scope) -> Path: ...
 
-    def lease(self, principal: str, holder: object | None = None) -> AbstractAsyncContextManager[None]:
-        """Keep ``principal``'s file open while a call runs and while ``holder`` (its session) lives."""
+    def lease(self, principal: str) -> AbstractAsyncContextManager[None]:
+        """Keep ``principal``'s file open while a call runs (a session between calls holds nothing)."""
         ...
-
-    def release(self, principal: str, holder: object) -> None: ...
 
     def pool_figures(self) -> dict[str, int]: ...
 

@@ -1,9 +1,10 @@
 """PrincipalPool: the principals one process keeps open, within bounds.
 
 Each open principal holds a file's two connections (two threads), a few descriptors and its vector
-index. The pool opens a principal on first use, keeps it while a call or a session holds it, and
-closes the least recently used unheld ones when there are too many or they sat idle too long;
-vector indexes are dropped first when all of them together pass a byte budget.
+index. The pool opens a principal on first use, keeps it while a call runs on it, and closes the
+least recently used idle ones when there are too many or they sat idle too long; vector indexes are
+dropped first when all of them together pass a byte budget. An MCP session holds nothing: clients
+keep sessions open for hours, and a thousand idle sessions must not pin a thousand files (ADR 26).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from pathlib import Path
 import aiosqlite
 import anyio
 
-from mcp_memory.errors import StorageError
+from mcp_memory.descriptors import exhausted, out_of_files_message
+from mcp_memory.errors import OutOfFilesError, StorageError
 from mcp_memory.storage.principal import PrincipalDb
 from mcp_memory.storage.schema import migrate
 
@@ -51,8 +53,16 @@ class PrincipalPool:
         busy_timeout_ms: int,
         limits: PoolLimits,
         before_close: Callable[[str], Awaitable[None]],
+        *,
+        durability: str = "normal",
     ) -> None:
-        """``before_close(principal)`` runs before a principal is closed (its buffered writes go out)."""
+        """``before_close(principal)`` runs before a principal is closed (its buffered writes go out).
+        ``durability``: SQLite's ``synchronous`` in WAL mode. NORMAL loses no commit when the process
+        is killed, but the last commits may roll back on power loss or an OS crash; FULL syncs the WAL
+        at every commit and survives those too, at a cost in write rate (README, "Durability")."""
+        if durability not in ("normal", "full"):
+            raise ValueError(f"durability must be 'normal' or 'full', not {durability!r}")
+        self.synchronous = durability.upper()
         self.data_dir = data_dir
         self.busy_timeout_ms = busy_timeout_ms
         self.limits = limits
@@ -81,25 +91,34 @@ class PrincipalPool:
             if db is None:
                 await self._make_room(self.limits.max_open - 1)
                 path = principal_file(self.data_dir, principal)
-                try:
-                    db = await self._open(path)
-                except StorageError:
-                    if not any(other.evictable for other in self._dbs.values()):
-                        raise
-                    # Out of descriptors, most likely: close every principal nobody holds, once.
-                    log.warning("opening a principal failed with %d open; closing the idle ones", len(self._dbs))
-                    await self._make_room(0)
-                    db = await self._open(path)
+                db = await self._open_making_room(path)
                 self._dbs[principal] = db
                 # The file name is a hash: the scheduler reads the principal back from here.
                 await db.writer.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('principal', ?)", (principal,))
         return db
 
+    async def _open_making_room(self, path: Path) -> PrincipalDb:
+        """Open ``path``; out of descriptors, close every idle principal and try once more, and if
+        that is not enough either, say so as a state to retry (OutOfFilesError), not a broken file."""
+        try:
+            return await self._open(path)
+        except StorageError as exc:
+            if not exhausted(exc):
+                raise
+            log.warning("out of descriptors with %d principal file(s) open; closing the idle ones", len(self._dbs))
+            await self._make_room(0)
+        try:
+            return await self._open(path)
+        except StorageError as exc:
+            if exhausted(exc):
+                raise OutOfFilesError(out_of_files_message()) from None
+            raise
+
     async def _connect(self, path: Path) -> aiosqlite.Connection:
         conn = await aiosqlite.connect(path, isolation_level=None, timeout=self.busy_timeout_ms / 1000)
         for pragma in (
             f"PRAGMA busy_timeout = {self.busy_timeout_ms}",
-            "PRAGMA synchronous = NORMAL",
+            f"PRAGMA synchronous = {self.synchronous}",
             "PRAGMA foreign_keys = ON",
             "PRAGMA secure_delete = ON",
         ):
@@ -118,24 +137,15 @@ class PrincipalPool:
             raise StorageError(f"cannot open data file {str(path)!r}: {exc}") from exc
 
     @asynccontextmanager
-    async def lease(self, principal: str, holder: object | None = None) -> AsyncIterator[None]:
-        """Keep ``principal``'s file open while a call runs, and while ``holder`` (its MCP session)
-        lives: the pool never closes a principal that is in use."""
+    async def lease(self, principal: str) -> AsyncIterator[None]:
+        """Keep ``principal``'s file open while a call runs: the pool never closes one in use."""
         db = await self.get(principal)
         db.users += 1
-        if holder is not None:
-            db.holders.add(holder)
         try:
             yield
         finally:
             db.users -= 1
             db.last_used = time.monotonic()
-
-    def release(self, principal: str, holder: object) -> None:
-        """``holder`` (a session) no longer keeps ``principal`` open."""
-        db = self._dbs.get(principal)
-        if db is not None:
-            db.holders.discard(holder)
 
     async def close_idle(self) -> None:
         """Close every unheld principal unused for ``idle_seconds`` (and any beyond ``max_open``)."""

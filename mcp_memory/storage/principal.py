@@ -11,7 +11,6 @@ from __future__ import annotations
 import gc
 import logging
 import time
-import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -49,16 +48,15 @@ class PrincipalDb:
         self.data_version = -1
         # A forget whose WAL could not be emptied (another process was reading): retried after each commit.
         self.scrub_pending = False
-        # The pool (SqliteStore) closes a file no call and no session holds, least recently used first.
+        # The pool (SqliteStore) closes a file no call holds, least recently used first.
         self.users = 0
-        self.holders: weakref.WeakSet[object] = weakref.WeakSet()
         self.last_used = time.monotonic()
         self.reinforcement = Reinforcement()  # recall's uses not written yet
 
     @property
     def evictable(self) -> bool:
-        """Nothing holds it: no call in flight, no open session, no transaction, no index load."""
-        return not (self.users or len(self.holders) or self.write_lock.locked() or self.index_lock.locked())
+        """Nothing holds it: no call in flight, no transaction, no index load."""
+        return not (self.users or self.write_lock.locked() or self.index_lock.locked())
 
     async def close(self) -> None:
         await self.reader.close()

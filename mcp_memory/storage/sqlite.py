@@ -64,10 +64,13 @@ class SqliteStore(RecordStore):
         busy_timeout_ms: int = 10_000,
         pool: PoolLimits | None = None,
         vectors: Callable[[SqliteStore], SqliteVectors] = ExactVectorSearch,
+        durability: str = "normal",
     ) -> None:
         self.data_dir = data_dir
         self.busy_timeout_ms = busy_timeout_ms
-        self.pool = PrincipalPool(data_dir, busy_timeout_ms, pool or PoolLimits(), self._flush_principal)
+        self.pool = PrincipalPool(
+            data_dir, busy_timeout_ms, pool or PoolLimits(), self._flush_principal, durability=durability
+        )
         self.lifecycle = LifecycleStore(self)  # the lifecycle passes' reads and writes, on these files
         self.counts = CountStore(self)  # what stats and receipts count
         self.browse = BrowseStore(self)  # paging through memories and their history
@@ -95,12 +98,9 @@ class SqliteStore(RecordStore):
         """The principal's open file (opened on first use, kept by the pool)."""
         return await self.pool.get(scope.principal)
 
-    def lease(self, principal: str, holder: object | None = None) -> AbstractAsyncContextManager[None]:
-        """Keep ``principal``'s file open while a call runs and while ``holder`` (its session) lives."""
-        return self.pool.lease(principal, holder)
-
-    def release(self, principal: str, holder: object) -> None:
-        self.pool.release(principal, holder)
+    def lease(self, principal: str) -> AbstractAsyncContextManager[None]:
+        """Keep ``principal``'s file open while a call runs (a session between calls holds nothing)."""
+        return self.pool.lease(principal)
 
     def open_principals(self) -> list[str]:
         return self.pool.principals()

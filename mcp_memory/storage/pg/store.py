@@ -130,12 +130,9 @@ class PostgresStore(RecordStore):
     async def _held(self) -> AsyncIterator[None]:
         yield
 
-    def lease(self, principal: str, holder: object | None = None) -> AbstractAsyncContextManager[None]:
+    def lease(self, principal: str) -> AbstractAsyncContextManager[None]:
         """Nothing to keep open: the pool's connections serve every principal."""
         return self._held()
-
-    def release(self, principal: str, holder: object) -> None:
-        return None
 
     def pool_figures(self) -> dict[str, int]:
         figures = {"connections": int(self.database.pool.get_stats().get("pool_size", 0))}

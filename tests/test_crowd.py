@@ -1,0 +1,153 @@
+"""A crowd on one server: idle sessions cost no descriptors, running out of them is a state the
+server reports once and recovers from, and what the gateway cannot take is refused as retryable."""
+
+from __future__ import annotations
+
+import resource
+import socket
+import time
+from pathlib import Path
+
+import anyio
+import httpx2
+import pytest
+from mcp.client import Client
+from mcp.shared.exceptions import MCPError
+from starlette.types import Message, Receive, Send
+from starlette.types import Scope as ASGIScope
+
+from mcp_memory import descriptors
+from mcp_memory.config import load_settings
+from mcp_memory.server import open_runtime
+from mcp_memory.storage.sqlite import SqliteStore
+from mcp_memory.web_capacity import Capacity
+from tests.conftest import call
+from tests.netserver import INITIALIZE, JSON_HEADERS, NetServer, post, rpc, running
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.mark.parametrize("limit", [64, 128, 256, 1024, 4096])
+def test_the_descriptor_budget_keeps_the_pool_and_the_connections_within_the_limit(limit: int) -> None:
+    share = descriptors.budget(64, limit)
+    assert share.connections is not None
+    assert share.principals >= 1
+    if limit >= 128:  # below that the reserve alone is most of it
+        assert share.principals * descriptors.FDS_PER_PRINCIPAL + share.connections + descriptors.FD_RESERVE <= limit
+    assert share.principals <= 64  # never past pool.max_open
+    assert descriptors.budget(64, None) == descriptors.Budget(None, 64, None)
+
+
+async def test_out_of_descriptors_a_call_is_told_to_retry_and_the_same_call_then_succeeds(data_dir: Path) -> None:
+    settings = load_settings(data_dir=data_dir, principal="late")
+    async with open_runtime(settings, warm=False) as runtime, Client(runtime.mcp, mode="legacy") as client:
+        assert isinstance(runtime.store, SqliteStore)
+        assert "late" not in runtime.store.open_principals()
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        count = descriptors.open_count()
+        assert count is not None
+        resource.setrlimit(resource.RLIMIT_NOFILE, (count + 2, hard))  # too few for a principal's file
+        try:
+            with pytest.raises(MCPError) as refused:
+                await client.call_tool("remember", {"content": "The boiler was serviced in May"})
+        finally:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        assert refused.value.error.code == descriptors.BUSY_CODE
+        message = refused.value.error.message
+        assert "no file descriptor left" in message
+        assert "retry" in message
+        assert "ulimit -n" in message
+        assert await call(client, "remember", {"content": "The boiler was serviced in May"})
+        found = await call(client, "recall", {"query": "boiler service", "reinforce": False})
+        assert [h["text"] for h in found["hits"]] == ["The boiler was serviced in May"]
+
+
+async def test_the_gateway_refuses_requests_past_its_share_with_503_and_retry_after() -> None:
+    entered, release = anyio.Event(), anyio.Event()
+
+    async def slow(scope: ASGIScope, receive: Receive, send: Send) -> None:
+        entered.set()
+        await release.wait()
+
+    capacity = Capacity(slow, 1, clock=lambda: 0.0)  # a frozen clock: one report per interval
+    sent: list[Message] = []
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": b""}
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(capacity, {"type": "http"}, receive, send)
+        await entered.wait()
+        for _ in range(3):
+            await capacity({"type": "http"}, receive, send)
+        release.set()
+    starts = [m for m in sent if m["type"] == "http.response.start"]
+    assert [m["status"] for m in starts] == [503, 503, 503]
+    assert all((b"retry-after", b"2") in m["headers"] for m in starts)
+    body = sent[1]["body"]
+    assert isinstance(body, bytes)
+    assert b"at capacity" in body
+    assert b"-32003" in body
+    assert capacity.refused == 3
+    assert capacity.in_flight == 0
+
+
+@pytest.mark.slow
+def test_a_server_out_of_descriptors_logs_it_once_per_interval_and_recovers_by_itself(data_dir: Path) -> None:
+    """asyncio's accept loop logged a line per waiting connection every second (860,073 lines in five
+    minutes); now one line per interval, with a count, and the server answers again once the
+    connections that held its descriptors close."""
+    with running(data_dir, "http", "--no-auth", nofile=96) as server:
+        host, port = server.base.removeprefix("http://").rsplit(":", 1)
+        held: list[socket.socket] = []
+        try:
+            held.extend(socket.create_connection((host, int(port)), timeout=5) for _ in range(160))
+            time.sleep(3)  # the accept loop retries once a second: three rounds of refusals
+            log = server.stderr()
+            assert 1 <= log.count("out of file descriptors") <= 2, log[-3000:]
+            assert "socket.accept() out of system resource" not in log
+            assert "ulimit -n 96)" in log
+            assert "refused accept" in log
+        finally:
+            for each in held:
+                each.close()
+        deadline = time.monotonic() + 30
+        while True:  # recovered by itself: nothing restarted it
+            try:
+                if httpx2.get(server.base + "/health", timeout=5).status_code == 200:
+                    break
+            except httpx2.HTTPError:
+                pass
+            assert time.monotonic() < deadline, server.stderr()[-3000:]
+            time.sleep(0.2)
+        headers = initialize_local(server)
+        listed = post(server, rpc("tools/list", {}, ident=2), headers)
+        assert listed.status_code == 200
+        assert b'"recall"' in listed.content
+
+
+def initialize_local(server: NetServer) -> dict[str, str]:
+    """A raw streamable HTTP session on a --no-auth server; the headers that continue it."""
+    opened = post(server, rpc("initialize", INITIALIZE), JSON_HEADERS)
+    assert opened.status_code == 200, opened.text
+    headers = {**JSON_HEADERS, "mcp-session-id": opened.headers["mcp-session-id"]}
+    assert post(server, rpc("notifications/initialized", ident=None), headers).status_code == 202
+    return headers
+
+
+@pytest.mark.slow
+def test_an_idle_session_expires_and_its_id_gets_404_so_the_client_initializes_again(data_dir: Path) -> None:
+    env = {"MCP_MEMORY_HTTP__SESSION_IDLE_SECONDS": "1"}
+    with running(data_dir, "http", "--no-auth", env=env) as server:
+        headers = initialize_local(server)
+        assert post(server, rpc("tools/list", {}, ident=2), headers).status_code == 200
+        deadline = time.monotonic() + 20
+        while (answered := post(server, rpc("tools/list", {}, ident=3), headers)).status_code == 200:
+            assert time.monotonic() < deadline, "the idle session never expired"
+            time.sleep(1.5)  # each request restarts the idle clock: wait past it between polls
+        assert answered.status_code == 404
+        again = initialize_local(server)
+        assert post(server, rpc("tools/list", {}, ident=4), again).status_code == 200
