@@ -23,6 +23,7 @@ from mcp_memory.services.sessions import SessionTracker
 from mcp_memory.services.tasks import TaskService
 from mcp_memory.storage.control import ControlFile
 from mcp_memory.storage.llm_usage import LlmLedger
+from mcp_memory.storage.permissions import settings_files
 from mcp_memory.storage.pool import PoolLimits
 from mcp_memory.storage.sqlite import SqliteStore
 from mcp_memory.storage.switch import SwitchFile
@@ -87,7 +88,7 @@ def record_store(settings: Settings) -> Store:
             index_budget_bytes=settings.pool.index_budget_mb << 20,
         )
         engine = ExactVectorSearch if settings.vectors.engine == "exact" else qdrant_engine(settings)
-        return SqliteStore(settings.data_dir, settings.busy_timeout_ms, pool, engine)
+        return SqliteStore(settings.data_dir, settings.busy_timeout_ms, pool, engine, settings_files(settings))
     try:
         from mcp_memory.storage.pg.store import PostgresStore
     except ImportError as exc:
@@ -95,7 +96,8 @@ def record_store(settings: Settings) -> Store:
             "storage.backend", f"'postgres' needs psycopg ({exc}); install mcp-memory-store[postgres]"
         ) from None
     qdrant = qdrant_engine(settings) if settings.vectors.engine != "exact" else None
-    return PostgresStore(settings.storage.postgres, settings.pool.index_budget_mb << 20, qdrant, settings.data_dir)
+    budget = settings.pool.index_budget_mb << 20
+    return PostgresStore(settings.storage.postgres, budget, qdrant, settings.data_dir, settings_files(settings))
 
 
 def qdrant_engine(settings: Settings) -> Callable[[RecordStore], QdrantVectorSearch]:

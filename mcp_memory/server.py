@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import gc
 import logging
+import os
 import signal
 import socket
 import sys
@@ -58,6 +59,7 @@ from mcp_memory.services.tasks import TaskService
 from mcp_memory.stdio import run_stdio
 from mcp_memory.storage.control import ControlStore
 from mcp_memory.storage.forget_codes import ForgetCodes
+from mcp_memory.storage.permissions import private_dir
 from mcp_memory.storage.tokens import TokenStore
 from mcp_memory.storage.ui_sessions import UiSessionStore
 from mcp_memory.tools import (
@@ -108,7 +110,12 @@ def configure_logging(settings: Settings, transport: str = "stdio") -> None:
     """
     handler: logging.Handler
     if settings.log_file is not None:
-        settings.log_file.parent.mkdir(parents=True, exist_ok=True)
+        # Born owner-only, as the data files: a folder or file made here is ours; one that exists
+        # keeps its mode (the store tightens the log when it lies in the data directory).
+        if settings.log_file.is_relative_to(settings.data_dir):  # made here, the data directory is ours
+            private_dir(settings.data_dir)
+        private_dir(settings.log_file.parent)
+        os.close(os.open(settings.log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
         handler = logging.FileHandler(settings.log_file, encoding="utf-8")
     else:
         handler = logging.StreamHandler(sys.stderr)
@@ -124,6 +131,8 @@ def configure_logging(settings: Settings, transport: str = "stdio") -> None:
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
+        if isinstance(old, logging.FileHandler):  # an earlier call's log file: nothing writes it now
+            old.close()
     root.addHandler(handler)
     root.setLevel(settings.log_level)
     # The HTTP client logs a line per request (the bridge); the gateway logs ours with an id.
