@@ -181,9 +181,9 @@ def _main(argv: Sequence[str]) -> int:
         light = _light(settings, args)
         if light is not None:
             return light
-        from mcp_memory import server
+        from mcp_memory import logs, server
 
-        server.configure_logging(settings, getattr(args, "transport", "stdio"))
+        logs.configure_logging(settings, getattr(args, "transport", "stdio"))
         if args.command == "serve":
             if args.transport == "stdio":
                 anyio.run(server.serve_stdio, settings)
@@ -242,9 +242,9 @@ def _light(settings: Settings, args: argparse.Namespace) -> int | None:
 
         return anyio.run(cli_migrate.run, settings, args.to, args.only)
     if args.command == "import" and args.source != "mcp-memory":
-        from mcp_memory import cli_import, server
+        from mcp_memory import cli_import, logs
 
-        server.configure_logging(settings)  # before the runtime's MCP server would set up its own
+        logs.configure_logging(settings)  # before the runtime's MCP server would set up its own
 
         return anyio.run(cli_import.run, settings, args.source, args.file, args.apply)
     return None
@@ -252,11 +252,10 @@ def _light(settings: Settings, args: argparse.Namespace) -> int | None:
 
 def _hook(settings: Settings, event: str) -> int:
     from mcp_memory import hooks
-    from mcp_memory.redact import RedactingFilter
+    from mcp_memory.logs import guard
 
-    handler = logging.StreamHandler(sys.stderr)  # Claude Code shows a hook's stderr in its verbose mode
+    handler = guard(logging.StreamHandler(sys.stderr))  # Claude Code shows a hook's stderr in its verbose mode
     handler.setFormatter(logging.Formatter("mcp-memory hook: %(levelname)s %(message)s"))
-    handler.addFilter(RedactingFilter())
     logging.basicConfig(level=max(logging.WARNING, logging.getLevelName(settings.log_level)), handlers=[handler])
     return hooks.run(settings, event, sys.stdin.buffer.read())
 

@@ -16,9 +16,10 @@ import pytest
 
 from mcp_memory.cli import main
 from mcp_memory.config import Settings, load_settings
+from mcp_memory.logs import configure_logging
 from mcp_memory.models import Scope
 from mcp_memory.schemas import MemoryInput
-from mcp_memory.server import configure_logging, open_runtime
+from mcp_memory.server import open_runtime
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage.pool import principal_file
 
