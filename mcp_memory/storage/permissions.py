@@ -134,7 +134,8 @@ def _shown(root: Path, path: Path) -> str:
 def survey(root: Path, own: Iterable[Path] = ()) -> Survey:
     """Sort ``root``'s entries into ours and foreign. A foreign folder is named, never walked: a data
     directory placed in a large tree must not cost a walk of it at every start. A symbolic link is
-    never ours: a chmod would follow it out of the directory."""
+    never ours: a chmod would follow it out of the directory. A file is judged by its name and not
+    by being a file: another process removes its WAL and journal files while this one looks."""
     if not root.is_dir():
         return Survey(root, [], [])
     extra = {path for path in own if path.is_relative_to(root) and path != root}
@@ -144,12 +145,12 @@ def survey(root: Path, own: Iterable[Path] = ()) -> Survey:
     for entry in sorted(root.iterdir()):
         if entry.is_symlink():
             foreign.append(entry)
-        elif entry in extra or (entry.name in _CONTROL_NAMES and entry.is_file()):
+        elif entry in extra or (entry.name in _CONTROL_NAMES and not entry.is_dir()):
             ours.append(entry)
         elif entry.name == PRINCIPALS and entry.is_dir():
             ours.append(entry)
             for inner in sorted(entry.iterdir()):
-                mine = _database_name(inner.name) and inner.is_file() and not inner.is_symlink()
+                mine = _database_name(inner.name) and not inner.is_dir() and not inner.is_symlink()
                 (ours if mine or inner in extra else foreign).append(inner)
         elif entry not in holders:  # a folder that holds our log is the person's arrangement
             foreign.append(entry)
