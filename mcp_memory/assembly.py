@@ -24,6 +24,7 @@ from mcp_memory.services.sessions import SessionTracker
 from mcp_memory.services.tasks import TaskService
 from mcp_memory.storage.control import ControlFile
 from mcp_memory.storage.llm_usage import LlmLedger
+from mcp_memory.storage.permissions import settings_files
 from mcp_memory.storage.pool import PoolLimits
 from mcp_memory.storage.sqlite import SqliteStore
 from mcp_memory.storage.switch import SwitchFile
@@ -89,7 +90,12 @@ def record_store(settings: Settings) -> Store:
         )
         engine = ExactVectorSearch if settings.vectors.engine == "exact" else qdrant_engine(settings)
         return SqliteStore(
-            settings.data_dir, settings.busy_timeout_ms, pool, engine, durability=settings.storage.durability
+            settings.data_dir,
+            settings.busy_timeout_ms,
+            pool,
+            engine,
+            settings_files(settings),
+            durability=settings.storage.durability,
         )
     try:
         from mcp_memory.storage.pg.store import PostgresStore
@@ -98,7 +104,8 @@ def record_store(settings: Settings) -> Store:
             "storage.backend", f"'postgres' needs psycopg ({exc}); install mcp-memory-store[postgres]"
         ) from None
     qdrant = qdrant_engine(settings) if settings.vectors.engine != "exact" else None
-    return PostgresStore(settings.storage.postgres, settings.pool.index_budget_mb << 20, qdrant, settings.data_dir)
+    budget = settings.pool.index_budget_mb << 20
+    return PostgresStore(settings.storage.postgres, budget, qdrant, settings.data_dir, settings_files(settings))
 
 
 def qdrant_engine(settings: Settings) -> Callable[[RecordStore], QdrantVectorSearch]:

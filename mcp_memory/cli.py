@@ -9,18 +9,15 @@ import time
 from collections.abc import Sequence
 from contextlib import closing
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import orjson
 
 from mcp_memory import __version__
 from mcp_memory.cli_token import moment, when
-from mcp_memory.config import Settings, config_path, environment_snapshot, load_settings
+from mcp_memory.config import Settings, load_settings
 from mcp_memory.errors import MemoryServerError
-
-if TYPE_CHECKING:  # the CLI imports the server's modules only for the commands that need them
-    from mcp_memory.services.memory_file import MemoryFile
 
 
 def _global_options(suppress: bool, identity: bool = True) -> argparse.ArgumentParser:
@@ -184,9 +181,9 @@ def _main(argv: Sequence[str]) -> int:
         light = _light(settings, args)
         if light is not None:
             return light
-        from mcp_memory import server
+        from mcp_memory import logs, server
 
-        server.configure_logging(settings, getattr(args, "transport", "stdio"))
+        logs.configure_logging(settings, getattr(args, "transport", "stdio"))
         if args.command == "serve":
             if args.transport == "stdio":
                 anyio.run(server.serve_stdio, settings)
@@ -205,7 +202,9 @@ def _main(argv: Sequence[str]) -> int:
 
             return anyio.run(run_bridge, args.url, args.token_env)
         if args.command == "doctor":
-            return anyio.run(_doctor, settings, args.config)
+            from mcp_memory import cli_doctor
+
+            return anyio.run(cli_doctor.run, settings, args.config)
         if args.command == "export":
             return _write_export(anyio.run(_export, settings), args.file)
         if args.command == "import":
@@ -243,9 +242,9 @@ def _light(settings: Settings, args: argparse.Namespace) -> int | None:
 
         return anyio.run(cli_migrate.run, settings, args.to, args.only)
     if args.command == "import" and args.source != "mcp-memory":
-        from mcp_memory import cli_import, server
+        from mcp_memory import cli_import, logs
 
-        server.configure_logging(settings)  # before the runtime's MCP server would set up its own
+        logs.configure_logging(settings)  # before the runtime's MCP server would set up its own
 
         return anyio.run(cli_import.run, settings, args.source, args.file, args.apply)
     return None
@@ -253,11 +252,10 @@ def _light(settings: Settings, args: argparse.Namespace) -> int | None:
 
 def _hook(settings: Settings, event: str) -> int:
     from mcp_memory import hooks
-    from mcp_memory.redact import RedactingFilter
+    from mcp_memory.logs import guard
 
-    handler = logging.StreamHandler(sys.stderr)  # Claude Code shows a hook's stderr in its verbose mode
+    handler = guard(logging.StreamHandler(sys.stderr))  # Claude Code shows a hook's stderr in its verbose mode
     handler.setFormatter(logging.Formatter("mcp-memory hook: %(levelname)s %(message)s"))
-    handler.addFilter(RedactingFilter())
     logging.basicConfig(level=max(logging.WARNING, logging.getLevelName(settings.log_level)), handlers=[handler])
     return hooks.run(settings, event, sys.stdin.buffer.read())
 
@@ -268,102 +266,6 @@ def _out(text: str) -> None:
 
 def _err(text: str) -> None:
     sys.stderr.write(text + "\n")
-
-
-async def _doctor(settings: Settings, explicit: Path | None) -> int:
-    from mcp_memory.models import Scope
-    from mcp_memory.server import open_runtime
-    from mcp_memory.services.switch import off_reason
-    from mcp_memory.storage.schema import file_mode, loose_paths
-
-    ok = True
-    path = config_path(explicit)
-    _out(f"mcp-memory {__version__}")
-    _out(f"config file: {path if path else '(none; defaults and environment)'}")
-    env = environment_snapshot()
-    _out(f"environment: {env if env else '(no MCP_MEMORY_* variables)'}")
-    _out("settings in effect:")
-    _out(orjson.dumps(settings.model_dump(mode="json"), option=orjson.OPT_INDENT_2).decode())
-    scope = Scope(settings.principal, settings.namespace)
-    loose = loose_paths(settings.data_dir)
-    if loose:  # a problem even once fixed below: other users could read the memories until now
-        ok = False
-        shown = ", ".join(f"{p.relative_to(settings.data_dir)} {file_mode(p) or 0:o}" for p in loose[:3])
-        _out(
-            f"permissions: PROBLEM: {len(loose)} path(s) in {settings.data_dir} other users may open ({shown}); "
-            "opening the store below makes them owner-only (0700/0600)"
-        )
-    else:
-        _out(f"permissions: {settings.data_dir} is owner-only")
-    if settings.storage.backend == "postgres":
-        from mcp_memory import cli_database
-
-        ok = await cli_database.doctor(settings.storage.postgres, _out) and ok
-    try:
-        async with open_runtime(settings, warm=False) as runtime:
-            if loose:  # the store made them owner-only as it opened
-                still = len(loose_paths(settings.data_dir))
-                _out(f"permissions: {still} path(s) still open to others" if still else "permissions: now owner-only")
-            ok = await _memory_file_check(runtime.memory_file) and ok
-            _out(f"data file: {runtime.store.path_for(scope)}")
-            started = time.perf_counter()
-            try:
-                model = await runtime.embedder.ready()
-                vec = await runtime.embedder.query("doctor check")
-                _out(
-                    f"embedding model: {model.model_id} (dimension {model.dim}), loaded in "
-                    f"{time.perf_counter() - started:.2f} s, test vector norm {float((vec @ vec) ** 0.5):.3f}"
-                )
-            except MemoryServerError as exc:
-                ok = False
-                _out(f"embedding model: FAILED: {exc}")
-                model = None
-            stored_model, stored_dim = await runtime.store.stored_model(scope)
-            _out(f"store built with: {stored_model or '(no vectors yet)'}")
-            if (
-                model is not None
-                and stored_model is not None
-                and (stored_model, stored_dim) != (model.model_id, model.dim)
-            ):
-                ok = False
-                _out("store/model mismatch: run `mcp-memory reindex`")
-            _out(f"store stats: {await runtime.store.count(scope)}")
-            healthy, said = await runtime.store.vectors.health(scope)
-            ok = ok and healthy
-            _out(f"vectors: {said}" if healthy else f"vectors: PROBLEM: {said}")
-            off = await off_reason(runtime.memory.switch, scope)
-            _out(f"memory switch: {off or 'on'}")  # off is a person's choice, not a broken set-up
-            from mcp_memory.storage.tokens import TokenStore
-
-            with closing(TokenStore.for_settings(settings)) as tokens:
-                live = await tokens.count_live(time.time())
-            http = settings.http
-            _out(
-                f"network: http://{http.host}:{http.port}{http.path} (sse {http.sse_path}), auth {http.auth}, "
-                f"{live} live token(s)" + ("" if live or http.auth == "none" else " (create one to serve sse/http)")
-            )
-    except MemoryServerError as exc:
-        ok = False
-        _out(f"store: FAILED: {exc}")
-    _out("status: OK" if ok else "status: BROKEN")
-    return 0 if ok else 1
-
-
-async def _memory_file_check(memory_file: MemoryFile) -> bool:
-    """Whether the memory file, if there is one, would be applied (every error listed by line)."""
-    from mcp_memory.services.memory_file import MemoryFileError
-
-    path = memory_file.path
-    if not path.is_file():
-        _out(f"memory file: none at {path} (create it to pin memories by hand)")
-        return True
-    try:
-        items = await memory_file.check()
-    except MemoryFileError as exc:
-        _out(f"memory file: PROBLEM: {exc}")
-        return False
-    _out(f"memory file: {path}, {items} item(s), applied by every server within seconds of a change")
-    return True
 
 
 def _stored(settings: Settings, command: str) -> None:

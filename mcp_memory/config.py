@@ -305,13 +305,11 @@ class PostgresSettings(_Section):
 
     @property
     def password(self) -> SecretStr | None:
-        value = os.environ.get(self.password_env)
-        return SecretStr(value) if value else None
+        return secret_from_environment(self.password_env)
 
     @property
     def owner_dsn(self) -> SecretStr | None:
-        value = os.environ.get(self.owner_dsn_env)
-        return SecretStr(value) if value else None
+        return secret_from_environment(self.owner_dsn_env)
 
 
 def _has_password(dsn: str) -> bool:

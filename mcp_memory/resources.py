@@ -306,7 +306,8 @@ class ResourceNotifier:
                     await session.send_resource_updated(uri)
                     alive.append((session, owner))
                 except Exception as exc:  # a closed connection: drop its subscriptions
-                    log.debug("dropping a subscription to %s: %s", uri, exc)
+                    # the kind only: an exception's text may quote the message it failed to send
+                    log.debug("dropping a subscription to %s: %s", uri, type(exc).__name__)
             if uri in self._legacy:
                 self._legacy[uri] = alive
 

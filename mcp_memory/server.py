@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
-import orjson
 from mcp.server.context import ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
@@ -44,10 +43,9 @@ from mcp_memory.inspector.base import Inspector
 from mcp_memory.jwt_auth import JwtVerifier
 from mcp_memory.models import Scope
 from mcp_memory.prompts import prompt_argument_guard, register_prompts
-from mcp_memory.redact import RedactingFilter
 from mcp_memory.resources import ChangeWatcher, ResourceNotifier, register_resources
 from mcp_memory.scheduler import Scheduler
-from mcp_memory.scope import ScopeResolver, current_request_id, record_request
+from mcp_memory.scope import ScopeResolver, record_request
 from mcp_memory.services.browse import BrowseService
 from mcp_memory.services.erasure import ErasureService
 from mcp_memory.services.facts import FactService
@@ -69,7 +67,7 @@ from mcp_memory.tools import (
     register_tools,
     unknown_argument_guard,
 )
-from mcp_memory.web import GATEWAY_REQUEST_ID, WILDCARD_HOSTS, Identify, http_app, mcp_app
+from mcp_memory.web import WILDCARD_HOSTS, Identify, http_app, mcp_app
 from mcp_memory.web_capacity import Capacity
 
 log = logging.getLogger(__name__)
@@ -78,59 +76,6 @@ INSTRUCTIONS = """mcp-memory gives you long-term memory across sessions and clie
 Call `recall` with the user's question before answering when earlier context may matter.
 Call `remember` for facts, preferences, decisions and events worth keeping (not for small talk).
 Use `forget` when the user asks you to delete something (dry run first)."""
-
-
-class RequestIdFilter(logging.Filter):
-    """Stamps each record with the id of the HTTP request it belongs to ("-" outside one)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        record.request_id = GATEWAY_REQUEST_ID.get() or current_request_id() or "-"
-        return True
-
-
-class JsonFormatter(logging.Formatter):
-    """One JSON object a line: time, level, logger, request id, message (already redacted)."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        entry: dict[str, Any] = {
-            "ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}",
-            "level": record.levelname,
-            "logger": record.name,
-            "request_id": getattr(record, "request_id", "-"),
-            "message": record.getMessage(),
-        }
-        if isinstance(http := getattr(record, "http", None), dict):
-            entry.update(http)
-        return orjson.dumps(entry).decode()
-
-
-def configure_logging(settings: Settings, transport: str = "stdio") -> None:
-    """Logs go to stderr (stdout is the stdio wire) or a file, always through the redactor.
-
-    JSON lines with the request id on the network transports (`log_format = "auto"`), text otherwise.
-    """
-    handler: logging.Handler
-    if settings.log_file is not None:
-        settings.log_file.parent.mkdir(parents=True, exist_ok=True)
-        handler = logging.FileHandler(settings.log_file, encoding="utf-8")
-    else:
-        handler = logging.StreamHandler(sys.stderr)
-    structured = settings.log_format == "json" or (settings.log_format == "auto" and transport != "stdio")
-    if structured:
-        handler.setFormatter(JsonFormatter())
-    elif transport == "stdio":  # one client, no requests to tell apart
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s [%(request_id)s]: %(message)s"))
-    handler.addFilter(RedactingFilter())
-    handler.addFilter(RequestIdFilter())
-    root = logging.getLogger()
-    for old in list(root.handlers):
-        root.removeHandler(old)
-    root.addHandler(handler)
-    root.setLevel(settings.log_level)
-    # The HTTP client logs a line per request (the bridge); the gateway logs ours with an id.
-    logging.getLogger("httpx2").setLevel(max(logging.WARNING, root.level))
 
 
 @dataclass

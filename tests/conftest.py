@@ -63,10 +63,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(autouse=True)
 def _keep_root_logging() -> Iterator[None]:
-    """cli.main installs its stderr handler on the root logger; give the next test back its own."""
+    """cli.main installs its stderr handler on the root logger; give the next test back its own
+    (and close a log file one installed: left to the collector it is an unclosed-file warning)."""
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
     yield
+    for installed in root.handlers:
+        if installed not in handlers and isinstance(installed, logging.FileHandler):
+            installed.close()
     root.handlers[:] = handlers
     root.setLevel(level)
 

@@ -86,7 +86,7 @@ def test_a_data_directory_open_to_others_is_reported_and_made_owner_only(
     assert {path: mode for path, mode in modes.items() if mode & 0o077} == {}
     assert {mode for path, mode in modes.items() if path.is_dir()} == {0o700}
     assert main(["--data-dir", str(data_dir), "--principal", "alice", "doctor"]) == 0
-    assert "is owner-only" in capsys.readouterr().out
+    assert "are owner-only" in capsys.readouterr().out
     assert _recall(data_dir, "Miso the cat")[0] == TEXTS[0]  # nothing lost
 
 

@@ -139,10 +139,10 @@ def test_storage_settings_refuse_a_password_in_the_file_and_a_backend_without_a_
 
 
 def test_a_replica_s_loose_data_directory_is_made_owner_only(
-    empty: pgcluster.Cluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    empty: pgcluster.Cluster, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """On PostgreSQL the data directory holds only the replica's own files (a log, the memory
-    file), and they are kept owner-only as on SQLite: doctor names a loose one, opening fixes it."""
+    """On PostgreSQL the data directory holds only the replica's own files (its log), and they are
+    kept owner-only as on SQLite: doctor names a loose one, opening fixes it."""
     assert main(["database", "migrate"]) == 0
     data = tmp_path / "data"
     data.mkdir(mode=0o755)
@@ -150,12 +150,13 @@ def test_a_replica_s_loose_data_directory_is_made_owner_only(
     log = data / "server.log"
     log.write_text("a replica's log\n")
     log.chmod(0o644)
+    monkeypatch.setenv("MCP_MEMORY_LOG_FILE", str(log))  # the log the settings name is ours
     capsys.readouterr()
     assert main(["doctor"]) == 1  # other users could read it until now: a problem, though fixed
     assert "permissions: now owner-only" in capsys.readouterr().out
     assert (stat.S_IMODE(data.stat().st_mode), stat.S_IMODE(log.stat().st_mode)) == (0o700, 0o600)
     assert main(["doctor"]) == 0
-    assert f"permissions: {data} is owner-only" in capsys.readouterr().out
+    assert f"permissions: mcp-memory's files in {data} are owner-only" in capsys.readouterr().out
 
 
 @pytest.mark.anyio

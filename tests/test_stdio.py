@@ -28,6 +28,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 BIN = Path(sys.executable).parent
 SERVER = BIN / "mcp-memory"
+REPO = Path(__file__).resolve().parents[1]
 PRINCIPAL = "stdio-user"
 
 
@@ -67,8 +68,11 @@ def server_params(
     data_dir: Path, config: Path, env: dict[str, str] | None = None, command: Sequence[str] | None = None
 ) -> StdioServerParameters:
     argv = [*(command or [str(SERVER)]), "--data-dir", str(data_dir), "--principal", PRINCIPAL, "serve"]
-    # An empty config file: a config.toml in the developer's home must not change the test.
-    return StdioServerParameters(command=argv[0], args=argv[1:], env={"MCP_MEMORY_CONFIG": str(config), **(env or {})})
+    # An empty config file: a config.toml in the developer's home must not change the test. The
+    # client passes on only a few variables: PYTHONPATH makes the server run this checkout's code,
+    # not whichever the environment's entry point was installed from (another worktree's).
+    base = {"MCP_MEMORY_CONFIG": str(config), "PYTHONPATH": str(REPO)}
+    return StdioServerParameters(command=argv[0], args=argv[1:], env={**base, **(env or {})})
 
 
 @asynccontextmanager

@@ -402,7 +402,7 @@ async def test_secrets_in_a_checkpoint_never_reach_the_data_files_or_the_logs(tm
         await call(client, "checkpoint", {**args, "iterations": 2})
         packet = await call(client, "resume", {"task_id": "deploy"})
         full = await read_text(client, packet["full_checkpoint_uri"])
-        # A failing call whose error message (logged at INFO) quotes a key and the plain marker.
+        # A failing call whose error message quotes a key and the plain marker (to the client only).
         failed = await call_error(client, "resume", {"task_id": f"{plain} sk-proj-{canaries['error-key']}"})
         assert plain in failed
         # A key inside a node id is refused outright, naming the field and quoting nothing.
@@ -420,8 +420,8 @@ async def test_secrets_in_a_checkpoint_never_reach_the_data_files_or_the_logs(tm
     for found in (while_running, after_exit):
         assert "plain" in found
         assert "in-snapshot" in found
-    assert f"{plain} [REDACTED:openai-key]" in stderr  # the failing call's message reached the log
-    assert " DEBUG " in stderr
+    assert " DEBUG " in stderr  # the log was written, at its most talkative level
+    assert plain not in stderr  # no log line carries what was stored or asked (logs.LIBRARY_FLOORS)
 
     assert {name: files for name, files in while_running.items() if name in canaries} == {}
     assert {name: files for name, files in after_exit.items() if name in canaries} == {}

@@ -16,7 +16,8 @@ import orjson
 
 from mcp_memory.config import Settings
 from mcp_memory.errors import StorageError
-from mcp_memory.storage.schema import connect_sync, private_dir
+from mcp_memory.storage.permissions import CONTROL_FILE, private_dir
+from mcp_memory.storage.schema import connect_sync
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS leases (
@@ -72,7 +73,7 @@ class ControlFile:
     schema = _SCHEMA
 
     def __init__(self, data_dir: Path, busy_timeout_ms: int = 10_000, shared: SharedTables | None = None) -> None:
-        self.path = data_dir / "control.db"
+        self.path = data_dir / CONTROL_FILE
         self.busy_timeout_ms = busy_timeout_ms
         self.shared = shared
         self._lock = anyio.Lock()

@@ -24,6 +24,7 @@ import anyio
 
 from mcp_memory.descriptors import exhausted, out_of_files_message
 from mcp_memory.errors import OutOfFilesError, StorageError
+from mcp_memory.storage.permissions import PRINCIPALS
 from mcp_memory.storage.principal import PrincipalDb
 from mcp_memory.storage.schema import migrate
 
@@ -34,7 +35,7 @@ def principal_file(data_dir: Path, principal: str) -> Path:
     """A file name no principal string can steer outside the data directory."""
     slug = re.sub(r"[^a-z0-9_-]+", "_", principal.lower())[:40].strip("_") or "p"
     digest = hashlib.sha256(principal.encode("utf-8")).hexdigest()[:16]
-    return data_dir / "principals" / f"{slug}-{digest}.db"
+    return data_dir / PRINCIPALS / f"{slug}-{digest}.db"
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,7 @@ transaction, so a crash leaves either the old or the new schema.
 from __future__ import annotations
 
 import functools
-import logging
 import sqlite3
-import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,8 +17,7 @@ from pathlib import Path
 from mcp_memory import __version__
 from mcp_memory.errors import SchemaVersionError, StorageError
 from mcp_memory.storage import links
-
-log = logging.getLogger(__name__)
+from mcp_memory.storage.permissions import private_dir, private_file
 
 SCHEMA_VERSION = 11
 
@@ -265,83 +262,6 @@ MIGRATIONS: list[tuple[int, str, int]] = [
 ]
 # Work a migration does beyond its SQL, in the same transaction.
 BACKFILLS: dict[int, Callable[[sqlite3.Connection], None]] = {7: links.backfill}
-
-
-def private_dir(path: Path) -> None:
-    """Create a directory of the data (and its parents) if missing, owner-only (0700): memories are
-    private, and other local users may not even list the files. One that exists is made so too."""
-    if not path.exists():
-        path.mkdir(parents=True, exist_ok=True)
-    _private(path, 0o700)
-
-
-def private_file(path: Path) -> None:
-    """A data file and its WAL and shared-memory files, owner-only (0600). SQLite gives a new WAL the
-    database's mode, so once the database is private its companions are born private too."""
-    for each in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
-        if each.exists():
-            _private(each, 0o600)
-
-
-def file_mode(path: Path) -> int | None:
-    """The permission bits of ``path``, or None when it is gone: another process on the data
-    directory removes its WAL, journal and temporary files while this one looks."""
-    try:
-        return stat.S_IMODE(path.stat().st_mode)
-    except FileNotFoundError:
-        return None
-
-
-def _private(path: Path, mode: int) -> None:
-    if (file_mode(path) or 0) & 0o077:
-        try:
-            path.chmod(mode)
-        except FileNotFoundError:
-            return
-        except OSError as exc:
-            raise StorageError(
-                f"{str(path)!r} is open to other users and cannot be made private ({exc.strerror or exc}); "
-                "run `chmod -R go-rwx` on the data directory as its owner, or choose another data_dir"
-            ) from None
-
-
-def loose_paths(root: Path) -> list[Path]:
-    """Everything under ``root`` (itself included) that users other than its owner may open."""
-    if not root.exists():
-        return []
-    candidates = [root, *(path for path in root.rglob("*") if not path.is_symlink())]
-    return [path for path in candidates if (file_mode(path) or 0) & 0o077]
-
-
-def tighten(root: Path) -> int:
-    """Make a data directory made by an older version (0755, files 0644) owner-only; how many paths
-    were loose. A path that cannot be changed is a StorageError that names it and the fix."""
-    loose = loose_paths(root)
-    for path in loose:
-        _private(path, 0o700 if path.is_dir() else 0o600)
-    if loose:
-        log.warning(
-            "made %d path(s) in the data directory %s owner-only (0700 folders, 0600 files); "
-            "other users could read them before",
-            len(loose),
-            root,
-        )
-    return len(loose)
-
-
-def secure_data_dir(root: Path, *, create: bool) -> None:
-    """At a store's opening: the data directory made if missing (``create``: SQLite keeps its files
-    there) and, when it exists, owner-only with everything in it; an error names the fix."""
-    try:
-        if create:
-            private_dir(root)
-        if root.exists():
-            tighten(root)
-    except OSError as exc:
-        raise StorageError(
-            f"cannot create the data directory {str(root)!r}: {exc.strerror or exc}; "
-            "set data_dir (or --data-dir) to a writable folder"
-        ) from None
 
 
 def _journal_wal(conn: sqlite3.Connection, busy_timeout_ms: int) -> None:

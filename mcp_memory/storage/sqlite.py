@@ -37,11 +37,11 @@ from mcp_memory.storage.browse import BrowseStore
 from mcp_memory.storage.counts import CountStore
 from mcp_memory.storage.golden import GoldenStore
 from mcp_memory.storage.lifecycle import LifecycleStore
+from mcp_memory.storage.permissions import secure_data_dir
 from mcp_memory.storage.pool import PoolLimits, PrincipalPool, principal_file
 from mcp_memory.storage.principal import PrincipalDb
 from mcp_memory.storage.records import RecordStore
 from mcp_memory.storage.rows import fts_match, rows_of, visible_clause
-from mcp_memory.storage.schema import secure_data_dir
 from mcp_memory.storage.vector_search import ExactVectorSearch
 
 if TYPE_CHECKING:  # an optional engine (the qdrant extra)
@@ -64,9 +64,11 @@ class SqliteStore(RecordStore):
         busy_timeout_ms: int = 10_000,
         pool: PoolLimits | None = None,
         vectors: Callable[[SqliteStore], SqliteVectors] = ExactVectorSearch,
+        own_files: Sequence[Path] = (),
         durability: str = "normal",
     ) -> None:
         self.data_dir = data_dir
+        self.own_files = tuple(own_files)  # beyond the data's layout, files of ours (the log) kept private
         self.busy_timeout_ms = busy_timeout_ms
         self.pool = PrincipalPool(
             data_dir, busy_timeout_ms, pool or PoolLimits(), self._flush_principal, durability=durability
@@ -78,7 +80,8 @@ class SqliteStore(RecordStore):
         self.vectors = vectors(self)  # the dense side of recall: each principal's exact index, or Qdrant
 
     async def __aenter__(self) -> SqliteStore:
-        await anyio.to_thread.run_sync(functools.partial(secure_data_dir, self.data_dir, create=True))
+        secure = functools.partial(secure_data_dir, self.data_dir, create=True, own=self.own_files)
+        await anyio.to_thread.run_sync(secure)
         await self._start_upkeep()
         return self
 

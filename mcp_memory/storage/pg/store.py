@@ -36,6 +36,7 @@ from mcp_memory.storage.browse import BrowseStore
 from mcp_memory.storage.counts import CountStore
 from mcp_memory.storage.golden import GoldenStore
 from mcp_memory.storage.lifecycle import PRUNED_MARK, LifecycleStore
+from mcp_memory.storage.permissions import secure_data_dir
 from mcp_memory.storage.pg import keyword
 from mcp_memory.storage.pg.connections import PgDatabase, PgReader
 from mcp_memory.storage.pg.dialect import PgConn
@@ -43,7 +44,6 @@ from mcp_memory.storage.principal import index_columns, index_rows
 from mcp_memory.storage.records import RecordStore
 from mcp_memory.storage.reinforcement import Reinforcement
 from mcp_memory.storage.rows import rows_of, visible_clause
-from mcp_memory.storage.schema import secure_data_dir
 from mcp_memory.storage.vector_search import InProcessSearch
 from mcp_memory.storage.vectors import VectorIndex
 
@@ -62,9 +62,11 @@ class PostgresStore(RecordStore):
         index_budget_bytes: int = 1 << 30,
         vectors: Callable[[PostgresStore], Any] | None = None,
         data_dir: Path | None = None,
+        own_files: Sequence[Path] = (),
     ) -> None:
         self.database = PgDatabase(settings)
-        self.data_dir = data_dir  # the replica's own files (logs, the memory file): kept owner-only
+        self.data_dir = data_dir  # the replica's own files (its log): kept owner-only
+        self.own_files = tuple(own_files)
         self.lifecycle = LifecycleStore(self)  # the shared classes ask reader and transaction
         self.counts = CountStore(self)
         self.browse = BrowseStore(self)
@@ -75,7 +77,8 @@ class PostgresStore(RecordStore):
 
     async def __aenter__(self) -> PostgresStore:
         if self.data_dir is not None:
-            await anyio.to_thread.run_sync(functools.partial(secure_data_dir, self.data_dir, create=False))
+            secure = functools.partial(secure_data_dir, self.data_dir, create=False, own=self.own_files)
+            await anyio.to_thread.run_sync(secure)
         await self.database.open()
         await self._start_upkeep()
         return self

@@ -1,0 +1,126 @@
+"""``mcp-memory doctor``: what is in effect, and whether each part works, one line a part."""
+
+from __future__ import annotations
+
+import sys
+import time
+from contextlib import closing
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import orjson
+
+from mcp_memory import __version__
+from mcp_memory.config import Settings, config_path, environment_snapshot
+from mcp_memory.errors import MemoryServerError
+from mcp_memory.storage.permissions import file_mode, loose_paths, settings_files, survey
+
+if TYPE_CHECKING:  # the server's modules are imported when the command runs
+    from mcp_memory.services.memory_file import MemoryFile
+
+
+def _out(text: str) -> None:
+    sys.stdout.write(text + "\n")
+
+
+async def run(settings: Settings, explicit: Path | None) -> int:
+    from mcp_memory.models import Scope
+    from mcp_memory.server import open_runtime
+    from mcp_memory.services.switch import off_reason
+
+    path = config_path(explicit)
+    _out(f"mcp-memory {__version__}")
+    _out(f"config file: {path if path else '(none; defaults and environment)'}")
+    env = environment_snapshot()
+    _out(f"environment: {env if env else '(no MCP_MEMORY_* variables)'}")
+    _out("settings in effect:")
+    _out(orjson.dumps(settings.model_dump(mode="json"), option=orjson.OPT_INDENT_2).decode())
+    scope = Scope(settings.principal, settings.namespace)
+    loose = _permissions(settings)
+    ok = not loose  # a problem even once fixed below: other users could read the memories until now
+    if settings.storage.backend == "postgres":
+        from mcp_memory import cli_database
+
+        ok = await cli_database.doctor(settings.storage.postgres, _out) and ok
+    try:
+        async with open_runtime(settings, warm=False) as runtime:
+            if loose:  # the store made them owner-only as it opened
+                still = len(loose_paths(settings.data_dir, settings_files(settings)))
+                _out(f"permissions: {still} path(s) still open to others" if still else "permissions: now owner-only")
+            ok = await _memory_file_check(runtime.memory_file) and ok
+            _out(f"data file: {runtime.store.path_for(scope)}")
+            started = time.perf_counter()
+            try:
+                model = await runtime.embedder.ready()
+                vec = await runtime.embedder.query("doctor check")
+                _out(
+                    f"embedding model: {model.model_id} (dimension {model.dim}), loaded in "
+                    f"{time.perf_counter() - started:.2f} s, test vector norm {float((vec @ vec) ** 0.5):.3f}"
+                )
+            except MemoryServerError as exc:
+                ok = False
+                _out(f"embedding model: FAILED: {exc}")
+                model = None
+            stored_model, stored_dim = await runtime.store.stored_model(scope)
+            _out(f"store built with: {stored_model or '(no vectors yet)'}")
+            if (
+                model is not None
+                and stored_model is not None
+                and (stored_model, stored_dim) != (model.model_id, model.dim)
+            ):
+                ok = False
+                _out("store/model mismatch: run `mcp-memory reindex`")
+            _out(f"store stats: {await runtime.store.count(scope)}")
+            healthy, said = await runtime.store.vectors.health(scope)
+            ok = ok and healthy
+            _out(f"vectors: {said}" if healthy else f"vectors: PROBLEM: {said}")
+            off = await off_reason(runtime.memory.switch, scope)
+            _out(f"memory switch: {off or 'on'}")  # off is a person's choice, not a broken set-up
+            from mcp_memory.storage.tokens import TokenStore
+
+            with closing(TokenStore.for_settings(settings)) as tokens:
+                live = await tokens.count_live(time.time())
+            http = settings.http
+            _out(
+                f"network: http://{http.host}:{http.port}{http.path} (sse {http.sse_path}), auth {http.auth}, "
+                f"{live} live token(s)" + ("" if live or http.auth == "none" else " (create one to serve sse/http)")
+            )
+    except MemoryServerError as exc:
+        ok = False
+        _out(f"store: FAILED: {exc}")
+    _out("status: OK" if ok else "status: BROKEN")
+    return 0 if ok else 1
+
+
+def _permissions(settings: Settings) -> list[Path]:
+    """Say which of our paths other users may open (and what in the data directory is not ours)."""
+    found = survey(settings.data_dir, settings_files(settings))
+    if (note := found.foreign_note()) is not None:  # not a problem: theirs, and ours stay private
+        _out(f"permissions: note: {note}")
+    loose = found.loose()
+    if loose:
+        shown = ", ".join(f"{p.relative_to(settings.data_dir)} {file_mode(p) or 0:o}" for p in loose[:3])
+        _out(
+            f"permissions: PROBLEM: {len(loose)} path(s) in {settings.data_dir} other users may open ({shown}); "
+            "opening the store below makes them owner-only (0700/0600)"
+        )
+    else:
+        _out(f"permissions: mcp-memory's files in {settings.data_dir} are owner-only")
+    return loose
+
+
+async def _memory_file_check(memory_file: MemoryFile) -> bool:
+    """Whether the memory file, if there is one, would be applied (every error listed by line)."""
+    from mcp_memory.services.memory_file import MemoryFileError
+
+    path = memory_file.path
+    if not path.is_file():
+        _out(f"memory file: none at {path} (create it to pin memories by hand)")
+        return True
+    try:
+        items = await memory_file.check()
+    except MemoryFileError as exc:
+        _out(f"memory file: PROBLEM: {exc}")
+        return False
+    _out(f"memory file: {path}, {items} item(s), applied by every server within seconds of a change")
+    return True
