@@ -40,12 +40,15 @@ def register_prompts(mcp: MCPServer[Any], memory: MemoryService, tasks: TaskServ
 
 
 def prompt_argument_guard(mcp: MCPServer[Any]) -> ServerMiddleware[Any]:
-    """Server middleware: a prompt asked with an argument it does not declare is refused by name.
+    """Server middleware: a prompt asked with an argument it does not declare, or without one it
+    requires, is refused by name.
 
     Without it the SDK passes the argument on to the prompt's function, whose TypeError reaches the
-    client only as "Error rendering prompt", which says nothing of what to change.
+    client only as "Error rendering prompt", which says nothing of what to change; a missing one
+    reaches the client as error code 0 and the log as two tracebacks.
     """
     declared: dict[str, list[str]] = {}
+    required: dict[str, list[str]] = {}
 
     async def guard(
         ctx: ServerRequestContext[Any, Any],
@@ -56,14 +59,18 @@ def prompt_argument_guard(mcp: MCPServer[Any]) -> ServerMiddleware[Any]:
             if not declared:
                 for prompt in await mcp.list_prompts():
                     declared[prompt.name] = [a.name for a in prompt.arguments or ()]
+                    required[prompt.name] = [a.name for a in prompt.arguments or () if a.required]
             name, arguments = str(params.get("name")), params.get("arguments") or {}
             takes = declared.get(name)
-            unknown = (
-                sorted(set(arguments) - set(takes)) if takes is not None and isinstance(arguments, Mapping) else []
-            )
-            if unknown:
-                named, accepted = ", ".join(map(repr, unknown)), ", ".join(takes or ())
+            if takes is None or not isinstance(arguments, Mapping):
+                return await call_next(ctx)
+            accepted = ", ".join(takes)
+            if unknown := sorted(set(arguments) - set(takes)):
+                named = ", ".join(map(repr, unknown))
                 raise MCPError(INVALID_PARAMS, f"unknown argument(s) {named}; the prompt {name} takes {accepted}")
+            if missing := [a for a in required[name] if a not in arguments]:
+                named = ", ".join(map(repr, missing))
+                raise MCPError(INVALID_PARAMS, f"missing argument(s) {named}; the prompt {name} takes {accepted}")
         return await call_next(ctx)
 
     return guard

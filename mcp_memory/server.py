@@ -67,6 +67,7 @@ from mcp_memory.tools import (
     register_tools,
     unknown_argument_guard,
 )
+from mcp_memory.unknown_names import unknown_name_guard
 from mcp_memory.web import WILDCARD_HOSTS, Identify, http_app, mcp_app
 from mcp_memory.web_capacity import Capacity
 
@@ -119,6 +120,7 @@ async def open_runtime(
             subscriptions=notifier.bus,
         )
         notifier.install(mcp)
+        mcp.middleware.append(unknown_name_guard(mcp))
         mcp.middleware.append(principal_lease(store, scopes))
         mcp.middleware.append(unknown_argument_guard(mcp))
         mcp.middleware.append(prompt_argument_guard(mcp))

@@ -5,7 +5,8 @@ at DEBUG and drops it: a client that sent malformed JSON, a lone surrogate or JS
 than the parser allows then waits forever for an answer. ``Answering`` sits between the reader and
 the session and answers such a line with a JSON-RPC error (parse error or invalid request) carrying
 the request's id whenever the line reveals one, logs it, and reads on. Over HTTP the SDK already
-answers the same bodies with a parse error; this makes stdio say as much.
+answers the same bodies with a parse error; this makes stdio say as much. A line nested deeper
+than the parser goes is answered in the HTTP body check's words, naming the limit (nesting.py).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from mcp.server.stdio import stdio_server
 from mcp.shared._stream_protocols import ReadStream, WriteStream
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
+
+from mcp_memory.nesting import NESTING_PROBLEM, too_deep
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +58,9 @@ def unreadable_answer(exc: Exception) -> types.JSONRPCError:
     errors = exc.errors(include_url=False) if isinstance(exc, ValidationError) else []
     first: dict[str, Any] = dict(errors[0]) if errors else {}
     raw = first.get("input")
-    if first.get("type") == "json_invalid" and isinstance(raw, str):
+    if first.get("type") == "json_invalid" and isinstance(raw, str) and too_deep(raw):
+        ident, code, message = _request_id(raw), types.INVALID_REQUEST, NESTING_PROBLEM  # as over HTTP
+    elif first.get("type") == "json_invalid" and isinstance(raw, str):
         ident = _request_id(raw)
         code = types.PARSE_ERROR if ident is None else types.INVALID_REQUEST
         message = f"{first.get('msg', 'invalid JSON')} (a message is one JSON-RPC object on one line, UTF-8)"

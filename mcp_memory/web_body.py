@@ -1,5 +1,6 @@
 """The body check of the HTTP face (see web.py): a POST's body must be application/json, within
-the body limit, one JSON-RPC message; a bad one gets one JSON-RPC error, alike on SSE and HTTP."""
+the body limit and the nesting limit, one JSON-RPC message with a usable id; a bad one gets one
+JSON-RPC error, alike on SSE and HTTP."""
 
 from __future__ import annotations
 
@@ -10,14 +11,17 @@ from mcp_types import INVALID_REQUEST, PARSE_ERROR
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_memory.config import Limits
+from mcp_memory.nesting import NESTING_PROBLEM, too_deep
 
 
 class BodyCheck:
-    """A POST's body must be application/json, within the limit, one JSON-RPC message; a bad one
+    """A POST's body must be application/json, within the limits, one JSON-RPC message; a bad one
     gets one JSON-RPC error alike on SSE and HTTP, naming what to fix.
 
     The SDK answers these cases unevenly: over HTTP an object that is no JSON-RPC message gets
-    -32602 and a pydantic dump, over SSE every case gets a line of plain text.
+    -32602 and a pydantic dump, over SSE every case gets a line of plain text; a request whose id
+    is an object, an array, a boolean, a decimal or null passes its checks as a notification, gets
+    202 and is never answered.
     """
 
     def __init__(self, app: ASGIApp, limits: Limits) -> None:
@@ -46,6 +50,9 @@ class BodyCheck:
             problem = f"the body exceeds limits.max_http_body_bytes = {body} bytes; send less per request"
             await _rpc_error(send, 413, INVALID_REQUEST, problem)
             return None
+        if too_deep(body):  # before any parser recurses into it
+            await _rpc_error(send, 400, INVALID_REQUEST, NESTING_PROBLEM)
+            return None
         try:
             parsed = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
@@ -57,6 +64,9 @@ class BodyCheck:
                 '(or the "result" or "error" for an "id"); batches are not accepted'
             )
             await _rpc_error(send, 400, INVALID_REQUEST, problem)
+            return None
+        if (unanswerable := _id_problem(parsed)) is not None:
+            await _rpc_error(send, 400, INVALID_REQUEST, unanswerable)
             return None
         return replay(body, receive)
 
@@ -97,6 +107,23 @@ def _is_jsonrpc(message: Any) -> bool:
     if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
         return False
     return isinstance(message.get("method"), str) or ("id" in message and ("result" in message or "error" in message))
+
+
+def _id_problem(message: dict[str, Any]) -> str | None:
+    """Why the message's id cannot be answered to, if it cannot (MCP: a string or an integer; an
+    error may answer with null a request it could not read)."""
+    if "id" not in message:
+        return None
+    ident = message["id"]
+    if isinstance(ident, str) or (isinstance(ident, int) and not isinstance(ident, bool)):
+        return None
+    if ident is None and "error" in message and "method" not in message:
+        return None
+    if isinstance(ident, dict | list):
+        shown = "an object" if isinstance(ident, dict) else "an array"
+    else:
+        shown = orjson.dumps(ident).decode()  # true, 1.5, null
+    return f"Invalid Request: id must be a string or an integer, not {shown}"
 
 
 async def _rpc_error(send: Send, status: int, code: int, message: str) -> None:

@@ -171,6 +171,14 @@ async def call_error(client: Client, tool: str, args: dict[str, Any]) -> str:
     return text.text
 
 
+def deep_tree(levels: int) -> dict[str, Any]:
+    """A task tree ``levels`` deep, one child a level (JSON nests two levels a node)."""
+    node: dict[str, Any] = {"id": f"n{levels}", "title": "leaf"}
+    for level in range(levels - 1, 0, -1):
+        node = {"id": f"n{level}", "title": f"level {level}", "children": [node]}
+    return node
+
+
 def hit_texts(result: dict[str, Any]) -> list[str]:
     return [h["text"] for h in result["hits"]]
 

@@ -5,24 +5,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from mcp.client import Client
 
-from tests.conftest import call, call_error, row_counts
+from mcp_memory.nesting import MAX_NESTING, nesting, too_deep
+from tests.conftest import call, call_error, deep_tree, row_counts
 
 pytestmark = pytest.mark.anyio
 
 UNKNOWN_ID = "01ZZZZZZZZZZZZZZZZZZZZZZZZ"
 
 
-def _chain(depth: int) -> dict[str, Any]:
-    node: dict[str, Any] = {"id": f"n{depth}", "title": "leaf"}
-    for level in range(depth - 1, 0, -1):
-        node = {"id": f"n{level}", "title": f"level {level}", "children": [node]}
-    return node
-
-
-DEEP_TREE = _chain(100)
+DEEP_TREE = deep_tree(100)
 
 # (tool, arguments, words the message must contain)
 BAD_INPUTS: list[tuple[str, dict[str, Any], list[str]]] = [
@@ -151,3 +146,12 @@ async def test_an_argument_the_tool_does_not_take_is_an_error_not_ignored(
     message = await call_error(client, tool, args)
     assert f"unknown argument(s) {unknown}" in message
     assert row_counts(data_dir, "alice") == before
+
+
+def test_brackets_inside_strings_are_text_not_nesting() -> None:
+    """A memory of 300 brackets is no deep message: only objects and arrays count towards the limit."""
+    text = orjson.dumps({"jsonrpc": "2.0", "params": {"content": "[{" * 300 + '\\"]'}})
+    assert nesting(text) == 2
+    assert not too_deep(text)
+    assert nesting(orjson.dumps({"x": deep_tree(MAX_NESTING // 2)})) == MAX_NESTING
+    assert too_deep(orjson.dumps({"x": deep_tree(MAX_NESTING // 2 + 1)}))

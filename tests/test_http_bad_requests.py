@@ -17,7 +17,8 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.conftest import row_counts
+from mcp_memory.nesting import MAX_NESTING
+from tests.conftest import deep_tree, row_counts
 from tests.netserver import NetServer, answer, create_token, initialize, post, rpc, running, sse_session
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -33,6 +34,21 @@ def remember(content: str, ident: int = 1) -> dict[str, Any]:
         "method": "tools/call",
         "params": {"name": "remember", "arguments": {"content": content}},
     }
+
+
+def checkpoint(levels: int, ident: int = 1) -> dict[str, Any]:
+    """A checkpoint whose tree is ``levels`` deep: the message nests 2 * levels + 2 levels."""
+    arguments = {"task_id": "deep", "goal": "Climb", "tree": deep_tree(levels)}
+    return {
+        "jsonrpc": "2.0",
+        "id": ident,
+        "method": "tools/call",
+        "params": {"name": "checkpoint", "arguments": arguments},
+    }
+
+
+def with_id(ident: Any) -> bytes:
+    return orjson.dumps({**remember("an id that cannot be answered"), "id": ident})
 
 
 @dataclass
@@ -58,6 +74,16 @@ CASES = [
         413,
         -32600,
         f"limits.max_http_body_bytes = {LIMIT}",
+    ),
+    # An id no answer can carry: the SDK took each for a notification, answered 202 and nothing more.
+    Case("an object id", with_id({"n": 1}), {}, 400, -32600, "id must be a string or an integer, not an object"),
+    Case("an array id", with_id([1]), {}, 400, -32600, "id must be a string or an integer, not an array"),
+    Case("a boolean id", with_id(True), {}, 400, -32600, "id must be a string or an integer, not true"),
+    Case("a decimal id", with_id(1.5), {}, 400, -32600, "id must be a string or an integer, not 1.5"),
+    Case("a null id", with_id(None), {}, 400, -32600, "id must be a string or an integer, not null"),
+    # A tree 100 levels deep nests the message 202 levels: refused by the limit's name, not the parser's.
+    Case(
+        "nested too deep", orjson.dumps(checkpoint(100)), {}, 400, -32600, f"nesting deeper than {MAX_NESTING} levels"
     ),
     Case("text/plain", GOOD, {"content-type": "text/plain"}, 415, -32600, "application/json"),
     Case("form-encoded", GOOD, {"content-type": "application/x-www-form-urlencoded"}, 415, -32600, "application/json"),
@@ -120,23 +146,34 @@ async def test_bad_requests_get_the_right_error_and_leave_the_store_untouched(
         assert chunked.request.headers["transfer-encoding"] == "chunked"
 
         # An unknown method is a JSON-RPC error for that request id; the transport is fine.
-        unknown = post(server, rpc("memory/export_everyone", {}, 41), s.headers, s.path)
-        if s.events is not None:
-            assert unknown.status_code == 202
-            reply = await s.events.next_message()
-        else:
-            assert unknown.status_code == 200
-            reply = answer(unknown)
+        reply = await _reply(s, post(server, rpc("memory/export_everyone", {}, 41), s.headers, s.path))
         assert (reply["id"], reply["error"]["code"]) == (41, -32601)
+        # A message exactly at the nesting limit reaches the tool, which names its own tree limit.
+        at_limit = orjson.dumps(checkpoint(MAX_NESTING // 2 - 1, 43))
+        reply = await _reply(s, post(server, at_limit, s.headers, s.path))
+        assert reply["id"] == 43
+        assert reply["result"]["isError"], reply
+        assert "limits.max_tree_depth" in reply["result"]["content"][0]["text"]
         assert row_counts(data, "alice") == before
 
         # The positive control: the same session, a good request, one more row.
         good = post(server, orjson.dumps(remember(f"The build cache moved, said {server.url}", 42)), s.headers, s.path)
-        if s.events is not None:
-            assert good.status_code == 202
-            reply = await s.events.next_message()
-        else:
-            reply = answer(good)
+        reply = await _reply(s, good)
         assert reply["id"] == 42
         assert not reply["result"].get("isError"), reply
         assert row_counts(data, "alice")["memories"] == before.get("memories", 0) + 1
+
+
+async def _reply(s: Session, response: Any) -> dict[str, Any]:
+    """The JSON-RPC answer to a request, past the log notifications before it: in the response, or
+    on SSE's stream (the POST gets 202)."""
+    if s.events is not None:
+        assert response.status_code == 202, response.text
+        while "id" not in (message := await s.events.next_message()):
+            pass
+        return dict(message)
+    assert response.status_code == 200, response.text
+    if not response.headers.get("content-type", "").startswith("text/event-stream"):
+        return answer(response)
+    sent = [orjson.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:")]
+    return next(m for m in sent if "id" in m)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -10,6 +11,7 @@ import orjson
 import pytest
 from mcp.client import Client
 from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 
 from mcp_memory.models import Scope
 from mcp_memory.resources import ResourceNotifier
@@ -158,6 +160,37 @@ async def test_a_prompt_argument_it_does_not_declare_is_named(
     with pytest.raises(MCPError) as refused:
         await client.get_prompt(prompt, arguments)
     assert named in str(refused.value)
+
+
+async def test_a_prompt_asked_without_its_required_argument_is_named(client: Client) -> None:
+    with pytest.raises(MCPError) as refused:
+        await client.get_prompt("resume_task", {})
+    assert refused.value.code == INVALID_PARAMS
+    assert "missing argument(s) 'task_id'; the prompt resume_task takes task_id" in str(refused.value)
+
+
+# (what the client asks for, the words of the refusal): each names the list that shows what there is.
+UNKNOWN_NAMES: list[tuple[Callable[[Client], Awaitable[Any]], str]] = [
+    (lambda c: c.get_prompt("resume_taks", {"task_id": "t1"}), "no prompt named 'resume_taks'; prompts/list"),
+    (lambda c: c.call_tool("remmeber", {"content": "x"}), "no tool named 'remmeber'; tools/list shows the tools"),
+    (
+        lambda c: c.read_resource("memory://pinned.yaml"),
+        "no resource at 'memory://pinned.yaml'; resources/list and resources/templates/list",
+    ),
+]
+
+
+@pytest.mark.parametrize(("ask", "says"), UNKNOWN_NAMES, ids=["prompt", "tool", "resource"])
+async def test_an_unknown_prompt_tool_or_resource_is_invalid_params_naming_it_and_where_the_list_is(
+    client: Client, caplog: pytest.LogCaptureFixture, ask: Callable[[Client], Awaitable[Any]], says: str
+) -> None:
+    with caplog.at_level(logging.DEBUG), pytest.raises(MCPError) as refused:
+        await ask(client)
+    assert refused.value.code == INVALID_PARAMS
+    assert says in refused.value.message
+    # The caller's typo is no crash of the server's: no traceback, nothing at WARNING or above.
+    assert [r.getMessage() for r in caplog.records if r.levelno > logging.DEBUG and r.exc_info] == []
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
 def _updates(runtime: Runtime, mode: str, uri: str) -> AbstractAsyncContextManager[tuple[Client, Heard]]:

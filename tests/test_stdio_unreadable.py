@@ -6,6 +6,7 @@ lines, which is the point (other clients, and people piping JSON by hand, can).
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,8 @@ from typing import Any
 import orjson
 import pytest
 
+from mcp_memory.nesting import MAX_NESTING
+from tests.conftest import deep_tree
 from tests.test_stdio import PRINCIPAL, SERVER
 
 pytestmark = pytest.mark.slow
@@ -29,17 +32,29 @@ def _deep(levels: int) -> str:
     return "[" * levels + "]" * levels
 
 
-# (line as sent, the id the answer must carry, the JSON-RPC code)
-UNREADABLE: list[tuple[str, int | str | None, int]] = [
+DEEP_CHECKPOINT = orjson.dumps(
+    {
+        "jsonrpc": "2.0",
+        "id": "deep",
+        "method": "tools/call",
+        "params": {"name": "checkpoint", "arguments": {"task_id": "t", "goal": "Climb", "tree": deep_tree(100)}},
+    }
+).decode()
+TOO_DEEP = f"nesting deeper than {MAX_NESTING} levels"  # the words the HTTP body check uses
+
+# (line as sent, the id the answer must carry, the JSON-RPC code, words of the message)
+UNREADABLE: list[tuple[str, int | str | None, int, str]] = [
     (
         '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"recall","arguments":{"query":"a \\ud800 b"}}}',
         2,
         -32600,
+        "hex escape",
     ),
-    ('{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"x":' + _deep(400) + "}}", 3, -32600),
-    ('{"jsonrpc":"2.0","id":"four","method":"tools/list",', "four", -32600),  # cut short, id still readable
-    ("{bad json", None, -32700),
-    ('{"jsonrpc":"2.0","id":5,"method":7}', 5, -32600),
+    ('{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"x":' + _deep(400) + "}}", 3, -32600, TOO_DEEP),
+    (DEEP_CHECKPOINT, "deep", -32600, TOO_DEEP),  # a tree 100 levels deep
+    ('{"jsonrpc":"2.0","id":"four","method":"tools/list",', "four", -32600, "EOF"),  # cut short, id still readable
+    ("{bad json", None, -32700, "JSON"),
+    ('{"jsonrpc":"2.0","id":5,"method":7}', 5, -32600, "method"),
 ]
 
 
@@ -56,8 +71,13 @@ def test_every_unreadable_line_is_answered_and_the_session_goes_on(tmp_path: Pat
     config.touch()
     argv = [str(SERVER), "--data-dir", str(tmp_path / "data"), "--principal", PRINCIPAL, "serve"]
     errlog = (tmp_path / "stderr.log").open("wb")
+    path = {k: v for k, v in os.environ.items() if k == "PYTHONPATH"}  # the code under test (a worktree's)
     proc = subprocess.Popen(
-        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errlog, env={"MCP_MEMORY_CONFIG": str(config)}
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=errlog,
+        env={"MCP_MEMORY_CONFIG": str(config), **path},
     )
     assert proc.stdin is not None
     try:
@@ -70,12 +90,12 @@ def test_every_unreadable_line_is_answered_and_the_session_goes_on(tmp_path: Pat
         send(orjson.dumps(INITIALIZE))
         assert _read(proc)["id"] == 1
         send(orjson.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-        for line, ident, code in UNREADABLE:
+        for line, ident, code, says in UNREADABLE:
             send(line)
             answer = _read(proc)  # a server that drops the line blocks here: the test times out
             assert answer["id"] == ident, (line[:60], answer)
             assert answer["error"]["code"] == code, (line[:60], answer)
-            assert answer["error"]["message"]
+            assert says in answer["error"]["message"], (line[:60], answer)
         send(orjson.dumps({"jsonrpc": "2.0", "id": 6, "method": "tools/list"}))
         listed = _read(proc)
         assert listed["id"] == 6
