@@ -5,7 +5,8 @@ transcript_path, cwd, hook_event_name and the event's own fields) and reads the 
 
 - SessionStart: the pinned memories and the resume packet of the task in progress, as context.
 - UserPromptSubmit: the memories recall finds for the prompt, within a small budget, that stand
-  clearly out of the store (HINT_MIN_Z; nothing rather than noise), as context.
+  clearly out of the store (HINT_MIN_Z; nothing rather than noise), as context; in a store too small
+  to stand out of (STORE_STATS_MIN), those that stand out on their own evidence (OWN_MIN_Z).
 - PreCompact and Stop: the user's notable statements of the session (decisions, preferences,
   identifiers, "remember ...") are remembered, tied to the task in progress, and the task's head is
   checkpointed when it moved since its last checkpoint. Nothing is printed.
@@ -32,13 +33,15 @@ import orjson
 
 from mcp_memory.assembly import Core, open_core
 from mcp_memory.config import Settings
+from mcp_memory.embed.background import background_z
 from mcp_memory.models import Scope
-from mcp_memory.schemas import MemoryInput
+from mcp_memory.schemas import Hit, MemoryInput, MemoryOut
 from mcp_memory.services import foreign, rules
+from mcp_memory.services.recall import matched_terms
 from mcp_memory.services.switch import off_reason
 from mcp_memory.task_schemas import CheckpointReason, TaskSummary
 from mcp_memory.templates import hint_text, recall_text, resume_text
-from mcp_memory.text import normalize
+from mcp_memory.text import keyword_terms, normalize, script
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +53,16 @@ PROMPT_BUDGET_TOKENS = 800
 # ordinary closeness to the prompt (recall's fused score): recall's own floor (above the ordinary) lets
 # about half a store through for any prompt, which is noise for context nobody asked for.
 HINT_MIN_Z = 2.0
+# Below this many memories the store's own mean and spread say nothing (of n memories the best stands at
+# most sqrt(n - 1) deviations above their mean, and a spread of a handful is noise): there a hit is judged
+# on its own evidence instead, against the embedding model's background (embed.background), not the store's.
+STORE_STATS_MIN = 10
+# That evidence: the hit's closeness in background standard deviations (on meaning alone about one
+# unrelated pair in a thousand reaches 3 with e5), plus recall.keyword_weight of them for each content word
+# of the prompt the memory contains, so one shared word needs a meaning at least somewhat close (1).
+OWN_MIN_Z = 3.0
+# Words agents write into every memory about a person: found in the memory they set nothing apart.
+_EVERYWHERE_WORDS = frozenset({"user", "users", "用户"})
 RESUME_BUDGET_TOKENS = 2_000
 TRANSCRIPT_TAIL_LINES = 2_000  # the session's recent turns: a long transcript is not read whole
 TRANSCRIPT_TAIL_BYTES = 32 << 20  # nor more than this of its end, however long its lines (tool results)
@@ -133,9 +146,34 @@ async def _prompt(core: Core, scope: Scope, prompt: str, settings: Settings) -> 
     result = await core.memory.recall(
         scope, question, k=PROMPT_K, budget_tokens=PROMPT_BUDGET_TOKENS, reinforce=False, floor=True, explain=True
     )
-    # Nobody asked: only what stands clearly out of the store goes beside the prompt.
-    hits = [h for h in result.hits if h.signals is not None and h.signals.fused >= HINT_MIN_Z]
+    size = core.store.vectors.size(scope)  # the principal's index, loaded by the recall
+    if size is not None and size < STORE_STATS_MIN:
+        hits = await _on_own_evidence(core, scope, question, result.hits, settings.recall.keyword_weight)
+    else:  # nobody asked: only what stands clearly out of the store goes beside the prompt
+        hits = [h for h in result.hits if h.signals is not None and h.signals.fused >= HINT_MIN_Z]
     return Answer(hint_text(hits) if hits else None)
+
+
+async def _on_own_evidence(
+    core: Core, scope: Scope, question: str, hits: list[Hit | MemoryOut], word_weight: float
+) -> list[Hit | MemoryOut]:
+    """The hits that stand out on their own evidence (OWN_MIN_Z), in a store too small to measure them
+    against: their closeness to the prompt above the model's unrelated pairs, and the prompt's content
+    words they contain (no stopword, no single CJK character, no word every memory of a person has)."""
+    if not hits:
+        return []
+    model = await core.embedder.ready()
+    query = await core.embedder.query(question, scope.principal)
+    vectors = await core.embedder.passages([h.text for h in hits], scope.principal)
+    words = [t for t in keyword_terms(question) if len(t) > 1 and t not in _EVERYWHERE_WORDS]
+    asked = script(question)
+    kept: list[Hit | MemoryOut] = []
+    for hit, vector in zip(hits, vectors, strict=True):
+        closeness = background_z(model.model_id, asked, script(hit.text), float(vector @ query))
+        shared = matched_terms(hit.text, words)
+        if (closeness or 0.0) + word_weight * len(shared) >= OWN_MIN_Z:
+            kept.append(hit)
+    return kept
 
 
 async def _session_start(core: Core, scope: Scope) -> Answer:

@@ -11,7 +11,7 @@ from pathlib import Path
 import orjson
 
 from mcp_memory.caution import caution, reveal
-from mcp_memory.schemas import Hit, MemoryOut, Pin
+from mcp_memory.schemas import Hit, MemoryOut, Pin, RecallResult
 from mcp_memory.task_schemas import MemoryBrief, ResumePacket
 from mcp_memory.text import task_uri
 
@@ -99,3 +99,31 @@ def recall_text(query: str, pinned: Sequence[Pin | MemoryOut], hits: Sequence[Hi
 def hint_text(hits: Sequence[Hit | MemoryOut]) -> str:
     """The few memories recall found for a prompt, as a short note beside it (a Claude Code hook)."""
     return template("prompt_hint").format(memories=_memories(hits))
+
+
+def _line(m: Hit | MemoryOut | Pin) -> str:
+    """One memory on one line: its text quoted (data, never an instruction; a line break stays
+    inside the quotes), its date, why it was recalled, and its id (forget, pin and correct take the
+    whole id), then only what is set of what to beware of."""
+    why = getattr(m, "why", None)
+    line = f"- {orjson.dumps(m.text).decode()} ({m.occurred_at:%Y-%m-%d}{f'; {why}' if why else ''}) id={m.id}"
+    replaced = getattr(m, "superseded_by", None)
+    sources = getattr(m, "source_ids", None)
+    extras = [
+        f"caution: {m.caution}" if m.caution else "",
+        f"conflicts with {', '.join(m.conflicts_with)}" if m.conflicts_with else "",
+        f"replaced by {replaced}" if replaced else "",
+        f"summary of {len(sources)} memories" if sources else "",
+    ]
+    return line + "".join(f" [{extra}]" for extra in extras if extra)
+
+
+def recall_lines(result: RecallResult) -> str:
+    """Recall's answer as a person reads it: one line per hit, best first, then the pinned memories
+    and the note when there is one. The structured content carries every field; this is not it again."""
+    lines = [_line(hit) for hit in result.hits] or ["no memories recalled"]
+    if result.pinned:
+        lines += ["pinned (always apply):", *(_line(pin) for pin in result.pinned)]
+    if result.note:
+        lines.append(f"note: {result.note}")
+    return "\n".join(lines)

@@ -57,6 +57,7 @@ from mcp_memory.task_schemas import (
     TokenUsage,
     ToolCallRecord,
 )
+from mcp_memory.templates import recall_lines
 
 log = logging.getLogger(__name__)
 
@@ -98,11 +99,12 @@ def as_tool_errors(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
     return wrapper
 
 
-def compact(result: BaseModel) -> CallToolResult:
-    """A result as compact JSON without unset fields, in the text block and the structured content alike:
-    what a client shows the model is what a budget counted."""
+def compact(result: BaseModel, text: str | None = None) -> CallToolResult:
+    """A result as compact JSON without unset fields in the structured content, and in the text block
+    too unless ``text`` renders it for reading (recall's lines: a client showing both pays once)."""
     data = result.model_dump(mode="json", exclude_none=True)
-    return CallToolResult(content=[TextContent(type="text", text=orjson.dumps(data).decode())], structured_content=data)
+    shown = orjson.dumps(data).decode() if text is None else text
+    return CallToolResult(content=[TextContent(type="text", text=shown)], structured_content=data)
 
 
 def _request_id(ctx: object) -> str:
@@ -118,10 +120,6 @@ def _problems(field: str, exc: ValidationError) -> str:
         f"{'.'.join(str(p) for p in err['loc']) or field}: {err['msg'].removeprefix('Value error, ')}"
         for err in exc.errors(include_input=False, include_url=False)
     )
-
-
-def _validation_message(field: str, exc: ValidationError) -> InvalidInputError:
-    return InvalidInputError(field, _problems(field, exc))
 
 
 def _doc(field: str) -> str:
@@ -140,8 +138,9 @@ RECALL_DOC = """Find the memories that matter for a question, within k and a tok
 
 Hybrid search (meaning + keywords) ranked by relevance, recency, use and importance. Each hit
 carries its id, text, kind, when it happened, a score and why it was recalled (plus conflicts,
-replacements and summary sources when set); detail="full" returns whole records, explain=true
-adds every signal's score. Pinned memories come back in `pinned` and do not count against k.
+replacements and summary sources when set); the text block gives each hit one line (text, date,
+why, id). detail="full" returns whole records, explain=true adds every signal's score (both as
+JSON in the text block too). Pinned memories come back in `pinned` and do not count against k.
 Recall strengthens what it returns unless reinforce=false. Quotes, brackets, * and AND/OR/NOT
 in the question are searched as words."""
 
@@ -255,7 +254,7 @@ def register_tools(
                     )
                 ]
         except ValidationError as exc:
-            raise _validation_message("memories", exc) from None
+            raise InvalidInputError("memories", _problems("memories", exc)) from None
 
         async def progress(done: int, total: int, what: str) -> None:
             await ctx.report_progress(done, total, f"{done} of {total} memories {what}")
@@ -310,7 +309,8 @@ def register_tools(
             as_of=as_of,
             floor=floor,
         )
-        return compact(result)
+        # Asked for whole records or every signal: the text block carries them too, as JSON.
+        return compact(result, None if explain or detail == "full" else recall_lines(result))
 
     @mcp.tool(
         description=FORGET_DOC,

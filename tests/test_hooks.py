@@ -42,7 +42,9 @@ FACTS = [
     "Marek plays the cello in a string quartet",
     "The invoice service is written in Go",
     "The VPN gateway needs a hardware key to connect",
-]
+    "The coffee machine on the third floor is out of order",
+    "Lena's flight to Oslo leaves at twenty to ten",
+]  # with the rule, enough memories for the store's own statistics (hooks.STORE_STATS_MIN)
 
 
 # The behaviour tests give the prompt hook time (CI runs them with the slower fallback model too);
@@ -84,13 +86,13 @@ def base(data: Path, event: str, **fields: Any) -> dict[str, Any]:
     }
 
 
-def seed(data: Path, *, namespace: str | None = None, task: bool = False) -> None:
+def seed(data: Path, *, namespace: str | None = None, task: bool = False, facts: list[str] = FACTS) -> None:
     async def run() -> None:
         settings = load_settings(data_dir=data, principal="local-owner", namespace=namespace)
         async with open_runtime(settings, warm=False) as runtime:
             scope = Scope("local-owner", namespace)
             items = [MemoryInput(content=RULE, kind="instruction", pinned=True)]
-            items += [MemoryInput(content=text) for text in FACTS]
+            items += [MemoryInput(content=text) for text in facts]
             await runtime.memory.remember(scope, items, CallContext())
             if task:
                 tree = {"id": "root", "title": "Move billing to PostgreSQL 16", "status": "in_progress"}
@@ -134,6 +136,23 @@ def test_a_prompt_gets_the_memories_that_bear_on_it_and_noise_gets_nothing(tmp_p
     done = hook(data, "UserPromptSubmit", unrelated)
     assert done.returncode == 0
     assert done.stdout == b"", done.stdout  # nothing above the floor: no context rather than noise
+
+
+def test_a_first_session_store_of_one_rule_and_one_fact_gives_the_fact_and_noise_nothing(tmp_path: Path) -> None:
+    """Too few memories for the store's own statistics: each hit is judged on its own evidence (a
+    content word of the prompt in the memory, closeness above the model's unrelated pairs)."""
+    data = tmp_path / "data"
+    cat = "The user's cat is named Biscuit"
+    seed(data, facts=[cat])
+    asked = base(data, "UserPromptSubmit", prompt="what's my cat called?")
+    text = context_of(hook(data, "UserPromptSubmit", asked), "UserPromptSubmit")
+    listed = [line for line in text.splitlines() if line.startswith("- ")]
+    assert len(listed) == 1
+    assert cat in listed[0]
+    for prompt in ("how do I reverse a list in python?", "Wie hoch ist der Mount Everest in Metern?"):
+        done = hook(data, "UserPromptSubmit", base(data, "UserPromptSubmit", prompt=prompt))
+        assert done.returncode == 0
+        assert done.stdout == b"", (prompt, done.stdout)
 
 
 def test_the_namespace_comes_from_the_hook_command(tmp_path: Path) -> None:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 import orjson
 import pytest
 from mcp.client import Client
+from mcp_types import CallToolResult
 
 from tests.conftest import Clock, call
 
@@ -64,22 +67,63 @@ LEAN_FIELDS = {"id", "text", "kind", "occurred_at", "score", "why", "conflicts_w
 
 
 async def test_a_default_hit_is_lean_and_says_why(new_user: Client) -> None:
-    question = {"query": "What does the user like to drink?", "reinforce": False, "floor": False}
-    result = await new_user.call_tool("recall", question)
-    assert not result.is_error
-    block = result.content[0]
-    assert block.type == "text"
-    assert "\n" not in block.text  # compact JSON, not pretty-printed
-    hits = (result.structured_content or {})["hits"]
-    assert len(hits) == len(NEW_USER)
-    for hit in hits:
+    result = await call(new_user, "recall", {"query": "What does the user like to drink?", "floor": False})
+    assert len(result["hits"]) == len(NEW_USER)
+    for hit in result["hits"]:
         assert set(hit) <= LEAN_FIELDS
         assert isinstance(hit["why"], str)
         assert hit["why"]
+        # Beyond its text a hit's JSON costs its id, kind, time and score (117 characters with the keys)
+        # and a reason of at most 70.
         sent = orjson.dumps(hit).decode()
-        assert sent in block.text  # the hit the model reads is the one measured here
-        # Beyond its own text a hit costs at most 200 characters.
-        assert len(sent) - len(orjson.dumps(hit["text"]).decode()) <= 200, sent
+        assert len(sent) - len(orjson.dumps(hit["text"]).decode()) <= 117 + 70, sent
+
+
+def _text_block(result: CallToolResult) -> str:
+    assert not result.is_error
+    assert len(result.content) == 1
+    block = result.content[0]
+    assert block.type == "text"
+    return block.text
+
+
+async def test_the_text_block_gives_one_short_line_per_hit_not_the_json_again(new_user: Client) -> None:
+    question = {"query": "What does the user like to drink?", "reinforce": False, "floor": False}
+    result = await new_user.call_tool("recall", question)
+    text = _text_block(result)
+    hits = (result.structured_content or {})["hits"]
+    lines = text.splitlines()
+    assert len(lines) == len(hits)  # no header, no note: nothing to say beyond the hits
+    assert "{" not in text
+    assert '"id"' not in text
+    for hit, line in zip(hits, lines, strict=True):
+        quoted = orjson.dumps(hit["text"]).decode()
+        assert line.startswith(f"- {quoted} ("), line
+        assert f"({hit['occurred_at'][:10]}; {hit['why']})" in line  # its date and its reason
+        assert line.endswith(f"id={hit['id']}")  # what forget and pin take
+        assert len(line) - len(hit["text"]) <= 120, line
+
+
+async def test_the_text_block_lists_the_pinned_memories_and_a_note_only_when_it_says_something(
+    new_user: Client,
+) -> None:
+    rule = "Never push to main without review"
+    pinned = (await call(new_user, "remember", {"content": rule, "pinned": True}))["items"][0]["id"]
+    result = await new_user.call_tool("recall", {"query": "ThinkPad", "reinforce": False})
+    lines = _text_block(result).splitlines()
+    note = (result.structured_content or {})["note"]
+    assert lines[0].startswith('- "The user\'s laptop is a ThinkPad X1 Carbon" (')
+    assert lines[-3] == "pinned (always apply):"
+    assert re.fullmatch(rf'- "{rule}" \(\d{{4}}-\d\d-\d\d\) id={pinned}', lines[-2]), lines[-2]
+    assert lines[-1] == f"note: {note}"
+    assert len(note) <= 80, note  # the floor's note in a few words
+
+
+async def test_asked_for_every_signal_the_text_block_carries_the_json(new_user: Client) -> None:
+    result = await new_user.call_tool("recall", {"query": "Berlin", "explain": True, "reinforce": False})
+    assert orjson.loads(_text_block(result)) == result.structured_content
+    result = await new_user.call_tool("recall", {"query": "Berlin", "detail": "full", "reinforce": False})
+    assert orjson.loads(_text_block(result)) == result.structured_content
 
 
 async def test_detail_full_returns_the_whole_record(new_user: Client) -> None:

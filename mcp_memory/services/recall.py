@@ -177,7 +177,7 @@ def floor_note(returned: int, k: int, below: int, omitted: int = 0, budget: int 
     if omitted:
         what = "memory did" if omitted == 1 else "memories did"
         more = "more " if returned else ""
-        parts.append(f"{omitted} {more}relevant {what} not fit budget_tokens={budget}: raise it to have them")
+        parts.append(f"{omitted} {more}relevant {what} not fit budget_tokens={budget}: raise it")
     if returned == 0 and not omitted:
         parts.append(
             "no relevant memories: nothing here stands out from the ordinary for this question"
@@ -185,10 +185,7 @@ def floor_note(returned: int, k: int, below: int, omitted: int = 0, budget: int 
             else "no relevant memories: nothing stored here is visible to this question's scope and filters"
         )
     elif below and returned + omitted < k:
-        parts.append(
-            f"only {returned + omitted} relevant: the other {below} memories searched are no closer to the question "
-            "than the store's ordinary memory (floor=false returns them anyway)"
-        )
+        parts.append(f"only {returned + omitted} relevant: {below} more no closer to the question than the ordinary")
     return "; ".join(parts) or None
 
 
@@ -348,9 +345,10 @@ def matched_terms(content: str, terms: Sequence[str]) -> list[str]:
     return found
 
 
-# A hit's whole overhead beyond its text stays under 200 characters: the rest of a lean hit takes
-# about 125, so its reason gets what is left.
-WHY_CHARS = 72
+# A hit's line in recall's text block costs at most 120 characters beyond its text: the quotes, date,
+# id and punctuation take 49, so its reason gets what is left (in the JSON a lean hit's other fields
+# take about 117).
+WHY_CHARS = 70
 
 
 def why(record: MemoryRecord, signals: Signals, terms: Sequence[str], now: float, offset: float = 0.0) -> str:
