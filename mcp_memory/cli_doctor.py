@@ -19,6 +19,21 @@ if TYPE_CHECKING:  # the server's modules are imported when the command runs
     from mcp_memory.services.memory_file import MemoryFile
 
 
+def _descriptors(settings: Settings) -> str:
+    """The descriptor limit against the pool: what this shell's limit allows, and what a network
+    server (which lifts its soft limit to the hard one at start) will have."""
+    from mcp_memory import descriptors
+
+    soft, hard = descriptors.limits()
+    max_open = settings.pool.max_open
+    here = descriptors.budget(max_open, soft).describe(max_open)
+    if soft is None or hard == soft:
+        return f"file descriptors: {here}"
+    lifted = min(hard or descriptors.SOFT_LIMIT_CEILING, descriptors.SOFT_LIMIT_CEILING)
+    served = descriptors.budget(max_open, lifted).describe(max_open)
+    return f"file descriptors: {here}; `serve --transport http|sse` lifts the soft limit: {served}"
+
+
 def _out(text: str) -> None:
     sys.stdout.write(text + "\n")
 
@@ -36,6 +51,7 @@ async def run(settings: Settings, explicit: Path | None) -> int:
     _out("settings in effect:")
     _out(orjson.dumps(settings.model_dump(mode="json"), option=orjson.OPT_INDENT_2).decode())
     scope = Scope(settings.principal, settings.namespace)
+    _out(_descriptors(settings))
     loose = _permissions(settings)
     ok = not loose  # a problem even once fixed below: other users could read the memories until now
     if settings.storage.backend == "postgres":

@@ -211,7 +211,7 @@ _NO_DATA = frozenset({"initialize", "ping", "tools/list", "prompts/list", "resou
 
 def principal_lease(store: Store, scopes: ScopeResolver) -> ServerMiddleware[Any]:
     """Server middleware: the caller's principal stays open while its request runs, and no longer:
-    an idle MCP session holds no file (ADR 26). Out of descriptors, the request gets a JSON-RPC
+    an idle MCP session holds no file (ADR 21). Out of descriptors, the request gets a JSON-RPC
     error that says to retry and what the operator raises, and the server goes on."""
 
     async def lease(ctx: ServerRequestContext[Any, Any], call_next: Callable[[Any], Awaitable[Any]]) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import resource
 import socket
+import subprocess
 import time
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from mcp_memory.server import open_runtime
 from mcp_memory.storage.sqlite import SqliteStore
 from mcp_memory.web_capacity import Capacity
 from tests.conftest import call
-from tests.netserver import INITIALIZE, JSON_HEADERS, NetServer, post, rpc, running
+from tests.netserver import INITIALIZE, JSON_HEADERS, SERVER_BIN, NetServer, post, rpc, running, server_env
 
 pytestmark = pytest.mark.anyio
 
@@ -151,3 +152,21 @@ def test_an_idle_session_expires_and_its_id_gets_404_so_the_client_initializes_a
         assert answered.status_code == 404
         again = initialize_local(server)
         assert post(server, rpc("tools/list", {}, ident=4), again).status_code == 200
+
+
+@pytest.mark.slow
+def test_doctor_reports_the_descriptor_limit_against_the_pool(data_dir: Path) -> None:
+    done = subprocess.run(
+        [str(SERVER_BIN), "doctor"],
+        env=server_env(data_dir),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256)),
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("file descriptors:")]
+    assert lines == [
+        "file descriptors: ulimit -n 256: up to 12 principal files open at once, lowered from pool.max_open 64, "
+        "96 client connections"
+    ], done.stdout + done.stderr

@@ -16,9 +16,11 @@ after. The exact command is printed with the figures. Markdown goes to stdout, p
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import random
 import re
+import resource
 import shlex
 import signal
 import sqlite3
@@ -132,10 +134,16 @@ def create_tokens(
 
 
 def start_server(
-    data_dir: Path, transport: str, stateless: bool, source: Path | None = None, env: dict[str, str] | None = None
+    data_dir: Path,
+    transport: str,
+    stateless: bool,
+    source: Path | None = None,
+    env: dict[str, str] | None = None,
+    nofile: int | None = None,
 ) -> Server:
-    """The server on ``data_dir`` (``env``: more variables, e.g. a PostgreSQL backend); its log is
-    ``<data_dir>.log`` beside it, so servers on sibling directories keep theirs apart."""
+    """The server on ``data_dir`` (``env``: more variables, e.g. a PostgreSQL backend; ``nofile``: its
+    `ulimit -n`, soft and hard as the shell sets them); its log is ``<data_dir>.log`` beside it, so
+    servers on sibling directories keep theirs apart."""
     log = data_dir.parent / f"{data_dir.name}.log"
     flags = ["--stateless"] if stateless else []
     prefix, extra, cwd = server_command(source)
@@ -147,6 +155,7 @@ def start_server(
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=sink,
+            preexec_fn=None if nofile is None else functools.partial(_limit_files, nofile),
         )
     deadline = time.monotonic() + 120
     while True:
@@ -157,6 +166,10 @@ def start_server(
             process.kill()
             raise RuntimeError(f"the server did not start:\n{text}")
         time.sleep(0.05)
+
+
+def _limit_files(nofile: int) -> None:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
 
 
 @asynccontextmanager

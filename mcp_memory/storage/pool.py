@@ -4,7 +4,7 @@ Each open principal holds a file's two connections (two threads), a few descript
 index. The pool opens a principal on first use, keeps it while a call runs on it, and closes the
 least recently used idle ones when there are too many or they sat idle too long; vector indexes are
 dropped first when all of them together pass a byte budget. An MCP session holds nothing: clients
-keep sessions open for hours, and a thousand idle sessions must not pin a thousand files (ADR 26).
+keep sessions open for hours, and a thousand idle sessions must not pin a thousand files (ADR 21).
 """
 
 from __future__ import annotations

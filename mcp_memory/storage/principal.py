@@ -88,7 +88,10 @@ class PrincipalDb:
                     started = time.perf_counter()
                     index = VectorIndex(dim)
                     index.load(await self.index_columns(dim))
-                    log.info("vector index of %d memories loaded in %.2f s", len(index), time.perf_counter() - started)
+                    took = time.perf_counter() - started
+                    # A crowd reloads small indexes all day: only a load a person would notice is news.
+                    level = logging.INFO if took >= 0.25 else logging.DEBUG
+                    log.log(level, "vector index of %d memories loaded in %.2f s", len(index), took)
                     self.last_seq, self.index, self.data_version = last_seq, index, version
         if version != self.data_version:  # some connection committed since: replay the change log
             await self.catch_up()

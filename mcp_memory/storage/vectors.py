@@ -144,7 +144,7 @@ class VectorIndex:
         cap = len(self._n)
         if need <= cap:
             return
-        new_cap = max(need, cap * 2, 1024)
+        new_cap = max(need, cap * 2, 16)  # a crowd of small principals: no 1.5 MB each for one memory
         mat = np.zeros((new_cap, self.dim), dtype=np.float32)
         mat[: self._size] = self._mat[: self._size]
         self._mat = mat
