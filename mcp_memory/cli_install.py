@@ -64,7 +64,6 @@ class Change:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mcp_memory.config import client_config_dirs
     from mcp_memory.install.clients import CLIENTS, Places
 
     client = CLIENTS.get(args.client)
@@ -76,7 +75,9 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidInputError("--name", f"{args.name!r} is not a server name; use letters, digits, '-', '_' or '.'")
     if (args.hooks or args.hooks_config) and client.name != "claude-code":
         raise InvalidInputError("--hooks", f"hooks are Claude Code's; {client.name} has none (drop --hooks)")
-    places = Places(platform.system(), Path.home(), client_config_dirs())
+    # The clients' own variables (not this server's settings, which config.py alone reads).
+    moved = {name: os.environ[name] for name in ("APPDATA", "XDG_CONFIG_HOME", "CODEX_HOME") if os.environ.get(name)}
+    places = Places(platform.system(), Path.home(), moved)
     changes = _changes(args, client, places)
     for change in changes:
         _apply(change, args.command, args.dry_run)

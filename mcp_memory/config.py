@@ -497,9 +497,3 @@ def pin_native_threads(threads: int) -> None:
     """Cap OpenMP/BLAS pools before a native library loads: on a busy 2-core box 2 threads were 3-25x slower."""
     for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS"):
         os.environ.setdefault(name, str(threads))
-
-
-def client_config_dirs() -> dict[str, str]:
-    """The variables that move MCP clients' configuration files (`mcp-memory install`): APPDATA on
-    Windows, XDG_CONFIG_HOME on Linux, CODEX_HOME for Codex; the home directory comes from Path.home()."""
-    return {name: os.environ[name] for name in ("APPDATA", "XDG_CONFIG_HOME", "CODEX_HOME") if os.environ.get(name)}

@@ -21,7 +21,7 @@ class Places:
 
     system: str  # platform.system(): Linux, Darwin, Windows
     home: Path
-    env: Mapping[str, str]  # APPDATA, XDG_CONFIG_HOME, CODEX_HOME when set (config.client_config_dirs)
+    env: Mapping[str, str]  # APPDATA, XDG_CONFIG_HOME, CODEX_HOME when set
 
     def app_data(self) -> Path:
         """Where desktop apps keep per-user settings: ~/Library/Application Support, %APPDATA%,

@@ -106,12 +106,7 @@ def _cut_table(text: str, name: str) -> str:
     return "".join(kept)
 
 
-def _toml_install(text: str, path: Path, name: str, entry: dict[str, Any]) -> str:
-    document = _toml(text, path)
-    current = document.get("mcp_servers", {}).get(name)
-    wanted = merged(current, entry)
-    if current == wanted:
-        return text
+def _cut_ours(text: str, path: Path, name: str) -> str:
     rest = _cut_table(text, name)
     if name in _toml(rest, path).get("mcp_servers", {}):
         raise InvalidInputError(
@@ -119,7 +114,16 @@ def _toml_install(text: str, path: Path, name: str, entry: dict[str, Any]) -> st
             f"defines mcp_servers.{name} inline or with dotted keys, which this command does not rewrite; "
             f"make it a [mcp_servers.{name}] table (or remove it) and run the command again",
         )
-    rest = rest.rstrip("\n")
+    return rest
+
+
+def _toml_install(text: str, path: Path, name: str, entry: dict[str, Any]) -> str:
+    document = _toml(text, path)
+    current = document.get("mcp_servers", {}).get(name)
+    wanted = merged(current, entry)
+    if current == wanted:
+        return text
+    rest = _cut_ours(text, path, name).rstrip("\n")
     new = (rest + "\n\n" if rest else "") + _toml_table(name, wanted)
     _verify_toml(document, new, path, name, wanted)
     return new
@@ -129,7 +133,7 @@ def _toml_uninstall(text: str, path: Path, name: str) -> str:
     document = _toml(text, path)
     if name not in document.get("mcp_servers", {}):
         return text
-    new = _cut_table(text, name)
+    new = _cut_ours(text, path, name)
     new = new.rstrip("\n") + "\n" if new.strip() else ""  # no blank lines left where our table ended
     _verify_toml(document, new, path, name, None)
     return new
