@@ -323,3 +323,17 @@ async def test_the_installed_entry_answers_tools_list_when_started_as_the_client
         async with Client(params) as session:
             tools = {tool.name for tool in (await session.list_tools()).tools}
     assert {"remember", "recall"} <= tools
+
+
+def test_the_file_keeps_its_mode_and_a_symlink_stays_a_symlink(tmp_path: Path) -> None:
+    real = tmp_path / "dotfiles" / "mcp.json"
+    real.parent.mkdir()
+    real.write_text(another_server("cursor"), encoding="utf-8")
+    real.chmod(0o640)
+    link = tmp_path / "mcp.json"
+    link.symlink_to(real)
+    assert run("install", "cursor", "--client-config", str(link)) == 0
+    assert link.is_symlink()
+    assert real.stat().st_mode & 0o777 == 0o640
+    assert "memory" in servers("cursor", real)
+    assert sorted(p.name for p in tmp_path.rglob("*") if ".tmp" in p.name) == []  # no temporary file left
