@@ -14,11 +14,8 @@ nothing changes. --dry-run prints the change as a unified diff and writes nothin
 from __future__ import annotations
 
 import argparse
-import difflib
 import os
-import platform
 import re
-import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -64,6 +61,8 @@ class Change:
 
 
 def run(args: argparse.Namespace) -> int:
+    import platform  # here, like the rest: every `mcp-memory` start (a hook's too) imports this module
+
     from mcp_memory.install.clients import CLIENTS, Places
 
     client = CLIENTS.get(args.client)
@@ -89,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _changes(args: argparse.Namespace, client: Client, places: Places) -> list[Change]:
+    import platform
+
     from mcp_memory.install import claude_hooks, documents
     from mcp_memory.install.clients import claude_code_settings
 
@@ -163,6 +164,8 @@ def _apply(change: Change, verb: str, dry_run: bool) -> None:
 
 def diff(change: Change) -> str:
     """The change as a unified diff (what --dry-run prints)."""
+    import difflib
+
     before = (change.old or "").splitlines(keepends=True)
     after = (change.new or "").splitlines(keepends=True)
     old_name = str(change.path) if change.old is not None else "/dev/null"
@@ -174,6 +177,8 @@ def diff(change: Change) -> str:
 def executable() -> str:
     """The absolute path of the `mcp-memory` command clients should start: the one being run, else
     the one beside this Python (the venv's bin or Scripts), else the one on PATH."""
+    import shutil
+
     name = "mcp-memory.exe" if os.name == "nt" else "mcp-memory"
     candidates = [Path(sys.argv[0])] if Path(sys.argv[0]).name in (name, "mcp-memory") else []
     candidates.append(Path(sys.executable).parent / name)
