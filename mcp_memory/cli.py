@@ -1,4 +1,4 @@
-"""The ``mcp-memory`` command: serve, doctor, export, import, reindex."""
+"""The ``mcp-memory`` command: serve, doctor, export, import, reindex, install."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 import orjson
 
-from mcp_memory import __version__
+from mcp_memory import __version__, cli_install
 from mcp_memory.cli_token import moment, when
 from mcp_memory.config import Settings, load_settings
 from mcp_memory.errors import MemoryServerError
@@ -141,6 +141,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     ui.add_argument("--ui-port", type=int, help="loopback port (default ui.port, 0: a free one)")
     ui.add_argument("--no-browser", action="store_true", help="print the link only; do not open a browser")
+    cli_install.add_parsers(sub)
     return parser
 
 
@@ -175,6 +176,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str]) -> int:
     args = _parser().parse_args(argv)
+    if args.command in ("install", "uninstall"):  # the client's files, not this server's settings
+        return _install(args)
+    return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     hooked = args.command == "hook"
     try:
         settings = _settings(args)
@@ -222,6 +229,14 @@ def _main(argv: Sequence[str]) -> int:
     except KeyboardInterrupt:
         return 130
     return 0
+
+
+def _install(args: argparse.Namespace) -> int:
+    try:
+        return cli_install.run(args)
+    except MemoryServerError as exc:
+        _err(f"mcp-memory {args.command}: {exc}")
+        return 2
 
 
 def _light(settings: Settings, args: argparse.Namespace) -> int | None:
