@@ -188,17 +188,21 @@ def _run(args: argparse.Namespace) -> int:
         light = _light(settings, args)
         if light is not None:
             return light
-        from mcp_memory import logs, server
+        from mcp_memory import logs
 
         logs.configure_logging(settings, getattr(args, "transport", "stdio"))
-        if args.command == "serve":
-            if args.transport == "stdio":
-                anyio.run(server.serve_stdio, settings)
-            else:
-                anyio.run(server.serve_network, settings, args.transport)
+        if args.command == "serve" and args.transport == "stdio":
+            from mcp_memory.server import serve_stdio
+
+            anyio.run(serve_stdio, settings)
             return 0
-        if args.command == "ui":
-            anyio.run(server.serve_ui, settings, not args.no_browser)
+        if args.command in ("serve", "ui"):
+            from mcp_memory import gateway  # the HTTP stack, the inspector and JWT: never for stdio
+
+            if args.command == "serve":
+                anyio.run(gateway.serve_network, settings, args.transport)
+            else:
+                anyio.run(gateway.serve_ui, settings, not args.no_browser)
             return 0
         if args.command == "token":
             from mcp_memory.cli_token import run as token_command

@@ -18,9 +18,8 @@ import orjson
 
 from mcp_memory.config import Settings
 from mcp_memory.redact import RedactingFilter
-from mcp_memory.scope import current_request_id
+from mcp_memory.scope import GATEWAY_REQUEST_ID, current_request_id
 from mcp_memory.storage.permissions import private_dir
-from mcp_memory.web import GATEWAY_REQUEST_ID
 
 # The least level let through from each library logger (and its children), and what its lower
 # lines would carry. A floor at the handler, not Logger.setLevel: uvicorn sets its loggers' levels

@@ -38,6 +38,10 @@ async def record_request(ctx: ServerRequestContext[Any, Any], call_next: Callabl
 
 
 REQUEST_ID_KEY = "mcp_memory.request_id"  # where the HTTP gateway leaves each request's id
+# The id of the request the gateway's middlewares are handling, for log lines written in their own
+# task (handlers of a stateful session run in the session's task and read it from the request
+# instead). Here, not in ``web``, so the log handler needs nothing of the HTTP stack.
+GATEWAY_REQUEST_ID: ContextVar[str | None] = ContextVar("mcp_memory_gateway_request_id", default=None)
 
 
 def _http_scope() -> dict[str, Any]:

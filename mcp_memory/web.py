@@ -26,7 +26,6 @@ import re
 import time
 import uuid
 from collections.abc import Callable
-from contextvars import ContextVar
 from typing import Any
 
 import orjson
@@ -42,14 +41,11 @@ from mcp_memory import __version__, metrics
 from mcp_memory.config import HttpSettings, Limits
 from mcp_memory.jwt_auth import JwtVerifier, looks_like_jwt
 from mcp_memory.models import Scope as MemoryScope
-from mcp_memory.scope import REQUEST_ID_KEY
+from mcp_memory.scope import GATEWAY_REQUEST_ID, REQUEST_ID_KEY
 from mcp_memory.services.control_ports import TokenCheck
 from mcp_memory.web_body import BodyCheck, read_within, replay
 
 log = logging.getLogger("mcp_memory.http")
-# The id of the request the middlewares are handling, for log lines written in their own task
-# (handlers of a stateful session run in the session's task and read it from the request instead).
-GATEWAY_REQUEST_ID: ContextVar[str | None] = ContextVar("mcp_memory_gateway_request_id", default=None)
 
 METADATA_PATH = "/.well-known/oauth-protected-resource"
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")

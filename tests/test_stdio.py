@@ -208,3 +208,39 @@ async def test_every_readme_client_configuration_starts_a_working_server(
             tools = {t.name for t in (await client.list_tools()).tools}
             assert {"remember", "recall", "checkpoint", "resume"} <= tools
             await call(client, "remember", {"content": "The README configuration works"})
+
+
+# Ours that only the network transports and the inspector use, and what they bring. uvicorn and
+# sse_starlette are not listed: the SDK's own `mcp.server.lowlevel` imports them for any server.
+HTTP_ONLY = (
+    "mcp_memory.gateway",
+    "mcp_memory.web",
+    "mcp_memory.web_capacity",
+    "mcp_memory.jwt_auth",
+    "mcp_memory.inspector",
+    "jinja2",
+    "jwt",
+    "rich",  # the SDK's default log handler, which our handler makes redundant
+)
+
+
+def _imported(trace: str) -> set[str]:
+    """Every module named in a `python -X importtime` trace (lines `import time: self | cum | name`)."""
+    return {
+        line.rsplit("|", 1)[1].strip() for line in trace.splitlines() if line.startswith("import time:") and "|" in line
+    }
+
+
+async def test_a_stdio_server_never_imports_the_http_stack_or_the_inspector(tmp_path: Path, mode: str) -> None:
+    traced = [str(BIN / "python"), "-X", "importtime", "-m", "mcp_memory"]
+    async with spawn_server(tmp_path, mode, command=traced) as (client, server):
+        await client.list_tools()
+        await call(client, "remember", {"content": "The stdio server stays off the HTTP stack"})
+        await call(client, "recall", {"query": "which stack does the stdio server use?"})
+    imported = _imported(server.stderr())
+    assert {"mcp_memory.server", "mcp_memory.stdio", "mcp_memory.tools"} <= imported  # the trace is read
+    assert sorted(name for name in imported if _http_only(name)) == []
+
+
+def _http_only(module: str) -> bool:
+    return any(module == name or module.startswith(f"{name}.") for name in HTTP_ONLY)
