@@ -49,6 +49,7 @@ from mcp_memory.services import inputs, intake, lookup, question, recall, rerank
 from mcp_memory.services.checks import text_field
 from mcp_memory.services.intake import CallContext as CallContext  # where callers have always found it
 from mcp_memory.services.intake import Progress
+from mcp_memory.services.keywords import keyword_ranking
 from mcp_memory.services.ports import MemoryStore
 from mcp_memory.services.recall import concurrently, fit_budget, floored, memory_out, score
 from mcp_memory.services.relations import Thresholds, stored_neighbours
@@ -361,7 +362,9 @@ class MemoryService:
                 scope, qvec, criteria, depth, now, await self._centring(words, qvec)
             )
 
-        dense, keyword = await concurrently(dense_side(), self.store.keyword_search(scope, terms, criteria, depth, now))
+        dense, keyword = await concurrently(
+            dense_side(), keyword_ranking(self.store, scope, terms, criteria, depth, now)
+        )
         return dense, keyword
 
     async def _gather(

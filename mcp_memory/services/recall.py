@@ -23,7 +23,7 @@ from mcp_memory.schemas import Detail, Hit, MemoryOut, Pin, RecallResult, Signal
 from mcp_memory.services import scoring
 from mcp_memory.services.question import DATED_SECONDS, Understanding
 from mcp_memory.services.when import Span, said
-from mcp_memory.text import estimate_tokens, has_cjk
+from mcp_memory.text import estimate_tokens, has_cjk, shares_stem
 
 
 async def concurrently(*calls: Awaitable[Any]) -> list[Any]:
@@ -345,6 +345,12 @@ def matched_terms(content: str, terms: Sequence[str]) -> list[str]:
     return found
 
 
+def forms_matched(content: str, terms: Sequence[str]) -> list[str]:
+    """The words of ``content`` that share a stem with one of the question's English ``terms``, as
+    ``content`` writes them: what a hit the keyword side found by a word's stem is cited by."""
+    return list(dict.fromkeys(filter(None, (shares_stem(content, term) for term in terms))))
+
+
 # A hit's line in recall's text block costs at most 120 characters beyond its text: the quotes, date,
 # id and punctuation take 49, so its reason gets what is left (in the JSON a lean hit's other fields
 # take about 117).
@@ -357,7 +363,10 @@ def why(record: MemoryRecord, signals: Signals, terms: Sequence[str], now: float
     link added, when it was said (in the days of ``offset``)."""
     parts: list[str] = []
     # Words nearly every memory contains ("user") carry no evidence and are no reason.
-    matched = matched_terms(record.content, terms) if (signals.keyword_evidence or 0.0) >= 0.3 else []
+    evidence = signals.keyword_evidence or 0.0
+    matched = matched_terms(record.content, terms) if evidence >= 0.3 else []
+    if not matched and evidence >= 0.3 * scoring.STEM_WEIGHT:  # found by a stem: its evidence counts half
+        matched = forms_matched(record.content, terms)
     if matched:
         parts.append("matches " + ", ".join(f"'{t}'" for t in matched[:2]))
     # the question's time, people and form, then a link (in that order from question.adjustments)
