@@ -55,6 +55,7 @@ from mcp_memory.services.recall import concurrently, fit_budget, floored, memory
 from mcp_memory.services.relations import Thresholds, stored_neighbours
 from mcp_memory.services.rules import says_stopped
 from mcp_memory.services.sessions import SessionTracker
+from mcp_memory.services.strength import with_strength
 from mcp_memory.services.switch import SwitchState, nothing_recalled, off_reason, refuse_if_off
 from mcp_memory.text import (
     estimate_tokens,
@@ -300,6 +301,7 @@ class MemoryService:
         hits, used, omitted = fit_budget(
             scored, k, budget, terms=telling, detail=detail, explain=explain, now=said_from, offset=offset
         )
+        hits, used = await with_strength(self.store, self.embedder, scope, words, dense, scored, hits, self.config)
         if reinforce and hits:
             await self.store.reinforce(scope, recall.reinforced(scored, hits), now)
         counts = {"k": k, "budget": budget, "used": used, "omitted": omitted, "below": below}

@@ -204,7 +204,10 @@ def answer(
     notes: Sequence[str | None] = (),
 ) -> RecallResult:
     """What recall sends: the question redacted (the answer is stored in a transcript: no secret is
-    echoed back), the hits and pins, and one note of what the floor, the budget and the LLM did."""
+    echoed back), the hits and pins, and one note of what the floor, the budget and the LLM did, and
+    that nothing stands out when no hit is strong."""
+    strong = any(h.strength == "strong" for h in hits)
+    weak = None if strong or not hits else NOTHING_STANDS_OUT
     return RecallResult(
         query=redact(query),
         hits=hits,
@@ -214,8 +217,12 @@ def answer(
         used_tokens=used,
         omitted_for_budget=omitted,
         below_floor=below,
-        note="; ".join(filter(None, (floor_note(len(hits), k, below, omitted, budget), *notes))) or None,
+        note="; ".join(filter(None, (weak, floor_note(len(hits), k, below, omitted, budget), *notes))) or None,
+        strength="strong" if strong else "weak",
     )
+
+
+NOTHING_STANDS_OUT = "nothing stands out: no hit clearly bears on the question"
 
 
 # Fewer candidates than this say nothing of how common a word is: every term may be cited.
@@ -247,9 +254,12 @@ def fit_budget(
         reason = why(record, signals, terms, now, offset)
         extra = signals if explain else None
         hit: Hit | MemoryOut
+        # counted strong, the longer word: its strength is judged after (services/strength.py)
         if detail == "full":
             hit = memory_out(record)
-            hit = hit.model_copy(update={"score": round(value, 3), "why": reason, "signals": extra})
+            hit = hit.model_copy(
+                update={"score": round(value, 3), "why": reason, "strength": "strong", "signals": extra}
+            )
             tokens = hit.tokens = wire_tokens(hit)
         else:
             hit = lean_hit(record, round(value, 3), reason, extra)
@@ -279,6 +289,7 @@ def lean_hit(record: MemoryRecord, value: float, reason: str, signals: Signals |
         occurred_at=_second(record.occurred_at),
         score=value,
         why=reason,
+        strength="strong",
         conflicts_with=record.conflicts_with or None,
         superseded_by=record.superseded_by,
         source_ids=record.source_ids or None,
