@@ -36,7 +36,7 @@ from mcp_memory.config import Settings
 from mcp_memory.embed.background import background_z
 from mcp_memory.models import Scope
 from mcp_memory.schemas import Hit, MemoryInput, MemoryOut
-from mcp_memory.services import foreign, rules
+from mcp_memory.services import foreign, rules, strength
 from mcp_memory.services.recall import matched_terms
 from mcp_memory.services.switch import off_reason
 from mcp_memory.task_schemas import CheckpointReason, TaskSummary
@@ -52,15 +52,15 @@ PROMPT_BUDGET_TOKENS = 800
 # A prompt's hint carries a memory only when it stands this many standard deviations above the store's
 # ordinary closeness to the prompt (recall's fused score): recall's own floor (above the ordinary) lets
 # about half a store through for any prompt, which is noise for context nobody asked for.
-HINT_MIN_Z = 2.0
+HINT_MIN_Z = strength.STANDS_OUT
 # Below this many memories the store's own mean and spread say nothing (of n memories the best stands at
 # most sqrt(n - 1) deviations above their mean, and a spread of a handful is noise): there a hit is judged
 # on its own evidence instead, against the embedding model's background (embed.background), not the store's.
-STORE_STATS_MIN = 10
+STORE_STATS_MIN = strength.STORE_STATS_MIN
 # That evidence: the hit's closeness in background standard deviations (on meaning alone about one
 # unrelated pair in a thousand reaches 3 with e5), plus recall.keyword_weight of them for each content word
 # of the prompt the memory contains, so one shared word needs a meaning at least somewhat close (1).
-OWN_MIN_Z = 3.0
+OWN_MIN_Z = strength.STRONG_EVIDENCE  # recall calls a hit strong on the same rules (services/strength.py)
 # Words agents write into every memory about a person: found in the memory they set nothing apart.
 _EVERYWHERE_WORDS = frozenset({"user", "users", "用户"})
 RESUME_BUDGET_TOKENS = 2_000

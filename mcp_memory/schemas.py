@@ -13,6 +13,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from mcp_memory.models import Tier
 
 Outcome = Literal["stored", "merged", "rejected"]
+# How strongly a recalled memory (or recall's answer) bears on the question (services/strength.py).
+Strength = Literal["strong", "weak"]
 
 
 def _number(value: Any) -> Any:
@@ -138,6 +140,9 @@ class Signals(BaseModel):
     frequency: float = Field(description="F")
     importance: float = Field(description="P")
     value: float = Field(description="a*R + b*T + c*F + d*P")
+    evidence: float | None = Field(
+        None, description="its own evidence: closeness above unrelated texts plus rare shared words (strength)"
+    )
 
 
 class OccurrenceOut(BaseModel):
@@ -184,6 +189,7 @@ class MemoryOut(BaseModel):
     tokens: int = Field(description="estimated tokens of this hit as JSON: what recall's budget counts")
     score: float | None = Field(None, description="recall's value for this hit, 0..1")
     why: str | None = Field(None, description="why recall returned it, in words")
+    strength: Strength | None = Field(None, description="recall: 'strong' when its own evidence clearly bears on it")
     signals: Signals | None = Field(None, description="every signal of the ranking (explain=true)")
 
 
@@ -196,6 +202,7 @@ class Hit(BaseModel):
     occurred_at: datetime
     score: float = Field(description="recall's value for this hit, 0..1")
     why: str = Field(description="why recall returned it, in words")
+    strength: Strength = Field(description="'strong' when its own evidence clearly bears on the question, else 'weak'")
     conflicts_with: list[str] | None = Field(None, description="memories this one may contradict: ask the user")
     superseded_by: str | None = None
     source_ids: list[str] | None = Field(None, description="for a summary: the memories it holds")
@@ -233,6 +240,7 @@ class RecallResult(BaseModel):
     omitted_for_budget: int = Field(description="relevant hits left out because the budget was used")
     note: str | None = Field(None, description="what the caller should know about these hits, when anything")
     below_floor: int = Field(0, description="memories left out as no closer to the question than the store's ordinary")
+    strength: Strength = Field("weak", description="'strong' when one hit is: else nothing stands out")
 
 
 class PinResult(BaseModel):

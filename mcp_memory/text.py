@@ -1,7 +1,11 @@
-"""Text rules shared by every layer: validation, CJK segmentation, token estimates, identifiers.
+"""Text rules shared by every layer: validation, CJK segmentation, word forms, token estimates,
+identifiers.
 
 FTS5's unicode61 tokenizer reads a run of Chinese characters as one token, and the trigram
 tokenizer cannot match two-character words, so CJK runs are indexed as overlapping bigrams.
+Each English word is indexed twice: as written, and as its Snowball stem behind ``STEM_MARK``, a
+token of its own that no written word can be, so "games" finds "game recommendations" through
+the stem while the word as written keeps its own statistics (and ranks a memory that says it first).
 Token budgets must be counted offline: CJK characters and Latin words are counted apart
 (calibrated against cl100k-style tokenizers: ~1 token per CJK character, ~1.3 per word).
 """
@@ -11,7 +15,10 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
+from collections.abc import Iterable
 from urllib.parse import quote
+
+import Stemmer
 
 _CJK = (
     r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
@@ -113,8 +120,46 @@ def _bigrams(run: str) -> list[str]:
 
 
 def segment_for_index(text: str) -> str:
-    """The text the keyword index sees: CJK runs become space-separated bigrams."""
-    return CJK_RUN.sub(lambda m: " " + " ".join(_bigrams(m.group(0))) + " ", text.lower())
+    """The text the keyword index sees: CJK runs become space-separated bigrams, and the stems of its
+    English words follow the text (``word_stems``)."""
+    lowered = text.lower()
+    segmented = CJK_RUN.sub(lambda m: " " + " ".join(_bigrams(m.group(0))) + " ", lowered)
+    stems = word_stems(_WORD.findall(lowered))
+    return f"{segmented} {' '.join(stems)}" if stems else segmented
+
+
+# A private-use character: a token character to FTS5's unicode61 and to the PostgreSQL index's
+# tokenizer alike, and never in a word as written, so a marked stem matches only a marked stem.
+STEM_MARK = "\ue000"
+_STEMMER = Stemmer.Stemmer("english")  # Snowball (Porter2), compiled in the wheel: nothing to download
+_WORD = re.compile(r"[^\W_]+")  # a run of letters and digits, as unicode61 cuts tokens
+
+
+def _stemmable(word: str) -> bool:
+    return word.isascii() and word.isalpha() and word not in EN_STOPWORDS
+
+
+def word_stems(words: Iterable[str]) -> list[str]:
+    """The marked Snowball stems of the English words among ``words`` (lower-cased tokens), in
+    order; numbers, identifiers, stopwords, CJK and words with other letters have none."""
+    kept = [w for w in words if _stemmable(w)]
+    return [STEM_MARK + stem for stem in _STEMMER.stemWords(kept)]
+
+
+def stem_terms(terms: Iterable[str]) -> list[str]:
+    """The marked stems of a question's keyword terms (``keyword_terms``) that are English words:
+    what the keyword index searches besides the words as written."""
+    return list(dict.fromkeys(word_stems(terms)))
+
+
+def shares_stem(content: str, term: str) -> str | None:
+    """The first word of ``content`` with the stem of the English word ``term``, as written there."""
+    if not _stemmable(term):
+        return None
+    stem = _STEMMER.stemWord(term)
+    if stem[:3] not in content.lower():  # most memories hold nothing of it: no stemming for them
+        return None
+    return next((w for w in _WORD.findall(content.lower()) if _stemmable(w) and _STEMMER.stemWord(w) == stem), None)
 
 
 def keyword_terms(query: str) -> list[str]:

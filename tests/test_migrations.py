@@ -9,7 +9,9 @@ import pytest
 
 from mcp_memory.errors import SchemaVersionError
 from mcp_memory.storage import schema
+from mcp_memory.storage.rows import fts_match
 from mcp_memory.storage.schema import SCHEMA_VERSION, migrate
+from mcp_memory.text import stem_terms
 
 
 def _v1_file(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -136,3 +138,36 @@ def test_the_upgrade_to_schema_7_indexes_what_stored_memories_name(
     named = conn.execute("SELECT entity, COUNT(*) FROM memory_entities GROUP BY entity ORDER BY entity").fetchall()
     conn.close()
     assert named == [("buildkite", 1), ("inv-767", 2)]
+
+
+def test_the_upgrade_to_schema_12_indexes_the_stems_of_stored_memories(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "alice.db"
+    with monkeypatch.context() as mp:
+        mp.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:11])
+        mp.setattr(schema, "SCHEMA_VERSION", 11)
+        migrate(path, 1_000)
+    conn = sqlite3.connect(path)
+    n = conn.execute(
+        "INSERT INTO memories (id, kind, content, importance, occurred_at, created_at, valid_from, language, "
+        "content_hash) VALUES ('01JOLDMEMORY0000000000000', 'fact', 'The user wants game recommendations', "
+        "0.5, 1, 1, 1, 'en', 'h')"
+    ).lastrowid
+    conn.execute(  # as code of schema 11 indexed it: the words as written only
+        "INSERT INTO memories_fts(rowid, body) VALUES (?, 'the user wants game recommendations')", (n,)
+    )
+    conn.commit()
+    stem = fts_match(stem_terms(["games"]))
+    assert conn.execute("SELECT COUNT(*) FROM memories_fts WHERE memories_fts MATCH ?", (stem,)).fetchone() == (0,)
+    conn.close()
+    migrate(path, 1_000)
+    conn = sqlite3.connect(path)
+    found = conn.execute("SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?", (stem,)).fetchall()
+    written = conn.execute(
+        "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?", ('"recommendations"',)
+    ).fetchall()
+    rows = conn.execute("SELECT COUNT(*) FROM memories_fts").fetchone()
+    conn.close()
+    assert found == written == [(n,)]
+    assert rows == (1,)  # written again, not twice

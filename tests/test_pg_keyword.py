@@ -12,7 +12,7 @@ from psycopg import sql
 
 from mcp_memory.storage.pg import keyword, migrations
 from mcp_memory.storage.rows import fts_match
-from mcp_memory.text import keyword_terms, segment_for_index
+from mcp_memory.text import keyword_terms, segment_for_index, stem_terms
 from tests import pgcluster
 
 pytestmark = pytest.mark.anyio
@@ -51,6 +51,7 @@ QUESTIONS = [
     "σίσυφος naive",
     "nothing matches zzzqx",
     "the user",
+    "Which games and paintings does she like?",
 ]
 
 
@@ -88,6 +89,8 @@ def _fts5() -> sqlite3.Connection:
 
 
 def _sqlite_scores(db: sqlite3.Connection, terms: list[str]) -> dict[str, float]:
+    if not terms:  # a Chinese question has no stems: the store searches nothing
+        return {}
     rows = db.execute(
         "SELECT rowid, bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ?", (fts_match(terms),)
     ).fetchall()
@@ -106,15 +109,19 @@ async def test_bm25_in_postgresql_equals_fts5_on_english_chinese_phrases_and_acc
     db = _fts5()
     async with await _pg_index(pg_empty) as conn:
         compared = 0
+        stemmed = 0
         for question in QUESTIONS:
-            terms = keyword_terms(question)
-            expected = _sqlite_scores(db, terms)
-            got = await _pg_scores(conn, terms)
-            assert got.keys() == expected.keys(), question
-            for memory, score in expected.items():
-                assert got[memory] == pytest.approx(score, rel=1e-9, abs=1e-12), (question, memory)
-            compared += len(expected)
+            for terms in (keyword_terms(question), stem_terms(keyword_terms(question))):
+                expected = _sqlite_scores(db, terms)
+                got = await _pg_scores(conn, terms)
+                assert got.keys() == expected.keys(), question
+                for memory, score in expected.items():
+                    assert got[memory] == pytest.approx(score, rel=1e-9, abs=1e-12), (question, memory)
+                compared += len(expected)
+            stemmed += len(_sqlite_scores(db, stem_terms(keyword_terms(question))))
         assert compared > 20  # positive control: the questions do match
+        assert stemmed > 10  # and their stems too
+        assert "m09" in await _pg_scores(conn, stem_terms(["paintings"]))  # "painted", "painting"
         # a phrase matches only where its tokens stand together, as in FTS5
         assert set(await _pg_scores(conn, ["inv-767"])) == {"m05", "m06"}
         assert "m06" not in await _pg_scores(conn, ["inv-768-x"])
@@ -141,3 +148,41 @@ async def test_the_visibility_condition_filters_after_the_statistics_and_a_delet
         db = _fts5()
         db.execute("DELETE FROM memories_fts WHERE rowid = 4")
         assert await _pg_scores(conn, ["tea", "user"]) == pytest.approx(_sqlite_scores(db, ["tea", "user"]))
+
+
+async def test_the_upgrade_to_schema_2_indexes_the_stems_of_stored_memories(
+    pg_empty: pgcluster.Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with await psycopg.AsyncConnection.connect(pg_empty.dsn(pgcluster.OWNER), autocommit=True) as owner:
+        monkeypatch.setattr(migrations, "SCHEMA_VERSION", 1)
+        await migrations.migrate(owner, pgcluster.SERVER)
+        monkeypatch.undo()
+        async with owner.transaction():  # a memory as schema 1 indexed it: its words as written only
+            await migrations.as_principal(owner, KEY)
+            await owner.execute("SELECT mcp_open_principal(%s, %s)", (KEY, "someone"))
+            row = await (
+                await owner.execute(
+                    "INSERT INTO memories (principal, id, kind, content, importance, occurred_at, created_at, "
+                    "valid_from, language, content_hash) VALUES (%s, 'm00', 'fact', %s, 0.5, 0, 0, 0, 'en', 'h') "
+                    "RETURNING n",
+                    (KEY, "The user wants game recommendations"),
+                )
+            ).fetchone()
+            assert row is not None
+            await keyword.index_segmented(owner, KEY, {int(row[0]): "the user wants game recommendations"})
+        async with owner.transaction():
+            await migrations.as_principal(owner, KEY)
+            assert await keyword.search(owner, KEY, stem_terms(["games"]), 10) == []
+        assert await migrations.migrate(owner, pgcluster.SERVER) == 2
+        async with owner.transaction():
+            await migrations.as_principal(owner, KEY)
+            found = await keyword.search(owner, KEY, stem_terms(["games"]), 10)
+            written = await keyword.search(owner, KEY, ["recommendations"], 10)
+        db = sqlite3.connect(":memory:")
+        db.execute("CREATE VIRTUAL TABLE memories_fts USING fts5(body, tokenize = 'unicode61 remove_diacritics 2')")
+        db.execute(
+            "INSERT INTO memories_fts(rowid, body) VALUES (0, ?)",
+            (segment_for_index("The user wants game recommendations"),),
+        )
+        assert [m for m, _ in found] == [m for m, _ in written] == ["m00"]
+        assert dict(written) == pytest.approx(_sqlite_scores(db, ["recommendations"]))  # one memory, counted once

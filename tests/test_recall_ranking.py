@@ -63,7 +63,18 @@ async def test_a_rare_word_still_finds_its_memory_by_keyword(new_user: Client) -
     assert "'thinkpad'" in result["hits"][0]["why"]
 
 
-LEAN_FIELDS = {"id", "text", "kind", "occurred_at", "score", "why", "conflicts_with", "superseded_by", "source_ids"}
+LEAN_FIELDS = {
+    "id",
+    "text",
+    "kind",
+    "occurred_at",
+    "score",
+    "why",
+    "strength",
+    "conflicts_with",
+    "superseded_by",
+    "source_ids",
+}
 
 
 async def test_a_default_hit_is_lean_and_says_why(new_user: Client) -> None:
@@ -73,10 +84,10 @@ async def test_a_default_hit_is_lean_and_says_why(new_user: Client) -> None:
         assert set(hit) <= LEAN_FIELDS
         assert isinstance(hit["why"], str)
         assert hit["why"]
-        # Beyond its text a hit's JSON costs its id, kind, time and score (117 characters with the keys)
-        # and a reason of at most 70.
+        # Beyond its text a hit's JSON costs its id, kind, time, score and strength (137 characters with
+        # the keys) and a reason of at most 70.
         sent = orjson.dumps(hit).decode()
-        assert len(sent) - len(orjson.dumps(hit["text"]).decode()) <= 117 + 70, sent
+        assert len(sent) - len(orjson.dumps(hit["text"]).decode()) <= 137 + 70, sent
 
 
 def _text_block(result: CallToolResult) -> str:

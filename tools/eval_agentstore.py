@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 from mcpclient import MemoryClient, ServerSpec, open_server
+from strength_curve import StrengthLog
 
 SETS = ("en", "zh", "en->zh", "zh->en")
 FOREIGN_PER_STORE = 5
@@ -52,6 +53,7 @@ class AgentLog:
     floored: int = 0  # foreign questions whose answer left memories out below the floor (and said so)
     floor_cut: int = 0  # questions whose gold the unfloored top 10 held and the served list lost
     misses: list[tuple[QueryScore, list[str]]] = field(default_factory=list)
+    strength: StrengthLog = field(default_factory=StrengthLog)  # foreign questions absent, own ones answered
 
 
 def foreign_questions(stores: list[dict[str, Any]], store: dict[str, Any], rng: random.Random) -> list[str]:
@@ -62,7 +64,7 @@ def foreign_questions(stores: list[dict[str, Any]], store: dict[str, Any], rng: 
 
 
 async def _ask(client: MemoryClient, query: str, **more: Any) -> dict[str, Any]:
-    return await client.recall(query, k=10, budget_tokens=32_000, **more)
+    return await client.recall(query, k=10, budget_tokens=32_000, explain=True, **more)
 
 
 async def evaluate(
@@ -100,6 +102,8 @@ async def evaluate(
                 rank = next((i for i, ids in enumerate(ranked, start=1) if ids & gold), None)
                 score = QueryScore(store["id"], query["q"], query["set"], rank)
                 scores.append(score)
+                if source is None:
+                    log.strength.add(served["hits"], str(served.get("strength")), absent=False, gold_first=rank == 1)
                 if source is None and rank is None:  # the baseline release has no floor
                     unfloored = await _ask(client, query["q"], floor=False)
                     log.floor_cut += any(file_ids_of.get(h["id"], set()) & gold for h in unfloored["hits"])
@@ -111,4 +115,6 @@ async def evaluate(
                 log.foreign_asked += 1
                 log.foreign_empty += not served["hits"]
                 log.floored += bool(served.get("below_floor"))
+                if source is None:
+                    log.strength.add(served["hits"], str(served.get("strength")), absent=True, gold_first=False)
     return scores, log

@@ -21,6 +21,7 @@ import after_maintain
 import bm25s
 from dialog_set import Conversation, Question, recall_at
 from mcpclient import MemoryClient, ServerSpec, Stopwatch, open_server
+from strength_curve import StrengthLog
 
 BATCH = 100
 # The largest k whose candidate depth (max(recall.candidates, 3k)) equals k=10's, so its first 10 are k=10's.
@@ -48,6 +49,7 @@ class StoreLog:
     seconds_recall: float = 0.0
     merged_examples: list[tuple[str, str]] = field(default_factory=list)
     horizons: dict[str, list[after_maintain.Horizon]] = field(default_factory=dict)  # conversation -> passes
+    strength: StrengthLog = field(default_factory=StrengthLog)  # category 5 absent, 1-4 answered
 
 
 def _progress(text: str) -> None:
@@ -139,6 +141,8 @@ async def run_ours(
             top = [str(h["id"]) for h in served["hits"]]
             if top != [str(h["id"]) for h in deep["hits"][:10]]:
                 log.top10_mismatch += 1
+            first = recall_at(ranked, question.evidence, 1) > 0
+            log.strength.add(deep["hits"], str(served.get("strength")), absent=question.category == 5, gold_first=first)
             by_relevance = sorted(deep["hits"], key=lambda h: -float(h["signals"]["relevance"]))
             fused = _ranked(by_relevance, by_memory)
             out.append((served_at, {k: recall_at(fused, question.evidence, k) for k in (5, 10)}, {}))

@@ -26,6 +26,7 @@ import eval_bilingual
 import eval_dialogs
 from mcpclient import SHARED_DATA, checkout, server_env
 from stats import RESAMPLES, SEED, Estimate, bootstrap, markdown_table, paired_bootstrap, verdict
+from strength_curve import table as strength_table
 
 Score = eval_dialogs.QuestionScore
 
@@ -181,6 +182,10 @@ def locomo_report(
     )
     for new, old in log.merged_examples:
         out.append(f"- merged: {new!r} -> {old!r}")
+    out += [
+        "",
+        strength_table("LoCoMo (absent: category 5; answered: categories 1-4, a gold turn first)", log.strength),
+    ]
     checks = [
         ("LoCoMo R@5 >= 62", ours[5].percent(), 100 * ours[5].mean >= 62),
         ("LoCoMo R@10 >= 72", ours[10].percent(), 100 * ours[10].mean >= 72),
@@ -304,6 +309,7 @@ def agentstore_report(
         "",
     ]
     out += [f"- [{q.set}] {q.query} -> {q.rank or '-'}; first: {top[0]}" for q, top in log.misses]
+    out += ["", strength_table("agentstore (absent: attributes the store lacks; answered: gold first)", log.strength)]
     checks.append(
         ("agentstore: questions about absent attributes return nothing >= 80%", f"{abstained:.2f}", abstained >= 0.8)
     )

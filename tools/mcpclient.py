@@ -54,6 +54,9 @@ class ServerSpec:
             env["PYTHONPATH"] = str(self.source)
             python = str(SERVER_BIN.parent / "python")
             return StdioServerParameters(command=python, args=["-m", "mcp_memory", "serve"], env=env, cwd=self.source)
+        # This checkout's code, not the package the shared venv has installed (another worktree's):
+        # the entry point's own path comes first otherwise.
+        env["PYTHONPATH"] = str(REPO)
         if self.launcher == "readme":
             # The README's exact command, run from the clone: `sh tools/serve.sh`.
             return StdioServerParameters(command="sh", args=["tools/serve.sh"], env=env, cwd=REPO)

@@ -49,11 +49,13 @@ from mcp_memory.services import inputs, intake, lookup, question, recall, rerank
 from mcp_memory.services.checks import text_field
 from mcp_memory.services.intake import CallContext as CallContext  # where callers have always found it
 from mcp_memory.services.intake import Progress
+from mcp_memory.services.keywords import keyword_ranking
 from mcp_memory.services.ports import MemoryStore
 from mcp_memory.services.recall import concurrently, fit_budget, floored, memory_out, score
 from mcp_memory.services.relations import Thresholds, stored_neighbours
 from mcp_memory.services.rules import says_stopped
 from mcp_memory.services.sessions import SessionTracker
+from mcp_memory.services.strength import with_strength
 from mcp_memory.services.switch import SwitchState, nothing_recalled, off_reason, refuse_if_off
 from mcp_memory.text import (
     estimate_tokens,
@@ -299,6 +301,7 @@ class MemoryService:
         hits, used, omitted = fit_budget(
             scored, k, budget, terms=telling, detail=detail, explain=explain, now=said_from, offset=offset
         )
+        hits, used = await with_strength(self.store, self.embedder, scope, words, dense, scored, hits, self.config)
         if reinforce and hits:
             await self.store.reinforce(scope, recall.reinforced(scored, hits), now)
         counts = {"k": k, "budget": budget, "used": used, "omitted": omitted, "below": below}
@@ -361,7 +364,9 @@ class MemoryService:
                 scope, qvec, criteria, depth, now, await self._centring(words, qvec)
             )
 
-        dense, keyword = await concurrently(dense_side(), self.store.keyword_search(scope, terms, criteria, depth, now))
+        dense, keyword = await concurrently(
+            dense_side(), keyword_ranking(self.store, scope, terms, criteria, depth, now)
+        )
         return dense, keyword
 
     async def _gather(

@@ -23,7 +23,7 @@ from mcp_memory.schemas import Detail, Hit, MemoryOut, Pin, RecallResult, Signal
 from mcp_memory.services import scoring
 from mcp_memory.services.question import DATED_SECONDS, Understanding
 from mcp_memory.services.when import Span, said
-from mcp_memory.text import estimate_tokens, has_cjk
+from mcp_memory.text import estimate_tokens, has_cjk, shares_stem
 
 
 async def concurrently(*calls: Awaitable[Any]) -> list[Any]:
@@ -204,7 +204,10 @@ def answer(
     notes: Sequence[str | None] = (),
 ) -> RecallResult:
     """What recall sends: the question redacted (the answer is stored in a transcript: no secret is
-    echoed back), the hits and pins, and one note of what the floor, the budget and the LLM did."""
+    echoed back), the hits and pins, and one note of what the floor, the budget and the LLM did, and
+    that nothing stands out when no hit is strong."""
+    strong = any(h.strength == "strong" for h in hits)
+    weak = None if strong or not hits else NOTHING_STANDS_OUT
     return RecallResult(
         query=redact(query),
         hits=hits,
@@ -214,8 +217,12 @@ def answer(
         used_tokens=used,
         omitted_for_budget=omitted,
         below_floor=below,
-        note="; ".join(filter(None, (floor_note(len(hits), k, below, omitted, budget), *notes))) or None,
+        note="; ".join(filter(None, (weak, floor_note(len(hits), k, below, omitted, budget), *notes))) or None,
+        strength="strong" if strong else "weak",
     )
+
+
+NOTHING_STANDS_OUT = "nothing stands out: no hit clearly bears on the question"
 
 
 # Fewer candidates than this say nothing of how common a word is: every term may be cited.
@@ -247,9 +254,12 @@ def fit_budget(
         reason = why(record, signals, terms, now, offset)
         extra = signals if explain else None
         hit: Hit | MemoryOut
+        # counted strong, the longer word: its strength is judged after (services/strength.py)
         if detail == "full":
             hit = memory_out(record)
-            hit = hit.model_copy(update={"score": round(value, 3), "why": reason, "signals": extra})
+            hit = hit.model_copy(
+                update={"score": round(value, 3), "why": reason, "strength": "strong", "signals": extra}
+            )
             tokens = hit.tokens = wire_tokens(hit)
         else:
             hit = lean_hit(record, round(value, 3), reason, extra)
@@ -279,6 +289,7 @@ def lean_hit(record: MemoryRecord, value: float, reason: str, signals: Signals |
         occurred_at=_second(record.occurred_at),
         score=value,
         why=reason,
+        strength="strong",
         conflicts_with=record.conflicts_with or None,
         superseded_by=record.superseded_by,
         source_ids=record.source_ids or None,
@@ -345,6 +356,12 @@ def matched_terms(content: str, terms: Sequence[str]) -> list[str]:
     return found
 
 
+def forms_matched(content: str, terms: Sequence[str]) -> list[str]:
+    """The words of ``content`` that share a stem with one of the question's English ``terms``, as
+    ``content`` writes them: what a hit the keyword side found by a word's stem is cited by."""
+    return list(dict.fromkeys(filter(None, (shares_stem(content, term) for term in terms))))
+
+
 # A hit's line in recall's text block costs at most 120 characters beyond its text: the quotes, date,
 # id and punctuation take 49, so its reason gets what is left (in the JSON a lean hit's other fields
 # take about 117).
@@ -357,7 +374,10 @@ def why(record: MemoryRecord, signals: Signals, terms: Sequence[str], now: float
     link added, when it was said (in the days of ``offset``)."""
     parts: list[str] = []
     # Words nearly every memory contains ("user") carry no evidence and are no reason.
-    matched = matched_terms(record.content, terms) if (signals.keyword_evidence or 0.0) >= 0.3 else []
+    evidence = signals.keyword_evidence or 0.0
+    matched = matched_terms(record.content, terms) if evidence >= 0.3 else []
+    if not matched and evidence >= 0.3 * scoring.STEM_WEIGHT:  # found by a stem: its evidence counts half
+        matched = forms_matched(record.content, terms)
     if matched:
         parts.append("matches " + ", ".join(f"'{t}'" for t in matched[:2]))
     # the question's time, people and form, then a link (in that order from question.adjustments)

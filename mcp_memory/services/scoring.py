@@ -71,6 +71,12 @@ class Fusion:
         return scores
 
 
+# Another form of a word is half the evidence of the word itself (services/keywords.py): the same
+# root, often another role ("organize" and "organization" share a stem), and Snowball joins some
+# words that are not one ("universe", "university"). Chosen before the dev runs, not tuned on them.
+STEM_WEIGHT = 0.5
+
+
 # A script's mean in a store is shrunk towards the parallel corpus's with the weight of this many
 # memories: a store with two Chinese memories is not centred on those two alone.
 CENTRING_PRIOR_WEIGHT = 8.0

@@ -18,8 +18,9 @@ from mcp_memory import __version__
 from mcp_memory.errors import SchemaVersionError, StorageError
 from mcp_memory.storage import links
 from mcp_memory.storage.permissions import private_dir, private_file
+from mcp_memory.text import segment_for_index
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 _V1 = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -237,6 +238,20 @@ CREATE TABLE golden_checks (
 );
 """
 
+# Version 12 changes no table: the keyword index of every memory is written again by `_resegment`,
+# now with the stems of its English words (text.segment_for_index).
+_V12 = ""
+
+
+def _resegment(conn: sqlite3.Connection) -> None:
+    """The keyword index again from every memory's text (each memory is in it, whatever its tier)."""
+    rows = conn.execute("SELECT n, content FROM memories").fetchall()
+    conn.execute("DELETE FROM memories_fts")
+    conn.executemany(
+        "INSERT INTO memories_fts(rowid, body) VALUES (?, ?)", [(n, segment_for_index(str(c))) for n, c in rows]
+    )
+
+
 # (version, script, the oldest code schema that may write a file at this version). Versions 2 and 3
 # only add tables, so code that knows version 1 may still write memories into such files.
 # Versions 4 and 5 change what a delete must clean (conflicts, summary lineage): older code may not
@@ -246,7 +261,9 @@ CREATE TABLE golden_checks (
 # store twice in a race between processes: it may write. Version 9's second vectors are optional
 # (a memory without one is ranked by the first model alone): version-7 code may write. Version 10's
 # event log is a record, not a rule: what older code writes has no events, nothing breaks. Version
-# 11's golden queries only guard passes: older code runs its passes unguarded, nothing breaks.
+# 11's golden queries only guard passes: older code runs its passes unguarded, nothing breaks. Version
+# 12's stems are found only by newer code: a memory older code writes has none and is found by its
+# words as written, as older code finds every memory; older code may write.
 MIGRATIONS: list[tuple[int, str, int]] = [
     (1, _V1, 1),
     (2, _V2, 1),
@@ -259,9 +276,10 @@ MIGRATIONS: list[tuple[int, str, int]] = [
     (9, _V9, 7),
     (10, _V10, 7),
     (11, _V11, 7),
+    (12, _V12, 7),
 ]
 # Work a migration does beyond its SQL, in the same transaction.
-BACKFILLS: dict[int, Callable[[sqlite3.Connection], None]] = {7: links.backfill}
+BACKFILLS: dict[int, Callable[[sqlite3.Connection], None]] = {7: links.backfill, 12: _resegment}
 
 
 def _journal_wal(conn: sqlite3.Connection, busy_timeout_ms: int) -> None:

@@ -15,8 +15,9 @@ from psycopg import sql
 
 from mcp_memory import __version__
 from mcp_memory.errors import SchemaVersionError, StorageError
+from mcp_memory.storage.pg import keyword
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 MIN_CODE_SCHEMA = 1  # the oldest code that may open a database of this version
 _ROLE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
@@ -49,12 +50,26 @@ async def migrate(conn: psycopg.AsyncConnection, server_role: str) -> int:
         script = resources.files("mcp_memory.storage.pg").joinpath(f"migrations/{number:03d}.sql").read_text()
         async with conn.transaction():
             await conn.execute(sql.SQL(script.replace("{server}", server_role)))
+            if number == 2:
+                await _resegment(conn)
             await conn.execute(
                 "UPDATE schema_version SET version = %s, min_code = %s, written_by = %s",
                 (number, MIN_CODE_SCHEMA, f"mcp-memory {__version__}"),
             )
             await conn.execute(sql.SQL("GRANT SELECT ON schema_version TO {}").format(sql.Identifier(server_role)))
     return SCHEMA_VERSION
+
+
+async def _resegment(conn: psycopg.AsyncConnection) -> None:
+    """Schema 2: every principal's keyword index written again from its memories' text, now with the
+    stems of their English words (each principal's rows bound to it, as row-level security asks)."""
+    for (key,) in await (await conn.execute("SELECT principal FROM principals")).fetchall():
+        await as_principal(conn, str(key))
+        rows = await (
+            await conn.execute(sql.SQL("SELECT n, content FROM {}").format(sql.Identifier(f"memories_{key}")))
+        ).fetchall()
+        await keyword.unindex_all(conn, str(key))
+        await keyword.index(conn, str(key), {int(n): str(content) for n, content in rows})
 
 
 async def role_problems(conn: psycopg.AsyncConnection) -> list[str]:

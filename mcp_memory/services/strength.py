@@ -1,0 +1,118 @@
+"""How strongly a recalled memory bears on the question: ``strong`` or ``weak``, on evidence measured
+against something other than the store (issue 37, item 6).
+
+Recall's ranking measures a memory against the store: so many standard deviations above the
+ordinary memory's closeness to the question. That orders candidates, but it cannot say whether the
+best of them answers anything: in a store that holds nothing on the question the best still stands
+above the rest (ADR 10, the relevance floor). A hit's strength is judged on its own evidence instead:
+
+- its closeness in meaning against the embedding model's background (``embed.background``): how many
+  standard deviations the cosine of question and memory stands above that of unrelated texts in the
+  same pair of scripts, where about one unrelated pair in a thousand reaches 3 with e5;
+- the question's informative words it holds, ``keyword_weight`` background deviations for each word
+  as rare in the store as a word found in one memory (the ranking's own unit, ADR 10).
+
+A hit is strong when that evidence reaches ``STRONG_EVIDENCE`` (3: three deviations of meaning
+alone, or one rare shared word and a meaning somewhat close) and, in a store large enough to have
+an ordinary (``STORE_STATS_MIN``), it also stands ``STANDS_OUT`` deviations above the store's
+ordinary in recall's fused evidence. Both are needed: memories an agent writes share a template with
+the questions ("The user's ..."), which lifts an unrelated fact of such a store above unrelated
+everyday texts (three deviations and more with e5), and the store's ordinary takes the template
+out; the background, in turn, says when the best of a store is no more than the best of nothing.
+These are the hooks' rules for what goes beside a prompt (hooks.py takes them from here), so what
+recall calls strong is what a hook would offer unasked. A model the background table does not
+know (an OpenAI-compatible endpoint) is judged by the store's spread alone.
+The answer is strong when one of its hits is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from mcp_memory.config import RecallSettings
+from mcp_memory.embed.background import background_z
+from mcp_memory.embed.loader import Embedder
+from mcp_memory.models import DenseHits, Scope
+from mcp_memory.schemas import Hit, MemoryOut, Signals, Strength
+from mcp_memory.services.ports import MemoryStore
+from mcp_memory.services.recall import Scored, wire_tokens
+from mcp_memory.text import looks_like_identifier_query, script
+
+STRONG_EVIDENCE = 3.0
+STANDS_OUT = 2.0  # one rare word's worth above the store's ordinary (recall.keyword_weight)
+STORE_STATS_MIN = 10  # of n memories the best stands at most sqrt(n - 1) deviations above their mean
+
+
+def evidence(
+    signals: Signals, similarity: float | None, model_id: str, scripts: tuple[int, int], word_weight: float
+) -> float:
+    """A hit's own evidence in background standard deviations: closeness in meaning (``similarity``,
+    the model's cosine of question and memory) plus ``word_weight`` for each rare word shared."""
+    meaning = background_z(model_id, *scripts, similarity) if similarity is not None else None
+    if meaning is None:  # no background for this model: the store's spread is all there is
+        meaning = signals.dense_z or 0.0
+    return meaning + word_weight * (signals.keyword_evidence or 0.0)
+
+
+async def with_strength(
+    store: MemoryStore,
+    embedder: Embedder,
+    scope: Scope,
+    question: str,
+    dense: DenseHits,
+    scored: Sequence[Scored],
+    hits: list[Hit | MemoryOut],
+    config: RecallSettings,
+) -> tuple[list[Hit | MemoryOut], int]:
+    """``hits`` with their strength (and, asked to explain, the evidence it was judged on), and the
+    tokens they now cost (no more than ``fit_budget`` counted: it counted each hit as strong)."""
+    if not hits:
+        return hits, 0
+    signals = {record.id: s for _, record, s in scored}
+    similarity = await _similarities(store, embedder, scope, question, dense, [h.id for h in hits])
+    model_id = (await embedder.ready()).model_id
+    identifier = looks_like_identifier_query(question)
+    weight = config.identifier_keyword_weight if identifier else config.keyword_weight
+    asked = script(question)
+    out: list[Hit | MemoryOut] = []
+    for hit in hits:
+        own = evidence(signals[hit.id], similarity.get(hit.id), model_id, (asked, script(hit.text)), weight)
+        update: dict[str, object] = {"strength": strength(own, signals[hit.id].fused, dense.visible)}
+        if hit.signals is not None:
+            update["signals"] = hit.signals.model_copy(update={"evidence": round(own, 3)})
+        out.append(hit.model_copy(update=update))
+    used = 0
+    for hit in out:
+        if isinstance(hit, MemoryOut):
+            hit.tokens = wire_tokens(hit)
+        used += hit.tokens if isinstance(hit, MemoryOut) else wire_tokens(hit)
+    return out, used
+
+
+def margin(own_evidence: float, fused: float, visible: int) -> float:
+    """How far a hit's evidence reaches towards being strong, 1 at the bar: the lesser of its own
+    evidence over ``STRONG_EVIDENCE`` and (a store with an ordinary) its fused evidence over ``STANDS_OUT``."""
+    own = own_evidence / STRONG_EVIDENCE
+    return own if visible < STORE_STATS_MIN else min(own, fused / STANDS_OUT)
+
+
+def strength(own_evidence: float, fused: float, visible: int) -> Strength:
+    return "strong" if margin(own_evidence, fused, visible) >= 1.0 else "weak"
+
+
+async def _similarities(
+    store: MemoryStore, embedder: Embedder, scope: Scope, question: str, dense: DenseHits, ids: Sequence[str]
+) -> Mapping[str, float]:
+    """The model's cosine of the question and each memory ``ids`` names: the dense search's own, or,
+    where it measured something else (a store that mixes scripts, centred: ADR 10) or did not reach
+    the memory (found by a word or a link), from the stored vectors and the question's (cached) one."""
+    found = {} if dense.centred else {m: s for m, s in dense.hits if m in set(ids)}
+    missing = [m for m in ids if m not in found]
+    if missing:
+        query = await embedder.query(question, owner=scope.principal)
+        for m, vector in (await store.lifecycle.vectors(scope, missing)).items():
+            if vector.shape == query.shape:
+                found[m] = float(np.dot(vector, query))
+    return found
