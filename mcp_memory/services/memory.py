@@ -50,6 +50,7 @@ from mcp_memory.services.checks import text_field
 from mcp_memory.services.intake import CallContext as CallContext  # where callers have always found it
 from mcp_memory.services.intake import Progress
 from mcp_memory.services.keywords import keyword_ranking
+from mcp_memory.services.one_call import in_one_transaction
 from mcp_memory.services.ports import MemoryStore
 from mcp_memory.services.recall import concurrently, fit_budget, floored, memory_out, score
 from mcp_memory.services.relations import Thresholds, stored_neighbours
@@ -122,6 +123,7 @@ class MemoryService:
 
     # ----- remember ------------------------------------------------------------------------
 
+    @in_one_transaction("store")
     async def remember(self, scope: Scope, items: Sequence[MemoryInput], ctx: CallContext) -> RememberResult:
         """Prepare the batch, read what is known about it (stored copies, vectors, one neighbour
         search), classify every item, write once, report."""
@@ -249,6 +251,7 @@ class MemoryService:
 
     # ----- recall --------------------------------------------------------------------------
 
+    @in_one_transaction("store")
     async def recall(
         self,
         scope: Scope,

@@ -355,6 +355,11 @@ class MemoryStore(Protocol):
 
     def pool_figures(self) -> dict[str, int]: ...
 
+    def one_transaction(self, scope: Scope, *, write: bool = False) -> AbstractAsyncContextManager[None]:
+        """The store calls made inside the block read (and write) in one transaction where the
+        backend has them (PostgreSQL); ``write``: the call always writes."""
+        ...
+
     async def check_model(self, scope: Scope, model_id: str, dim: int) -> None:
         """Record the embedding model on first use; refuse vectors from another model."""
         ...

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
 from mcp_memory.models import CheckpointRow, Scope, TaskRow
@@ -10,6 +11,10 @@ from mcp_memory.models import CheckpointRow, Scope, TaskRow
 
 class TaskRows(Protocol):
     """Tasks (identity, intent, the live head) and their immutable checkpoints, one principal's."""
+
+    def one_transaction(self, scope: Scope, *, write: bool = False) -> AbstractAsyncContextManager[None]:
+        """The calls made inside the block in one transaction, where the store has them."""
+        ...
 
     async def get(self, scope: Scope, task_id: str) -> TaskRow | None:
         """The task if the scope sees it (principal-wide, or created in the scope's namespace)."""

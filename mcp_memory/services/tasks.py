@@ -28,6 +28,7 @@ from mcp_memory.schemas import MemoryOut, RecallFilters
 from mcp_memory.services import packet, task_tree
 from mcp_memory.services.checks import identifier, text_field
 from mcp_memory.services.memory import MemoryService
+from mcp_memory.services.one_call import in_one_transaction
 from mcp_memory.services.task_checks import check_checkpoint
 from mcp_memory.services.task_ports import TaskRows
 from mcp_memory.services.task_views import dt, from_cursor, info, serialised_size, to_cursor
@@ -183,6 +184,7 @@ class TaskService:
             envelope=raw,
         )
 
+    @in_one_transaction("tasks", write=True)
     async def checkpoint(
         self,
         scope: Scope,
@@ -438,6 +440,7 @@ class TaskService:
 
     # ----- resume --------------------------------------------------------------------------
 
+    @in_one_transaction("tasks")
     async def resume(
         self, scope: Scope, task_id: str, *, checkpoint_id: str | None = None, budget_tokens: int | None = None
     ) -> ResumePacket:

@@ -9,6 +9,7 @@ deleted by this store: a rollback is a new checkpoint.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import aiosqlite
@@ -65,6 +66,9 @@ def _visible(scope: Scope) -> tuple[str, list[Any]]:
 class TaskStore:
     def __init__(self, store: RecordStore) -> None:
         self.store = store
+
+    def one_transaction(self, scope: Scope, *, write: bool = False) -> AbstractAsyncContextManager[None]:
+        return self.store.one_transaction(scope, write=write)
 
     async def get(self, scope: Scope, task_id: str) -> TaskRow | None:
         where, params = _visible(scope)

@@ -25,9 +25,8 @@ from mcp_memory.errors import StorageError
 from mcp_memory.models import Scope
 from mcp_memory.storage.pg import database, migrations
 from mcp_memory.storage.pg.dialect import PgConn, PgCursor
+from mcp_memory.storage.pg.transactions import CURRENT, Call, CountedConnection, RoundTrips, begin, finish
 
-# The first keys of a principal's advisory locks (pg_advisory_xact_lock(int, int)); the second is its key's hash.
-WRITE_LOCK, ERASE_LOCK = 0x6D63, 0x6D64
 IDLE_CHECK_SECONDS = 2.0  # a pooled connection unused this long is checked before it is handed out
 
 
@@ -41,21 +40,24 @@ class PgDatabase:
 
     def __init__(self, settings: PostgresSettings) -> None:
         self.settings = settings
-        self._pool: AsyncConnectionPool | None = None
+        self._pool: AsyncConnectionPool[CountedConnection] | None = None
+        self.round_trips = RoundTrips()  # what a test, `stats` and the benchmark read
         self._deployment = ""
-        self._opened: set[str] = set()  # principals whose partitions exist
+        self.opened: set[str] = set()  # principals whose partitions exist
         # when each pooled connection was last given back (weak: the pool drops broken ones)
         self._last_used: weakref.WeakKeyDictionary[psycopg.AsyncConnection, float] = weakref.WeakKeyDictionary()
 
     async def open(self) -> None:
         parts = database.server_parts(self.settings)
-        pool: AsyncConnectionPool = AsyncConnectionPool(
+        pool = AsyncConnectionPool(
             "",
-            kwargs=parts,
+            connection_class=CountedConnection,
+            kwargs=parts | {"autocommit": True},  # every transaction says BEGIN itself (transactions.py)
             min_size=self.settings.pool_min,
             max_size=self.settings.pool_max,
             open=False,
             check=self._check,
+            configure=self._configure,
             reset=self._returned,
         )
         try:
@@ -73,6 +75,9 @@ class PgDatabase:
         if row is None:
             raise StorageError("the PostgreSQL database has no deployment id: run `mcp-memory database migrate`")
         self._deployment = str(row[0])
+
+    async def _configure(self, conn: CountedConnection) -> None:
+        conn.tally = self.round_trips
 
     async def _check(self, conn: psycopg.AsyncConnection) -> None:
         """Before a connection idle for a while is handed out, one empty query: a connection the
@@ -98,7 +103,7 @@ class PgDatabase:
         await self.close()
 
     @property
-    def pool(self) -> AsyncConnectionPool:
+    def pool(self) -> AsyncConnectionPool[CountedConnection]:
         if self._pool is None:
             raise StorageError("the PostgreSQL pool is not open")
         return self._pool
@@ -109,9 +114,9 @@ class PgDatabase:
     @asynccontextmanager
     async def transaction(self, scope: Scope, *, write: bool = True, erasing: bool = False) -> AsyncIterator[PgConn]:
         """One transaction bound to the scope's principal; committed when the block ends, rolled
-        back when it raises.
+        back when it raises. Inside a call of the same principal (``call``) it is the call's.
 
-        Two advisory locks of the principal, taken with the binding in one round trip:
+        Two advisory locks of the principal, taken with the binding as the transaction opens:
         - every transaction holds the *erase* lock shared, and forget_user (``erasing``) holds it
           alone: it truncates the principal's partitions one after another, and a reader that had
           locked one of them and waited for another would deadlock with it;
@@ -120,20 +125,50 @@ class PgDatabase:
           a reader could pass a number whose write commits later) and, as SQLite's file lock does,
           one at a time. Other principals are not held up.
         """
-        key = self.key(scope.principal)
-        erase = "pg_advisory_xact_lock" if erasing else "pg_advisory_xact_lock_shared"
-        locks = f", {erase}({ERASE_LOCK}, hashtext(%(k)s))"
-        if write or erasing:
-            locks += f", pg_advisory_xact_lock({WRITE_LOCK}, hashtext(%(k)s))"
+        call = CURRENT.get()
         try:
-            async with self.pool.connection() as conn, conn.transaction():
-                await conn.execute(f"SELECT set_config('mcp.principal', %(k)s, true){locks}", {"k": key})
-                if key not in self._opened:
-                    await conn.execute("SELECT mcp_open_principal(%s, %s)", (key, scope.principal))
-                yield PgConn(conn, key)
+            if call is not None and call.serves(self, scope) and not erasing:
+                async with call.block(write) as conn:
+                    yield conn
+                return
+            async with self.pool.connection() as held:
+                conn = await begin(self, held, scope, write=write, erasing=erasing)
+                try:
+                    yield conn
+                except BaseException:
+                    await finish(held, commit=False)
+                    raise
+                await finish(held, commit=True)
         except psycopg.OperationalError as exc:  # nothing was committed
             raise StorageError(operational_failure(exc)) from exc
-        self._opened.add(key)
+        self.opened.add(self.key(scope.principal))
+
+    @asynccontextmanager
+    async def call(
+        self, scope: Scope, *, write: bool = False, prefetch: Sequence[tuple[str, Sequence[Any]]] = ()
+    ) -> AsyncIterator[None]:
+        """One call's transaction (transactions.py): every transaction of the principal asked for
+        inside the block is this one; ``write`` takes the write lock as it opens (a call that always
+        writes), ``prefetch`` reads as it opens. A call inside a call of the same principal (resume's
+        recall) is the outer one's."""
+        outer = CURRENT.get()
+        if outer is not None and outer.serves(self, scope):
+            yield
+            return
+        try:
+            async with self.pool.connection() as held:
+                call = Call(self, scope, held, write=write, prefetch=prefetch)
+                token = CURRENT.set(call)
+                try:
+                    yield
+                except BaseException:
+                    await call.end(commit=False)
+                    raise
+                finally:
+                    CURRENT.reset(token)
+                await call.end(commit=True)
+        except psycopg.OperationalError as exc:
+            raise StorageError(operational_failure(exc)) from exc
 
     async def reader(self, scope: Scope) -> PgReader:
         return PgReader(self, scope)

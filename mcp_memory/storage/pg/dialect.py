@@ -29,7 +29,7 @@ reads as a placeholder's anywhere.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -258,13 +258,37 @@ class PgCursor:
         return self._rows[0] if self._rows else None
 
 
+class Reads:
+    """What one transaction has read, until it writes: the same statement with the same values is
+    answered from here (a call's repeated freshness check, id lookups, keyword search)."""
+
+    def __init__(self) -> None:
+        self._rows: dict[Hashable, list[tuple[Any, ...]]] = {}
+
+    def get(self, statement: Hashable, params: Sequence[Any] = ()) -> list[tuple[Any, ...]] | None:
+        rows = self._rows.get((statement, tuple(_params(params))))
+        return None if rows is None else list(rows)
+
+    def keep(self, statement: Hashable, params: Sequence[Any], rows: list[tuple[Any, ...]]) -> None:
+        self._rows[(statement, tuple(_params(params)))] = list(rows)
+
+    def forget(self) -> None:
+        self._rows.clear()
+
+
+def _reads_only(statement: str) -> bool:
+    return statement.lstrip()[:6].upper() == "SELECT"
+
+
 class PgConn:
     """An aiosqlite-shaped connection over one psycopg connection, inside a transaction the caller
-    opened and bound to the principal ``key`` (``migrations.as_principal``)."""
+    opened and bound to the principal ``key`` (``migrations.as_principal``); what the transaction
+    read is kept in ``reads`` until it writes."""
 
-    def __init__(self, conn: psycopg.AsyncConnection, key: str) -> None:
+    def __init__(self, conn: psycopg.AsyncConnection, key: str, reads: Reads | None = None) -> None:
         self.conn = conn
         self.key = key
+        self.reads = reads if reads is not None else Reads()
 
     def _sql(self, statement: str) -> tuple[str, str | None]:
         sql, returning = translate(statement)
@@ -285,10 +309,19 @@ class PgConn:
 
     async def execute(self, statement: str, params: Sequence[Any] = ()) -> PgCursor:
         if "memories_fts" in statement:
+            self.reads.forget()
             return await self._keyword(statement, params)
+        values = _params(params)
+        reading = _reads_only(statement)
+        if reading and (kept := self.reads.get(statement, values)) is not None:
+            return PgCursor(kept, len(kept), None)
+        if not reading:
+            self.reads.forget()
         sql, returning = self._sql(statement)
-        cur = await self.conn.execute(sql, _params(params))
+        cur = await self.conn.execute(sql, values)
         rows = await cur.fetchall() if cur.description else []
+        if reading:
+            self.reads.keep(statement, values, rows)
         if returning == COUNTED:
             return PgCursor([], int(rows[0][0]), None)
         lastrowid = int(rows[-1][0]) if returning and rows else None
@@ -298,6 +331,7 @@ class PgConn:
         return await (await self.execute(statement, params)).fetchall()
 
     async def executemany(self, statement: str, rows: Iterable[Sequence[Any]]) -> None:
+        self.reads.forget()
         if " ".join(statement.split()) == "INSERT INTO memories_fts(rowid, body) VALUES (?, ?)":
             await keyword.index_segmented(self.conn, self.key, {int(n): str(body) for n, body in rows})
             return
@@ -330,6 +364,13 @@ class PgConn:
             count = await keyword.count_matching(self.conn, self.key, _match_terms(str(match)))
             return PgCursor([(count,)], 1, None)
         raise StorageError(f"the PostgreSQL backend has no translation of this keyword-index statement: {flat}")
+
+
+def rendered(pg: PgConn, conn: psycopg.AsyncConnection, statement: str, params: Sequence[Any]) -> str:
+    """A read as the storage modules write it, as one PostgreSQL statement with its values inline
+    (to send with others in one message)."""
+    sql, _ = pg._sql(statement)
+    return psycopg.AsyncClientCursor(conn).mogrify(sql, _params(params))
 
 
 def _match_terms(match: str) -> list[str]:

@@ -50,6 +50,11 @@ from mcp_memory.storage.vectors import VectorIndex
 log = logging.getLogger(__name__)
 
 EPOCH = "changes_epoch"  # meta: a new value each time forget_user starts the change log again
+_MARK = (
+    "SELECT (SELECT COALESCE(MAX(seq), 0) FROM changes), (SELECT value FROM meta WHERE key = ?), "
+    "(SELECT value FROM meta WHERE key = ?)",
+    (EPOCH, PRUNED_MARK),
+)
 
 
 class PostgresStore(RecordStore):
@@ -111,15 +116,17 @@ class PostgresStore(RecordStore):
             self.vectors.abandoned(scope)
             raise
 
+    def one_transaction(self, scope: Scope, *, write: bool = False) -> AbstractAsyncContextManager[None]:
+        """One call (recall, remember, checkpoint, resume) in one transaction of the principal, its
+        freshness check read as it opens (connections.PgDatabase.call); ``write``: the call always
+        writes, and takes the write lock as it opens."""
+        return self.database.call(scope, write=write, prefetch=() if write else (_MARK,))
+
     async def commit_mark(self, scope: Scope) -> tuple[object, tuple[Any, ...]]:
         """What moves whenever anyone commits to the principal's rows, in one query: the change
         log's head, its epoch (forget_user starts a new one) and how far a pass pruned it."""
         conn = await self.reader(scope)
-        [(head, epoch, pruned)] = await conn.execute_fetchall(
-            "SELECT (SELECT COALESCE(MAX(seq), 0) FROM changes), (SELECT value FROM meta WHERE key = ?), "
-            "(SELECT value FROM meta WHERE key = ?)",
-            (EPOCH, PRUNED_MARK),
-        )
+        [(head, epoch, pruned)] = await conn.execute_fetchall(*_MARK)
         return self.database, (int(head), epoch, None if pruned is None else int(pruned))
 
     def describe(self, scope: Scope) -> str:
@@ -163,9 +170,14 @@ class PostgresStore(RecordStore):
         if not terms:
             return []
         where, params = visible_clause(scope, criteria, now)
+        asked = ("keyword", tuple(terms), limit, where)  # read once a transaction (a call's)
         async with self.database.transaction(scope, write=False) as conn:
+            if (kept := conn.reads.get(asked, params)) is not None:
+                return [(str(ident), float(score)) for ident, score in kept]
             visible, named = conn.fragment(where, params)
-            return await keyword.search(conn.conn, conn.key, terms, limit, sql.SQL(visible), named)
+            found = await keyword.search(conn.conn, conn.key, terms, limit, sql.SQL(visible), named)
+            conn.reads.keep(asked, params, found)
+            return found
 
     # ----- writes --------------------------------------------------------------------------
 
