@@ -225,7 +225,7 @@ def principal_lease(store: Store, scopes: ScopeResolver) -> ServerMiddleware[Any
     error that says to retry and what the operator raises, and the server goes on."""
 
     async def lease(ctx: ServerRequestContext[Any, Any], call_next: Callable[[Any], Awaitable[Any]]) -> Any:
-        if ctx.method in _NO_DATA:
+        if ctx.method in _NO_DATA or ctx.method.startswith("notifications/"):
             return await call_next(ctx)
         try:
             principal = scopes.scope(ctx).principal
