@@ -1,8 +1,8 @@
-"""The client configurations in README.md, as a user would paste them.
+"""The client configurations in docs/clients.md (README.md's until the docs site), as a user would paste them.
 
 Each ```json, ```yaml or ```toml block is one client's configuration, named by the bold label before
 it ("**Cursor**"); a JSON block with `hooks` is Claude Code's hook settings, read apart.
-The README tells the user the edits: replace `/path/to/mcp-memory` with the path of the clone, and
+The page tells the user the edits: replace `/path/to/mcp-memory` with the path of the clone, and
 in the configurations for a network server, the URL with the server's and `mcpm_...` with a token.
 """
 
@@ -19,6 +19,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
+CLIENTS_PAGE = REPO / "docs" / "clients.md"
 PLACEHOLDER = "/path/to/mcp-memory"
 URL_PLACEHOLDER = "http://127.0.0.1:8765/mcp"
 TOKEN_PLACEHOLDER = "mcpm_..."
@@ -28,7 +29,7 @@ TOKEN_PLACEHOLDER = "mcpm_..."
 class ClientConfig:
     client: str
     document: dict[str, Any]
-    index: int = 0  # the block's position in the README (a client has one for stdio, one for the network)
+    index: int = 0  # the block's position in the page (a client has one for stdio, one for the network)
 
     @property
     def name(self) -> str:
@@ -57,7 +58,7 @@ class ClientConfig:
                 return found
             if isinstance(found, list):  # Continue's YAML
                 return {item["name"]: {k: v for k, v in item.items() if k != "name"} for item in found}
-        raise ValueError(f"README block for {self.client}: no server map or list in {self.document}")
+        raise ValueError(f"{CLIENTS_PAGE.name} block for {self.client}: no server map or list in {self.document}")
 
     def inspector_config(self) -> dict[str, Any]:
         """What the Inspector's --config reads: the servers in the `mcpServers` shape (Continue's list
@@ -70,11 +71,11 @@ class ClientConfig:
         return {"mcpServers": servers}
 
     def in_clone(self, clone: Path) -> ClientConfig:
-        """The configuration with the placeholder replaced by `clone`, as the README says to."""
+        """The configuration with the placeholder replaced by `clone`, as the page says to."""
         return ClientConfig(self.client, _replace(self.document, PLACEHOLDER, str(clone)), self.index)
 
     def for_server(self, url: str, token: str) -> ClientConfig:
-        """The network configuration pointed at `url` with `token`, as the README says to."""
+        """The network configuration pointed at `url` with `token`, as the page says to."""
         document = _replace(_replace(self.document, URL_PLACEHOLDER, url), TOKEN_PLACEHOLDER, token)
         return ClientConfig(self.client, document, self.index)
 
@@ -90,13 +91,13 @@ def _replace(node: Any, old: str, new: str) -> Any:
 
 
 def _blocks() -> list[tuple[str, dict[str, Any]]]:
-    """Every configuration block of README.md as (the last bold label before it, the document)."""
-    readme = README.read_text(encoding="utf-8")
+    """Every configuration block of docs/clients.md as (the last bold label before it, the document)."""
+    page = CLIENTS_PAGE.read_text(encoding="utf-8")
     found: list[tuple[str, dict[str, Any]]] = []
-    for block in re.finditer(r"```(json|yaml|toml)\n(.*?)```", readme, flags=re.S):
-        labels = re.findall(r"\*\*([^*\n]+)\*\*", readme[: block.start()])
+    for block in re.finditer(r"```(json|yaml|toml)\n(.*?)```", page, flags=re.S):
+        labels = re.findall(r"\*\*([^*\n]+)\*\*", page[: block.start()])
         if not labels:
-            raise ValueError(f"README.md: no bold client name before the block at offset {block.start()}")
+            raise ValueError(f"{CLIENTS_PAGE}: no bold client name before the block at offset {block.start()}")
         kind, text = block.group(1), block.group(2)
         document = (
             orjson.loads(text) if kind == "json" else yaml.safe_load(text) if kind == "yaml" else tomllib.loads(text)
@@ -106,7 +107,7 @@ def _blocks() -> list[tuple[str, dict[str, Any]]]:
 
 
 def readme_client_configs() -> list[ClientConfig]:
-    """Every client configuration block of README.md with the last bold label before it."""
+    """Every client configuration block of docs/clients.md with the last bold label before it."""
     configs: list[ClientConfig] = []
     for label, document in _blocks():
         if "hooks" not in document:
@@ -115,7 +116,7 @@ def readme_client_configs() -> list[ClientConfig]:
 
 
 def readme_hook_settings() -> dict[str, Any]:
-    """The Claude Code hooks block of README.md (the settings.json `hooks` map)."""
+    """The Claude Code hooks block of docs/clients.md (the settings.json `hooks` map)."""
     (hooks,) = [document["hooks"] for _, document in _blocks() if "hooks" in document]
     found: dict[str, Any] = hooks
     return found

@@ -173,7 +173,7 @@ RUNNABLE = [config for config in readme_client_configs() if not config.windows]
 
 
 def _distinct(configs: list[ClientConfig]) -> list[tuple[int, str]]:
-    """One run per distinct configuration the inspector is given: several clients' README blocks
+    """One run per distinct configuration the inspector is given: several clients' blocks in docs/clients.md
     come to the same command, arguments and environment (each block is still parsed, and its
     client named, by the test). (index of the first, the clients it stands for)."""
     runs: dict[bytes, list[ClientConfig]] = {}
@@ -199,7 +199,7 @@ def test_every_readme_client_configuration_runs_through_the_inspectors_config(tm
     path = tmp_path / "client-config.json"
     with ExitStack() as stack:
         env = server_env(tmp_path)
-        if config.remote:  # a real token-protected HTTP server; the README says to put in its URL and a token
+        if config.remote:  # a real token-protected HTTP server; the page says to put in its URL and a token
             server, token = stack.enter_context(network_server(tmp_path, "http"))
             config = config.for_server(server.url, token)
             env = {"MCP_MEMORY_CONFIG": env["MCP_MEMORY_CONFIG"]}  # the bridge's own store settings: none

@@ -292,7 +292,7 @@ def test_claude_code_hooks_are_added_once_and_removed_alone(tmp_path: Path) -> N
 
 
 def test_the_readme_blocks_say_what_install_writes() -> None:
-    """The README's hand-written entries and the installer agree on each client's shape."""
+    """The hand-written entries of docs/clients.md and the installer agree on each client's shape."""
     from tests.readme_configs import readme_client_configs
 
     written = {"Claude Desktop": "claude-desktop", "Cursor": "cursor", "VS Code": "vscode", "Windsurf": "windsurf"}

@@ -179,7 +179,7 @@ async def test_the_stdout_check_catches_a_stray_line(tmp_path: Path, mode: str) 
 
 
 def _readme_configs() -> list[list[str]]:
-    """The `args` of every client configuration in README.md that starts our server over stdio."""
+    """The `args` of every client configuration in docs/clients.md that starts our server over stdio."""
     return [
         [str(a) for a in server.get("args", [])]
         for config in readme_client_configs()
@@ -197,7 +197,7 @@ async def test_every_readme_client_configuration_starts_a_working_server(
     assert len(_readme_configs()) >= 3  # Claude Desktop, Cursor, Continue
     config = tmp_path / "empty-config.toml"
     config.touch()
-    # The README's arguments exactly, with the data directory added after them (flags go anywhere).
+    # The documented arguments exactly, with the data directory added after them (flags go anywhere).
     params = StdioServerParameters(
         command=str(SERVER),
         args=[*args, "--data-dir", str(tmp_path / "data"), "--principal", PRINCIPAL],
