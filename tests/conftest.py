@@ -48,7 +48,7 @@ MODEL_INDEPENDENT = frozenset(
     """test_bad_inputs test_caution test_checkpoint_format test_client_log test_code_shape test_completions
     test_config test_conformance test_crowd test_events test_forget_user test_http test_http_bad_requests
     test_http_isolation test_http_jwt test_http_shared test_importance test_inspector test_install test_install_clients
-    test_isolation test_isolation_property test_llm test_memory_file test_migrations test_multiprocess
+    test_isolation test_isolation_property test_llm test_mcpb test_memory_file test_migrations test_multiprocess
     test_pg_database test_pg_dialect test_pg_keyword test_pg_parity test_pg_schema test_migrate test_pg_replicas
     test_pg_shared test_pg_tasks test_pool test_readme test_resources_prompts test_scheduler_processes
     test_secrets test_stdio test_stdio_unreadable test_switch test_tasks test_tasks_stdio test_watch""".split()

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Create or refresh .venv for this checkout. Prints only to stderr (stdout may be a stdio wire).
 # Usage: sh tools/bootstrap.sh [--dev]
-# --dev also installs the Node tools the tests drive (the MCP Inspector CLI, the MCP conformance suite
+# --dev also installs the Node tools the tests drive (the MCP Inspector CLI, the MCP conformance suite, the MCPB CLI
 # and Node 22 to run them), pinned by tests/node/package-lock.json; it needs npm, and fails without it.
 set -eu
 cd "$(dirname "$0")/.."
