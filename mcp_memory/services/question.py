@@ -33,6 +33,9 @@ from mcp_memory.text import keyword_terms
 PERSON_BONUS = 1.0
 LINK_BONUS = 0.5  # a memory linked to one of the first hits: weaker evidence than a match of its own
 ENDS_ASKING_PENALTY = 1.0  # a memory that says something, then asks
+ASKS_ONLY = "a question, not an answer"
+ENDS_ASKING = "ends with a question"
+DEMOTIONS = (ASKS_ONLY, ENDS_ASKING)  # the reasons a hit ranks lower than its words and meaning would put it
 # A time the question names is a word it names: worth what one rare matching word is (ADR 10).
 TIME_BONUS = 2.0
 # An occurred_at this far from the moment a memory was stored was given by the caller (the time it happened).
@@ -151,9 +154,9 @@ def adjustments(
         if asking:
             form = asks(_body(record, who))
             if form == "only":
-                add(record, 0.0, "a question, not an answer", cap=0.0)
+                add(record, 0.0, ASKS_ONLY, cap=0.0)
             elif form == "ends":
-                add(record, -ENDS_ASKING_PENALTY, "ends with a question")
+                add(record, -ENDS_ASKING_PENALTY, ENDS_ASKING)
         if linked and record.id in linked:
             add(record, LINK_BONUS, linked[record.id])
     return out

@@ -21,7 +21,7 @@ from mcp_memory.models import DenseHits, MemoryRecord, to_datetime
 from mcp_memory.redact import redact
 from mcp_memory.schemas import Detail, Hit, MemoryOut, Pin, RecallResult, Signals
 from mcp_memory.services import scoring
-from mcp_memory.services.question import DATED_SECONDS, Understanding
+from mcp_memory.services.question import DATED_SECONDS, DEMOTIONS, Understanding
 from mcp_memory.services.when import Span, said
 from mcp_memory.text import estimate_tokens, has_cjk, shares_stem
 
@@ -389,6 +389,8 @@ def why(record: MemoryRecord, signals: Signals, terms: Sequence[str], now: float
         parts.append("related in meaning")
     if not parts:
         parts.append("the nearest in meaning here" if signals.dense_rank == 1 else "weakly related")
+    # a demotion explains the hit's place better than what it matched: it is never the reason left out
+    parts.sort(key=lambda part: part not in DEMOTIONS)
     # returned only because filters asked for them (include_expired, include_archived): said first
     if record.tier == "archived":
         parts.insert(0, "archived")
