@@ -119,7 +119,7 @@ def fts_match(terms: Iterable[str]) -> str:
     return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
 
 
-def _chunks(sql: str, keys: Sequence[Any]) -> list[tuple[str, list[Any]]]:
+def in_chunks(sql: str, keys: Sequence[Any]) -> list[tuple[str, list[Any]]]:
     """``sql`` (with a ``{marks}`` placeholder for an IN list) over ``keys``, 500 at a time."""
     chunks = [list(keys[start : start + 500]) for start in range(0, len(keys), 500)]
     return [(sql.format(marks=",".join("?" * len(chunk))), chunk) for chunk in chunks]
@@ -128,7 +128,7 @@ def _chunks(sql: str, keys: Sequence[Any]) -> list[tuple[str, list[Any]]]:
 async def rows_in(conn: aiosqlite.Connection, sql: str, keys: Sequence[Any]) -> list[Any]:
     """Run ``sql`` (with a ``{marks}`` placeholder for an IN list) over ``keys`` in chunks."""
     rows: list[Any] = []
-    for statement, chunk in _chunks(sql, keys):
+    for statement, chunk in in_chunks(sql, keys):
         rows.extend(await conn.execute_fetchall(statement, chunk))
     return rows
 
@@ -144,7 +144,7 @@ async def read_together(conn: aiosqlite.Connection, reads: Sequence[tuple[str, S
 
 async def rows_in_each(conn: aiosqlite.Connection, reads: Sequence[tuple[str, Sequence[Any]]]) -> list[list[Any]]:
     """``rows_in`` of each (statement with ``{marks}``, keys), every chunk of every read sent together."""
-    chunked = [_chunks(sql, keys) for sql, keys in reads]
+    chunked = [in_chunks(sql, keys) for sql, keys in reads]
     answers = iter(await read_together(conn, [chunk for chunks in chunked for chunk in chunks]))
     return [[row for _ in chunks for row in next(answers)] for chunks in chunked]
 
