@@ -30,8 +30,12 @@ pytestmark = pytest.mark.anyio
 
 ALICE, BOB = Scope("alice"), Scope("bob")
 # Measured on this code (a call: the transaction's opening, its reads, its commit). Before one
-# transaction per call: recall 56, remember of one memory 31, of five 97, checkpoint 15-16, resume 44.
-RECALL, REMEMBER_ONE, REMEMBER_FIVE, CHECKPOINT, RESUME = 14, 17, 77, 11, 9
+# transaction per call: recall 56, remember of one memory 31, of five 97, checkpoint 15-16, resume 44;
+# in one transaction, before reads were sent together: recall 14 (15 with a rare entity's links).
+RECALL, REMEMBER_ONE, REMEMBER_FIVE, CHECKPOINT, RESUME = 8, 17, 77, 11, 9
+# A recall: opening (its freshness check) 1, pins 1, both keyword searches 1, links 2, candidates 1,
+# what they carry 1, commit 1; pins that are there cost their own carried rows: 1 more.
+RECALL_WITH_PINS = RECALL + 1
 IDLE_CHECK = 1  # the pool checks a connection idle for a while first (connections.IDLE_CHECK_SECONDS)
 
 
@@ -67,6 +71,25 @@ async def test_a_recall_reads_in_one_transaction_within_its_round_trips(
     await _filled(memory)
     spent = await _round_trips(store, memory.recall(ALICE, "which release runs on host-7?", reinforce=False))
     assert 0 < spent <= RECALL + IDLE_CHECK
+
+
+async def test_a_recall_with_pins_and_links_to_follow_reads_within_its_round_trips(
+    services: tuple[PostgresStore, Any],
+) -> None:
+    store, (memory, _) = services
+    await _filled(memory)
+    told = [
+        MemoryInput(content="Always answer in British English", pinned=True),
+        MemoryInput(content="Nadia leads the Falcon project at work", session_id="s1"),
+        MemoryInput(content="Falcon ships its public beta on June 5", session_id="s1"),
+    ]
+    await memory.remember(ALICE, told, CallContext())
+    await memory.recall(ALICE, "warm the index", reinforce=False)  # the writes replayed into it
+    before = store.database.round_trips.count
+    found = await memory.recall(ALICE, "Which project does Nadia lead?", reinforce=False)
+    assert 0 < store.database.round_trips.count - before <= RECALL_WITH_PINS + IDLE_CHECK
+    assert [p.text for p in found.pinned] == ["Always answer in British English"]
+    assert any("via link" in (h.why or "") and "'falcon'" in (h.why or "") for h in found.hits), found.hits
 
 
 async def test_remember_one_and_a_batch_write_in_one_transaction_within_their_round_trips(

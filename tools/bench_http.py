@@ -104,7 +104,11 @@ def server_command(source: Path | None) -> tuple[list[str], dict[str, str], Path
 
 
 def create_tokens(
-    data_dir: Path, principals: list[str], per_principal: int, source: Path | None = None
+    data_dir: Path,
+    principals: list[str],
+    per_principal: int,
+    source: Path | None = None,
+    backend: dict[str, str] | None = None,
 ) -> list[tuple[str, str]]:
     """(principal, token) per client, each from `mcp-memory token create` as an operator would (8 at a time)."""
     wanted = [(p, i) for p in principals for i in range(per_principal)]
@@ -116,7 +120,7 @@ def create_tokens(
                 principal,
                 subprocess.Popen(
                     [*prefix, "token", "create", "--principal", principal, "--label", f"bench-{i}"],
-                    env={**_env(data_dir), **extra},
+                    env={**_env(data_dir), **extra, **(backend or {})},
                     cwd=cwd,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
@@ -390,6 +394,14 @@ def _ms(values: Sequence[float], q: float) -> str:
 
 
 async def run(args: argparse.Namespace, command: str, source: Path | None = None) -> str:
+    return report(args, command, *await measure(args, source))
+
+
+async def measure(
+    args: argparse.Namespace, source: Path | None = None, backend: dict[str, str] | None = None
+) -> tuple[Tally, Figures]:
+    """The load on one server, on SQLite in its data directory or on the store ``backend`` names
+    (``MCP_MEMORY_STORAGE__*`` variables: its tokens are minted there too, and its rows not counted)."""
     seconds = args.seconds or (15 if args.quick else 60)
     preload_n = args.preload or (100 if args.quick else 250)
     principals = [f"bench-p{k}" for k in range(args.principals)]
@@ -398,8 +410,8 @@ async def run(args: argparse.Namespace, command: str, source: Path | None = None
     with tempfile.TemporaryDirectory(prefix="mcp-memory-bench-http-") as tmp:
         data_dir = Path(tmp) / "data"
         _progress(f"tokens: {per} per principal for {len(principals)} principals")
-        pairs = create_tokens(data_dir, principals, per, source)
-        server = start_server(data_dir, args.transport, args.stateless, source)
+        pairs = create_tokens(data_dir, principals, per, source, backend)
+        server = start_server(data_dir, args.transport, args.stateless, source, backend)
         pid = server.process.pid
         tally = Tally()
         try:
@@ -426,7 +438,7 @@ async def run(args: argparse.Namespace, command: str, source: Path | None = None
             rss_end, hwm = _status_mib(pid)
         finally:
             exit_code = server.stop()
-        stored_rows = {p: rows_in_store(data_dir, p) for p in principals}
+        stored_rows = {} if backend else {p: rows_in_store(data_dir, p) for p in principals}
         log_tail = server.log.read_text(errors="replace")[-3000:]
     figures = Figures(
         seconds=seconds,
@@ -440,7 +452,7 @@ async def run(args: argparse.Namespace, command: str, source: Path | None = None
         stored_rows=stored_rows,
         log_tail=log_tail,
     )
-    return report(args, command, tally, figures)
+    return tally, figures
 
 
 @dataclass
@@ -508,7 +520,9 @@ def report(args: argparse.Namespace, command: str, tally: Tally, f: Figures) -> 
         f"VmHWM {f.rss[3]:.0f}.",
         "Acknowledged new memories vs rows in SQLite: "
         + (
-            "all equal (" + ", ".join(f"{p} {n}" for p, n in f.stored_rows.items()) + ")"
+            "not counted (another backend)"
+            if not f.stored_rows
+            else "all equal (" + ", ".join(f"{p} {n}" for p, n in f.stored_rows.items()) + ")"
             if not lost
             else f"**differ** {lost}"
         ),

@@ -16,7 +16,6 @@ from collections.abc import Sequence
 
 from mcp_memory.models import Criteria, Scope
 from mcp_memory.services.ports import MemoryStore
-from mcp_memory.services.recall import concurrently
 from mcp_memory.services.scoring import STEM_WEIGHT
 from mcp_memory.text import stem_terms
 
@@ -26,10 +25,7 @@ async def keyword_ranking(
 ) -> list[tuple[str, float]]:
     """Top ``limit`` (memory id, score) for the question's ``terms``: BM25 of the words as written
     plus ``STEM_WEIGHT`` of what their stems add (``with_word_forms``)."""
-    written, stemmed = await concurrently(
-        store.keyword_search(scope, terms, criteria, limit, now),
-        store.keyword_search(scope, stem_terms(terms), criteria, limit, now),
-    )
+    written, stemmed = await store.keyword_searches(scope, [terms, stem_terms(terms)], criteria, limit, now)
     return with_word_forms(written, stemmed, limit)
 
 

@@ -377,6 +377,13 @@ class MemoryStore(Protocol):
         """Top ``limit`` (memory id, bm25) where a larger score is better."""
         ...
 
+    async def keyword_searches(
+        self, scope: Scope, asked: Sequence[Sequence[str]], criteria: Criteria, limit: int, now: float
+    ) -> list[list[tuple[str, float]]]:
+        """``keyword_search`` of each list of terms (recall's words as written and their stems), in
+        one round trip where the store has round trips (PostgreSQL)."""
+        ...
+
     async def second_vectors(self, scope: Scope, ids: Sequence[str], model_id: str) -> dict[str, Vector]:
         """The second model's vectors of memories ``ids`` (ADR 14); those without one are absent."""
         ...

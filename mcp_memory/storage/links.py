@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import aiosqlite
 
 from mcp_memory.models import Link
-from mcp_memory.storage.rows import rows_in, rows_of
+from mcp_memory.storage.rows import read_together, rows_in_each
 from mcp_memory.text import entities
 
 LINK_SHARE = 0.05  # an entity in more than this share of the memories ("user", a speaker) links nothing
@@ -46,86 +47,65 @@ def backfill(conn: sqlite3.Connection) -> None:
 
 async def links(conn: aiosqlite.Connection, sources: Sequence[str], population: int) -> list[Link]:
     """The links of the memories ``sources`` (ids): shared rare entities (at most MAX_LINKS a
-    source), then session neighbours."""
-    if not sources:
-        return []
-    rows = await rows_of(conn, sources)
-    found = await _row_links(conn, [rows[s] for s in sources if s in rows], population)
-    named = sorted({n for source, target, _ in found for n in (source, target)})
-    ids = {int(r[0]): str(r[1]) for r in await rows_in(conn, "SELECT n, id FROM memories WHERE n IN ({marks})", named)}
-    return [Link(ids[source], ids[target], via) for source, target, via in found if target in ids]
-
-
-async def _row_links(conn: aiosqlite.Connection, sources: Sequence[int], population: int) -> list[tuple[int, int, str]]:
-    """(source, target, via) rows: shared rare entities (at most MAX_LINKS a source), then session neighbours."""
+    source), then session neighbours. Two exchanges: what the sources name and their neighbours,
+    then how many memories name each entity and the first of them (on PostgreSQL two round trips)."""
     if not sources:
         return []
     cap = max(2, int(LINK_SHARE * population))
-    named = await rows_in(conn, "SELECT entity, memory_n FROM memory_entities WHERE memory_n IN ({marks})", sources)
-    wanted = sorted({str(r[0]) for r in named})
-    counts = await _counts(conn, wanted, cap)
-    rare = sorted((e for e in wanted if counts.get(e, 0) <= cap), key=lambda e: (counts.get(e, 0), e))
-    sharing: dict[str, list[int]] = {}
-    for entity, n in await _first_named(conn, rare):
-        sharing.setdefault(str(entity), []).append(int(n))
-    by_source: dict[int, list[str]] = {}
-    for entity, n in named:
-        by_source.setdefault(int(n), []).append(str(entity))
-    found: list[tuple[int, int, str]] = []
-    for source in sources:
-        seen: set[int] = {source}
-        for entity in sorted(by_source.get(source, []), key=lambda e: (counts.get(e, 0), e)):
-            if entity not in sharing:
-                continue
-            for target in sharing[entity]:
+    named, beside = await rows_in_each(conn, [(_NAMED, sources), (_NEIGHBOURS, sources)])
+    by_source: dict[str, list[str]] = {}
+    for ident, entity in named:
+        by_source.setdefault(str(ident), []).extend([] if entity is None else [str(entity)])
+    counts, sharing = await _named_by(conn, sorted({e for found in by_source.values() for e in found}), cap)
+    found: list[Link] = []
+    for source in (s for s in sources if s in by_source):  # a source not stored names nothing
+        seen: set[str] = {source}
+        for entity in sorted(by_source[source], key=lambda e: (counts.get(e, 0), e)):
+            for target in sharing.get(entity, []):
                 if target not in seen and len(seen) <= MAX_LINKS:
                     seen.add(target)
-                    found.append((source, target, entity))
-    found.extend(await session_neighbours(conn, sources))
+                    found.append(Link(source, target, entity))
+    found.extend(Link(str(r[0]), str(t), "") for r in beside for t in (r[1], r[2]) if t is not None)
     return found
 
 
+_NAMED = (  # each stored source, with each entity it names (NULL for none)
+    "SELECT m.id, e.entity FROM memories m LEFT JOIN memory_entities e ON e.memory_n = m.n WHERE m.id IN ({marks})"
+)
+_NEIGHBOURS = (  # each source's memories just before and after it in its session
+    "SELECT m.id, "
+    "(SELECT p.id FROM memories p WHERE p.session_key = m.session_key AND p.n < m.n ORDER BY p.n DESC LIMIT 1), "
+    "(SELECT x.id FROM memories x WHERE x.session_key = m.session_key AND x.n > m.n ORDER BY x.n LIMIT 1) "
+    "FROM memories m WHERE m.session_key IS NOT NULL AND m.id IN ({marks}) ORDER BY m.n"
+)
 # Per-entity subqueries joined in one statement: each reads its entity's first rows from the primary
 # key and stops (a window over an entity's every row cost 5 ms at 100k memories, this 0.1 ms).
 _PER_STATEMENT = 100
+_COUNT = (
+    "SELECT entity, COUNT(*) FROM (SELECT entity FROM memory_entities WHERE entity = ? LIMIT ?) AS named "
+    "GROUP BY entity"
+)
+_FIRST = (
+    "SELECT entity, n, id FROM (SELECT e.entity, m.n, m.id FROM memory_entities e JOIN memories m ON m.n = e.memory_n "
+    f"WHERE e.entity = ? ORDER BY e.memory_n LIMIT {USABLE_PER_ENTITY}) AS earliest"
+)
 
 
-async def _counts(conn: aiosqlite.Connection, wanted: Sequence[str], cap: int) -> dict[str, int]:
-    """How many memories name each entity, counted up to ``cap`` + 1: beyond that it links nothing."""
-    counted: dict[str, int] = {}
-    one = (
-        "SELECT entity, COUNT(*) FROM (SELECT entity FROM memory_entities WHERE entity = ? LIMIT ?) AS named "
-        "GROUP BY entity"
-    )
+async def _named_by(
+    conn: aiosqlite.Connection, wanted: Sequence[str], cap: int
+) -> tuple[dict[str, int], dict[str, list[str]]]:
+    """How many memories name each entity, counted up to ``cap`` + 1 (beyond that it links
+    nothing), and the ids of the first USABLE_PER_ENTITY memories naming each one counted no more
+    than ``cap``, oldest first. Both read together: the first of a common entity are read for nothing."""
+    reads: list[tuple[str, list[Any]]] = []
     for start in range(0, len(wanted), _PER_STATEMENT):
-        chunk = wanted[start : start + _PER_STATEMENT]
-        sql = " UNION ALL ".join([one] * len(chunk))
-        params = [v for entity in chunk for v in (entity, cap + 1)]
-        counted.update((str(r[0]), int(r[1])) for r in await conn.execute_fetchall(sql, params))
-    return counted
-
-
-async def _first_named(conn: aiosqlite.Connection, rare: Sequence[str]) -> list[tuple[str, int]]:
-    """(entity, memory row) for the first USABLE_PER_ENTITY memories naming each of ``rare``."""
-    found: list[tuple[str, int]] = []
-    one = (
-        "SELECT entity, memory_n FROM (SELECT entity, memory_n FROM memory_entities WHERE entity = ? "
-        f"ORDER BY memory_n LIMIT {USABLE_PER_ENTITY}) AS earliest"
-    )
-    for start in range(0, len(rare), _PER_STATEMENT):
-        chunk = rare[start : start + _PER_STATEMENT]
-        rows = await conn.execute_fetchall(" UNION ALL ".join([one] * len(chunk)), chunk)
-        found.extend((str(r[0]), int(r[1])) for r in rows)
-    return found
-
-
-async def session_neighbours(conn: aiosqlite.Connection, sources: Sequence[int]) -> list[tuple[int, int, str]]:
-    rows = await rows_in(
-        conn,
-        "SELECT m.n, "
-        "(SELECT p.n FROM memories p WHERE p.session_key = m.session_key AND p.n < m.n ORDER BY p.n DESC LIMIT 1), "
-        "(SELECT x.n FROM memories x WHERE x.session_key = m.session_key AND x.n > m.n ORDER BY x.n LIMIT 1) "
-        "FROM memories m WHERE m.session_key IS NOT NULL AND m.n IN ({marks})",
-        sources,
-    )
-    return [(int(r[0]), int(t), "") for r in rows for t in (r[1], r[2]) if t is not None]
+        chunk = list(wanted[start : start + _PER_STATEMENT])
+        reads.append((" UNION ALL ".join([_COUNT] * len(chunk)), [v for entity in chunk for v in (entity, cap + 1)]))
+        reads.append((" UNION ALL ".join([_FIRST] * len(chunk)), chunk))
+    answers = await read_together(conn, reads)
+    counts = {str(r[0]): int(r[1]) for rows in answers[0::2] for r in rows}
+    first: dict[str, list[tuple[int, str]]] = {}
+    for entity, n, ident in (r for rows in answers[1::2] for r in rows):
+        if counts.get(str(entity), 0) <= cap:
+            first.setdefault(str(entity), []).append((int(n), str(ident)))
+    return counts, {entity: [ident for _, ident in sorted(rows)] for entity, rows in first.items()}

@@ -119,13 +119,34 @@ def fts_match(terms: Iterable[str]) -> str:
     return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
 
 
+def in_chunks(sql: str, keys: Sequence[Any]) -> list[tuple[str, list[Any]]]:
+    """``sql`` (with a ``{marks}`` placeholder for an IN list) over ``keys``, 500 at a time."""
+    chunks = [list(keys[start : start + 500]) for start in range(0, len(keys), 500)]
+    return [(sql.format(marks=",".join("?" * len(chunk))), chunk) for chunk in chunks]
+
+
 async def rows_in(conn: aiosqlite.Connection, sql: str, keys: Sequence[Any]) -> list[Any]:
     """Run ``sql`` (with a ``{marks}`` placeholder for an IN list) over ``keys`` in chunks."""
     rows: list[Any] = []
-    for start in range(0, len(keys), 500):
-        chunk = list(keys[start : start + 500])
-        rows.extend(await conn.execute_fetchall(sql.format(marks=",".join("?" * len(chunk))), chunk))
+    for statement, chunk in in_chunks(sql, keys):
+        rows.extend(await conn.execute_fetchall(statement, chunk))
     return rows
+
+
+async def read_together(conn: aiosqlite.Connection, reads: Sequence[tuple[str, Sequence[Any]]]) -> list[list[Any]]:
+    """Each read's rows. A connection that sends several statements in one message (PostgreSQL's
+    ``PgConn.read_together``) does, in one round trip; SQLite's, in this process, reads them in turn."""
+    together = getattr(conn, "read_together", None)
+    if together is not None:
+        return list(await together(reads))
+    return [list(await conn.execute_fetchall(sql, params)) for sql, params in reads]
+
+
+async def rows_in_each(conn: aiosqlite.Connection, reads: Sequence[tuple[str, Sequence[Any]]]) -> list[list[Any]]:
+    """``rows_in`` of each (statement with ``{marks}``, keys), every chunk of every read sent together."""
+    chunked = [in_chunks(sql, keys) for sql, keys in reads]
+    answers = iter(await read_together(conn, [chunk for chunks in chunked for chunk in chunks]))
+    return [[row for _ in chunks for row in next(answers)] for chunks in chunked]
 
 
 async def rows_of(conn: aiosqlite.Connection, ids: Sequence[str]) -> dict[str, int]:
@@ -143,26 +164,32 @@ async def attach_occurrences(
         return
     by_n = {r.rowid: r for r in records}
     by_id = {r.id: r for r in records}
-    for memory_n, occ_id, occurred_at in await rows_in(
+    occurrences, conflicts, sources = await rows_in_each(
         conn,
-        "SELECT memory_n, id, occurred_at FROM occurrences WHERE memory_n IN ({marks}) ORDER BY occurred_at, id",
-        list(by_n),
-    ):
+        [
+            (
+                "SELECT memory_n, id, occurred_at FROM occurrences WHERE memory_n IN ({marks}) "
+                "ORDER BY occurred_at, id",
+                list(by_n),
+            ),
+            (
+                f"SELECT c.memory_id, c.other_id FROM {ALL_CONFLICTS if every_flag else STANDING_CONFLICTS} "
+                "AND c.memory_id IN ({marks}) ORDER BY c.other_id",
+                list(by_id),
+            ),
+            (
+                "SELECT summary_id, source_id FROM summary_sources WHERE summary_id IN ({marks}) ORDER BY source_id",
+                list(by_id),
+            ),
+        ],
+    )
+    for memory_n, occ_id, occurred_at in occurrences:
         record = by_n[int(memory_n)]
         record.occurrence_ids.append(str(occ_id))
         record.last_seen_at = float(occurred_at)
-    for memory_id, other_id in await rows_in(
-        conn,
-        f"SELECT c.memory_id, c.other_id FROM {ALL_CONFLICTS if every_flag else STANDING_CONFLICTS} "
-        "AND c.memory_id IN ({marks}) ORDER BY c.other_id",
-        list(by_id),
-    ):
+    for memory_id, other_id in conflicts:
         by_id[str(memory_id)].conflicts_with.append(str(other_id))
-    for summary_id, source_id in await rows_in(
-        conn,
-        "SELECT summary_id, source_id FROM summary_sources WHERE summary_id IN ({marks}) ORDER BY source_id",
-        list(by_id),
-    ):
+    for summary_id, source_id in sources:
         by_id[str(summary_id)].source_ids.append(str(source_id))
 
 

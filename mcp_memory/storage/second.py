@@ -15,7 +15,7 @@ import aiosqlite
 import numpy as np
 
 from mcp_memory.models import NewMemory, Vector
-from mcp_memory.storage.rows import blob, rows_in, rows_of
+from mcp_memory.storage.rows import blob, in_chunks, read_together, rows_of
 
 MODEL_KEY = "second_model"
 
@@ -48,15 +48,17 @@ async def insert(conn: aiosqlite.Connection, n: int, item: NewMemory, model_id: 
 
 
 async def read(conn: aiosqlite.Connection, ids: Sequence[str], model_id: str) -> dict[str, Vector]:
-    """The vectors of memories ``ids`` from ``model_id``; none when the file's are another model's."""
-    if not ids or await _model(conn) != model_id:
+    """The vectors of memories ``ids`` from ``model_id``; none when the file's are another model's.
+    The file's model and the vectors are read together (on PostgreSQL, one round trip)."""
+    if not ids:
         return {}
-    rows = await rows_in(
-        conn,
-        "SELECT m.id, s.vec FROM second_vectors s JOIN memories m ON m.n = s.memory_n WHERE m.id IN ({marks})",
-        ids,
+    vectors = "SELECT m.id, s.vec FROM second_vectors s JOIN memories m ON m.n = s.memory_n WHERE m.id IN ({marks})"
+    model, *chunks = await read_together(
+        conn, [("SELECT value FROM meta WHERE key = ?", (MODEL_KEY,)), *in_chunks(vectors, ids)]
     )
-    return {str(ident): np.frombuffer(vec, dtype=np.float32) for ident, vec in rows}
+    if not model or str(model[0][0]) != model_id:
+        return {}
+    return {str(ident): np.frombuffer(vec, dtype=np.float32) for chunk in chunks for ident, vec in chunk}
 
 
 async def start_over(conn: aiosqlite.Connection, model_id: str) -> None:

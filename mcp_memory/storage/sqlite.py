@@ -220,6 +220,12 @@ class SqliteStore(RecordStore):
             raise StorageError(f"keyword search failed: {exc}") from exc
         return [(str(r[0]), -float(r[1])) for r in rows]
 
+    async def keyword_searches(
+        self, scope: Scope, asked: Sequence[Sequence[str]], criteria: Criteria, limit: int, now: float
+    ) -> list[list[tuple[str, float]]]:
+        """``keyword_search`` of each list of terms, in turn (in this process: no round trips to save)."""
+        return [await self.keyword_search(scope, terms, criteria, limit, now) for terms in asked]
+
     # ----- writes --------------------------------------------------------------------------
 
     async def reinforce(self, scope: Scope, ids: Sequence[str], now: float) -> None:

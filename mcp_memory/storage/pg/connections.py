@@ -188,6 +188,10 @@ class PgReader:
     async def execute_fetchall(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return await (await self.execute(statement, params)).fetchall()
 
+    async def read_together(self, reads: Sequence[tuple[str, Sequence[Any]]]) -> list[list[tuple[Any, ...]]]:
+        async with self._database.transaction(self._scope, write=False) as conn:
+            return await conn.read_together(reads)
+
 
 def operational_failure(exc: psycopg.OperationalError) -> str:
     """What an operational error from PostgreSQL means to the caller, by its SQLSTATE class: the

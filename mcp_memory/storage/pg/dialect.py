@@ -37,6 +37,7 @@ import psycopg
 
 from mcp_memory.errors import StorageError
 from mcp_memory.storage.pg import keyword
+from mcp_memory.storage.pg.messages import exchange, inline
 
 PER_PRINCIPAL = (
     "meta", "memories", "memory_tags", "occurrences", "vectors", "second_vectors", "postings", "memory_entities",
@@ -330,6 +331,19 @@ class PgConn:
     async def execute_fetchall(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return await (await self.execute(statement, params)).fetchall()
 
+    async def read_together(self, reads: Sequence[tuple[str, Sequence[Any]]]) -> list[list[tuple[Any, ...]]]:
+        """Each read's rows (reads as the storage modules write them), those the transaction has not
+        read yet sent in one message: one round trip (``rows.read_together``)."""
+        answers = [self.reads.get(statement, params) for statement, params in reads]
+        wanted = [i for i, kept in enumerate(answers) if kept is None]
+        if any(not _reads_only(reads[i][0]) for i in wanted):
+            raise StorageError("only reads are sent together")
+        sent = [rendered(self, self.conn, *reads[i]) for i in wanted]
+        for i, rows in zip(wanted, await exchange(self.conn, sent), strict=True):
+            self.reads.keep(*reads[i], rows)
+            answers[i] = rows
+        return [list(rows or []) for rows in answers]
+
     async def executemany(self, statement: str, rows: Iterable[Sequence[Any]]) -> None:
         self.reads.forget()
         if " ".join(statement.split()) == "INSERT INTO memories_fts(rowid, body) VALUES (?, ?)":
@@ -370,7 +384,7 @@ def rendered(pg: PgConn, conn: psycopg.AsyncConnection, statement: str, params: 
     """A read as the storage modules write it, as one PostgreSQL statement with its values inline
     (to send with others in one message)."""
     sql, _ = pg._sql(statement)
-    return psycopg.AsyncClientCursor(conn).mogrify(sql, _params(params))
+    return inline(conn, sql, _params(params))
 
 
 def _match_terms(match: str) -> list[str]:

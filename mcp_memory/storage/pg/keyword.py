@@ -26,6 +26,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from mcp_memory.storage.pg.messages import exchange, inline
 from mcp_memory.text import segment_for_index
 
 K1, B = 1.2, 0.75
@@ -239,13 +240,27 @@ async def search(
     visible_params: Mapping[str, Any] | None = None,
 ) -> list[tuple[str, float]]:
     """Top ``limit`` (memory id, BM25) where a larger score is better, as the SQLite store answers."""
-    found = phrases(terms)
-    if not found:
-        return []
-    params: dict[str, Any] = {"p": principal, **(visible_params or {})}
-    query = bm25_query(found, visible, limit, params)
-    rows = await (await conn.execute(query, params)).fetchall()
-    return [(str(r[0]), float(r[1])) for r in rows]
+    return (await searches(conn, principal, [terms], limit, visible, visible_params))[0]
+
+
+async def searches(
+    conn: psycopg.AsyncConnection,
+    principal: str,
+    asked: Sequence[Sequence[str]],
+    limit: int,
+    visible: sql.Composable = EVERY_MEMORY,
+    visible_params: Mapping[str, Any] | None = None,
+) -> list[list[tuple[str, float]]]:
+    """``search`` of each list of terms in ``asked``, the statements sent in one message."""
+    statements: dict[int, str] = {}
+    for i, terms in enumerate(asked):
+        if found := phrases(terms):
+            params: dict[str, Any] = {"p": principal, **(visible_params or {})}
+            statements[i] = inline(conn, bm25_query(found, visible, limit, params), params)
+    answers: list[list[tuple[str, float]]] = [[] for _ in asked]
+    for i, rows in zip(statements, await exchange(conn, list(statements.values())), strict=True):
+        answers[i] = [(str(r[0]), float(r[1])) for r in rows]
+    return answers
 
 
 async def count_matching(conn: psycopg.AsyncConnection, principal: str, terms: Sequence[str]) -> int:

@@ -167,17 +167,27 @@ class PostgresStore(RecordStore):
         self, scope: Scope, terms: Sequence[str], criteria: Criteria, limit: int, now: float
     ) -> list[tuple[str, float]]:
         """Top ``limit`` (memory id, BM25) where a larger score is better, as FTS5 scores them."""
-        if not terms:
-            return []
+        return (await self.keyword_searches(scope, [terms], criteria, limit, now))[0]
+
+    async def keyword_searches(
+        self, scope: Scope, asked: Sequence[Sequence[str]], criteria: Criteria, limit: int, now: float
+    ) -> list[list[tuple[str, float]]]:
+        """``keyword_search`` of each list of terms, those the transaction (a call's) has not read
+        yet sent in one round trip."""
+        if not any(asked):
+            return [[] for _ in asked]
         where, params = visible_clause(scope, criteria, now)
-        asked = ("keyword", tuple(terms), limit, where)  # read once a transaction (a call's)
+        keys = [("keyword", tuple(terms), limit, where) for terms in asked]
         async with self.database.transaction(scope, write=False) as conn:
-            if (kept := conn.reads.get(asked, params)) is not None:
-                return [(str(ident), float(score)) for ident, score in kept]
+            wanted = [key for key in dict.fromkeys(keys) if conn.reads.get(key, params) is None]
             visible, named = conn.fragment(where, params)
-            found = await keyword.search(conn.conn, conn.key, terms, limit, sql.SQL(visible), named)
-            conn.reads.keep(asked, params, found)
-            return found
+            found = await keyword.searches(
+                conn.conn, conn.key, [key[1] for key in wanted], limit, sql.SQL(visible), named
+            )
+            for key, rows in zip(wanted, found, strict=True):
+                conn.reads.keep(key, params, rows)
+            answers = [conn.reads.get(key, params) or [] for key in keys]
+        return [[(str(ident), float(score)) for ident, score in rows] for rows in answers]
 
     # ----- writes --------------------------------------------------------------------------
 
