@@ -68,7 +68,7 @@ def _backend(tokenizer: Any, table: np.ndarray | use_cache.RowFile, threads: int
     backend = NumpyBackend.__new__(NumpyBackend)
     backend.sp, backend.threads, backend.table = tokenizer, threads, table
     try:
-        from threadpoolctl import ThreadpoolController
+        from threadpoolctl import ThreadpoolController  # type: ignore[import-not-found, unused-ignore]
 
         backend._threadpool = ThreadpoolController().limit
     except Exception:  # as the package: without threadpoolctl numpy keeps its own threads
