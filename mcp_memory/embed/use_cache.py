@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import mmap
-import os
 import shutil
 import tempfile
-import weakref
 from collections.abc import Callable
 from pathlib import Path
 
@@ -62,9 +60,11 @@ def _mapped(path: Path) -> np.ndarray:
 
 
 class RowFile:
-    """A 2-D .npy file read a few rows at a time (``rows[ids]``), with ``os.pread``: nothing of
-    it stays resident. (A mapping would do the same in principle, but the kernel maps up to 64 KB
-    around each page a row read faults in: 200 sentences left 47 MB of a 65 MB table resident.)"""
+    """A 2-D .npy file read a few rows at a time (``rows[ids]``) from a read-only mapping whose
+    pages are let go after each read, so nothing of it stays resident. (Left mapped, the kernel
+    keeps up to 64 KB around each page a row read faults in: 200 sentences left 47 MB of a 65 MB
+    table resident. ``os.pread`` would do as well but lets go of the GIL once a row, and a thread
+    that then waits for it may wait a switch interval, 5 ms, each time.)"""
 
     def __init__(self, path: Path) -> None:
         with path.open("rb") as fh:
@@ -72,12 +72,11 @@ class RowFile:
                 raise ValueError(f"{path} is not a version 1.0 .npy file")
             shape, fortran, self.dtype = np.lib.format.read_array_header_1_0(fh)
             self._offset = fh.tell()
+            self._pages = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
         if len(shape) != 2 or fortran:
             raise ValueError(f"{path} does not hold a C-ordered 2-D array")
         self.shape: tuple[int, int] = shape
         self._row = shape[1] * self.dtype.itemsize
-        self._fd = os.open(path, os.O_RDONLY)
-        self._finalizer = weakref.finalize(self, os.close, self._fd)
 
     def __len__(self) -> int:
         return self.shape[0]
@@ -86,8 +85,9 @@ class RowFile:
         wanted, where = np.unique(ids, return_inverse=True)
         if len(wanted) and (wanted[0] < 0 or wanted[-1] >= self.shape[0]):
             raise IndexError(f"row ids run from 0 to {self.shape[0] - 1}")
-        fd, row, offset = self._fd, self._row, self._offset
-        data = b"".join([os.pread(fd, row, offset + row * i) for i in wanted.tolist()])
+        pages, row, offset = self._pages, self._row, self._offset
+        data = b"".join([pages[offset + row * i : offset + row * (i + 1)] for i in wanted.tolist()])
+        pages.madvise(mmap.MADV_DONTNEED)  # a clean file page: read again from the page cache when next wanted
         rows = np.frombuffer(data, dtype=self.dtype).reshape(len(wanted), self.shape[1])
         picked: np.ndarray = rows[where.reshape(np.shape(ids))]
         return picked
@@ -95,7 +95,7 @@ class RowFile:
 
 def _open(directory: Path, read_by_row: set[str]) -> dict[str, np.ndarray | RowFile]:
     return {
-        p.stem: RowFile(p) if p.stem in read_by_row and hasattr(os, "pread") else _mapped(p)
+        p.stem: RowFile(p) if p.stem in read_by_row and hasattr(mmap, "MADV_DONTNEED") else _mapped(p)
         for p in sorted(directory.glob("*.npy"))
     }
 
@@ -124,7 +124,7 @@ def cached_arrays(
     root: Path, name: str, write: Callable[[Path], None], read_by_row: set[str]
 ) -> dict[str, np.ndarray | RowFile]:
     """The arrays of ``root/name``, built by ``write`` (each array one ``.npy`` file) when missing
-    or damaged: ``read_by_row`` ones as a ``RowFile`` where the platform has ``os.pread``, the
+    or damaged: ``read_by_row`` ones as a ``RowFile`` where the platform has ``madvise``, the
     others mapped read-only."""
     directory = root / name
     if not _intact(directory):
