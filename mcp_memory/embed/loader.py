@@ -17,6 +17,7 @@ from typing import Literal, Protocol
 import anyio
 import anyio.to_thread
 
+from mcp_memory.descriptors import exhausted, out_of_files_message
 from mcp_memory.embed import languages
 from mcp_memory.embed.gate import (
     QUESTIONS,
@@ -27,7 +28,7 @@ from mcp_memory.embed.gate import (
     SharedCalls,
 )
 from mcp_memory.embed.languages import LanguageMeans
-from mcp_memory.errors import UpstreamError
+from mcp_memory.errors import OutOfFilesError, UpstreamError
 from mcp_memory.models import Vector
 from mcp_memory.text import estimate_tokens
 
@@ -220,8 +221,12 @@ class Embedder:
             self.load_seconds = time.perf_counter() - started
             log.info("embedding model %s loaded in %.2f s", self._model.model_id, self.load_seconds)
         except BaseException as exc:  # reported to every caller, never lost
-            self._error = exc
-            log.error("embedding model failed to load: %s", exc)
+            if exhausted(exc):  # a passing state: the next caller loads again
+                log.warning("embedding model not loaded for want of file descriptors; the next call tries again")
+                self._error, self._thread = OutOfFilesError(out_of_files_message()), None
+            else:
+                self._error = exc
+                log.error("embedding model failed to load: %s", exc)
         finally:
             self._loaded.set()
         # Ready meanwhile: until the twin is, queries go first on the gate.
@@ -232,11 +237,14 @@ class Embedder:
                 log.warning("no second engine for queries (%s); they take turns with passages", exc)
 
     async def ready(self) -> Model:
+        if self._thread is None and isinstance(self._error, OutOfFilesError):
+            self._error = None
+            self._loaded.clear()
         self.start()
         if not self._loaded.is_set():
             await anyio.to_thread.run_sync(self._loaded.wait)
         if self._error is not None:
-            if isinstance(self._error, UpstreamError):
+            if isinstance(self._error, UpstreamError | OutOfFilesError):
                 raise self._error
             raise UpstreamError(f"the embedding model could not be loaded: {self._error}") from self._error
         assert self._model is not None

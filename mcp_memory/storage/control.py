@@ -15,7 +15,8 @@ import anyio
 import orjson
 
 from mcp_memory.config import Settings
-from mcp_memory.errors import StorageError
+from mcp_memory.descriptors import exhausted, out_of_files_message
+from mcp_memory.errors import OutOfFilesError, StorageError
 from mcp_memory.storage.permissions import CONTROL_FILE, private_dir
 from mcp_memory.storage.schema import connect_sync
 
@@ -136,6 +137,8 @@ class ControlFile:
             private_dir(self.path.parent)
             conn = connect_sync(self.path, self.busy_timeout_ms)
         except (OSError, sqlite3.Error) as exc:
+            if exhausted(exc):  # a state the call is told to retry, not a broken file
+                raise OutOfFilesError(out_of_files_message()) from None
             raise StorageError(f"cannot open the control file {str(self.path)!r}: {exc}") from exc
         try:
             conn.executescript(self.schema)
