@@ -11,28 +11,23 @@ import functools
 import gc
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager, closing, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
-from mcp.server.context import ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
-from mcp.shared.exceptions import MCPError
 
-from mcp_memory import __version__, client_log, descriptors, metrics
+from mcp_memory import __version__, client_log, metrics
 from mcp_memory.assembly import Store, open_core
-from mcp_memory.browse_tools import register_browse_tools
-from mcp_memory.completions import register_completions
 from mcp_memory.config import Settings
 from mcp_memory.embed.loader import Embedder
-from mcp_memory.erasure_tool import register_erasure_tool
-from mcp_memory.errors import MemoryServerError, OutOfFilesError
-from mcp_memory.golden_tool import register_golden_tool
+from mcp_memory.mcp import table
+from mcp_memory.mcp.face import Face
+from mcp_memory.mcp.guards import principal_lease, prompt_argument_guard, unknown_argument_guard, unknown_name_guard
+from mcp_memory.mcp.notify import ChangeWatcher, ResourceNotifier
 from mcp_memory.models import Scope
-from mcp_memory.prompts import prompt_argument_guard, register_prompts
-from mcp_memory.resources import ChangeWatcher, ResourceNotifier, register_resources
 from mcp_memory.scheduler import Scheduler
 from mcp_memory.scope import ScopeResolver, record_request
 from mcp_memory.services.browse import BrowseService
@@ -47,14 +42,6 @@ from mcp_memory.services.tasks import TaskService
 from mcp_memory.stdio import run_stdio
 from mcp_memory.storage.control import ControlStore
 from mcp_memory.storage.forget_codes import ForgetCodes
-from mcp_memory.tools import (
-    register_stats_tool,
-    register_summary_tool,
-    register_task_tools,
-    register_tools,
-    unknown_argument_guard,
-)
-from mcp_memory.unknown_names import unknown_name_guard
 
 INSTRUCTIONS = """mcp-memory gives you long-term memory across sessions and clients.
 Call `recall` with the user's question before answering when earlier context may matter.
@@ -108,23 +95,14 @@ async def open_runtime(
         mcp.middleware.append(principal_lease(store, scopes))
         mcp.middleware.append(unknown_argument_guard(mcp))
         mcp.middleware.append(prompt_argument_guard(mcp))
-        register_tools(mcp, memory, scopes, notifier)
-        register_task_tools(mcp, tasks, memory, scopes, notifier)
         codes = stack.enter_context(closing(ForgetCodes.for_settings(settings)))
         erasure = ErasureService(store, clock=clock, codes=codes)
-        register_erasure_tool(mcp, erasure, scopes, notifier)
         control = stack.enter_context(closing(ControlStore.for_settings(settings)))
         stats = StatsService(store, control, full_paths=transport == "stdio", llm=llm, switch=memory.switch)
-        register_stats_tool(mcp, stats, scopes)
-        register_summary_tool(mcp, memory, scopes)
         browse = BrowseService(store, memory, clock=clock)
-        register_browse_tools(mcp, browse, scopes, notifier)
-        register_resources(mcp, memory, tasks, stats, scopes)
-        register_prompts(mcp, memory, tasks, scopes)
-        register_completions(mcp, tasks, scopes)
-        client_log.install(mcp)
         golden = GoldenService(store, memory, settings.lifecycle, clock=clock)
-        register_golden_tool(mcp, golden, scopes)
+        table.register(mcp, Face(memory, tasks, stats, browse, erasure, golden, scopes, notifier))
+        client_log.install(mcp)
         scheduler = Scheduler(
             store,
             control,
@@ -214,30 +192,6 @@ def _leave_logging(level: str) -> None:
 
 def _pool_figure(store: Store, key: str) -> float:
     return float(store.pool_figures().get(key, 0))
-
-
-_NO_DATA = frozenset({"initialize", "ping", "tools/list", "prompts/list", "resources/templates/list"})
-
-
-def principal_lease(store: Store, scopes: ScopeResolver) -> ServerMiddleware[Any]:
-    """Server middleware: the caller's principal stays open while its request runs, and no longer:
-    an idle MCP session holds no file (ADR 21). Out of descriptors, the request gets a JSON-RPC
-    error that says to retry and what the operator raises, and the server goes on."""
-
-    async def lease(ctx: ServerRequestContext[Any, Any], call_next: Callable[[Any], Awaitable[Any]]) -> Any:
-        if ctx.method in _NO_DATA or ctx.method.startswith("notifications/"):
-            return await call_next(ctx)
-        try:
-            principal = scopes.scope(ctx).principal
-        except MemoryServerError:
-            return await call_next(ctx)  # no identity: the handler refuses it with the reason
-        try:
-            async with store.lease(principal):
-                return await call_next(ctx)
-        except OutOfFilesError as exc:
-            raise MCPError(descriptors.BUSY_CODE, str(exc), {"retry_after": exc.retry_after}) from None
-
-    return lease
 
 
 def settle_heap() -> None:

@@ -13,8 +13,8 @@ from mcp.client import Client
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
+from mcp_memory.mcp.notify import ResourceNotifier
 from mcp_memory.models import Scope
-from mcp_memory.resources import ResourceNotifier
 from mcp_memory.scope import ScopeResolver
 from mcp_memory.server import Runtime
 from tests.conftest import Heard, call, call_error, subscribed
