@@ -7,7 +7,6 @@ import logging
 import sys
 import time
 from collections.abc import Sequence
-from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -192,7 +191,7 @@ def _run(args: argparse.Namespace) -> int:
 
         logs.configure_logging(settings, getattr(args, "transport", "stdio"))
         if args.command == "serve" and args.transport == "stdio":
-            from mcp_memory.server import serve_stdio
+            from mcp_memory.mcp.server import serve_stdio
 
             anyio.run(serve_stdio, settings)
             return 0
@@ -308,29 +307,23 @@ def _stored(settings: Settings, command: str) -> None:
 
 
 async def _stats(settings: Settings) -> int:
-    from mcp_memory.assembly import llm_client
+    from mcp_memory.compose import open_runtime
     from mcp_memory.models import Scope
-    from mcp_memory.server import open_runtime
-    from mcp_memory.services.stats import StatsService
-    from mcp_memory.storage.control import ControlStore
 
     _stored(settings, "stats")
-    async with open_runtime(settings, warm=False) as runtime:
-        with closing(ControlStore.for_settings(settings)) as control:
-            llm = llm_client(settings, time.time)
-            service = StatsService(runtime.store, control, full_paths=True, llm=llm, switch=runtime.memory.switch)
-            result = await service.stats(Scope(settings.principal, settings.namespace))
+    async with open_runtime(settings) as runtime:
+        result = await runtime.stats.stats(Scope(settings.principal, settings.namespace))
     _out(orjson.dumps(result.model_dump(mode="json"), option=orjson.OPT_INDENT_2).decode())
     return 0
 
 
 async def _export(settings: Settings) -> list[bytes]:
+    from mcp_memory.compose import open_runtime
     from mcp_memory.models import Scope
-    from mcp_memory.server import open_runtime
     from mcp_memory.services.portability import export_lines
 
     _stored(settings, "export")
-    async with open_runtime(settings, warm=False) as runtime:
+    async with open_runtime(settings) as runtime:
         return [line async for line in export_lines(runtime.store, Scope(settings.principal, settings.namespace))]
 
 
@@ -363,11 +356,11 @@ def _read_import(file: Path) -> list[bytes]:
 
 
 async def _import(settings: Settings, lines: list[bytes]) -> int:
+    from mcp_memory.compose import open_runtime
     from mcp_memory.models import Scope
-    from mcp_memory.server import open_runtime
     from mcp_memory.services.portability import import_lines
 
-    async with open_runtime(settings, warm=False) as runtime:
+    async with open_runtime(settings) as runtime:
         imported, skipped = await import_lines(
             runtime.store,
             runtime.embedder,
@@ -380,11 +373,11 @@ async def _import(settings: Settings, lines: list[bytes]) -> int:
 
 
 async def _reindex(settings: Settings, check: bool) -> int:
+    from mcp_memory.compose import open_runtime
     from mcp_memory.models import Scope
-    from mcp_memory.server import open_runtime
     from mcp_memory.services.portability import reindex
 
-    async with open_runtime(settings, warm=False) as runtime:
+    async with open_runtime(settings) as runtime:
         if check:
             found = await runtime.store.vectors.repair(Scope(settings.principal))
             _err(f"vector engine: wrote {found['missing']} missing point(s), removed {found['orphans']} orphan(s)")
@@ -405,10 +398,10 @@ def parse_as_of(text: str, now: float) -> float:
 
 
 async def _maintain(settings: Settings, as_of: float | None) -> int:
-    from mcp_memory.server import open_runtime
+    from mcp_memory.compose import open_runtime
 
     _stored(settings, "maintain")
-    async with open_runtime(settings, warm=False) as runtime:
+    async with open_runtime(settings) as runtime:
         report = await runtime.scheduler.run_once(as_of=as_of)
     if as_of is not None:
         report["as_of"] = when(as_of)

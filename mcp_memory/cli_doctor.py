@@ -39,8 +39,8 @@ def _out(text: str) -> None:
 
 
 async def run(settings: Settings, explicit: Path | None) -> int:
+    from mcp_memory.compose import open_runtime
     from mcp_memory.models import Scope
-    from mcp_memory.server import open_runtime
     from mcp_memory.services.switch import off_reason
 
     path = config_path(explicit)
@@ -59,7 +59,7 @@ async def run(settings: Settings, explicit: Path | None) -> int:
 
         ok = await cli_database.doctor(settings.storage.postgres, _out) and ok
     try:
-        async with open_runtime(settings, warm=False) as runtime:
+        async with open_runtime(settings) as runtime:
             if loose:  # the store made them owner-only as it opened
                 still = len(loose_paths(settings.data_dir, settings_files(settings)))
                 _out(f"permissions: {still} path(s) still open to others" if still else "permissions: now owner-only")
