@@ -8,7 +8,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import anyio
 import orjson
@@ -45,6 +45,19 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"mcp-memory {__version__}")
     common = [_global_options(suppress=True)]  # after the command name too, without resetting what came before
     sub = parser.add_subparsers(dest="command", required=True)
+    files = [_global_options(suppress=True, identity=False)]  # for the commands that take no principal
+    _serving_commands(sub, common, files)
+    _data_commands(sub, common, files)
+    _upkeep_commands(sub, common)
+    cli_install.add_parsers(sub)
+    return parser
+
+
+Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+Parents: TypeAlias = list[argparse.ArgumentParser]
+
+
+def _serving_commands(sub: Commands, common: Parents, files: Parents) -> None:
     serve = sub.add_parser("serve", help="run the MCP server", parents=common)
     serve.add_argument(
         "--transport",
@@ -60,7 +73,6 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="serve sse/http without tokens, every client acting as the one local principal",
     )
-    files = [_global_options(suppress=True, identity=False)]
     token = sub.add_parser("token", help="create, list or revoke bearer tokens for sse/http", parents=files)
     token_sub = token.add_subparsers(dest="token_command", required=True)
     create = token_sub.add_parser("create", help="print a new token (shown once; only its hash is kept)", parents=files)
@@ -78,6 +90,9 @@ def _parser() -> argparse.ArgumentParser:
     connect.add_argument(
         "--token-env", default="MCP_MEMORY_TOKEN", help="environment variable holding the bearer token"
     )
+
+
+def _data_commands(sub: Commands, common: Parents, files: Parents) -> None:
     sub.add_parser("doctor", help="check the setup; exit non-zero when it is broken", parents=common)
     database = sub.add_parser("database", help="the PostgreSQL backend's schema (ADR 19)", parents=common)
     database.add_argument("action", choices=("migrate", "status"), help="migrate: as the owner; status: as doctor")
@@ -105,6 +120,9 @@ def _parser() -> argparse.ArgumentParser:
     imp.add_argument(
         "--apply", action="store_true", help="write (--from imports are a dry run that only counts without it)"
     )
+
+
+def _upkeep_commands(sub: Commands, common: Parents) -> None:
     hook = sub.add_parser(
         "hook",
         help="answer a Claude Code hook (JSON on stdin): context at SessionStart and UserPromptSubmit, "
@@ -140,8 +158,6 @@ def _parser() -> argparse.ArgumentParser:
     )
     ui.add_argument("--ui-port", type=int, help="loopback port (default ui.port, 0: a free one)")
     ui.add_argument("--no-browser", action="store_true", help="print the link only; do not open a browser")
-    cli_install.add_parsers(sub)
-    return parser
 
 
 def _settings(args: argparse.Namespace) -> Settings:
