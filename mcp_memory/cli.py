@@ -7,9 +7,8 @@ import logging
 import sys
 import time
 from collections.abc import Sequence
-from contextlib import closing
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import anyio
 import orjson
@@ -46,6 +45,19 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"mcp-memory {__version__}")
     common = [_global_options(suppress=True)]  # after the command name too, without resetting what came before
     sub = parser.add_subparsers(dest="command", required=True)
+    files = [_global_options(suppress=True, identity=False)]  # for the commands that take no principal
+    _serving_commands(sub, common, files)
+    _data_commands(sub, common, files)
+    _upkeep_commands(sub, common)
+    cli_install.add_parsers(sub)
+    return parser
+
+
+Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+Parents: TypeAlias = list[argparse.ArgumentParser]
+
+
+def _serving_commands(sub: Commands, common: Parents, files: Parents) -> None:
     serve = sub.add_parser("serve", help="run the MCP server", parents=common)
     serve.add_argument(
         "--transport",
@@ -61,7 +73,6 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="serve sse/http without tokens, every client acting as the one local principal",
     )
-    files = [_global_options(suppress=True, identity=False)]
     token = sub.add_parser("token", help="create, list or revoke bearer tokens for sse/http", parents=files)
     token_sub = token.add_subparsers(dest="token_command", required=True)
     create = token_sub.add_parser("create", help="print a new token (shown once; only its hash is kept)", parents=files)
@@ -79,6 +90,9 @@ def _parser() -> argparse.ArgumentParser:
     connect.add_argument(
         "--token-env", default="MCP_MEMORY_TOKEN", help="environment variable holding the bearer token"
     )
+
+
+def _data_commands(sub: Commands, common: Parents, files: Parents) -> None:
     sub.add_parser("doctor", help="check the setup; exit non-zero when it is broken", parents=common)
     database = sub.add_parser("database", help="the PostgreSQL backend's schema (ADR 19)", parents=common)
     database.add_argument("action", choices=("migrate", "status"), help="migrate: as the owner; status: as doctor")
@@ -106,6 +120,9 @@ def _parser() -> argparse.ArgumentParser:
     imp.add_argument(
         "--apply", action="store_true", help="write (--from imports are a dry run that only counts without it)"
     )
+
+
+def _upkeep_commands(sub: Commands, common: Parents) -> None:
     hook = sub.add_parser(
         "hook",
         help="answer a Claude Code hook (JSON on stdin): context at SessionStart and UserPromptSubmit, "
@@ -141,8 +158,6 @@ def _parser() -> argparse.ArgumentParser:
     )
     ui.add_argument("--ui-port", type=int, help="loopback port (default ui.port, 0: a free one)")
     ui.add_argument("--no-browser", action="store_true", help="print the link only; do not open a browser")
-    cli_install.add_parsers(sub)
-    return parser
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -192,7 +207,7 @@ def _run(args: argparse.Namespace) -> int:
 
         logs.configure_logging(settings, getattr(args, "transport", "stdio"))
         if args.command == "serve" and args.transport == "stdio":
-            from mcp_memory.server import serve_stdio
+            from mcp_memory.mcp.server import serve_stdio
 
             anyio.run(serve_stdio, settings)
             return 0
@@ -308,29 +323,23 @@ def _stored(settings: Settings, command: str) -> None:
 
 
 async def _stats(settings: Settings) -> int:
-    from mcp_memory.assembly import llm_client
+    from mcp_memory.compose import open_runtime
     from mcp_memory.models import Scope
-    from mcp_memory.server import open_runtime
-    from mcp_memory.services.stats import StatsService
-    from mcp_memory.storage.control import ControlStore
 
     _stored(settings, "stats")
-    async with open_runtime(settings, warm=False) as runtime:
-        with closing(ControlStore.for_settings(settings)) as control:
-            llm = llm_client(settings, time.time)
-            service = StatsService(runtime.store, control, full_paths=True, llm=llm, switch=runtime.memory.switch)
-            result = await service.stats(Scope(settings.principal, settings.namespace))
+    async with open_runtime(settings) as runtime:
+        result = await runtime.stats.stats(Scope(settings.principal, settings.namespace))
     _out(orjson.dumps(result.model_dump(mode="json"), option=orjson.OPT_INDENT_2).decode())
     return 0
 
 
 async def _export(settings: Settings) -> list[bytes]:
+    from mcp_memory.compose import open_runtime
     from mcp_memory.models import Scope
-    from mcp_memory.server import open_runtime
     from mcp_memory.services.portability import export_lines
 
     _stored(settings, "export")
-    async with open_runtime(settings, warm=False) as runtime:
+    async with open_runtime(settings) as runtime:
         return [line async for line in export_lines(runtime.store, Scope(settings.principal, settings.namespace))]
 
 
@@ -363,11 +372,11 @@ def _read_import(file: Path) -> list[bytes]:
 
 
 async def _import(settings: Settings, lines: list[bytes]) -> int:
+    from mcp_memory.compose import open_runtime
     from mcp_memory.models import Scope
-    from mcp_memory.server import open_runtime
     from mcp_memory.services.portability import import_lines
 
-    async with open_runtime(settings, warm=False) as runtime:
+    async with open_runtime(settings) as runtime:
         imported, skipped = await import_lines(
             runtime.store,
             runtime.embedder,
@@ -380,11 +389,11 @@ async def _import(settings: Settings, lines: list[bytes]) -> int:
 
 
 async def _reindex(settings: Settings, check: bool) -> int:
+    from mcp_memory.compose import open_runtime
     from mcp_memory.models import Scope
-    from mcp_memory.server import open_runtime
     from mcp_memory.services.portability import reindex
 
-    async with open_runtime(settings, warm=False) as runtime:
+    async with open_runtime(settings) as runtime:
         if check:
             found = await runtime.store.vectors.repair(Scope(settings.principal))
             _err(f"vector engine: wrote {found['missing']} missing point(s), removed {found['orphans']} orphan(s)")
@@ -405,10 +414,10 @@ def parse_as_of(text: str, now: float) -> float:
 
 
 async def _maintain(settings: Settings, as_of: float | None) -> int:
-    from mcp_memory.server import open_runtime
+    from mcp_memory.compose import open_runtime
 
     _stored(settings, "maintain")
-    async with open_runtime(settings, warm=False) as runtime:
+    async with open_runtime(settings) as runtime:
         report = await runtime.scheduler.run_once(as_of=as_of)
     if as_of is not None:
         report["as_of"] = when(as_of)

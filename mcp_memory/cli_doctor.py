@@ -16,6 +16,8 @@ from mcp_memory.errors import MemoryServerError
 from mcp_memory.storage.permissions import file_mode, loose_paths, settings_files, survey
 
 if TYPE_CHECKING:  # the server's modules are imported when the command runs
+    from mcp_memory.compose import Runtime
+    from mcp_memory.models import Scope
     from mcp_memory.services.memory_file import MemoryFile
 
 
@@ -39,9 +41,8 @@ def _out(text: str) -> None:
 
 
 async def run(settings: Settings, explicit: Path | None) -> int:
+    from mcp_memory.compose import open_runtime
     from mcp_memory.models import Scope
-    from mcp_memory.server import open_runtime
-    from mcp_memory.services.switch import off_reason
 
     path = config_path(explicit)
     _out(f"mcp-memory {__version__}")
@@ -59,53 +60,65 @@ async def run(settings: Settings, explicit: Path | None) -> int:
 
         ok = await cli_database.doctor(settings.storage.postgres, _out) and ok
     try:
-        async with open_runtime(settings, warm=False) as runtime:
-            if loose:  # the store made them owner-only as it opened
-                still = len(loose_paths(settings.data_dir, settings_files(settings)))
-                _out(f"permissions: {still} path(s) still open to others" if still else "permissions: now owner-only")
-            ok = await _memory_file_check(runtime.memory_file) and ok
-            _out(f"data file: {runtime.store.path_for(scope)}")
-            started = time.perf_counter()
-            try:
-                model = await runtime.embedder.ready()
-                vec = await runtime.embedder.query("doctor check")
-                _out(
-                    f"embedding model: {model.model_id} (dimension {model.dim}), loaded in "
-                    f"{time.perf_counter() - started:.2f} s, test vector norm {float((vec @ vec) ** 0.5):.3f}"
-                )
-            except MemoryServerError as exc:
-                ok = False
-                _out(f"embedding model: FAILED: {exc}")
-                model = None
-            stored_model, stored_dim = await runtime.store.stored_model(scope)
-            _out(f"store built with: {stored_model or '(no vectors yet)'}")
-            if (
-                model is not None
-                and stored_model is not None
-                and (stored_model, stored_dim) != (model.model_id, model.dim)
-            ):
-                ok = False
-                _out("store/model mismatch: run `mcp-memory reindex`")
-            _out(f"store stats: {await runtime.store.count(scope)}")
-            healthy, said = await runtime.store.vectors.health(scope)
-            ok = ok and healthy
-            _out(f"vectors: {said}" if healthy else f"vectors: PROBLEM: {said}")
-            off = await off_reason(runtime.memory.switch, scope)
-            _out(f"memory switch: {off or 'on'}")  # off is a person's choice, not a broken set-up
-            from mcp_memory.storage.tokens import TokenStore
-
-            with closing(TokenStore.for_settings(settings)) as tokens:
-                live = await tokens.count_live(time.time())
-            http = settings.http
-            _out(
-                f"network: http://{http.host}:{http.port}{http.path} (sse {http.sse_path}), auth {http.auth}, "
-                f"{live} live token(s)" + ("" if live or http.auth == "none" else " (create one to serve sse/http)")
-            )
+        async with open_runtime(settings) as runtime:
+            ok = await _runtime_checks(runtime, scope, bool(loose)) and ok
     except MemoryServerError as exc:
         ok = False
         _out(f"store: FAILED: {exc}")
     _out("status: OK" if ok else "status: BROKEN")
     return 0 if ok else 1
+
+
+async def _runtime_checks(runtime: Runtime, scope: Scope, loose: bool) -> bool:
+    """The parts the runtime opened: permissions made owner-only, the memory file, the model against
+    the store, the vectors, the switch, the network tokens."""
+    from mcp_memory.services.switch import off_reason
+    from mcp_memory.storage.tokens import TokenStore
+
+    settings = runtime.settings
+    if loose:  # the store made them owner-only as it opened
+        still = len(loose_paths(settings.data_dir, settings_files(settings)))
+        _out(f"permissions: {still} path(s) still open to others" if still else "permissions: now owner-only")
+    ok = await _memory_file_check(runtime.memory_file)
+    _out(f"data file: {runtime.store.path_for(scope)}")
+    ok = await _model_check(runtime, scope) and ok
+    _out(f"store stats: {await runtime.store.count(scope)}")
+    healthy, said = await runtime.store.vectors.health(scope)
+    ok = ok and healthy
+    _out(f"vectors: {said}" if healthy else f"vectors: PROBLEM: {said}")
+    off = await off_reason(runtime.memory.switch, scope)
+    _out(f"memory switch: {off or 'on'}")  # off is a person's choice, not a broken set-up
+    with closing(TokenStore.for_settings(settings)) as tokens:
+        live = await tokens.count_live(time.time())
+    http = settings.http
+    _out(
+        f"network: http://{http.host}:{http.port}{http.path} (sse {http.sse_path}), auth {http.auth}, "
+        f"{live} live token(s)" + ("" if live or http.auth == "none" else " (create one to serve sse/http)")
+    )
+    return ok
+
+
+async def _model_check(runtime: Runtime, scope: Scope) -> bool:
+    """The embedding model loads and embeds, and is the one the store was built with."""
+    ok = True
+    started = time.perf_counter()
+    try:
+        model = await runtime.embedder.ready()
+        vec = await runtime.embedder.query("doctor check")
+        _out(
+            f"embedding model: {model.model_id} (dimension {model.dim}), loaded in "
+            f"{time.perf_counter() - started:.2f} s, test vector norm {float((vec @ vec) ** 0.5):.3f}"
+        )
+    except MemoryServerError as exc:
+        ok = False
+        _out(f"embedding model: FAILED: {exc}")
+        model = None
+    stored_model, stored_dim = await runtime.store.stored_model(scope)
+    _out(f"store built with: {stored_model or '(no vectors yet)'}")
+    if model is not None and stored_model is not None and (stored_model, stored_dim) != (model.model_id, model.dim):
+        ok = False
+        _out("store/model mismatch: run `mcp-memory reindex`")
+    return ok
 
 
 def _permissions(settings: Settings) -> list[Path]:

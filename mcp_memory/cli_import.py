@@ -59,10 +59,10 @@ async def _bar(done: int, total: int, what: str) -> None:
 
 
 async def run(settings: Settings, source: str, path: Path, apply: bool) -> int:
-    from mcp_memory.server import open_runtime
+    from mcp_memory.compose import open_runtime
 
     items, empty = read_source(source, path, settings)
-    async with open_runtime(settings, warm=False) as runtime:
+    async with open_runtime(settings) as runtime:
         outcome = await foreign.bring_in(
             runtime.memory,
             Scope(settings.principal, settings.namespace),

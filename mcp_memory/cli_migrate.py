@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
 
-from mcp_memory.assembly import record_store
+from mcp_memory.compose import record_store
 from mcp_memory.config import Settings
 from mcp_memory.errors import ConflictError, InvalidInputError, StorageError
 from mcp_memory.storage import transfer

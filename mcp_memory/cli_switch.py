@@ -14,7 +14,7 @@ import time
 from contextlib import closing
 from datetime import UTC, datetime
 
-from mcp_memory.assembly import record_store
+from mcp_memory.compose import record_store
 from mcp_memory.config import Settings
 from mcp_memory.errors import InvalidInputError
 from mcp_memory.models import Scope, describe_switch, switch_target

@@ -2,7 +2,7 @@
 
 Only ``mcp-memory serve --transport sse|http`` and ``mcp-memory ui`` import this module, so a
 stdio server never loads the HTTP stack of our own (the gateway, the inspector and its templates,
-JWT verification); ``server`` is the composition root both share.
+JWT verification); both serve the runtime of ``compose``, with the MCP face of ``mcp.server``.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from mcp_memory.inspector.app import inspector_app
 from mcp_memory.inspector.auth import SignedIn, SignIn
 from mcp_memory.inspector.base import Inspector
 from mcp_memory.jwt_auth import JwtVerifier
+from mcp_memory.mcp.server import Server, open_server, settle_heap
 from mcp_memory.models import Scope
-from mcp_memory.server import Runtime, open_runtime, settle_heap
 from mcp_memory.storage.tokens import TokenStore
 from mcp_memory.storage.ui_sessions import UiSessionStore
 from mcp_memory.web import WILDCARD_HOSTS, Identify, http_app, mcp_app
@@ -107,7 +107,7 @@ async def serve_ui(settings: Settings, open_browser: bool = True) -> None:
 
 
 def _inspector(
-    runtime: Runtime, identify: Identify, tokens: TokenStore | None, local: Scope | None, sessions: UiSessionStore
+    runtime: Server, identify: Identify, tokens: TokenStore | None, local: Scope | None, sessions: UiSessionStore
 ) -> tuple[ASGIApp, SignIn]:
     """The inspector's app, its visitors signed in with the tokens MCP clients use (the same
     verification), or, for one local principal, with one-time links."""
@@ -154,7 +154,7 @@ async def _serve_gateway(
     import uvicorn
 
     http = settings.http
-    async with open_runtime(settings, transport=transport) as runtime, AsyncExitStack() as stack:
+    async with open_server(settings, transport=transport) as runtime, AsyncExitStack() as stack:
         local = None if tokens else Scope(settings.principal, settings.namespace)
         identify = Identify(tokens=tokens, local=local, jwt=jwt, jwt_issuer=http.jwt.issuer)
         sessions = stack.enter_context(closing(UiSessionStore.for_settings(settings)))

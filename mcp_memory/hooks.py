@@ -31,7 +31,7 @@ from typing import Any
 import anyio
 import orjson
 
-from mcp_memory.assembly import Core, open_core
+from mcp_memory.compose import Runtime, open_runtime
 from mcp_memory.config import Settings
 from mcp_memory.embed.background import background_z
 from mcp_memory.models import Scope
@@ -124,47 +124,47 @@ async def _answer_in_time(settings: Settings, event: str, payload: dict[str, Any
 
 async def _answer(settings: Settings, event: str, payload: dict[str, Any]) -> Answer:
     scope = Scope(settings.principal, settings.namespace)
-    async with open_core(settings) as core:
-        if await off_reason(core.memory.switch, scope) is not None:  # the kill switch: quietly nothing
+    async with open_runtime(settings) as runtime:
+        if await off_reason(runtime.memory.switch, scope) is not None:  # the kill switch: quietly nothing
             return Answer()
         if event == "UserPromptSubmit":
-            core.embedder.start()
+            runtime.embedder.start()
             prompt = payload.get("prompt")
-            return await _prompt(core, scope, prompt if isinstance(prompt, str) else "", settings)
+            return await _prompt(runtime, scope, prompt if isinstance(prompt, str) else "", settings)
         if event == "SessionStart":
-            return await _session_start(core, scope)
-        core.embedder.start()
+            return await _session_start(runtime, scope)
+        runtime.embedder.start()
         reason: CheckpointReason = "before_compaction" if event == "PreCompact" else "periodic"
-        await _capture(core, scope, payload, reason)
+        await _capture(runtime, scope, payload, reason)
         return Answer()
 
 
-async def _prompt(core: Core, scope: Scope, prompt: str, settings: Settings) -> Answer:
+async def _prompt(runtime: Runtime, scope: Scope, prompt: str, settings: Settings) -> Answer:
     question = prompt.strip()[: settings.limits.max_query_chars]
     if not question:
         return Answer()
-    result = await core.memory.recall(
+    result = await runtime.memory.recall(
         scope, question, k=PROMPT_K, budget_tokens=PROMPT_BUDGET_TOKENS, reinforce=False, floor=True, explain=True
     )
-    size = core.store.vectors.size(scope)  # the principal's index, loaded by the recall
+    size = runtime.store.vectors.size(scope)  # the principal's index, loaded by the recall
     if size is not None and size < STORE_STATS_MIN:
-        hits = await _on_own_evidence(core, scope, question, result.hits, settings.recall.keyword_weight)
+        hits = await _on_own_evidence(runtime, scope, question, result.hits, settings.recall.keyword_weight)
     else:  # nobody asked: only what stands clearly out of the store goes beside the prompt
         hits = [h for h in result.hits if h.signals is not None and h.signals.fused >= HINT_MIN_Z]
     return Answer(hint_text(hits) if hits else None)
 
 
 async def _on_own_evidence(
-    core: Core, scope: Scope, question: str, hits: list[Hit | MemoryOut], word_weight: float
+    runtime: Runtime, scope: Scope, question: str, hits: list[Hit | MemoryOut], word_weight: float
 ) -> list[Hit | MemoryOut]:
     """The hits that stand out on their own evidence (OWN_MIN_Z), in a store too small to measure them
     against: their closeness to the prompt above the model's unrelated pairs, and the prompt's content
     words they contain (no stopword, no single CJK character, no word every memory of a person has)."""
     if not hits:
         return []
-    model = await core.embedder.ready()
-    query = await core.embedder.query(question, scope.principal)
-    vectors = await core.embedder.passages([h.text for h in hits], scope.principal)
+    model = await runtime.embedder.ready()
+    query = await runtime.embedder.query(question, scope.principal)
+    vectors = await runtime.embedder.passages([h.text for h in hits], scope.principal)
     words = [t for t in keyword_terms(question) if len(t) > 1 and t not in _EVERYWHERE_WORDS]
     asked = script(question)
     kept: list[Hit | MemoryOut] = []
@@ -176,27 +176,27 @@ async def _on_own_evidence(
     return kept
 
 
-async def _session_start(core: Core, scope: Scope) -> Answer:
+async def _session_start(runtime: Runtime, scope: Scope) -> Answer:
     parts = []
-    pinned = await core.memory.pinned(scope)
-    task = await _task_in_progress(core, scope)
+    pinned = await runtime.memory.pinned(scope)
+    task = await _task_in_progress(runtime, scope)
     if task is not None:
-        packet = await core.tasks.resume(scope, task.task_id, budget_tokens=RESUME_BUDGET_TOKENS)
+        packet = await runtime.tasks.resume(scope, task.task_id, budget_tokens=RESUME_BUDGET_TOKENS)
         parts.append(resume_text(packet))  # it carries the pinned memories too
     elif pinned:
         parts.append(recall_text("what always applies", pinned, []))
     return Answer("\n\n".join(parts) or None)
 
 
-async def _task_in_progress(core: Core, scope: Scope) -> TaskSummary | None:
+async def _task_in_progress(runtime: Runtime, scope: Scope) -> TaskSummary | None:
     """The most recently changed task of the scope that is neither done nor abandoned."""
-    page = await core.tasks.list_tasks(scope, limit=20)
+    page = await runtime.tasks.list_tasks(scope, limit=20)
     return next((t for t in page.tasks if t.status not in _FINISHED), None)
 
 
-async def _capture(core: Core, scope: Scope, payload: dict[str, Any], reason: CheckpointReason) -> None:
+async def _capture(runtime: Runtime, scope: Scope, payload: dict[str, Any], reason: CheckpointReason) -> None:
     """Before compaction and at a stop: the session's notable statements, and the task's head."""
-    task = await _task_in_progress(core, scope)
+    task = await _task_in_progress(runtime, scope)
     session = str(payload.get("session_id") or "") or None
     statements = notable(_user_texts(payload.get("transcript_path")))
     items = [
@@ -211,12 +211,12 @@ async def _capture(core: Core, scope: Scope, payload: dict[str, Any], reason: Ch
         for text in statements
     ]
     if items:
-        outcome = await foreign.bring_in(core.memory, scope, items, apply=True)
+        outcome = await foreign.bring_in(runtime.memory, scope, items, apply=True)
         log.info("hook: %d statements, %d new, %d already stored", outcome.read, outcome.stored, outcome.present)
     if task is not None:
-        latest = await core.tasks.latest_checkpoint(scope, task.task_id)
+        latest = await runtime.tasks.latest_checkpoint(scope, task.task_id)
         if latest is None or latest.seq < task.head_seq:  # the head moved since it was last saved
-            await core.tasks.checkpoint(scope, task.task_id, changes={}, reason=reason)
+            await runtime.tasks.checkpoint(scope, task.task_id, changes={}, reason=reason)
 
 
 def notable(texts: list[str]) -> list[str]:

@@ -40,6 +40,36 @@ def _utc(seconds: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
+# What a decay pass reports, in this order (``mcp-memory maintain`` prints them, the control file keeps them).
+PASS_COUNTS = (
+    "principals",
+    "examined",
+    "evicted",
+    "compress_candidates",
+    "summaries",
+    "aggressive",
+    "summarized",
+    "phase_summaries",
+    "task_summaries",
+    "compression_failures",
+    "facts",
+    "consolidated",
+    "conflicts_judged",
+    "conflicts_superseded",
+    "conflicts_cleared",
+    "facts_extracted",
+    "facts_refused",
+    "memories_skipped_for_facts",
+    "expired_erased",
+    "changes_pruned",
+    "second_vectors",
+    "golden_checked",
+    "golden_rollbacks",
+    "principals_failed",
+    "principals_switched_off",
+)
+
+
 class Scheduler:
     def __init__(
         self,
@@ -82,54 +112,14 @@ class Scheduler:
                 "it is taken over then if that process has died",
             }
         started = time.time()
-        totals = {
-            "principals": 0,
-            "examined": 0,
-            "evicted": 0,
-            "compress_candidates": 0,
-            "summaries": 0,
-            "aggressive": 0,
-            "summarized": 0,
-            "phase_summaries": 0,
-            "task_summaries": 0,
-            "compression_failures": 0,
-            "facts": 0,
-            "consolidated": 0,
-            "conflicts_judged": 0,
-            "conflicts_superseded": 0,
-            "conflicts_cleared": 0,
-            "facts_extracted": 0,
-            "facts_refused": 0,
-            "memories_skipped_for_facts": 0,
-            "expired_erased": 0,
-            "changes_pruned": 0,
-            "second_vectors": 0,
-            "golden_checked": 0,
-            "golden_rollbacks": 0,
-        }
-        totals["principals_failed"] = 0
-        totals["principals_switched_off"] = 0
+        totals = dict.fromkeys(PASS_COUNTS, 0)
         outcome = "done"
         lost = anyio.Event()
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._keep_lease, now, lost)
                 try:
-                    for principal in await self.store.lifecycle.known_principals():
-                        if lost.is_set():
-                            break
-                        if self.switch is not None and await self.switch.off_within(principal):
-                            totals["principals_switched_off"] += 1  # the kill switch: its memories are left alone
-                            continue
-                        try:
-                            async with self.store.lease(principal):  # the pool leaves it open meanwhile
-                                await self._principal(Scope(principal), moment, now, totals, lost)
-                        except _LeaseLost:
-                            break
-                        except Exception as exc:  # one user's failure does not stop the others' passes
-                            outcome = "failed"
-                            totals["principals_failed"] += 1
-                            log.warning("decay pass failed for one principal: %s", exc)
+                    outcome = await self._every_principal(moment, now, totals, lost)
                 finally:
                     tg.cancel_scope.cancel()
             if lost.is_set():
@@ -143,6 +133,26 @@ class Scheduler:
         await self.control.record("decay", self.holder, started, time.time(), outcome, totals)
         PASSES.inc(outcome=outcome)
         return {"name": "decay", "outcome": outcome, **totals}
+
+    async def _every_principal(self, moment: float, now: float, totals: dict[str, int], lost: anyio.Event) -> str:
+        """Each principal's pass in turn, until the lease is lost; "failed" when one of them failed."""
+        outcome = "done"
+        for principal in await self.store.lifecycle.known_principals():
+            if lost.is_set():
+                break
+            if self.switch is not None and await self.switch.off_within(principal):
+                totals["principals_switched_off"] += 1  # the kill switch: its memories are left alone
+                continue
+            try:
+                async with self.store.lease(principal):  # the pool leaves it open meanwhile
+                    await self._principal(Scope(principal), moment, now, totals, lost)
+            except _LeaseLost:
+                break
+            except Exception as exc:  # one user's failure does not stop the others' passes
+                outcome = "failed"
+                totals["principals_failed"] += 1
+                log.warning("decay pass failed for one principal: %s", exc)
+        return outcome
 
     async def _keep_lease(self, now: float, lost: anyio.Event) -> None:
         """Renew the lease three times per lease period while the pass runs; set ``lost`` (the

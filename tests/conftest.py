@@ -19,7 +19,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types import ResourceUpdatedNotification
 
 from mcp_memory.config import Settings, load_settings
-from mcp_memory.server import Runtime, open_runtime
+from mcp_memory.mcp.server import Server, open_server
 from mcp_memory.storage.pool import principal_file
 from tests import pgcluster
 from tests.fake_openai import LLM_KEY, LLM_KEY_ENV, FakeOpenAI, fake_openai_server
@@ -137,8 +137,8 @@ def settings(data_dir: Path) -> Settings:
 
 
 @pytest.fixture
-async def runtime(settings: Settings, clock: Clock) -> AsyncIterator[Runtime]:
-    async with open_runtime(settings, clock=clock) as rt:
+async def runtime(settings: Settings, clock: Clock) -> AsyncIterator[Server]:
+    async with open_server(settings, clock=clock) as rt:
         yield rt
 
 
@@ -149,7 +149,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.fixture
-async def client(runtime: Runtime, mode: str) -> AsyncIterator[Client]:
+async def client(runtime: Server, mode: str) -> AsyncIterator[Client]:
     async with Client(runtime.mcp, mode=mode) as c:
         yield c
 

@@ -28,9 +28,9 @@ from mcp.client import Client
 from mcp_memory.config import Settings, load_settings
 from mcp_memory.errors import ConflictError, InvalidInputError, NotFoundError, StaleHeadError
 from mcp_memory.ids import new_id
+from mcp_memory.mcp.server import Server, open_server
 from mcp_memory.models import Criteria, NewMemory, NewOccurrence, Provenance, Scope
 from mcp_memory.schemas import Hit, MemoryInput, MemoryOut
-from mcp_memory.server import Runtime, open_runtime
 from mcp_memory.services import inputs
 from mcp_memory.services.erasure import ErasureService
 from mcp_memory.services.intake import content_hash
@@ -70,16 +70,16 @@ def backend(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def open_backend(
     backend: str, data_dir: Path, clock: Clock, request: pytest.FixtureRequest
-) -> Callable[[], AbstractAsyncContextManager[Runtime]]:
+) -> Callable[[], AbstractAsyncContextManager[Server]]:
     """Opens a runtime (a server process's worth of state) on the backend; call it twice for two.
     On SQLite both share the data directory; PostgreSQL's replicas each have their own, as on two
     machines."""
     if not backend.startswith("postgres"):
-        return lambda: open_runtime(backend_settings(backend, data_dir), clock=clock)
+        return lambda: open_server(backend_settings(backend, data_dir), clock=clock)
     cluster: pgcluster.Cluster = request.getfixturevalue("pg_empty")
     anyio.run(_migrate, cluster)
     replicas = itertools.count()
-    return lambda: open_runtime(
+    return lambda: open_server(
         backend_settings(backend, data_dir / f"replica-{next(replicas)}", cluster.dsn()), clock=clock
     )
 
@@ -90,22 +90,22 @@ async def _migrate(cluster: pgcluster.Cluster) -> None:
 
 
 @pytest.fixture
-async def rt(open_backend: Callable[[], AbstractAsyncContextManager[Runtime]]) -> AsyncIterator[Runtime]:
+async def rt(open_backend: Callable[[], AbstractAsyncContextManager[Server]]) -> AsyncIterator[Server]:
     async with open_backend() as runtime:
         yield runtime
 
 
-async def remember(rt: Runtime, scope: Scope, *texts: str) -> list[str]:
+async def remember(rt: Server, scope: Scope, *texts: str) -> list[str]:
     result = await rt.memory.remember(scope, [MemoryInput(content=t) for t in texts], CallContext())
     return [item.id for item in result.items if item.id]
 
 
-async def texts(rt: Runtime, scope: Scope, query: str) -> list[str]:
+async def texts(rt: Server, scope: Scope, query: str) -> list[str]:
     result = await rt.memory.recall(scope, query, reinforce=False)
     return [hit.text for hit in result.hits if isinstance(hit, Hit | MemoryOut)]
 
 
-async def test_what_is_remembered_is_recalled_and_forgetting_removes_it(rt: Runtime) -> None:
+async def test_what_is_remembered_is_recalled_and_forgetting_removes_it(rt: Server) -> None:
     [tea] = await remember(rt, ALICE, "The user drinks oolong tea without sugar")
     await remember(rt, ALICE, "The user lives in Berlin", "The user uses vim keybindings")
     assert (await texts(rt, ALICE, "what does the user drink?"))[0] == "The user drinks oolong tea without sugar"
@@ -115,7 +115,7 @@ async def test_what_is_remembered_is_recalled_and_forgetting_removes_it(rt: Runt
         await rt.memory.forget(ALICE, ids=[tea], dry_run=False)
 
 
-async def test_no_principal_reads_or_forgets_another_principals_memory(rt: Runtime) -> None:
+async def test_no_principal_reads_or_forgets_another_principals_memory(rt: Server) -> None:
     [secret] = await remember(rt, ALICE, "Alice's locker code is kept in the blue notebook")
     await remember(rt, BOB, "Bob parks on level three")
     assert await texts(rt, BOB, "where is the locker code kept?") == ["Bob parks on level three"]
@@ -124,7 +124,7 @@ async def test_no_principal_reads_or_forgets_another_principals_memory(rt: Runti
     assert "Alice's locker code is kept in the blue notebook" in await texts(rt, ALICE, "locker code")
 
 
-async def test_a_namespace_sees_its_own_and_principal_wide_memories_only(rt: Runtime) -> None:
+async def test_a_namespace_sees_its_own_and_principal_wide_memories_only(rt: Server) -> None:
     await remember(rt, Scope("alice", "work"), "The staging cluster is called falcon")
     await remember(rt, Scope("alice", "home"), "The home router is called falcon too")
     await remember(rt, ALICE, "Falcon is the user's favourite bird")
@@ -134,7 +134,7 @@ async def test_a_namespace_sees_its_own_and_principal_wide_memories_only(rt: Run
     assert "The home router is called falcon too" not in seen
 
 
-async def test_keyword_search_finds_a_namespaces_match_under_anothers_stronger_ones(rt: Runtime, clock: Clock) -> None:
+async def test_keyword_search_finds_a_namespaces_match_under_anothers_stronger_ones(rt: Server, clock: Clock) -> None:
     # Ten memories of another namespace outscore the one match this namespace holds; the keyword
     # side must still find it, and never theirs (SQLite ranks the index first and filters after).
     work = [f"Kestrel build {i}: kestrel runner, kestrel cache, kestrel logs" for i in range(10)]
@@ -145,7 +145,7 @@ async def test_keyword_search_finds_a_namespaces_match_under_anothers_stronger_o
     assert len(await rt.store.keyword_search(Scope("alice", "work"), ["kestrel"], Criteria(), 2, clock())) == 2
 
 
-async def test_forget_user_erases_one_principal_and_leaves_the_other(rt: Runtime, clock: Clock) -> None:
+async def test_forget_user_erases_one_principal_and_leaves_the_other(rt: Server, clock: Clock) -> None:
     await remember(rt, ALICE, "Alice prefers window seats")
     await remember(rt, BOB, "Bob prefers aisle seats")
     await rt.tasks.checkpoint(ALICE, "trip", changes={"current_node": None}, goal="Book the trip")
@@ -160,7 +160,7 @@ async def test_forget_user_erases_one_principal_and_leaves_the_other(rt: Runtime
     assert await texts(rt, BOB, "which seats?") == ["Bob prefers aisle seats"]
 
 
-async def test_a_task_resumes_where_it_was_checkpointed_and_a_stale_head_is_refused(rt: Runtime) -> None:
+async def test_a_task_resumes_where_it_was_checkpointed_and_a_stale_head_is_refused(rt: Server) -> None:
     first = await rt.tasks.checkpoint(
         ALICE, "migrate", changes={"variables": {"done": 3}, "snapshot": "step three of nine"}, goal="Migrate billing"
     )
@@ -177,7 +177,7 @@ async def test_a_task_resumes_where_it_was_checkpointed_and_a_stale_head_is_refu
 
 @pytest.mark.model_independent  # the fallback embedder's pass leaves it out
 async def test_one_process_at_a_time_holds_a_pass_lease(
-    open_backend: Callable[[], AbstractAsyncContextManager[Runtime]],
+    open_backend: Callable[[], AbstractAsyncContextManager[Server]],
 ) -> None:
     async with open_backend() as one, open_backend() as two:
         first, second = one.scheduler.control, two.scheduler.control
@@ -189,7 +189,7 @@ async def test_one_process_at_a_time_holds_a_pass_lease(
 
 
 async def test_another_process_sees_a_write_and_a_forget_at_its_next_read(
-    open_backend: Callable[[], AbstractAsyncContextManager[Runtime]],
+    open_backend: Callable[[], AbstractAsyncContextManager[Server]],
 ) -> None:
     async with open_backend() as one, open_backend() as two:
         await remember(two, ALICE, "Warm-up memory so both processes hold an index")
@@ -202,7 +202,7 @@ async def test_another_process_sees_a_write_and_a_forget_at_its_next_read(
 
 @pytest.mark.model_independent  # the fallback embedder's pass leaves it out
 async def test_a_pin_and_a_checkpoint_through_one_process_reach_a_subscriber_of_the_other(
-    open_backend: Callable[[], AbstractAsyncContextManager[Runtime]],
+    open_backend: Callable[[], AbstractAsyncContextManager[Server]],
 ) -> None:
     async with open_backend() as one, open_backend() as two:
         [kept] = await remember(one, ALICE, "Use metric units")
@@ -218,7 +218,7 @@ async def test_a_pin_and_a_checkpoint_through_one_process_reach_a_subscriber_of_
 
 @pytest.mark.model_independent  # the fallback embedder's pass leaves it out
 async def test_forget_user_confirmed_through_another_process_than_the_dry_run(
-    open_backend: Callable[[], AbstractAsyncContextManager[Runtime]],
+    open_backend: Callable[[], AbstractAsyncContextManager[Server]],
 ) -> None:
     async with open_backend() as one, open_backend() as two:
         await remember(one, ALICE, "Alice prefers window seats")
@@ -231,13 +231,13 @@ async def test_forget_user_confirmed_through_another_process_than_the_dry_run(
 
 
 async def test_two_processes_storing_one_text_at_once_store_it_once(
-    open_backend: Callable[[], AbstractAsyncContextManager[Runtime]],
+    open_backend: Callable[[], AbstractAsyncContextManager[Server]],
 ) -> None:
     text = "The on-call rotation changes every Monday at nine"
     async with open_backend() as one, open_backend() as two:
         ids: list[list[str]] = []
 
-        async def store(runtime: Runtime) -> None:
+        async def store(runtime: Server) -> None:
             ids.append(await remember(runtime, ALICE, text))
 
         async with anyio.create_task_group() as group:
@@ -257,7 +257,7 @@ def _stored(text: str, importance: float, at: float, dim: int) -> NewMemory:
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])  # the record stores' reads: no engine takes part
-async def test_a_read_of_more_memories_than_one_query_names_returns_them_all_in_order(rt: Runtime) -> None:
+async def test_a_read_of_more_memories_than_one_query_names_returns_them_all_in_order(rt: Server) -> None:
     dim = (await rt.embedder.ready()).dim
     await rt.store.check_model(ALICE, (await rt.embedder.ready()).model_id, dim)
     rows = [_stored(f"Ticket OPS-{i} was closed", (i % 7) / 10, 1_000.0 + i, dim) for i in range(634)]

@@ -10,7 +10,7 @@ import pytest
 from mcp.client import Client
 
 from mcp_memory.config import load_settings
-from mcp_memory.server import Runtime, open_runtime
+from mcp_memory.mcp.server import Server, open_server
 from tests.conftest import Clock, call, call_error, hit_texts, row_counts
 from tests.test_hierarchy import _summarized_standup
 
@@ -178,7 +178,7 @@ async def test_a_correction_redacts_a_secret_and_keeps_it_out_of_history(client:
 
 
 async def test_get_memory_of_a_summary_and_its_source_and_no_correcting_a_summary(
-    runtime: Runtime, client: Client, clock: Clock
+    runtime: Server, client: Client, clock: Clock
 ) -> None:
     summary = await _summarized_standup(runtime, client, clock, 1, "Billing moves to PostgreSQL 16 on 2026-12-09.")
     detail = await call(client, "get_memory", {"id": summary})
@@ -205,8 +205,8 @@ async def test_get_memory_shows_the_links_recall_follows(client: Client) -> None
 
 async def test_another_principals_ids_are_not_found_and_nothing_of_theirs_changes(data_dir: Path, mode: str) -> None:
     async with (
-        open_runtime(load_settings(data_dir=data_dir, principal="alice")) as ra,
-        open_runtime(load_settings(data_dir=data_dir, principal="bob")) as rb,
+        open_server(load_settings(data_dir=data_dir, principal="alice")) as ra,
+        open_server(load_settings(data_dir=data_dir, principal="bob")) as rb,
         Client(ra.mcp, mode=mode) as alice,
         Client(rb.mcp, mode=mode) as bob,
     ):
@@ -225,9 +225,9 @@ async def test_another_principals_ids_are_not_found_and_nothing_of_theirs_change
 
 async def test_a_principal_wide_memory_corrected_from_a_namespace_stays_principal_wide(data_dir: Path) -> None:
     async with (
-        open_runtime(load_settings(data_dir=data_dir, principal="alice")) as wide_rt,
-        open_runtime(load_settings(data_dir=data_dir, principal="alice", namespace="proj-a")) as a_rt,
-        open_runtime(load_settings(data_dir=data_dir, principal="alice", namespace="proj-b")) as b_rt,
+        open_server(load_settings(data_dir=data_dir, principal="alice")) as wide_rt,
+        open_server(load_settings(data_dir=data_dir, principal="alice", namespace="proj-a")) as a_rt,
+        open_server(load_settings(data_dir=data_dir, principal="alice", namespace="proj-b")) as b_rt,
         Client(wide_rt.mcp) as wide,
         Client(a_rt.mcp) as a,
         Client(b_rt.mcp) as b,
@@ -254,7 +254,7 @@ async def test_the_tools_say_which_of_them_only_read(client: Client) -> None:
 
 async def test_correcting_a_pinned_memory_near_the_cap_counts_it_once(data_dir: Path) -> None:
     settings = load_settings(data_dir=data_dir, principal="alice", limits={"pinned_cap_tokens": 30})
-    async with open_runtime(settings) as runtime, Client(runtime.mcp) as client:
+    async with open_server(settings) as runtime, Client(runtime.mcp) as client:
         rule = "Never deploy the payment service on a Friday afternoon"
         stored = await call(client, "remember", {"content": rule, "kind": "instruction", "pinned": True})
         result = await call(client, "correct_memory", {"id": stored["items"][0]["id"], "text": rule + " or evening"})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from mcp.client import Client
 
-from mcp_memory.server import Runtime
+from mcp_memory.mcp.server import Server
 from tests.conftest import call
 from tests.fixtures.bilingual import MEMORIES, QUESTIONS
 
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.anyio
 R5_FLOOR = 0.90
 
 
-async def test_chinese_paraphrase_questions_find_their_memory_in_the_top_five(client: Client, runtime: Runtime) -> None:
+async def test_chinese_paraphrase_questions_find_their_memory_in_the_top_five(client: Client, runtime: Server) -> None:
     result = await call(
         client, "remember", {"memories": [{"content": t, "metadata": {"key": k}} for k, t in MEMORIES.items()]}
     )

@@ -15,9 +15,9 @@ import pytest
 from mcp_memory import __version__
 from mcp_memory.cli import main
 from mcp_memory.config import Settings, load_settings
+from mcp_memory.mcp.server import open_server
 from mcp_memory.models import Scope
 from mcp_memory.schemas import MemoryInput
-from mcp_memory.server import open_runtime
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage.pool import principal_file
 
@@ -33,7 +33,7 @@ def _settings(data_dir: Path, provider: str | None) -> Settings:
 def _seed(data_dir: Path, provider: str | None = None) -> list[str]:
     async def run() -> list[str]:
         settings = _settings(data_dir, provider)
-        async with open_runtime(settings) as runtime:
+        async with open_server(settings) as runtime:
             items = [MemoryInput(content=t, tags=["seed"]) for t in TEXTS]
             result = await runtime.memory.remember(Scope("alice"), items, CallContext())
             return [i.id for i in result.items if i.id]
@@ -44,7 +44,7 @@ def _seed(data_dir: Path, provider: str | None = None) -> list[str]:
 def _recall(data_dir: Path, query: str, provider: str | None = None) -> list[str]:
     async def run() -> list[str]:
         settings = _settings(data_dir, provider)
-        async with open_runtime(settings) as runtime:
+        async with open_server(settings) as runtime:
             result = await runtime.memory.recall(Scope("alice"), query, k=3, reinforce=False)
             return [h.text for h in result.hits]
 

@@ -9,7 +9,7 @@ import pytest
 from mcp.client import Client
 from mcp_types import LoggingMessageNotificationParams
 
-from mcp_memory.server import Runtime
+from mcp_memory.mcp.server import Server
 
 pytestmark = pytest.mark.anyio
 
@@ -44,7 +44,7 @@ async def _refused(client: Client) -> None:
 
 # The client's logging/setLevel call warns: the capability is deprecated from protocol 2026-07-28 on.
 @pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
-async def test_a_handshake_client_hears_refusals_at_its_level(runtime: Runtime) -> None:
+async def test_a_handshake_client_hears_refusals_at_its_level(runtime: Server) -> None:
     heard = Heard()
     async with Client(runtime.mcp, mode="legacy", logging_callback=heard) as client:
         capabilities = client.server_capabilities
@@ -64,7 +64,7 @@ async def test_a_handshake_client_hears_refusals_at_its_level(runtime: Runtime) 
         assert await heard.settled(2) == 2
 
 
-async def test_from_2026_07_28_a_client_opts_in_per_request(runtime: Runtime) -> None:
+async def test_from_2026_07_28_a_client_opts_in_per_request(runtime: Server) -> None:
     heard, silent = Heard(), Heard()
     kwargs: dict[str, Any] = {"mode": "2026-07-28"}
     async with Client(runtime.mcp, logging_callback=heard, log_level="info", **kwargs) as client:
@@ -77,7 +77,7 @@ async def test_from_2026_07_28_a_client_opts_in_per_request(runtime: Runtime) ->
     assert silent.messages == []
 
 
-async def test_arguments_of_the_wrong_type_or_name_are_told_too(runtime: Runtime) -> None:
+async def test_arguments_of_the_wrong_type_or_name_are_told_too(runtime: Server) -> None:
     heard = Heard()
     async with Client(runtime.mcp, mode="legacy", logging_callback=heard) as client:
         for arguments in ({"query": "tea", "k": "3"}, {"query": "tea", "limit": 3}):

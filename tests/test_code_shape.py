@@ -1,10 +1,12 @@
-"""The code stays readable in pieces: no module of the package over 500 lines, and no function in
-services or storage over 60 lines (ruff's C901 and PLR0915 bound branches and statements; this
-bounds length, which neither measures)."""
+"""The code stays readable in pieces: no module of the package over 500 lines, no function over 60
+lines (ruff's C901 and PLR0915 bound branches and statements; this bounds length, which neither
+measures), and no decorated function defined inside another (the MCP face registers module-level
+functions from one table, ADR 23, not closures decorated inside a ``register_*``)."""
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from pathlib import Path
 
 from tests.conftest import MODEL_INDEPENDENT
@@ -23,17 +25,59 @@ def test_no_module_is_over_500_lines() -> None:
     assert long == {}
 
 
-def test_no_function_in_services_or_storage_is_over_60_lines() -> None:
+Function = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+def _functions(tree: ast.AST, outer: Function | None = None) -> Iterator[tuple[Function, Function | None]]:
+    """Every function of the tree with the function it is defined in (None at module or class level)."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, Function):
+            yield node, outer
+            yield from _functions(node, node)
+        else:
+            yield from _functions(node, outer)
+
+
+def _package_functions() -> Iterator[tuple[str, Function, Function | None]]:
+    for module in sorted(PACKAGE.rglob("*.py")):
+        for node, outer in _functions(ast.parse(module.read_text())):
+            yield str(module.relative_to(PACKAGE)), node, outer
+
+
+def _wraps(decorator: ast.expr) -> bool:
+    """``@functools.wraps(fn)``: the wrapper a decorator returns, not a registration."""
+    call = decorator.func if isinstance(decorator, ast.Call) else decorator
+    return ast.unparse(call) in ("functools.wraps", "wraps")
+
+
+def test_no_function_is_over_60_lines() -> None:
     long: dict[str, int] = {}
-    for folder in ("services", "storage"):
-        for module in sorted((PACKAGE / folder).glob("*.py")):
-            for node in ast.walk(ast.parse(module.read_text())):
-                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                    assert node.end_lineno is not None
-                    lines = node.end_lineno - node.lineno + 1
-                    if lines > MAX_FUNCTION_LINES:
-                        long[f"{folder}/{module.name}:{node.name}"] = lines
+    for module, node, _ in _package_functions():
+        assert node.end_lineno is not None
+        lines = node.end_lineno - node.lineno + 1
+        if lines > MAX_FUNCTION_LINES:
+            long[f"{module}:{node.name}"] = lines
     assert long == {}
+
+
+def test_no_decorated_function_is_defined_inside_another() -> None:
+    closures = [
+        f"{module}:{outer.name}.{node.name}"
+        for module, node, outer in _package_functions()
+        if outer is not None and any(not _wraps(d) for d in node.decorator_list)
+    ]
+    assert closures == []
+
+
+def test_the_shape_checks_see_long_functions_and_decorated_closures() -> None:
+    """Positive control: the walk finds what the two tests above must refuse."""
+    source = "def register(mcp):\n    @mcp.tool()\n    async def remember():\n" + "        pass\n" * 60
+    [(outer, _), (inner, parent)] = list(_functions(ast.parse(source)))
+    assert parent is outer
+    assert inner.decorator_list
+    assert not _wraps(inner.decorator_list[0])
+    assert outer.end_lineno is not None
+    assert outer.end_lineno - outer.lineno + 1 > MAX_FUNCTION_LINES
 
 
 def test_every_module_ci_runs_with_one_model_only_exists() -> None:

@@ -8,7 +8,7 @@ import pytest
 from mcp.client import Client
 from mcp_types import PromptReference, ResourceTemplateReference
 
-from mcp_memory.server import Runtime
+from mcp_memory.mcp.server import Server
 from tests.conftest import call
 from tests.test_tasks import connect, first_checkpoint
 
@@ -51,7 +51,7 @@ async def test_arguments_that_name_no_id_complete_nothing(client: Client) -> Non
     assert await _values(client, ResourceTemplateReference(type="ref/resource", uri="memory://other/{x}"), x="") == []
 
 
-async def test_the_server_declares_completions_in_the_handshake(runtime: Runtime) -> None:
+async def test_the_server_declares_completions_in_the_handshake(runtime: Server) -> None:
     async with Client(runtime.mcp, mode="legacy") as client:  # the initialize handshake declares them
         capabilities = client.server_capabilities
     assert capabilities is not None

@@ -6,8 +6,8 @@ import pytest
 from mcp.client import Client
 
 from mcp_memory.errors import ConflictError
+from mcp_memory.mcp.server import Server
 from mcp_memory.models import Scope
-from mcp_memory.server import Runtime
 from mcp_memory.services import summarize
 from mcp_memory.services.lifecycle import MAX_GROUP
 from mcp_memory.storage.lifecycle import LifecycleStore
@@ -50,7 +50,7 @@ def test_the_fact_check_rejects_a_summary_that_drops_identifiers_or_runs_long() 
 
 
 async def test_a_faded_session_becomes_a_summary_with_its_sources_linked(
-    runtime: Runtime, client: Client, clock: Clock
+    runtime: Server, client: Client, clock: Clock
 ) -> None:
     ids = await _store_session(client, SESSION)
     clock.advance(300 * HOUR)  # importance 0.5: S = 216 h, R = 0.25 < 0.3, idle > a day; never evicted
@@ -82,7 +82,7 @@ async def test_a_faded_session_becomes_a_summary_with_its_sources_linked(
     assert any(h["id"] in ids for h in lean["hits"])
 
 
-async def test_a_summary_can_be_undone(runtime: Runtime, client: Client, clock: Clock) -> None:
+async def test_a_summary_can_be_undone(runtime: Server, client: Client, clock: Clock) -> None:
     ids = await _store_session(client, SESSION)
     clock.advance(300 * HOUR)
     await runtime.scheduler.run_once()
@@ -102,7 +102,7 @@ async def test_a_summary_can_be_undone(runtime: Runtime, client: Client, clock: 
 
 
 async def test_forgetting_a_source_drops_its_summary_and_returns_the_others(
-    runtime: Runtime, client: Client, clock: Clock
+    runtime: Server, client: Client, clock: Clock
 ) -> None:
     ids = await _store_session(client, SESSION)
     clock.advance(300 * HOUR)
@@ -116,7 +116,7 @@ async def test_forgetting_a_source_drops_its_summary_and_returns_the_others(
 
 
 async def test_a_session_that_cannot_be_summarized_faithfully_is_left_alone_after_three_tries(
-    runtime: Runtime, client: Client, clock: Clock
+    runtime: Server, client: Client, clock: Clock
 ) -> None:
     dense = [f"Ticket INC-{4000 + i} affects host db-{i:02d}.internal and build v3.{i}.1" for i in range(6)]
     await _store_session(client, dense)
@@ -133,13 +133,13 @@ async def test_a_session_that_cannot_be_summarized_faithfully_is_left_alone_afte
     assert stats["pending"]["compression_resistant"] == len(dense)
 
 
-async def test_pinned_and_recent_memories_are_not_compressed(runtime: Runtime, client: Client, clock: Clock) -> None:
+async def test_pinned_and_recent_memories_are_not_compressed(runtime: Server, client: Client, clock: Clock) -> None:
     await _store_session(client, SESSION)
     clock.advance(10 * HOUR)  # recent: not a day idle
     assert (await runtime.scheduler.run_once())["summaries"] == 0
 
 
-async def test_a_source_forgotten_during_a_pass_is_not_brought_back(runtime: Runtime, client: Client) -> None:
+async def test_a_source_forgotten_during_a_pass_is_not_brought_back(runtime: Server, client: Client) -> None:
     ids = await _store_session(client, SESSION)
     scope = Scope("alice")
     members = [r for r in await LifecycleStore(runtime.store).compression_candidates(scope, 3) if r.id in ids]
@@ -155,7 +155,7 @@ async def test_a_source_forgotten_during_a_pass_is_not_brought_back(runtime: Run
     assert all(h["level"] == 0 for h in hits)
 
 
-async def test_memories_with_a_time_to_live_are_not_compressed(runtime: Runtime, client: Client, clock: Clock) -> None:
+async def test_memories_with_a_time_to_live_are_not_compressed(runtime: Server, client: Client, clock: Clock) -> None:
     await call(
         client,
         "remember",
@@ -169,7 +169,7 @@ async def test_memories_with_a_time_to_live_are_not_compressed(runtime: Runtime,
     assert (await runtime.scheduler.run_once())["summaries"] == 0
 
 
-async def test_forgetting_a_summary_returns_its_sources(runtime: Runtime, client: Client, clock: Clock) -> None:
+async def test_forgetting_a_summary_returns_its_sources(runtime: Server, client: Client, clock: Clock) -> None:
     ids = await _store_session(client, SESSION)
     clock.advance(300 * HOUR)
     await runtime.scheduler.run_once()
@@ -184,7 +184,7 @@ async def test_forgetting_a_summary_returns_its_sources(runtime: Runtime, client
     assert SESSION[0] in [h["text"] for h in hits]
 
 
-async def test_keyed_memories_are_not_compressed(runtime: Runtime, client: Client, clock: Clock) -> None:
+async def test_keyed_memories_are_not_compressed(runtime: Server, client: Client, clock: Clock) -> None:
     await call(
         client,
         "remember",
@@ -221,7 +221,7 @@ def test_acknowledgements_are_not_facts() -> None:
     ]
 
 
-async def test_a_conversation_of_distinct_facts_is_kept_whole(runtime: Runtime, client: Client, clock: Clock) -> None:
+async def test_a_conversation_of_distinct_facts_is_kept_whole(runtime: Server, client: Client, clock: Clock) -> None:
     chat = [
         "Caroline went to an LGBTQ support group yesterday and found it powerful.",
         "Melanie painted a sunrise over the lake last year and still loves it.",
@@ -241,7 +241,7 @@ async def test_a_conversation_of_distinct_facts_is_kept_whole(runtime: Runtime, 
 
 
 async def test_a_long_session_becomes_several_summaries_in_time_order(
-    runtime: Runtime, client: Client, clock: Clock
+    runtime: Server, client: Client, clock: Clock
 ) -> None:
     """At most lifecycle.MAX_GROUP memories per summary: a long session is summarized in runs."""
     texts = [
@@ -255,7 +255,7 @@ async def test_a_long_session_becomes_several_summaries_in_time_order(
 
 
 async def test_replacing_a_summarized_memory_takes_its_summary_apart(
-    runtime: Runtime, client: Client, clock: Clock
+    runtime: Server, client: Client, clock: Clock
 ) -> None:
     ids = await _store_session(client, SESSION)
     clock.advance(300 * HOUR)
@@ -272,7 +272,7 @@ async def test_replacing_a_summarized_memory_takes_its_summary_apart(
 
 
 async def test_the_lifecycle_is_named_in_what_pin_forget_and_undo_say(
-    runtime: Runtime, client: Client, clock: Clock
+    runtime: Server, client: Client, clock: Clock
 ) -> None:
     ids = await _store_session(client, SESSION)
     clock.advance(300 * HOUR)

@@ -9,7 +9,7 @@ import pytest
 from mcp.client import Client
 
 from mcp_memory.config import load_settings
-from mcp_memory.server import Runtime, open_runtime
+from mcp_memory.mcp.server import Server, open_server
 from mcp_memory.services import lifecycle
 from tests.conftest import Clock, call, hit_texts
 
@@ -29,7 +29,7 @@ async def _say(
 
 
 async def test_a_merged_restatement_refreshes_recency_and_delays_decay(
-    runtime: Runtime, client: Client, clock: Clock
+    runtime: Server, client: Client, clock: Clock
 ) -> None:
     kept = await _say(client, "The user likes the noodle bar on Elm Street for team lunches", "s1", "fact", 0.3)
     faded = await _say(client, "The office printer on floor 2 jams on A3 paper", "s1", "fact", 0.3)
@@ -53,15 +53,15 @@ async def test_a_merged_restatement_refreshes_recency_and_delays_decay(
 
 
 @pytest.fixture
-async def strict_runtime(data_dir: Path, clock: Clock) -> AsyncIterator[Runtime]:
+async def strict_runtime(data_dir: Path, clock: Clock) -> AsyncIterator[Server]:
     """Write-time merging held to near-identical cosines, so paraphrases are stored apart."""
     settings = load_settings(data_dir=data_dir, principal="alice", recall={"duplicate_similarity": 0.999})
-    async with open_runtime(settings, clock=clock) as rt:
+    async with open_server(settings, clock=clock) as rt:
         yield rt
 
 
 async def test_a_preference_stated_in_two_sessions_is_consolidated_into_one_fact(
-    strict_runtime: Runtime, clock: Clock
+    strict_runtime: Server, clock: Clock
 ) -> None:
     async with Client(strict_runtime.mcp, mode="legacy") as client:
         first = await _say(client, "I prefer dark roast coffee in the morning", "monday")
@@ -112,7 +112,7 @@ async def test_a_preference_stated_in_two_sessions_is_consolidated_into_one_fact
         assert {first, second} <= restored
 
 
-async def test_compression_leaves_preferences_to_consolidation(runtime: Runtime, client: Client, clock: Clock) -> None:
+async def test_compression_leaves_preferences_to_consolidation(runtime: Server, client: Client, clock: Clock) -> None:
     preference = await _say(client, "The user prefers window seats on long flights", "trip", importance=0.3)
     notes = (  # a session that restates one fact and acknowledges it: a summary keeps all it says
         "The hotel breakfast starts at seven in the lobby.",
@@ -131,7 +131,7 @@ async def test_compression_leaves_preferences_to_consolidation(runtime: Runtime,
     assert "The user prefers window seats on long flights" in hit_texts(answer)
 
 
-async def test_undoing_a_fact_leaves_no_conflict_flag_naming_it(strict_runtime: Runtime, clock: Clock) -> None:
+async def test_undoing_a_fact_leaves_no_conflict_flag_naming_it(strict_runtime: Server, clock: Clock) -> None:
     async with Client(strict_runtime.mcp, mode="legacy") as client:
         first = await _say(client, "Alice likes cats", "monday")
         clock.advance(24 * HOUR)
@@ -149,7 +149,7 @@ async def test_undoing_a_fact_leaves_no_conflict_flag_naming_it(strict_runtime: 
 
 
 async def test_a_new_statement_is_compared_with_every_older_one_however_large_the_store(
-    strict_runtime: Runtime, clock: Clock, monkeypatch: pytest.MonkeyPatch
+    strict_runtime: Server, clock: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(lifecycle, "MAX_NEW_PER_PASS", 2)  # a pass compares two new memories with all
     async with Client(strict_runtime.mcp, mode="legacy") as client:

@@ -19,7 +19,7 @@ from starlette.types import Scope as ASGIScope
 
 from mcp_memory import descriptors
 from mcp_memory.config import load_settings
-from mcp_memory.server import open_runtime
+from mcp_memory.mcp.server import open_server
 from mcp_memory.storage.sqlite import SqliteStore
 from mcp_memory.web_capacity import Capacity
 from tests.conftest import call
@@ -41,7 +41,7 @@ def test_the_descriptor_budget_keeps_the_pool_and_the_connections_within_the_lim
 
 async def test_out_of_descriptors_a_call_is_told_to_retry_and_the_same_call_then_succeeds(data_dir: Path) -> None:
     settings = load_settings(data_dir=data_dir, principal="late")
-    async with open_runtime(settings, warm=False) as runtime, Client(runtime.mcp, mode="legacy") as client:
+    async with open_server(settings, warm=False) as runtime, Client(runtime.mcp, mode="legacy") as client:
         assert isinstance(runtime.store, SqliteStore)
         assert "late" not in runtime.store.open_principals()
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)

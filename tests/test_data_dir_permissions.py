@@ -17,9 +17,9 @@ import pytest
 from mcp_memory.cli import main
 from mcp_memory.config import Settings, load_settings
 from mcp_memory.logs import configure_logging
+from mcp_memory.mcp.server import open_server
 from mcp_memory.models import Scope
 from mcp_memory.schemas import MemoryInput
-from mcp_memory.server import open_runtime
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage.pool import principal_file
 
@@ -62,7 +62,7 @@ def _a_project(data_dir: Path) -> dict[Path, int]:
 
 async def _serve_once(settings: Settings) -> Path:
     """Open the server's runtime as serving does, store a memory, close; the principal's file."""
-    async with open_runtime(settings, warm=False) as runtime:
+    async with open_server(settings, warm=False) as runtime:
         await runtime.memory.remember(Scope("alice"), [MemoryInput(content="Alice's cat is Miso")], CallContext())
     return principal_file(settings.data_dir, "alice")
 

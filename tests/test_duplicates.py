@@ -10,9 +10,9 @@ import pytest
 from mcp.client import Client
 
 from mcp_memory.config import load_settings
+from mcp_memory.mcp.server import open_server
 from mcp_memory.models import Scope
 from mcp_memory.schemas import MemoryInput, RememberItem
-from mcp_memory.server import open_runtime
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage.pool import principal_file
 from mcp_memory.storage.schema import SCHEMA_VERSION
@@ -33,7 +33,7 @@ async def test_two_stores_writing_the_same_text_at_once_keep_one_copy(tmp_path: 
     write transaction (and the unique index) can keep the second copy out."""
     data_dir = tmp_path / "data"
     settings = load_settings(data_dir=data_dir, principal="alice")
-    async with open_runtime(settings) as first, open_runtime(settings) as second:
+    async with open_server(settings) as first, open_server(settings) as second:
         outcomes: list[RememberItem] = []
 
         async def say(runtime_index: int, text: str) -> None:
@@ -96,7 +96,7 @@ def test_copies_stored_twice_before_the_unique_index_are_folded_into_the_oldest(
 
     async def seed() -> None:
         settings = load_settings(data_dir=data_dir, principal="alice")
-        async with open_runtime(settings) as runtime:
+        async with open_server(settings) as runtime:
             await runtime.memory.remember(Scope("alice"), [MemoryInput(content=TEXTS[0])], CallContext())
 
     anyio.run(seed)
@@ -121,7 +121,7 @@ def test_copies_stored_twice_before_the_unique_index_are_folded_into_the_oldest(
 
     async def reopen() -> list[str]:
         settings = load_settings(data_dir=data_dir, principal="alice")
-        async with open_runtime(settings) as runtime:
+        async with open_server(settings) as runtime:
             result = await runtime.memory.recall(Scope("alice"), "release train", reinforce=False)
             return [h.text for h in result.hits]
 

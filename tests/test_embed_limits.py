@@ -10,7 +10,7 @@ from mcp.client import Client
 
 from mcp_memory.embed.gate import QUESTIONS, TOKENS_PER_CALL, ModelGate, SharedCalls
 from mcp_memory.embed.loader import MAX_EMBED_TOKENS, calls, clip
-from mcp_memory.server import Runtime
+from mcp_memory.mcp.server import Server
 from mcp_memory.text import estimate_tokens
 from tests.conftest import call, hit_texts
 
@@ -40,7 +40,7 @@ def test_model_calls_are_cut_by_count_and_by_tokens() -> None:
 
 
 async def test_long_memories_are_stored_whole_and_found_by_their_tail(
-    runtime: Runtime, client: Client, mode: str
+    runtime: Server, client: Client, mode: str
 ) -> None:
     """The keyword index keeps the whole text; only the embedding reads the head."""
     body = "Quarterly notes about the caching layer and the API gateway rollout. " * 120
@@ -53,7 +53,7 @@ async def test_long_memories_are_stored_whole_and_found_by_their_tail(
     assert hit_texts(hits)[0] == text
 
 
-async def test_words_run_together_are_clipped_by_the_models_own_count(runtime: Runtime) -> None:
+async def test_words_run_together_are_clipped_by_the_models_own_count(runtime: Server) -> None:
     """16,000 characters without a space: the estimate once called that 2 tokens and e5 read ~9,000."""
     model = await runtime.embedder.ready()
     run_together = "".join(f"billingmigration{i}notes" for i in range(800))[:16_000]
@@ -196,7 +196,7 @@ async def test_shared_calls_survive_the_caller_who_was_to_run_them_going_away() 
     assert got == [float(len("follower"))]
 
 
-async def test_a_question_asked_again_comes_from_the_owners_cache_unchanged(runtime: Runtime) -> None:
+async def test_a_question_asked_again_comes_from_the_owners_cache_unchanged(runtime: Server) -> None:
     first = await runtime.embedder.query("what does the user like to drink?", owner="alice")
     again = await runtime.embedder.query("what does the user like to drink?", owner="alice")
     model = await runtime.embedder.ready()

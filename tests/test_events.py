@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from mcp.client import Client
 
-from mcp_memory.server import Runtime
+from mcp_memory.mcp.server import Server
 from mcp_memory.storage.pool import principal_file
 from tests.conftest import Clock, call
 from tests.test_hierarchy import _summarized_standup
@@ -48,7 +48,7 @@ async def test_a_memory_is_created_merged_and_superseded_with_the_rule(client: C
     assert stats["events"]["superseded"] == 2
 
 
-async def test_summarized_restored_and_undone(runtime: Runtime, client: Client, clock: Clock) -> None:
+async def test_summarized_restored_and_undone(runtime: Server, client: Client, clock: Clock) -> None:
     summary = await _summarized_standup(runtime, client, clock, 1, "Billing moves to PostgreSQL 16 on 2026-12-09.")
     sources = (await call(client, "get_memory", {"id": summary}))["memory"]["source_ids"]
     assert (await _events(client, sources[0]))[-1] == ("summarized", {"into": summary})
@@ -58,7 +58,7 @@ async def test_summarized_restored_and_undone(runtime: Runtime, client: Client, 
 
 
 async def test_archived_by_a_pass_with_its_retention_and_threshold(
-    runtime: Runtime, client: Client, clock: Clock
+    runtime: Server, client: Client, clock: Clock
 ) -> None:
     content = {"content": "The old VPN used OpenVPN on port 1194", "importance": 0.1}
     stored = (await call(client, "remember", content))["items"][0]["id"]
@@ -69,7 +69,7 @@ async def test_archived_by_a_pass_with_its_retention_and_threshold(
     assert archived == ("archived", {"retention": 0.0189, "threshold": 0.05})
 
 
-async def test_a_forget_leaves_one_content_free_event(runtime: Runtime, client: Client) -> None:
+async def test_a_forget_leaves_one_content_free_event(runtime: Server, client: Client) -> None:
     text = "My locker code is 4471"
     memory_id = (await call(client, "remember", {"content": text}))["items"][0]["id"]
     await call(client, "remember", {"content": text})

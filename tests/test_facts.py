@@ -14,9 +14,9 @@ import pytest
 from mcp.client import Client
 
 from mcp_memory.config import load_settings
+from mcp_memory.mcp.server import Server, open_server
 from mcp_memory.models import Provenance, Scope
 from mcp_memory.schemas import MemoryInput
-from mcp_memory.server import Runtime, open_runtime
 from mcp_memory.services.memory import CallContext
 from tests.conftest import BILLING_SESSION, Clock, call
 from tests.fake_openai import FakeOpenAI, llm_table
@@ -29,10 +29,10 @@ PETS = {"query": "which pets does Alice like", "reinforce": False}
 @asynccontextmanager
 async def served(
     data_dir: Path, fake_llm: FakeOpenAI | None, clock: Clock, namespace: str | None = None, **llm: Any
-) -> AsyncIterator[tuple[Runtime, Client]]:
+) -> AsyncIterator[tuple[Server, Client]]:
     options: dict[str, Any] = {} if fake_llm is None else {"llm": llm_table(fake_llm, **llm)}
     settings = load_settings(data_dir=data_dir, principal="alice", namespace=namespace, **options)
-    async with open_runtime(settings, clock=clock) as runtime, Client(runtime.mcp, mode="legacy") as client:
+    async with open_server(settings, clock=clock) as runtime, Client(runtime.mcp, mode="legacy") as client:
         yield runtime, client
 
 
@@ -392,8 +392,8 @@ async def test_a_pass_longer_than_its_lease_keeps_it_and_stops_when_it_is_taken_
     fake_llm.chat_script = [("sleep", 1.0)]  # slower than the lease
     fake_llm.chat_default = ("json", {"facts": []})
     async with (
-        open_runtime(settings) as first,
-        open_runtime(load_settings(data_dir=data_dir, principal="alice")) as second,
+        open_server(settings) as first,
+        open_server(load_settings(data_dir=data_dir, principal="alice")) as second,
         Client(first.mcp, mode="legacy") as client,
     ):
         await call(client, "remember", {"content": TRIP, "kind": "message"})

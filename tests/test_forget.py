@@ -12,7 +12,7 @@ import pytest
 from mcp.client import Client
 
 from mcp_memory.config import load_settings
-from mcp_memory.server import open_runtime
+from mcp_memory.mcp.server import open_server
 from mcp_memory.storage.pool import principal_file
 from tests.conftest import Clock, call, call_error, hit_texts, row_counts
 
@@ -219,7 +219,7 @@ async def slow_reader_client(tmp_path: Path, clock: Clock, mode: str) -> AsyncIt
     """A server whose busy timeout is short, so a blocked scrub gives up in about a second."""
     data_dir = tmp_path / "busy"
     settings = load_settings(data_dir=data_dir, principal="alice", busy_timeout_ms=100)
-    async with open_runtime(settings, clock=clock) as runtime, Client(runtime.mcp, mode=mode) as client:
+    async with open_server(settings, clock=clock) as runtime, Client(runtime.mcp, mode=mode) as client:
         yield client, data_dir
 
 

@@ -12,8 +12,8 @@ from mcp.client.session import ClientRequestContext, ElicitationFnT
 from mcp_types import ElicitRequestParams, ElicitResult
 
 from mcp_memory.config import load_settings
+from mcp_memory.mcp.server import open_server
 from mcp_memory.models import Scope
-from mcp_memory.server import open_runtime
 from mcp_memory.storage.lifecycle import LifecycleStore
 from mcp_memory.storage.pool import principal_file
 from tests.conftest import Clock, call, call_error, hit_texts
@@ -51,9 +51,9 @@ async def test_forget_user_erases_every_byte_and_spares_other_principals(data_di
     canary, other = secrets.token_hex(12), secrets.token_hex(12)
     alice_settings = load_settings(data_dir=data_dir, principal="alice")
     async with (
-        open_runtime(alice_settings) as alice_rt,
-        open_runtime(load_settings(data_dir=data_dir, principal="bob")) as bob_rt,
-        open_runtime(alice_settings) as second_process,  # another connection pair on the same file
+        open_server(alice_settings) as alice_rt,
+        open_server(load_settings(data_dir=data_dir, principal="bob")) as bob_rt,
+        open_server(alice_settings) as second_process,  # another connection pair on the same file
         Client(alice_rt.mcp, mode=mode) as alice,
         Client(bob_rt.mcp, mode=mode) as bob,
         Client(second_process.mcp, mode=mode) as alice_elsewhere,
@@ -104,7 +104,7 @@ async def test_forget_user_erases_every_byte_and_spares_other_principals(data_di
 
 async def test_a_wrong_or_expired_code_deletes_nothing(data_dir: Path, mode: str, clock: Clock) -> None:
     settings = load_settings(data_dir=data_dir, principal="alice")
-    async with open_runtime(settings, clock=clock) as runtime, Client(runtime.mcp, mode=mode) as client:
+    async with open_server(settings, clock=clock) as runtime, Client(runtime.mcp, mode=mode) as client:
         await call(client, "remember", {"content": "The spare key is under the blue pot"})
         first = await call(client, "forget_user", {})
         assert "confirmation_code" in await call_error(client, "forget_user", {"confirmation_code": "000000-000000"})
@@ -120,8 +120,8 @@ async def test_a_wrong_or_expired_code_deletes_nothing(data_dir: Path, mode: str
 
 async def test_a_code_is_bound_to_its_principal(data_dir: Path, mode: str) -> None:
     async with (
-        open_runtime(load_settings(data_dir=data_dir, principal="alice")) as alice_rt,
-        open_runtime(load_settings(data_dir=data_dir, principal="bob")) as bob_rt,
+        open_server(load_settings(data_dir=data_dir, principal="alice")) as alice_rt,
+        open_server(load_settings(data_dir=data_dir, principal="bob")) as bob_rt,
         Client(alice_rt.mcp, mode=mode) as alice,
         Client(bob_rt.mcp, mode=mode) as bob,
     ):
@@ -136,8 +136,8 @@ async def test_a_code_given_by_one_process_is_taken_once_by_another_on_the_same_
     one, or two replicas): the open code lives in the control tables, as a digest."""
     settings = load_settings(data_dir=data_dir, principal="alice")
     async with (
-        open_runtime(settings) as first_rt,
-        open_runtime(settings) as second_rt,
+        open_server(settings) as first_rt,
+        open_server(settings) as second_rt,
         Client(first_rt.mcp) as first,
         Client(second_rt.mcp) as second,
     ):
@@ -152,7 +152,7 @@ async def test_a_code_given_by_one_process_is_taken_once_by_another_on_the_same_
 async def test_forget_user_also_clears_the_passes_state(data_dir: Path, clock: Clock) -> None:
     """The fact extraction's marks and the fact check's counts are scheduler state: they go too."""
     settings = load_settings(data_dir=data_dir, principal="alice")
-    async with open_runtime(settings, clock=clock) as runtime, Client(runtime.mcp, mode="legacy") as client:
+    async with open_server(settings, clock=clock) as runtime, Client(runtime.mcp, mode="legacy") as client:
         await call(client, "remember", {"content": "A note to read for facts.", "kind": "message"})
         rows = LifecycleStore(runtime.store)
         await rows.mark_extracted(Scope("alice"), None, 1)
@@ -202,7 +202,7 @@ async def test_a_client_that_can_ask_its_user_lets_the_person_decide(
     canary = secrets.token_hex(12)
     shown, answer = _answering(action, content)
     async with (
-        open_runtime(load_settings(data_dir=data_dir, principal="alice")) as runtime,
+        open_server(load_settings(data_dir=data_dir, principal="alice")) as runtime,
         Client(runtime.mcp, mode=mode, elicitation_callback=answer) as client,
     ):
         await _fill(client, canary)
@@ -219,7 +219,7 @@ async def test_a_client_that_can_ask_its_user_lets_the_person_decide(
 
 async def test_a_client_without_elicitation_gets_the_confirmation_code(data_dir: Path, mode: str) -> None:
     async with (
-        open_runtime(load_settings(data_dir=data_dir, principal="alice")) as runtime,
+        open_server(load_settings(data_dir=data_dir, principal="alice")) as runtime,
         Client(runtime.mcp, mode=mode) as client,
     ):
         await _fill(client, secrets.token_hex(12))
@@ -236,8 +236,8 @@ async def test_a_connection_bound_to_a_namespace_can_neither_count_nor_erase_the
     # A token for "web" sees web's memories only: forget_user would have counted and erased mobile's too.
     shown, answer = _answering("accept", {"delete_everything": True})
     async with (
-        open_runtime(load_settings(data_dir=data_dir, principal="dave", namespace="mobile")) as mobile_rt,
-        open_runtime(load_settings(data_dir=data_dir, principal="dave", namespace="web")) as web_rt,
+        open_server(load_settings(data_dir=data_dir, principal="dave", namespace="mobile")) as mobile_rt,
+        open_server(load_settings(data_dir=data_dir, principal="dave", namespace="web")) as web_rt,
         Client(mobile_rt.mcp, mode=mode) as mobile,
         Client(web_rt.mcp, mode=mode, elicitation_callback=answer) as web,
     ):

@@ -9,7 +9,7 @@ import pytest
 from mcp.client import Client
 
 from mcp_memory import metrics
-from mcp_memory.server import Runtime
+from mcp_memory.mcp.server import Server
 from tests.conftest import Clock, call, call_error
 
 pytestmark = pytest.mark.anyio
@@ -55,7 +55,7 @@ def _rollbacks_counted() -> float:
     return float(lines[0].split()[-1]) if lines else 0.0
 
 
-async def test_a_pass_that_loses_a_golden_memory_is_rolled_back(runtime: Runtime, client: Client, clock: Clock) -> None:
+async def test_a_pass_that_loses_a_golden_memory_is_rolled_back(runtime: Server, client: Client, clock: Clock) -> None:
     ids = await _session(client)
     search = [
         {"content": t, "session_id": "s-search", "importance": 0.5} for said in zip(*SEARCH, strict=True) for t in said
@@ -90,9 +90,7 @@ async def test_a_pass_that_loses_a_golden_memory_is_rolled_back(runtime: Runtime
     assert "OpenSearch 2.13" in summary["text"]
 
 
-async def test_a_pass_that_keeps_what_golden_queries_find_stands(
-    runtime: Runtime, client: Client, clock: Clock
-) -> None:
+async def test_a_pass_that_keeps_what_golden_queries_find_stands(runtime: Server, client: Client, clock: Clock) -> None:
     ids = await _session(client)
     # The rollback plan's owner survives in the summary: the summary answers the query as well.
     await _golden(client, query="who owns the rollback plan", memory_id=ids[3])
@@ -108,7 +106,7 @@ async def test_a_pass_that_keeps_what_golden_queries_find_stands(
     assert (await call(client, "stats", {}))["golden"]["last_check"]["rolled_back"] is False
 
 
-async def test_what_answers_a_golden_query_is_not_evicted(runtime: Runtime, client: Client, clock: Clock) -> None:
+async def test_what_answers_a_golden_query_is_not_evicted(runtime: Server, client: Client, clock: Clock) -> None:
     faint = {"content": "The old VPN used OpenVPN on port 1194", "importance": 0.1}
     kept = (await call(client, "remember", faint))["items"][0]["id"]
     other = {"content": "The canteen closes at three on Fridays", "importance": 0.1}

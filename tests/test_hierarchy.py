@@ -10,8 +10,8 @@ import pytest
 from mcp.client import Client
 
 from mcp_memory.config import load_settings
+from mcp_memory.mcp.server import Server, open_server
 from mcp_memory.models import Scope
-from mcp_memory.server import Runtime, open_runtime
 from mcp_memory.services import lifecycle
 from mcp_memory.storage.lifecycle import LifecycleStore
 from tests.conftest import Clock, call
@@ -73,7 +73,7 @@ async def _hits(client: Client, query: str, **filters: Any) -> list[dict[str, An
     return list((await call(client, "recall", {**args, "detail": "full"}))["hits"])
 
 
-async def _summarized_standup(runtime: Runtime, client: Client, clock: Clock, day: int, text: str) -> str:
+async def _summarized_standup(runtime: Server, client: Client, clock: Clock, day: int, text: str) -> str:
     """One stand-up session, already summarized (L1, as a pass makes it: the test gives the text)."""
     scope = Scope("alice")
     ids = set(await _remember(client, standup(day), session_id=f"standup-{day}"))
@@ -85,7 +85,7 @@ async def _summarized_standup(runtime: Runtime, client: Client, clock: Clock, da
     return summary.record.id
 
 
-async def _week_of_standups(runtime: Runtime, client: Client, clock: Clock) -> list[str]:
+async def _week_of_standups(runtime: Server, client: Client, clock: Clock) -> list[str]:
     """Four sessions on four days of one week, each already summarized; returns the L1 ids."""
     _monday_noon(clock)
     summaries = []
@@ -96,7 +96,7 @@ async def _week_of_standups(runtime: Runtime, client: Client, clock: Clock) -> l
 
 
 async def test_faded_session_summaries_of_one_week_become_a_phase_summary(
-    runtime: Runtime, client: Client, clock: Clock
+    runtime: Server, client: Client, clock: Clock
 ) -> None:
     l1 = await _week_of_standups(runtime, client, clock)
     clock.advance(200 * HOUR)
@@ -116,7 +116,7 @@ async def test_faded_session_summaries_of_one_week_become_a_phase_summary(
 
 
 async def test_session_summaries_of_different_weeks_are_not_one_phase(
-    runtime: Runtime, client: Client, clock: Clock
+    runtime: Server, client: Client, clock: Clock
 ) -> None:
     """Two L1 summaries in each of two weeks: as one group of four they would make a phase (the
     first test shows four do); a week at a time, each is too small."""
@@ -133,7 +133,7 @@ async def test_session_summaries_of_different_weeks_are_not_one_phase(
 
 
 async def test_forgetting_a_raw_memory_takes_apart_every_summary_built_on_it(
-    runtime: Runtime, client: Client, clock: Clock
+    runtime: Server, client: Client, clock: Clock
 ) -> None:
     l1 = await _week_of_standups(runtime, client, clock)
     clock.advance(300 * HOUR)
@@ -150,7 +150,7 @@ async def test_forgetting_a_raw_memory_takes_apart_every_summary_built_on_it(
 
 
 async def test_undoing_a_session_summary_under_a_phase_summary_undoes_the_phase_first(
-    runtime: Runtime, client: Client, clock: Clock
+    runtime: Server, client: Client, clock: Clock
 ) -> None:
     l1 = await _week_of_standups(runtime, client, clock)
     clock.advance(300 * HOUR)
@@ -176,7 +176,7 @@ async def _finished_task(client: Client, status: str) -> None:
     )
 
 
-async def test_a_finished_task_becomes_one_task_summary(runtime: Runtime, client: Client, clock: Clock) -> None:
+async def test_a_finished_task_becomes_one_task_summary(runtime: Server, client: Client, clock: Clock) -> None:
     ids = await _remember(client, TASK_MEMORIES, task_id="fix-flaky-invoice-test", session_id="debug")
     await _finished_task(client, "done")
     clock.advance(12 * HOUR)
@@ -193,14 +193,14 @@ async def test_a_finished_task_becomes_one_task_summary(runtime: Runtime, client
     assert "test_invoice_totals" in task["text"]
 
 
-async def test_a_task_still_in_progress_gets_no_task_summary(runtime: Runtime, client: Client, clock: Clock) -> None:
+async def test_a_task_still_in_progress_gets_no_task_summary(runtime: Server, client: Client, clock: Clock) -> None:
     await _remember(client, TASK_MEMORIES, task_id="fix-flaky-invoice-test", session_id="debug")
     await _finished_task(client, "in_progress")
     clock.advance(30 * HOUR)
     assert (await runtime.scheduler.run_once())["task_summaries"] == 0
 
 
-async def test_a_chinese_task_summary_opens_in_chinese(runtime: Runtime, client: Client, clock: Clock) -> None:
+async def test_a_chinese_task_summary_opens_in_chinese(runtime: Server, client: Client, clock: Clock) -> None:
     texts = [
         "test_invoice_totals 失败，因为夹具使用了本地时区。",
         "好的，谢谢。",
@@ -233,7 +233,7 @@ async def test_the_llm_writes_the_task_summary_from_the_task_record_and_is_held_
     data_dir: Path, fake_llm: FakeOpenAI, clock: Clock, faithful: bool
 ) -> None:
     settings = load_settings(data_dir=data_dir, principal="alice", llm=llm_table(fake_llm))
-    async with open_runtime(settings, clock=clock) as runtime, Client(runtime.mcp, mode="legacy") as client:
+    async with open_server(settings, clock=clock) as runtime, Client(runtime.mcp, mode="legacy") as client:
         await _remember(client, TASK_MEMORIES, task_id="fix-flaky-invoice-test", session_id="debug")
         await _finished_task(client, "done")
         day = time.strftime("%Y-%m-%d", time.gmtime(clock.now))
@@ -259,9 +259,9 @@ async def test_a_task_summary_never_carries_text_into_another_namespace(data_dir
         return load_settings(data_dir=data_dir, principal="alice", namespace=namespace)
 
     async with (
-        open_runtime(settings(None), clock=clock) as wide_rt,
-        open_runtime(settings("proj-a"), clock=clock) as a_rt,
-        open_runtime(settings("proj-b"), clock=clock) as b_rt,
+        open_server(settings(None), clock=clock) as wide_rt,
+        open_server(settings("proj-a"), clock=clock) as a_rt,
+        open_server(settings("proj-b"), clock=clock) as b_rt,
         Client(wide_rt.mcp, mode="legacy") as wide,
         Client(a_rt.mcp, mode="legacy") as a,
         Client(b_rt.mcp, mode="legacy") as b,
@@ -284,7 +284,7 @@ async def test_a_task_summary_never_carries_text_into_another_namespace(data_dir
 
 
 async def test_a_task_taken_back_from_done_loses_its_task_summary(
-    runtime: Runtime, client: Client, clock: Clock
+    runtime: Server, client: Client, clock: Clock
 ) -> None:
     ids = await _remember(client, TASK_MEMORIES, task_id="fix-flaky-invoice-test", session_id="debug")
     await _finished_task(client, "in_progress")
@@ -302,7 +302,7 @@ async def test_a_task_taken_back_from_done_loses_its_task_summary(
 
 
 async def test_sessions_that_fail_the_check_do_not_starve_the_task_summaries(
-    runtime: Runtime, client: Client, clock: Clock, monkeypatch: pytest.MonkeyPatch
+    runtime: Server, client: Client, clock: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(lifecycle, "MAX_GROUPS_PER_PASS", 2)
     for s in range(3):  # three sessions of distinct facts: each fails the fact check

@@ -23,9 +23,9 @@ import pytest
 
 from mcp_memory.config import load_settings
 from mcp_memory.hooks import TRANSCRIPT_TAIL_LINES, tail
+from mcp_memory.mcp.server import open_server
 from mcp_memory.models import Scope
 from mcp_memory.schemas import MemoryInput
-from mcp_memory.server import open_runtime
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage.pool import principal_file
 from tests.netserver import SERVER_BIN, server_env
@@ -89,7 +89,7 @@ def base(data: Path, event: str, **fields: Any) -> dict[str, Any]:
 def seed(data: Path, *, namespace: str | None = None, task: bool = False, facts: list[str] = FACTS) -> None:
     async def run() -> None:
         settings = load_settings(data_dir=data, principal="local-owner", namespace=namespace)
-        async with open_runtime(settings, warm=False) as runtime:
+        async with open_server(settings, warm=False) as runtime:
             scope = Scope("local-owner", namespace)
             items = [MemoryInput(content=RULE, kind="instruction", pinned=True)]
             items += [MemoryInput(content=text) for text in facts]
@@ -256,7 +256,7 @@ def test_a_task_moved_since_its_last_checkpoint_is_checkpointed_before_compactio
     async def move() -> None:
         from mcp_memory.task_schemas import TaskEdit
 
-        async with open_runtime(load_settings(data_dir=data, principal="local-owner"), warm=False) as runtime:
+        async with open_server(load_settings(data_dir=data, principal="local-owner"), warm=False) as runtime:
             edit = TaskEdit.model_validate({"op": "set", "node_id": "root", "notes": "restore is running"})
             await runtime.tasks.update_task(Scope("local-owner"), "task-billing", [edit], None)
 

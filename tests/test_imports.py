@@ -17,8 +17,8 @@ import pytest
 
 from mcp_memory.cli import main
 from mcp_memory.config import load_settings
+from mcp_memory.mcp.server import open_server
 from mcp_memory.models import Scope
-from mcp_memory.server import open_runtime
 from mcp_memory.storage.pool import principal_file
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "imports"
@@ -40,7 +40,7 @@ def _memories(data_dir: Path) -> list[tuple[str, str, str, str]]:
 
 def _recall(data_dir: Path, query: str) -> list[str]:
     async def run() -> list[str]:
-        async with open_runtime(load_settings(data_dir=data_dir, principal="alice")) as runtime:
+        async with open_server(load_settings(data_dir=data_dir, principal="alice")) as runtime:
             result = await runtime.memory.recall(Scope("alice"), query, k=3, reinforce=False)
             return [h.text for h in result.hits]
 

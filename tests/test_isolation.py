@@ -10,7 +10,7 @@ import pytest
 from mcp.client import Client
 
 from mcp_memory.config import load_settings
-from mcp_memory.server import open_runtime
+from mcp_memory.mcp.server import open_server
 from tests.conftest import call, call_error, hit_texts
 
 pytestmark = pytest.mark.anyio
@@ -21,7 +21,7 @@ SHARED_TEXT = "The launch code name is Project Nightingale"
 @asynccontextmanager
 async def connect(data_dir: Path, principal: str, mode: str, namespace: str | None = None) -> AsyncIterator[Client]:
     settings = load_settings(data_dir=data_dir, principal=principal, namespace=namespace)
-    async with open_runtime(settings) as runtime, Client(runtime.mcp, mode=mode) as client:
+    async with open_server(settings) as runtime, Client(runtime.mcp, mode=mode) as client:
         yield client
 
 

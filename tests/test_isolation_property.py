@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 
 from mcp_memory.config import load_settings
 from mcp_memory.errors import NotFoundError
+from mcp_memory.mcp.server import open_server
 from mcp_memory.models import Scope
 from mcp_memory.schemas import MemoryInput
-from mcp_memory.server import open_runtime
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage.pg import migrations
 from tests import pgcluster
@@ -40,7 +40,7 @@ async def _run(ops: list[tuple[str, str, object]], storage: dict[str, Any]) -> N
     suffix = "-" + secrets.token_hex(4)  # one database serves every PostgreSQL example
     with tempfile.TemporaryDirectory() as tmp:
         settings = load_settings(data_dir=Path(tmp), principal="unused", storage=storage)
-        async with open_runtime(settings) as runtime:
+        async with open_server(settings) as runtime:
             memory = runtime.memory
             owned: dict[str, set[str]] = {p: set() for p in PRINCIPALS}
             all_ids: list[str] = []

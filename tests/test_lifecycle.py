@@ -11,9 +11,9 @@ from mcp.client import Client
 
 from mcp_memory.cli import main
 from mcp_memory.config import LifecycleSettings, load_settings
+from mcp_memory.mcp.server import Server, open_server
 from mcp_memory.models import Scope
 from mcp_memory.schemas import MemoryInput
-from mcp_memory.server import Runtime, open_runtime
 from mcp_memory.services import scoring
 from mcp_memory.services.lifecycle import retention, strength_hours
 from mcp_memory.services.memory import CallContext
@@ -45,7 +45,7 @@ async def _remember(client: Client, text: str, importance: float, pinned: bool =
 
 
 async def test_a_faded_unimportant_memory_is_archived_and_stays_recallable_on_request(
-    runtime: Runtime, client: Client, clock: Clock
+    runtime: Server, client: Client, clock: Clock
 ) -> None:
     await _remember(client, "The office printer on floor 2 jams on A3 paper", 0.3)
     await _remember(client, "The printer contract with Acme renews in 2027", 0.8)
@@ -66,7 +66,7 @@ async def test_a_faded_unimportant_memory_is_archived_and_stays_recallable_on_re
 
 
 async def test_a_memory_just_above_the_threshold_is_kept_but_counted_for_compression(
-    runtime: Runtime, client: Client, clock: Clock
+    runtime: Server, client: Client, clock: Clock
 ) -> None:
     await _remember(client, "The team lunch place is the noodle bar on Elm Street", 0.3)
     clock.advance(400 * HOUR)  # R = exp(-400/158.4) = 0.080: above 0.05, below 0.3
@@ -76,7 +76,7 @@ async def test_a_memory_just_above_the_threshold_is_kept_but_counted_for_compres
     assert hit_texts(await call(client, "recall", {"detail": "full", "query": "team lunch", "reinforce": False}))
 
 
-async def test_recall_reinforcement_slows_decay(runtime: Runtime, client: Client, clock: Clock) -> None:
+async def test_recall_reinforcement_slows_decay(runtime: Server, client: Client, clock: Clock) -> None:
     await _remember(client, "The VPN gateway is vpn2.example.org", 0.3)
     for _ in range(3):
         clock.advance(100 * HOUR)
@@ -86,7 +86,7 @@ async def test_recall_reinforcement_slows_decay(runtime: Runtime, client: Client
 
 
 async def test_pinned_memories_are_never_touched_over_a_simulated_year(
-    runtime: Runtime, client: Client, clock: Clock
+    runtime: Server, client: Client, clock: Clock
 ) -> None:
     await _remember(client, "Never share the customer list outside the company", 0.0, pinned=True)
     for _ in range(52):
@@ -102,7 +102,7 @@ async def test_only_one_process_runs_a_pass_and_another_takes_over_when_the_leas
     data_dir: Path, clock: Clock
 ) -> None:
     settings = load_settings(data_dir=data_dir, principal="alice")
-    async with open_runtime(settings, clock=clock) as first, open_runtime(settings, clock=clock) as second:
+    async with open_server(settings, clock=clock) as first, open_server(settings, clock=clock) as second:
         async with Client(first.mcp, mode="legacy") as client:
             await call(client, "remember", {"content": "A memory so the principal has a file"})
         now = clock()
@@ -146,7 +146,7 @@ async def test_above_the_watermark_passes_evict_more_but_only_back_to_the_waterm
         settings = load_settings(
             data_dir=data_dir / folder, principal="alice", lifecycle={"capacity": capacity, "watermark": 0.8}
         )
-        async with open_runtime(settings, clock=clock) as runtime, Client(runtime.mcp, mode="legacy") as client:
+        async with open_server(settings, clock=clock) as runtime, Client(runtime.mcp, mode="legacy") as client:
             start = clock()
             await call(client, "remember", {"memories": [{"content": t, "importance": 0.6} for t in notes]})
             # importance 0.6: S = 72 x 3.4 = 244.8 h; at 600 h R = 0.086: kept normally (0.05, and 0.6 >= 0.5),
@@ -161,7 +161,7 @@ async def test_above_the_watermark_passes_evict_more_but_only_back_to_the_waterm
 
 
 async def test_an_expired_memory_is_erased_by_the_pass_not_only_hidden(
-    runtime: Runtime, client: Client, clock: Clock, data_dir: Path
+    runtime: Server, client: Client, clock: Clock, data_dir: Path
 ) -> None:
     canary = "zqexpiring7731"
     await call(client, "remember", {"content": f"The one-time door code is {canary}", "ttl_seconds": 3600})
@@ -186,7 +186,7 @@ async def test_the_change_log_is_pruned_and_a_process_behind_it_rebuilds_its_ind
     first wrote 30 memories and pruned all but 5 entries; its next recall must still see them all."""
     alice = Scope("alice")
     settings = load_settings(data_dir=data_dir, principal="alice")
-    async with open_runtime(settings) as first, open_runtime(settings) as second:
+    async with open_server(settings) as first, open_server(settings) as second:
         assert (await second.memory.recall(alice, "warm the index", reinforce=False)).hits == []
         for i in range(30):
             text = f"Build {i} of the billing service is tagged v{i}.0"

@@ -15,9 +15,9 @@ from mcp.client import Client
 from mcp_memory.config import load_settings
 from mcp_memory.errors import LlmPausedError, UpstreamError
 from mcp_memory.llm.client import LlmClient, LlmConfig
+from mcp_memory.mcp.server import open_server
 from mcp_memory.models import Scope
 from mcp_memory.schemas import MemoryInput
-from mcp_memory.server import open_runtime
 from mcp_memory.services import summarize
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage.llm_usage import LlmLedger
@@ -114,7 +114,7 @@ SESSION_ZH = [
 
 async def _compress_with(data_dir: Path, fake_llm: FakeOpenAI, clock: Clock) -> dict[str, object]:
     settings = load_settings(data_dir=data_dir, principal="alice", llm=llm_table(fake_llm, max_retries=1))
-    async with open_runtime(settings, clock=clock) as runtime, Client(runtime.mcp, mode="legacy") as client:
+    async with open_server(settings, clock=clock) as runtime, Client(runtime.mcp, mode="legacy") as client:
         await call(
             client,
             "remember",
@@ -162,7 +162,7 @@ async def test_a_configured_key_of_any_shape_never_reaches_an_error_or_a_log(
     assert key not in str(raised.value)
     assert "[REDACTED:configured-key]" in str(raised.value)  # the positive control: the message was there
     # The operator's view: `mcp-memory maintain` in its own process, its log on stderr.
-    async with open_runtime(load_settings(data_dir=data_dir, principal="alice")) as runtime:
+    async with open_server(load_settings(data_dir=data_dir, principal="alice")) as runtime:
         chat = MemoryInput(content="A chat turn worth reading for facts.", kind="message")
         await runtime.memory.remember(Scope("alice"), [chat], CallContext())
     env = {

@@ -15,7 +15,7 @@ from mcp.client import Client
 
 from mcp_memory.config import load_settings
 from mcp_memory.logs import configure_logging
-from mcp_memory.server import open_runtime
+from mcp_memory.mcp.server import open_server
 from tests.conftest import MODES, call, call_error, hit_texts
 from tests.netserver import connect, running
 from tests.test_stdio import spawn_server
@@ -53,7 +53,7 @@ async def test_the_log_at_debug_holds_no_memory_text_nor_query(tmp_path: Path) -
     configure_logging(settings)
     heard = Heard()
     logging.getLogger().addHandler(heard)
-    async with open_runtime(settings, warm=False) as runtime, Client(runtime.mcp, mode=MODES[-1]) as client:
+    async with open_server(settings, warm=False) as runtime, Client(runtime.mcp, mode=MODES[-1]) as client:
         await _remember_and_recall(client)
     logging.getLogger("tests.probe").debug("probe %d", 1)
     written = log_file.read_text(encoding="utf-8")

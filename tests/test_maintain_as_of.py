@@ -14,9 +14,9 @@ import pytest
 from mcp_memory.cli import main, parse_as_of
 from mcp_memory.config import load_settings
 from mcp_memory.errors import InvalidInputError
+from mcp_memory.mcp.server import open_server
 from mcp_memory.models import Scope
 from mcp_memory.schemas import MemoryInput
-from mcp_memory.server import open_runtime
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage.pool import principal_file
 from tests.conftest import BILLING_SESSION
@@ -65,7 +65,7 @@ def test_a_pass_as_of_thirty_days_ahead_archives_an_old_unimportant_memory(
     casual, important = "The office printer on floor 2 jams on A3 paper", "The Acme contract renews on 2027-03-01"
 
     async def seed() -> None:
-        async with open_runtime(load_settings(data_dir=tmp_path, principal="alice")) as runtime:
+        async with open_server(load_settings(data_dir=tmp_path, principal="alice")) as runtime:
             items = [MemoryInput(content=casual, importance=0.3), MemoryInput(content=important, importance=0.9)]
             await runtime.memory.remember(Scope("alice"), items, CallContext())
 
@@ -91,7 +91,7 @@ def test_what_a_pass_as_of_later_writes_is_dated_now(tmp_path: Path, capsys: pyt
     session = BILLING_SESSION
 
     async def seed() -> None:
-        async with open_runtime(load_settings(data_dir=tmp_path, principal="alice")) as runtime:
+        async with open_server(load_settings(data_dir=tmp_path, principal="alice")) as runtime:
             items = [MemoryInput(content=t, importance=0.5, session_id="s1") for t in session]
             await runtime.memory.remember(Scope("alice"), items, CallContext())
 

@@ -26,7 +26,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from mcp_memory import __version__
 from mcp_memory.config import Settings
-from mcp_memory.server import Runtime
+from mcp_memory.mcp.server import Server
 from mcp_memory.storage.pool import principal_file
 from tests import node_tools
 
@@ -107,7 +107,7 @@ def test_the_mcpb_cli_rejects_a_manifest_the_spec_does_not_allow(bundle: Path, t
 
 
 @pytest.mark.anyio
-async def test_the_manifest_lists_every_tool_the_server_serves(bundle: Path, runtime: Runtime) -> None:
+async def test_the_manifest_lists_every_tool_the_server_serves(bundle: Path, runtime: Server) -> None:
     async with Client(runtime.mcp) as client:
         served = {tool.name: tool.description or "" for tool in (await client.list_tools()).tools}
     listed = {tool["name"]: tool["description"] for tool in manifest_of(bundle)["tools"]}

@@ -11,9 +11,9 @@ import pytest
 from mcp.client import Client
 
 from mcp_memory.config import Limits, load_settings
+from mcp_memory.mcp.server import Server, open_server
 from mcp_memory.models import Scope
 from mcp_memory.schemas import MemoryInput
-from mcp_memory.server import Runtime, open_runtime
 from mcp_memory.services.memory import CallContext
 from mcp_memory.services.memory_file import MemoryFileError, parse
 from tests.conftest import Clock, call
@@ -97,11 +97,11 @@ def memory_file(tmp_path: Path) -> Path:
 @pytest.fixture
 async def file_runtime(data_dir: Path, memory_file: Path, clock: Clock) -> Any:
     settings = load_settings(data_dir=data_dir, principal="alice", memory_file=memory_file)
-    async with open_runtime(settings, clock=clock, warm=False) as runtime:
+    async with open_server(settings, clock=clock, warm=False) as runtime:
         yield runtime
 
 
-async def test_add_edit_and_delete_items(file_runtime: Runtime, memory_file: Path) -> None:
+async def test_add_edit_and_delete_items(file_runtime: Server, memory_file: Path) -> None:
     _write(memory_file, FILE)
     outcome = await file_runtime.memory_file.sync()
     assert outcome is not None
@@ -131,7 +131,7 @@ async def test_add_edit_and_delete_items(file_runtime: Runtime, memory_file: Pat
 
 
 async def test_an_item_an_agent_already_said_becomes_the_one_current_memory(
-    file_runtime: Runtime, memory_file: Path
+    file_runtime: Server, memory_file: Path
 ) -> None:
     said = "Deploys to production need Ingrid's approval"
     scope = Scope("alice")
@@ -144,7 +144,7 @@ async def test_an_item_an_agent_already_said_becomes_the_one_current_memory(
     assert agents.superseded_by == current[0].id  # kept as history, replaced by the file's pin
 
 
-async def test_a_broken_file_changes_nothing(file_runtime: Runtime, memory_file: Path) -> None:
+async def test_a_broken_file_changes_nothing(file_runtime: Server, memory_file: Path) -> None:
     _write(memory_file, "- The user lives in Berlin {#home}\n")
     await file_runtime.memory_file.sync()
     _write(memory_file, "- The user lives in Lisbon {#home}\n- also {#home}\n")
@@ -160,7 +160,7 @@ async def test_every_process_follows_the_file(tmp_path: Path, mode: str) -> None
     path = tmp_path / "MEMORY.md"  # beside the spawned server's config file: its default
     _write(path, "- The release train leaves on Thursdays {#train}\n")
     settings = load_settings(data_dir=tmp_path / "data", principal="stdio-user", memory_file=path)
-    async with spawn_server(tmp_path, mode) as (client, _), open_runtime(settings) as other:
+    async with spawn_server(tmp_path, mode) as (client, _), open_server(settings) as other:
         await _until(
             client, lambda pins: pins.get("file:train", {}).get("text") == "The release train leaves on Thursdays"
         )
@@ -198,7 +198,7 @@ async def test_a_file_over_the_pin_cap_is_refused_whole(data_dir: Path, memory_f
         data_dir=data_dir, principal="alice", memory_file=memory_file, limits=Limits(pinned_cap_tokens=20)
     )
     _write(memory_file, "- The user lives in Berlin {#home}\n- " + "The user reads long novels. " * 5 + "{#books}\n")
-    async with open_runtime(settings, warm=False) as runtime:
+    async with open_server(settings, warm=False) as runtime:
         with pytest.raises(MemoryFileError, match=r"line 1: its pins would bring .* over limits.pinned_cap_tokens"):
             await runtime.memory_file.sync()
         assert await runtime.memory.pinned(Scope("alice")) == []
@@ -212,7 +212,7 @@ async def test_an_edit_that_frees_pins_fits_under_the_cap(data_dir: Path, memory
     )
     three = "".join(f"- The {name} server runs in the basement rack {{#{name}}}\n" for name in ("mail", "web", "db"))
     _write(memory_file, three)
-    async with open_runtime(settings, warm=False) as runtime:
+    async with open_server(settings, warm=False) as runtime:
         await runtime.memory_file.sync()
         assert len(await runtime.memory.pinned(Scope("alice"))) == 3
         _write(memory_file, "- Every server now runs in the cloud {#web}\n")

@@ -14,9 +14,9 @@ import pytest
 
 from mcp_memory.cli import main
 from mcp_memory.config import Settings, load_settings
+from mcp_memory.mcp.server import open_server
 from mcp_memory.models import EVERYWHERE, Scope
 from mcp_memory.schemas import MemoryInput
-from mcp_memory.server import open_runtime
 from mcp_memory.services.memory import CallContext
 from mcp_memory.services.portability import export_lines
 from mcp_memory.storage import transfer
@@ -44,7 +44,7 @@ def _settings(data_dir: Path, dsn: str, backend: str = "sqlite") -> Settings:
 async def _fill(settings: Settings) -> str:
     """Two principals with memories in two scripts, a restated key, a pin, a forgotten memory, a task
     with two checkpoints; a token and a switch. Returns the token."""
-    async with open_runtime(settings, warm=False) as rt:
+    async with open_server(settings, warm=False) as rt:
         for name, texts in PEOPLE.items():
             await rt.memory.remember(Scope(name), [MemoryInput(content=t) for t in texts], CallContext())
         keyed = [MemoryInput(content=f"The deploy target is {where}", key="deploy-target") for where in ("eu", "us")]
@@ -62,13 +62,13 @@ async def _fill(settings: Settings) -> str:
 
 
 async def _exports(settings: Settings) -> dict[str, bytes]:
-    async with open_runtime(settings, warm=False) as rt:
+    async with open_server(settings, warm=False) as rt:
         return {name: b"".join([line async for line in export_lines(rt.store, Scope(name))]) for name in PEOPLE}
 
 
 async def _tables(settings: Settings) -> dict[str, dict[str, str]]:
     """Every table's digest, per principal, as the copy compares them."""
-    async with open_runtime(settings, warm=False) as rt:
+    async with open_server(settings, warm=False) as rt:
         out = {}
         for name in PEOPLE:
             async with rt.store.transaction(Scope(name)) as conn:
@@ -114,7 +114,7 @@ def test_a_data_directory_goes_to_postgres_and_back_unchanged(
     assert not (tmp_path / "replica").exists()
 
     async def served() -> None:  # the copy serves: recall, the task, the token, the switch, a new write
-        async with open_runtime(on_pg, warm=False) as rt:
+        async with open_server(on_pg, warm=False) as rt:
             hits = await rt.memory.recall(ALICE, "what does the user drink?", reinforce=False)
             assert hits.hits[0].text == PEOPLE["alice"][0]
             assert (await rt.memory.recall(BOB, "数据库", reinforce=False)).hits[0].text == PEOPLE["bob"][1]
@@ -155,7 +155,7 @@ def test_a_principal_held_otherwise_is_refused_alone_and_what_moves_takes_only_i
     anyio.run(SwitchFile(data).set, EVERYWHERE, "on", 1_001.0)
 
     async def on_the_target(statement: str) -> None:  # a lifecycle pass there moved its mark on
-        async with open_runtime(on_pg, warm=False) as rt, rt.store.transaction(ALICE) as conn:
+        async with open_server(on_pg, warm=False) as rt, rt.store.transaction(ALICE) as conn:
             await conn.execute(statement)
 
     anyio.run(on_the_target, "INSERT OR REPLACE INTO meta(key, value) VALUES ('consolidated_upto', '7')")
@@ -163,7 +163,7 @@ def test_a_principal_held_otherwise_is_refused_alone_and_what_moves_takes_only_i
     assert "0 principals copied and verified, 1 already there" in capsys.readouterr().out
 
     async def more() -> None:
-        async with open_runtime(lite, warm=False) as rt:
+        async with open_server(lite, warm=False) as rt:
             await rt.memory.remember(ALICE, [MemoryInput(content="Written after the copy")], CallContext())
 
     anyio.run(more)
@@ -176,7 +176,7 @@ def test_a_principal_held_otherwise_is_refused_alone_and_what_moves_takes_only_i
     assert anyio.run(_tables, on_pg)["alice"] == before
 
     async def forget_alice_there() -> None:  # the way out the refusal names
-        async with open_runtime(on_pg, warm=False) as rt:
+        async with open_server(on_pg, warm=False) as rt:
             code = (await rt.erasure.forget_user(ALICE)).confirmation_code
             assert code is not None
             await rt.erasure.forget_user(ALICE, code)
@@ -190,7 +190,7 @@ def test_a_principal_held_otherwise_is_refused_alone_and_what_moves_takes_only_i
     assert "names no principal of the source: nobody" in capsys.readouterr().err
 
     async def dan() -> None:
-        async with open_runtime(lite, warm=False) as rt:
+        async with open_server(lite, warm=False) as rt:
             await rt.memory.remember(Scope("dan"), [MemoryInput(content="Dan's office is on floor 4")], CallContext())
 
     anyio.run(dan)

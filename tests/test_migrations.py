@@ -84,8 +84,8 @@ def test_a_migration_backup_goes_when_text_is_forgotten(tmp_path: Path, monkeypa
     import anyio
 
     from mcp_memory.config import load_settings
+    from mcp_memory.mcp.server import open_server
     from mcp_memory.models import Scope
-    from mcp_memory.server import open_runtime
     from mcp_memory.storage.pool import principal_file
 
     path = principal_file(tmp_path, "alice")
@@ -93,7 +93,7 @@ def test_a_migration_backup_goes_when_text_is_forgotten(tmp_path: Path, monkeypa
     _v1_file(path, monkeypatch)  # holds "kept across the upgrade"
 
     async def forget_it() -> None:
-        async with open_runtime(load_settings(data_dir=tmp_path, principal="alice"), warm=False) as runtime:
+        async with open_server(load_settings(data_dir=tmp_path, principal="alice"), warm=False) as runtime:
             await runtime.store.count(Scope("alice"))  # opening the file upgrades it
             assert list(path.parent.glob("*.bak.db"))  # the upgrade made a backup with the old text
             result = await runtime.memory.forget(Scope("alice"), ids=["01JOLDMEMORY0000000000000"], dry_run=False)

@@ -27,9 +27,9 @@ from mcp.client import Client
 
 from mcp_memory.config import load_settings
 from mcp_memory.errors import StorageError
+from mcp_memory.mcp.server import open_server
 from mcp_memory.models import Scope
 from mcp_memory.schemas import MemoryInput, MemoryOut
-from mcp_memory.server import open_runtime
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage.pool import principal_file
 from mcp_memory.storage.sqlite import SqliteStore
@@ -61,7 +61,7 @@ def note(name: str, i: int) -> str:
 
 async def _serve(data_dir: Path, name: str, start: Barrier, conn: Connection) -> None:
     settings = load_settings(data_dir=data_dir, principal=PRINCIPAL)
-    async with open_runtime(settings) as runtime, Client(runtime.mcp, mode="legacy") as client:
+    async with open_server(settings) as runtime, Client(runtime.mcp, mode="legacy") as client:
         await call(client, "recall", {"query": "warm up the model", "reinforce": False})
         await anyio.to_thread.run_sync(start.wait, START_TIMEOUT)
         stored = merged = rejected = 0
@@ -177,7 +177,7 @@ def test_two_processes_share_one_data_directory_without_losing_writes(tmp_path: 
 @pytest.mark.anyio
 async def test_a_write_cancelled_while_waiting_for_the_lock_leaves_no_open_transaction(tmp_path: Path) -> None:
     settings = load_settings(data_dir=tmp_path / "data", principal="alice", busy_timeout_ms=5_000)
-    async with open_runtime(settings) as runtime:
+    async with open_server(settings) as runtime:
         scope = Scope("alice")
         stored = await runtime.memory.remember(scope, [MemoryInput(content="A memory to touch")], CallContext())
         other = sqlite3.connect(principal_file(tmp_path / "data", "alice"), isolation_level=None, timeout=5)
@@ -220,7 +220,7 @@ async def test_recall_does_not_wait_for_another_processs_write_transaction(tmp_p
     data_dir = tmp_path / "data"
     # A short busy timeout: a recall that needed the lock would fail at once instead of waiting.
     settings = load_settings(data_dir=data_dir, principal="alice", busy_timeout_ms=300)
-    async with open_runtime(settings) as runtime:
+    async with open_server(settings) as runtime:
         await runtime.memory.remember(
             Scope("alice"), [MemoryInput(content="The staging cluster is called blue-falcon")], CallContext()
         )

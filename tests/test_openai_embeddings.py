@@ -9,7 +9,7 @@ import pytest
 from mcp.client import Client
 
 from mcp_memory.config import load_settings
-from mcp_memory.server import open_runtime
+from mcp_memory.mcp.server import open_server
 from tests.conftest import call, call_error, hit_texts, row_counts
 from tests.fake_openai import FakeOpenAI, fake_openai_server
 
@@ -31,7 +31,7 @@ async def test_memories_are_embedded_by_the_configured_endpoint(data_dir: Path, 
         principal="alice",
         embedding={"provider": "openai", "base_url": fake.base_url, "model": "fake-embed-1"},
     )
-    async with open_runtime(settings) as runtime, Client(runtime.mcp, mode=mode) as client:
+    async with open_server(settings) as runtime, Client(runtime.mcp, mode=mode) as client:
         await call(
             client,
             "remember",
@@ -62,7 +62,7 @@ async def test_a_failing_endpoint_is_a_clear_error_and_writes_nothing(
         principal="alice",
         embedding={"provider": "openai", "base_url": fake.base_url, "model": "fake-embed-1"},
     )
-    async with open_runtime(settings) as runtime, Client(runtime.mcp, mode=mode) as client:
+    async with open_server(settings) as runtime, Client(runtime.mcp, mode=mode) as client:
         await call(client, "remember", {"content": "a memory stored while the endpoint worked"})
         before = row_counts(data_dir, "alice")
         fake.fail_with = 503

@@ -10,8 +10,8 @@ import anyio
 import psycopg
 import pytest
 
-from mcp_memory.assembly import open_core
 from mcp_memory.cli import main
+from mcp_memory.compose import open_runtime
 from mcp_memory.config import PostgresSettings, load_settings
 from mcp_memory.errors import InvalidInputError, StorageError
 from mcp_memory.models import Scope
@@ -89,7 +89,7 @@ def test_doctor_checks_the_database_then_the_store_on_it(
 
     async def serve() -> None:
         settings = load_settings()
-        async with open_core(settings) as core:
+        async with open_runtime(settings) as core:
             await core.memory.remember(
                 Scope(settings.principal), [MemoryInput(content="The user lives in Oslo")], CallContext()
             )

@@ -13,9 +13,9 @@ import psycopg
 import pytest
 
 from mcp_memory.config import Settings, load_settings
+from mcp_memory.mcp.server import Server, open_server
 from mcp_memory.models import Scope
 from mcp_memory.schemas import MemoryInput
-from mcp_memory.server import Runtime, open_runtime
 from mcp_memory.services.erasure import ErasureService
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage import qdrant_follow as follow
@@ -51,12 +51,12 @@ def _settings(data_dir: Path, dsn: str, engine: str = "qdrant") -> Settings:
     )
 
 
-async def remember(rt: Runtime, scope: Scope, *texts: str) -> list[str]:
+async def remember(rt: Server, scope: Scope, *texts: str) -> list[str]:
     result = await rt.memory.remember(scope, [MemoryInput(content=t) for t in texts], CallContext())
     return [item.id for item in result.items if item.id]
 
 
-async def ranked(rt: Runtime, scope: Scope, query: str) -> list[str]:
+async def ranked(rt: Server, scope: Scope, query: str) -> list[str]:
     return [hit.text for hit in (await rt.memory.recall(scope, query, k=5, reinforce=False)).hits]
 
 
@@ -65,7 +65,7 @@ async def test_a_write_after_another_principal_s_writes_sends_only_its_own_point
 ) -> None:
     """Bob's writes take numbers of the one sequence between two of Alice's: her log has a gap that
     is no prune, and her next write must send its own point, not copy every point again."""
-    async with open_runtime(_settings(data_dir, dsn), clock=clock) as rt:
+    async with open_server(_settings(data_dir, dsn), clock=clock) as rt:
         engine = rt.store.vectors
         assert isinstance(engine, QdrantVectorSearch)
         await remember(rt, ALICE, "The user drinks oolong tea without sugar", "The user lives in Berlin")
@@ -89,14 +89,14 @@ async def test_a_write_after_another_principal_s_writes_sends_only_its_own_point
 async def test_points_behind_a_pruned_log_are_copied_whole_and_forget_user_leaves_no_row_or_point(
     data_dir: Path, cluster: pgcluster.Cluster, dsn: str, clock: Clock
 ) -> None:
-    async with open_runtime(_settings(data_dir, dsn), clock=clock) as rt:
+    async with open_server(_settings(data_dir, dsn), clock=clock) as rt:
         tea, _ = await remember(rt, ALICE, "The user drinks oolong tea without sugar", "The user lives in Berlin")
         [bees] = await remember(rt, BOB, "Bob keeps bees")
-    async with open_runtime(_settings(data_dir, dsn, "exact"), clock=clock) as rt:  # a replica without Qdrant
+    async with open_server(_settings(data_dir, dsn, "exact"), clock=clock) as rt:  # a replica without Qdrant
         await rt.memory.forget(ALICE, ids=[tea], dry_run=False)
         await remember(rt, ALICE, "The user's sister is called Mira")
         await rt.store.lifecycle.prune_changes(ALICE, keep=1)  # the log no longer reaches the points' mark
-    async with open_runtime(_settings(data_dir, dsn), clock=clock) as rt:
+    async with open_server(_settings(data_dir, dsn), clock=clock) as rt:
         assert "The user's sister is called Mira" in await ranked(rt, ALICE, "who is the user's sister?")
         assert "The user drinks oolong tea without sugar" not in await ranked(rt, ALICE, "what does the user drink?")
         erasure = ErasureService(rt.store, clock=clock)

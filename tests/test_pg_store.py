@@ -12,7 +12,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from mcp_memory.assembly import embedder_config, second_opinion_config
+from mcp_memory.compose import embedder_config, second_opinion_config
 from mcp_memory.config import PostgresSettings, Settings, load_settings
 from mcp_memory.embed.loader import Embedder
 from mcp_memory.models import Criteria, Scope

@@ -9,7 +9,7 @@ import pytest
 from mcp.client import Client
 
 from mcp_memory.config import load_settings
-from mcp_memory.server import open_runtime
+from mcp_memory.mcp.server import open_server
 from tests.conftest import call, call_error, hit_texts
 
 pytestmark = pytest.mark.anyio
@@ -58,7 +58,7 @@ async def test_pinned_memories_come_back_with_resume(client: Client) -> None:
 
 async def test_the_pinned_cap_is_enforced_and_named(data_dir: Path, mode: str) -> None:
     settings = load_settings(data_dir=data_dir, principal="alice", limits={"pinned_cap_tokens": 30})
-    async with open_runtime(settings) as runtime, Client(runtime.mcp, mode=mode) as client:
+    async with open_server(settings) as runtime, Client(runtime.mcp, mode=mode) as client:
         await call(client, "remember", {"content": "Rule one: answer in English " * 2, "pinned": True})
         big = "Rule two: always cite the source document and page number " * 2
         message = await call_error(client, "remember", {"content": big, "pinned": True})

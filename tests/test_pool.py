@@ -10,9 +10,9 @@ import pytest
 from mcp.client import Client
 
 from mcp_memory.config import load_settings
+from mcp_memory.mcp.server import Server, open_server
 from mcp_memory.models import Scope
 from mcp_memory.schemas import MemoryInput
-from mcp_memory.server import Runtime, open_runtime
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage.sqlite import SqliteStore
 from tests.conftest import call
@@ -24,18 +24,18 @@ def _open_files() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
-async def _remember(runtime: Runtime, principal: str, text: str) -> None:
+async def _remember(runtime: Server, principal: str, text: str) -> None:
     await runtime.memory.remember(Scope(principal), [MemoryInput(content=text)], CallContext())
 
 
-async def _recall(runtime: Runtime, principal: str, query: str) -> list[str]:
+async def _recall(runtime: Server, principal: str, query: str) -> list[str]:
     result = await runtime.memory.recall(Scope(principal), query, reinforce=False)
     return [h.text for h in result.hits]
 
 
 async def test_principals_past_the_limit_are_closed_and_reopen_with_nothing_lost(data_dir: Path) -> None:
     settings = load_settings(data_dir=data_dir, principal="p0", pool={"max_open": 3})
-    async with open_runtime(settings) as runtime:
+    async with open_server(settings) as runtime:
         store = runtime.store
         before = _open_files()
         for i in range(12):
@@ -55,7 +55,7 @@ async def test_an_idle_session_holds_no_principal_file_and_its_next_call_reopens
     """Clients keep sessions open for hours: between its calls a session pins nothing, so a crowd of
     idle sessions cannot exhaust the descriptors (issue 34)."""
     settings = load_settings(data_dir=data_dir, principal="alice", pool={"max_open": 1})
-    async with open_runtime(settings) as runtime:
+    async with open_server(settings) as runtime:
         assert isinstance(runtime.store, SqliteStore)  # the pool of files is SQLite's
         async with Client(runtime.mcp, mode="legacy") as alice:
             await call(alice, "remember", {"content": "Alice's locker is number 42"})
@@ -72,7 +72,7 @@ async def test_an_idle_session_holds_no_principal_file_and_its_next_call_reopens
 async def test_full_durability_syncs_every_commit_and_normal_is_the_default(data_dir: Path) -> None:
     for durability, expected in (("normal", 1), ("full", 2)):  # SQLite's codes for NORMAL and FULL
         settings = load_settings(data_dir=data_dir / durability, principal="p0", storage={"durability": durability})
-        async with open_runtime(settings, warm=False) as runtime:
+        async with open_server(settings, warm=False) as runtime:
             await _remember(runtime, "p0", "The spare key is in drawer 3")
             assert isinstance(runtime.store, SqliteStore)
             db = await runtime.store.principal_db(Scope("p0"))
@@ -86,7 +86,7 @@ async def test_idle_principals_are_closed_and_vector_indexes_kept_within_budget(
     settings = load_settings(
         data_dir=data_dir, principal="p0", pool={"idle_seconds": 0.5, "index_budget_mb": 1, "max_open": 50}
     )
-    async with open_runtime(settings) as runtime:
+    async with open_server(settings) as runtime:
         for i in range(4):
             await _remember(runtime, f"p{i}", f"Principal {i} keeps the spare key in drawer {i}")
             await _recall(runtime, f"p{i}", "spare key")  # loads each index

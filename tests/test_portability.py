@@ -13,8 +13,8 @@ from mcp.client import Client
 
 from mcp_memory.config import Settings, load_settings
 from mcp_memory.errors import InvalidInputError
+from mcp_memory.mcp.server import Server, open_server
 from mcp_memory.models import GoldenRow, Scope
-from mcp_memory.server import Runtime, open_runtime
 from mcp_memory.services.portability import export_lines, import_lines
 from tests.conftest import BILLING_SESSION, Clock, call, row_counts
 
@@ -52,7 +52,7 @@ async def _remember(client: Client, text: str, session: str, kind: str, importan
 
 
 async def _build(data_dir: Path, clock: Clock, *, undo: bool = False) -> Original:
-    async with open_runtime(_settings(data_dir), clock=clock) as runtime, Client(runtime.mcp, mode="legacy") as client:
+    async with open_server(_settings(data_dir), clock=clock) as runtime, Client(runtime.mcp, mode="legacy") as client:
         session = [await _remember(client, t, "s-offsite", "fact", 0.5) for t in SESSION]
         coffee = [await _remember(client, "I prefer dark roast coffee in the morning", "monday", "preference", 0.9)]
         clock.advance(24 * HOUR)
@@ -83,12 +83,12 @@ async def original(tmp_path: Path, clock: Clock) -> Original:
 
 
 @pytest.fixture
-async def fresh(tmp_path: Path, clock: Clock) -> AsyncIterator[Runtime]:
-    async with open_runtime(_settings(tmp_path / "fresh"), clock=clock) as runtime:
+async def fresh(tmp_path: Path, clock: Clock) -> AsyncIterator[Server]:
+    async with open_server(_settings(tmp_path / "fresh"), clock=clock) as runtime:
         yield runtime
 
 
-async def _import(runtime: Runtime, lines: list[bytes], batch: int = 64) -> tuple[int, int]:
+async def _import(runtime: Server, lines: list[bytes], batch: int = 64) -> tuple[int, int]:
     return await import_lines(runtime.store, runtime.embedder, ALICE, lines, batch=batch)
 
 
@@ -99,7 +99,7 @@ def _without(lines: list[bytes], *fields: str) -> list[bytes]:
 
 
 async def test_an_imported_summary_and_fact_still_name_their_sources_on_recall(
-    original: Original, fresh: Runtime
+    original: Original, fresh: Server
 ) -> None:
     assert await _import(fresh, original.lines) == (len(original.lines), 0)
     async with Client(fresh.mcp, mode="legacy") as client:
@@ -113,7 +113,7 @@ async def test_an_imported_summary_and_fact_still_name_their_sources_on_recall(
     assert sorted(fact["source_ids"]) == sorted(original.coffee)
 
 
-async def test_an_imported_summary_can_be_undone(original: Original, fresh: Runtime) -> None:
+async def test_an_imported_summary_can_be_undone(original: Original, fresh: Server) -> None:
     await _import(fresh, original.lines)
     async with Client(fresh.mcp, mode="legacy") as client:
         undone = await call(client, "undo_summary", {"id": original.summary})
@@ -125,7 +125,7 @@ async def test_an_imported_summary_can_be_undone(original: Original, fresh: Runt
 
 
 async def test_forgetting_an_imported_source_drops_its_summary_and_returns_the_others(
-    original: Original, fresh: Runtime
+    original: Original, fresh: Server
 ) -> None:
     await _import(fresh, original.lines)
     async with Client(fresh.mcp, mode="legacy") as client:
@@ -141,7 +141,7 @@ async def test_forgetting_an_imported_source_drops_its_summary_and_returns_the_o
     assert original.summary not in [h["id"] for h in every["hits"]]
 
 
-async def test_a_flagged_conflict_shows_on_both_sides_after_import(original: Original, fresh: Runtime) -> None:
+async def test_a_flagged_conflict_shows_on_both_sides_after_import(original: Original, fresh: Server) -> None:
     await _import(fresh, original.lines)
     async with Client(fresh.mcp, mode="legacy") as client:
         hits = {h["id"]: h for h in (await call(client, "recall", {**PETS, "detail": "full"}))["hits"]}
@@ -150,7 +150,7 @@ async def test_a_flagged_conflict_shows_on_both_sides_after_import(original: Ori
 
 
 async def test_a_summary_undone_before_export_is_not_made_again_after_import(
-    tmp_path: Path, clock: Clock, fresh: Runtime
+    tmp_path: Path, clock: Clock, fresh: Server
 ) -> None:
     undone = await _build(tmp_path / "original", clock, undo=True)
     assert any(b'"compression_failures"' in line for line in undone.lines)
@@ -159,7 +159,7 @@ async def test_a_summary_undone_before_export_is_not_made_again_after_import(
     assert (await fresh.scheduler.run_once())["summaries"] == 0
 
 
-async def test_lineage_is_restored_when_a_summary_comes_before_its_sources(original: Original, fresh: Runtime) -> None:
+async def test_lineage_is_restored_when_a_summary_comes_before_its_sources(original: Original, fresh: Server) -> None:
     lines = list(reversed(original.lines))
     assert orjson.loads(lines[0])["level"] > 0  # the summary or the fact opens the file
     await _import(fresh, lines, batch=2)
@@ -170,7 +170,7 @@ async def test_lineage_is_restored_when_a_summary_comes_before_its_sources(origi
     assert pets[original.cats]["conflicts_with"] == [original.dogs]
 
 
-async def test_an_export_without_lineage_fields_still_imports(original: Original, fresh: Runtime) -> None:
+async def test_an_export_without_lineage_fields_still_imports(original: Original, fresh: Server) -> None:
     old = _without(original.lines, "source_ids", "conflicts_with", "compression_failures", "last_seen_at")
     assert await _import(fresh, old) == (len(old), 0)
     async with Client(fresh.mcp, mode="legacy") as client:
@@ -179,7 +179,7 @@ async def test_an_export_without_lineage_fields_still_imports(original: Original
 
 
 async def test_importing_the_full_export_again_completes_the_lineage_an_older_import_left_out(
-    original: Original, fresh: Runtime
+    original: Original, fresh: Server
 ) -> None:
     await _import(fresh, _without(original.lines, "source_ids", "conflicts_with"))
     assert await _import(fresh, original.lines) == (0, len(original.lines))
@@ -191,7 +191,7 @@ async def test_importing_the_full_export_again_completes_the_lineage_an_older_im
 
 
 async def test_a_line_naming_a_source_that_is_nowhere_is_refused_and_nothing_is_written(
-    original: Original, fresh: Runtime, tmp_path: Path
+    original: Original, fresh: Server, tmp_path: Path
 ) -> None:
     partial = [line for line in original.lines if orjson.loads(line)["id"] != original.session[2]]
     number = next(i for i, line in enumerate(partial, start=1) if orjson.loads(line)["id"] == original.summary)
@@ -204,7 +204,7 @@ async def test_a_line_naming_a_source_that_is_nowhere_is_refused_and_nothing_is_
     assert row_counts(tmp_path / "fresh", "alice").get("memories", 0) == 0
 
 
-async def test_a_line_whose_lineage_is_not_a_list_of_ids_is_refused(original: Original, fresh: Runtime) -> None:
+async def test_a_line_whose_lineage_is_not_a_list_of_ids_is_refused(original: Original, fresh: Server) -> None:
     rows = [orjson.loads(line) for line in original.lines]
     rows[0]["source_ids"] = "01J0000000000000000000000"
     with pytest.raises(InvalidInputError, match="line 1"):
@@ -227,7 +227,7 @@ async def test_a_line_whose_lineage_is_not_a_list_of_ids_is_refused(original: Or
     ],
 )
 async def test_a_line_with_a_field_of_the_wrong_type_is_refused_and_nothing_is_written(
-    original: Original, fresh: Runtime, field: str, value: object, named: str
+    original: Original, fresh: Server, field: str, value: object, named: str
 ) -> None:
     # Stored, such a line broke export, list_memories, get_memory and forget for the whole store.
     rows = [orjson.loads(line) for line in original.lines]
@@ -240,7 +240,7 @@ async def test_a_line_with_a_field_of_the_wrong_type_is_refused_and_nothing_is_w
     assert [line async for line in export_lines(fresh.store, ALICE)] == []
 
 
-async def test_a_line_replaced_by_a_memory_that_is_nowhere_is_refused(original: Original, fresh: Runtime) -> None:
+async def test_a_line_replaced_by_a_memory_that_is_nowhere_is_refused(original: Original, fresh: Server) -> None:
     rows = [orjson.loads(line) for line in original.lines]
     rows[1]["superseded_by"] = "01J00000000000000000000000"
     refusal = r"line 2: superseded_by names memory '01J0+'.*set superseded_by to null"
@@ -249,7 +249,7 @@ async def test_a_line_replaced_by_a_memory_that_is_nowhere_is_refused(original: 
 
 
 async def test_an_oversized_memory_and_a_repeated_id_are_refused_with_their_lines(
-    original: Original, fresh: Runtime
+    original: Original, fresh: Server
 ) -> None:
     rows = [orjson.loads(line) for line in original.lines]
     big = dict(rows[0], content="word " * 4_000)
@@ -263,21 +263,21 @@ async def test_an_oversized_memory_and_a_repeated_id_are_refused_with_their_line
 
 async def test_golden_queries_travel_with_the_export_and_are_not_doubled(original: Original, tmp_path: Path) -> None:
     """The questions the passes are checked against come back with the memories, namespace and all."""
-    async with open_runtime(_settings(tmp_path / "original")) as runtime:
+    async with open_server(_settings(tmp_path / "original")) as runtime:
         await runtime.store.golden.add(
             Scope("alice", "work"),
             GoldenRow("01GOLDEN0000000000000000000", "work", "what about cats?", original.cats, 1.0),
         )
         lines = [line async for line in export_lines(runtime.store, ALICE)]
     assert orjson.loads(lines[-1])["golden_query"]["memory_id"] == original.cats
-    async with open_runtime(_settings(tmp_path / "copy")) as copy:
+    async with open_server(_settings(tmp_path / "copy")) as copy:
         assert await _import(copy, lines) == (len(lines) - 1, 0)
         assert await _import(copy, lines) == (0, len(lines) - 1)
         [golden] = await copy.store.golden.queries(ALICE)
         assert (golden.namespace, golden.query, golden.memory_id) == ("work", "what about cats?", original.cats)
 
 
-async def test_a_golden_query_naming_a_memory_that_is_nowhere_is_refused(original: Original, fresh: Runtime) -> None:
+async def test_a_golden_query_naming_a_memory_that_is_nowhere_is_refused(original: Original, fresh: Server) -> None:
     stray = {"golden_query": {"id": "g1", "namespace": None, "query": "q", "memory_id": "NOPE", "created_at": 1.0}}
     with pytest.raises(InvalidInputError, match=rf"line {len(original.lines) + 1}.*'NOPE'"):
         await _import(fresh, [*original.lines, orjson.dumps(stray)])

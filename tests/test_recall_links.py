@@ -8,8 +8,8 @@ import sqlite3
 import pytest
 from mcp.client import Client
 
+from mcp_memory.mcp.server import Server
 from mcp_memory.models import Scope
-from mcp_memory.server import Runtime
 from mcp_memory.storage.links import MAX_LINKS
 from mcp_memory.storage.pool import principal_file
 from tests.conftest import call
@@ -71,7 +71,7 @@ async def test_the_next_turn_of_a_dialog_comes_with_its_neighbour(client: Client
     assert f"via link from {first} (session)" in hits[second]["why"]
 
 
-async def test_forget_takes_a_memorys_links_with_it(client: Client, runtime: Runtime) -> None:
+async def test_forget_takes_a_memorys_links_with_it(client: Client, runtime: Server) -> None:
     await _remember(client, OTHERS, "s0")
     (lead,) = await _remember(client, ["Nadia leads the Falcon project at work"], "s1")
     (ships,) = await _remember(client, ["Falcon ships its public beta on June 5"], "s2")
@@ -113,7 +113,7 @@ async def test_facts_stored_in_one_call_are_not_each_others_neighbours(client: C
 
 
 async def test_an_entity_many_memories_name_still_gives_each_source_its_full_share(
-    client: Client, runtime: Runtime
+    client: Client, runtime: Server
 ) -> None:
     """Recall reads only an entity's first memories (USABLE_PER_ENTITY): a source still gets MAX_LINKS
     targets, the first stored, however many memories name the entity (the share is taken from a

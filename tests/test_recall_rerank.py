@@ -13,7 +13,7 @@ import pytest
 from mcp.client import Client
 
 from mcp_memory.config import load_settings
-from mcp_memory.server import open_runtime
+from mcp_memory.mcp.server import open_server
 from tests.conftest import Clock, call
 from tests.fake_openai import FakeOpenAI, llm_table
 
@@ -38,7 +38,7 @@ async def served(data_dir: Path, fake: FakeOpenAI, clock: Clock, **recall: Any) 
         llm=llm_table(fake, timeout_seconds=5.0),
         recall={"llm_rerank": True, "llm_timeout_seconds": 1.0, **recall},
     )
-    async with open_runtime(settings, clock=clock) as runtime, Client(runtime.mcp, mode="legacy") as client:
+    async with open_server(settings, clock=clock) as runtime, Client(runtime.mcp, mode="legacy") as client:
         await call(client, "remember", {"memories": [{"content": m} for m in MEMORIES]})
         yield client
 

@@ -7,7 +7,7 @@ import sqlite3
 import pytest
 from mcp.client import Client
 
-from mcp_memory.server import Runtime
+from mcp_memory.mcp.server import Server
 from mcp_memory.storage.pool import principal_file
 from tests.conftest import Clock, call, call_error, hit_texts
 
@@ -295,7 +295,7 @@ async def test_importance_is_estimated_when_absent(client: Client) -> None:
     assert importance["Remember this: never force-push to main"] > importance["The office plant was watered"]
 
 
-async def test_one_process_serves_many_connections_with_one_model(runtime: Runtime, mode: str) -> None:
+async def test_one_process_serves_many_connections_with_one_model(runtime: Server, mode: str) -> None:
     async with Client(runtime.mcp, mode=mode) as a, Client(runtime.mcp, mode=mode) as b:
         await call(a, "remember", {"content": "Connection A wrote this note about Kafka partitions"})
         result = await call(b, "recall", {"detail": "full", "query": "Kafka partitions"})
@@ -319,7 +319,7 @@ async def test_a_batch_repeating_a_text_that_merges_gives_every_item_its_outcome
     assert len(hits[0]["occurrence_ids"]) == 3
 
 
-async def test_an_internal_error_names_what_failed_and_the_request(client: Client, runtime: Runtime) -> None:
+async def test_an_internal_error_names_what_failed_and_the_request(client: Client, runtime: Server) -> None:
     await call(client, "remember", {"content": "The staging cluster is called blue-falcon"})
     # Break the store under the server, as a damaged file would: recall then fails inside our code.
     conn = sqlite3.connect(principal_file(runtime.settings.data_dir, "alice"))

@@ -13,10 +13,10 @@ from mcp.client import Client
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
+from mcp_memory.mcp.notify import ResourceNotifier
+from mcp_memory.mcp.server import Server
 from mcp_memory.models import Scope
-from mcp_memory.resources import ResourceNotifier
 from mcp_memory.scope import ScopeResolver
-from mcp_memory.server import Runtime
 from tests.conftest import Heard, call, call_error, subscribed
 
 pytestmark = pytest.mark.anyio
@@ -193,12 +193,12 @@ async def test_an_unknown_prompt_tool_or_resource_is_invalid_params_naming_it_an
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
-def _updates(runtime: Runtime, mode: str, uri: str) -> AbstractAsyncContextManager[tuple[Client, Heard]]:
+def _updates(runtime: Server, mode: str, uri: str) -> AbstractAsyncContextManager[tuple[Client, Heard]]:
     """An in-process client subscribed to ``uri``; yields the updates it hears of."""
     return subscribed(lambda handler: Client(runtime.mcp, mode=mode, message_handler=handler), mode, [uri])
 
 
-async def test_a_subscriber_hears_of_task_and_pin_changes(runtime: Runtime, mode: str) -> None:
+async def test_a_subscriber_hears_of_task_and_pin_changes(runtime: Server, mode: str) -> None:
     async with (
         _updates(runtime, mode, "memory://tasks/t1") as (_, task_seen),
         _updates(runtime, mode, "memory://pinned") as (_, pin_seen),
@@ -213,7 +213,7 @@ async def test_a_subscriber_hears_of_task_and_pin_changes(runtime: Runtime, mode
 
 
 async def test_a_task_id_with_reserved_characters_gets_uris_that_read_back_and_hear_changes(
-    runtime: Runtime, mode: str
+    runtime: Server, mode: str
 ) -> None:
     # The raw id went into the URIs the server handed out: "a/b?c" gave "Unknown resource".
     async with (

@@ -14,7 +14,7 @@ import pytest
 from mcp.client import Client
 
 from mcp_memory.config import load_settings
-from mcp_memory.server import open_runtime
+from mcp_memory.mcp.server import open_server
 from mcp_memory.storage.pool import principal_file
 from tests.conftest import Clock, call
 
@@ -27,11 +27,11 @@ CHILD = """
 import sys, anyio
 from pathlib import Path
 from mcp_memory.config import load_settings
-from mcp_memory.server import open_runtime
+from mcp_memory.mcp.server import open_server
 
 async def main() -> None:
     settings = load_settings(data_dir=Path(sys.argv[1]), principal="alice")
-    async with open_runtime(settings, warm=False) as runtime:
+    async with open_server(settings, warm=False) as runtime:
         await runtime.scheduler.run_once(float(sys.argv[2]))
 
 anyio.run(main)
@@ -89,7 +89,7 @@ async def test_a_pass_killed_midway_leaves_whole_groups_and_another_process_take
     data_dir: Path, clock: Clock
 ) -> None:
     settings = load_settings(data_dir=data_dir, principal="alice", lifecycle={"lease_seconds": 60})
-    async with open_runtime(settings, clock=clock) as runtime, Client(runtime.mcp, mode="legacy") as client:
+    async with open_server(settings, clock=clock) as runtime, Client(runtime.mcp, mode="legacy") as client:
         sizes: set[int] = set()
         for s in range(SESSIONS):
             stored = await call(

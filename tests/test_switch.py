@@ -14,8 +14,8 @@ from mcp.client import Client
 
 from mcp_memory.cli import main
 from mcp_memory.config import load_settings
+from mcp_memory.mcp.server import Server, open_server
 from mcp_memory.models import Scope
-from mcp_memory.server import Runtime, open_runtime
 from mcp_memory.storage.pool import principal_file
 from tests.conftest import call, call_error, hit_texts, row_counts
 
@@ -26,13 +26,13 @@ def switch(data: Path, *args: str) -> None:
     assert main(["--data-dir", str(data), "switch", *args]) == 0
 
 
-def serve(data: Path, principal: str, work: Callable[[Client, Runtime], Awaitable[Any]], **extra: Any) -> Any:
+def serve(data: Path, principal: str, work: Callable[[Client, Server], Awaitable[Any]], **extra: Any) -> Any:
     """Run ``work`` against a server of ``principal`` on ``data``; switch commands run between two
     such calls as another process's would (the server reads the control file at every call)."""
 
     async def run() -> Any:
         settings = load_settings(data_dir=data, principal=principal, **extra)
-        async with open_runtime(settings) as runtime, Client(runtime.mcp) as client:
+        async with open_server(settings) as runtime, Client(runtime.mcp) as client:
             return await work(client, runtime)
 
     return anyio.run(run)
@@ -41,7 +41,7 @@ def serve(data: Path, principal: str, work: Callable[[Client, Runtime], Awaitabl
 def test_off_means_no_memory_in_and_none_out_and_on_loses_nothing(tmp_path: Path) -> None:
     data = tmp_path / "data"
 
-    async def fill(client: Client, runtime: Runtime) -> None:
+    async def fill(client: Client, runtime: Server) -> None:
         await call(client, "remember", {"content": FACT, "pinned": True})
         await call(client, "checkpoint", {"task_id": "task-1", "goal": "Move staging to Paris"})
 
@@ -49,7 +49,7 @@ def test_off_means_no_memory_in_and_none_out_and_on_loses_nothing(tmp_path: Path
     before = row_counts(data, "alice")
     switch(data, "off")
 
-    async def while_off(client: Client, runtime: Runtime) -> None:
+    async def while_off(client: Client, runtime: Server) -> None:
         recalled = await call(client, "recall", {"query": "Where is the staging cluster?"})
         assert recalled["hits"] == []
         assert recalled["pinned"] == []
@@ -76,7 +76,7 @@ def test_off_means_no_memory_in_and_none_out_and_on_loses_nothing(tmp_path: Path
     assert row_counts(data, "alice")["memories"] == before["memories"]  # nothing written
     switch(data, "on")
 
-    async def on_again(client: Client, runtime: Runtime) -> None:
+    async def on_again(client: Client, runtime: Server) -> None:
         assert FACT in [p["text"] for p in (await call(client, "recall", {"query": "staging region"}))["pinned"]]
         assert (await call(client, "stats", {}))["memory_switch"] == "on"
 
@@ -86,7 +86,7 @@ def test_off_means_no_memory_in_and_none_out_and_on_loses_nothing(tmp_path: Path
 def test_a_call_after_switch_off_returns_is_refused_in_a_server_already_running(tmp_path: Path) -> None:
     data = tmp_path / "data"
 
-    async def work(client: Client, runtime: Runtime) -> None:
+    async def work(client: Client, runtime: Server) -> None:
         await call(client, "remember", {"content": FACT})
         assert hit_texts(await call(client, "recall", {"query": "staging cluster region"})) == [FACT]
         await anyio.to_thread.run_sync(switch, data, "off")  # another process, while this one serves
@@ -101,10 +101,10 @@ def test_a_principal_or_namespace_switch_covers_only_that(tmp_path: Path, monkey
     data = tmp_path / "data"
     switch(data, "off", "--principal", "bob")
 
-    async def alice(client: Client, runtime: Runtime) -> None:
+    async def alice(client: Client, runtime: Server) -> None:
         await call(client, "remember", {"content": FACT})
 
-    async def bob(client: Client, runtime: Runtime) -> None:
+    async def bob(client: Client, runtime: Server) -> None:
         assert "principal 'bob'" in await call_error(client, "remember", {"content": FACT})
 
     serve(data, "alice", alice)
@@ -112,10 +112,10 @@ def test_a_principal_or_namespace_switch_covers_only_that(tmp_path: Path, monkey
     switch(data, "on", "--principal", "bob")
     switch(data, "off", "--principal", "alice", "--namespace", "proj-a")
 
-    async def alice_a(client: Client, runtime: Runtime) -> None:
+    async def alice_a(client: Client, runtime: Server) -> None:
         assert "namespace 'proj-a'" in await call_error(client, "remember", {"content": "Project A uses Helm"})
 
-    async def alice_b(client: Client, runtime: Runtime) -> None:
+    async def alice_b(client: Client, runtime: Server) -> None:
         await call(client, "remember", {"content": "Project B uses Terraform"})
 
     serve(data, "alice", alice_a, namespace="proj-a")
@@ -124,7 +124,7 @@ def test_a_principal_or_namespace_switch_covers_only_that(tmp_path: Path, monkey
     monkeypatch.setenv("MCP_MEMORY_PRINCIPAL", "alice")
     switch(data, "off")
 
-    async def bob_everywhere(client: Client, runtime: Runtime) -> None:
+    async def bob_everywhere(client: Client, runtime: Server) -> None:
         assert "every principal of the store" in await call_error(client, "remember", {"content": FACT})
 
     serve(data, "bob", bob_everywhere)
@@ -133,10 +133,10 @@ def test_a_principal_or_namespace_switch_covers_only_that(tmp_path: Path, monkey
 def test_the_config_key_sets_the_state_at_first_start_only(tmp_path: Path) -> None:
     data = tmp_path / "data"
 
-    async def refused(client: Client, runtime: Runtime) -> None:
+    async def refused(client: Client, runtime: Server) -> None:
         assert "switched off" in await call_error(client, "remember", {"content": FACT})
 
-    async def stored(client: Client, runtime: Runtime) -> None:
+    async def stored(client: Client, runtime: Server) -> None:
         await call(client, "remember", {"content": FACT})
 
     serve(data, "alice", refused, memory_switch="off")
@@ -147,7 +147,7 @@ def test_the_config_key_sets_the_state_at_first_start_only(tmp_path: Path) -> No
 def test_status_doctor_and_a_lifecycle_pass_show_and_obey_it(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     data = tmp_path / "data"
 
-    async def fill(client: Client, runtime: Runtime) -> None:
+    async def fill(client: Client, runtime: Server) -> None:
         await call(client, "remember", {"content": FACT})
 
     serve(data, "alice", fill)
@@ -178,7 +178,7 @@ def test_a_narrower_switch_on_says_a_broader_one_keeps_memory_off(
 def test_switching_a_principal_with_nothing_stored_says_so(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     data = tmp_path / "data"
 
-    async def alice(client: Client, runtime: Runtime) -> None:
+    async def alice(client: Client, runtime: Server) -> None:
         await call(client, "remember", {"content": FACT})
 
     serve(data, "alice", alice)

@@ -14,7 +14,7 @@ from mcp.client import Client
 from mcp.shared.exceptions import MCPError
 
 from mcp_memory.config import load_settings
-from mcp_memory.server import open_runtime
+from mcp_memory.mcp.server import open_server
 from mcp_memory.storage.pool import principal_file
 from tests.conftest import Clock, call, call_error
 
@@ -55,7 +55,7 @@ async def connect(
     data_dir: Path, mode: str, principal: str = "alice", clock: Clock | None = None
 ) -> AsyncIterator[Client]:
     settings = load_settings(data_dir=data_dir, principal=principal)
-    async with open_runtime(settings, clock=clock or time.time) as runtime, Client(runtime.mcp, mode=mode) as client:
+    async with open_server(settings, clock=clock or time.time) as runtime, Client(runtime.mcp, mode=mode) as client:
         yield client
 
 

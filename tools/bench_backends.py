@@ -42,7 +42,7 @@ from stats import markdown_table, percentile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mcp_memory.assembly import embedder_config, second_opinion_config
+from mcp_memory.compose import embedder_config, second_opinion_config
 from mcp_memory.config import Settings, load_settings
 from mcp_memory.embed.loader import Embedder, build_model
 from mcp_memory.models import Scope

@@ -21,16 +21,16 @@ from pathlib import Path
 import anyio
 
 from mcp_memory.config import load_settings
+from mcp_memory.mcp.server import open_server
 from mcp_memory.models import Scope
 from mcp_memory.schemas import MemoryInput
-from mcp_memory.server import open_runtime
 from mcp_memory.services.memory import CallContext
 
 
 async def rate(root: Path, durability: str, memories: int, batch: int) -> float:
     settings = load_settings(data_dir=root / f"{durability}-{batch}-{time.monotonic_ns()}", principal="bench")
     settings = settings.model_copy(update={"storage": settings.storage.model_copy(update={"durability": durability})})
-    async with open_runtime(settings, warm=False) as runtime:
+    async with open_server(settings, warm=False) as runtime:
         await runtime.embedder.ready()
         scope = Scope("bench")
         texts = [f"Bench memory {i}: the build on runner {i % 7} took {i % 60} minutes" for i in range(memories)]

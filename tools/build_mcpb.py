@@ -33,7 +33,7 @@ from mcp.client import Client
 
 from mcp_memory import __version__
 from mcp_memory.config import load_settings
-from mcp_memory.server import open_runtime
+from mcp_memory.mcp.server import open_server
 
 REPO = Path(__file__).resolve().parents[1]
 ENTRY = Path(__file__).resolve().parent / "mcpb_entry.py"
@@ -91,7 +91,7 @@ async def served_tools() -> list[dict[str, str]]:
         config = Path(scratch) / "config.toml"
         config.touch()  # a config.toml in the builder's home must not change what is listed
         settings = load_settings(config, data_dir=Path(scratch) / "data")
-        async with open_runtime(settings, warm=False) as runtime, Client(runtime.mcp) as client:
+        async with open_server(settings, warm=False) as runtime, Client(runtime.mcp) as client:
             listed = (await client.list_tools()).tools
     return [{"name": tool.name, "description": first_paragraph(tool.description or tool.name)} for tool in listed]
 

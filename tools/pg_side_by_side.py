@@ -27,9 +27,9 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from mcp_memory.config import Settings, load_settings
+from mcp_memory.mcp.server import open_server
 from mcp_memory.models import Scope
 from mcp_memory.schemas import MemoryInput
-from mcp_memory.server import open_runtime
 from mcp_memory.services.memory import CallContext
 from mcp_memory.services.portability import export_lines
 from mcp_memory.storage.pg import migrations
@@ -45,7 +45,7 @@ def _settings(data_dir: Path, dsn: str, backend: str) -> Settings:
 async def fill(settings: Settings, stores: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
     """Every store remembered as its own principal; memory id -> the file's id, per store."""
     ids: dict[str, dict[str, str]] = {}
-    async with open_runtime(settings, warm=False) as rt:
+    async with open_server(settings, warm=False) as rt:
         for store in stores:
             items = [MemoryInput(content=m["text"], metadata={"file_id": m["id"]}) for m in store["memories"]]
             result = await rt.memory.remember(Scope(store["id"]), items, CallContext())
@@ -61,7 +61,7 @@ async def ask(
     """The rank of each question's gold memory (None: not in the top 10), per set; each recall's time."""
     ranks: dict[str, list[int | None]] = {s: [] for s in SETS}
     took: list[float] = []
-    async with open_runtime(settings, warm=False) as rt:
+    async with open_server(settings, warm=False) as rt:
         for store in stores:
             scope = Scope(store["id"])
             await rt.memory.recall(scope, "warm-up", k=1, reinforce=False)  # the index loads once
@@ -76,7 +76,7 @@ async def ask(
 
 
 async def exports(settings: Settings, names: list[str]) -> dict[str, bytes]:
-    async with open_runtime(settings, warm=False) as rt:
+    async with open_server(settings, warm=False) as rt:
         return {n: b"".join([line async for line in export_lines(rt.store, Scope(n))]) for n in names}
 
 

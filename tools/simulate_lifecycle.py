@@ -38,9 +38,9 @@ from pathlib import Path
 import anyio
 
 from mcp_memory.config import load_settings
+from mcp_memory.mcp.server import open_server
 from mcp_memory.models import Scope
 from mcp_memory.schemas import MemoryInput, MemoryOut
-from mcp_memory.server import open_runtime
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage.counts import CountStore
 
@@ -175,7 +175,7 @@ async def run(sessions: list[Session], lifecycle: bool, folder: Path, base_hours
         data_dir=folder, principal="sim", lifecycle={"enabled": False, "decay_base_hours": base_hours}
     )
     result = RunResult()
-    async with open_runtime(settings, clock=lambda: clock_now[0], warm=False) as runtime:
+    async with open_server(settings, clock=lambda: clock_now[0], warm=False) as runtime:
         logging.getLogger("mcp_memory").setLevel(logging.WARNING)
         scope = Scope("sim")
         last_pass_day = 0

@@ -1,6 +1,6 @@
 """What the services need from a backend, as protocols: the record store and its lifecycle rows.
 
-The composition root (``server.open_runtime``) builds a backend's objects and hands them to the
+The composition root (``compose.open_runtime``) builds a backend's objects and hands them to the
 services, which never name a backend class. A backend is a module whose store satisfies
 ``MemoryStore`` (SQLite today: ``storage.sqlite.SqliteStore``); ADR 13 lists what each method
 must guarantee.

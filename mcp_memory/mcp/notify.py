@@ -1,214 +1,32 @@
-"""MCP resources: pinned memory and the task trees, rendered for people and for programs.
+"""Resource subscriptions: who listens for which resource, and the notices a change sends them.
 
-memory://pinned                                      pinned memories, Markdown
-memory://pinned.json                                 the same, JSON
-memory://tasks                                       the caller's tasks, JSON (newest first)
-memory://tasks/{task_id}                             the head, rendered readably (snapshot included)
-memory://tasks/{task_id}/checkpoints                 the task's checkpoints, JSON
-memory://tasks/{task_id}/checkpoints/{checkpoint_id} one full checkpoint, JSON
+``ResourceNotifier`` tells the subscribers of the caller's principal at once what a call of this
+process changed; ``ChangeWatcher`` tells them what other processes and the lifecycle passes changed.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 import anyio
-import orjson
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp.shared.subscriptions import ResourceUpdated, ServerEvent
 from mcp_types import EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
 
-from mcp_memory.errors import MemoryServerError, NotFoundError
 from mcp_memory.models import Scope
-from mcp_memory.schemas import MemoryOut
 from mcp_memory.scope import ScopeResolver
-from mcp_memory.services import task_tree
 from mcp_memory.services.memory import MemoryService
-from mcp_memory.services.stats import StatsService
 from mcp_memory.services.tasks import TaskService
-from mcp_memory.task_schemas import TaskState
 from mcp_memory.text import task_uri
 
 log = logging.getLogger(__name__)
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-def _as_resource_errors(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
-    @functools.wraps(fn)
-    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return await fn(*args, **kwargs)
-        except NotFoundError as exc:
-            raise ResourceNotFoundError(str(exc)) from None
-        except MemoryServerError as exc:
-            raise ResourceError(str(exc)) from None
-
-    return wrapper
-
-
-def _json(value: Any) -> str:
-    return orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
-
-
-def pinned_markdown(pinned: list[MemoryOut]) -> str:
-    if not pinned:
-        return "# Pinned memory\n\nNothing is pinned. Pin goals, rules and identity with the `pin` tool.\n"
-    lines = ["# Pinned memory", ""]
-    lines += [
-        f"- **{m.kind}**: {m.text} _(id {m.id}, since {m.created_at:%Y-%m-%d}{_origin(m)})_"
-        + (f" **[caution: {m.caution}]**" if m.caution else "")
-        for m in pinned
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def _origin(memory: MemoryOut) -> str:
-    """Where a pin from the memory file comes from: edit it there, not with the tools."""
-    key = memory.key or ""
-    if not key.startswith("file:"):
-        return ""
-    return "; from the memory file" + ("" if key.startswith("file:t-") else f", {{#{key[5:]}}}")
-
-
-def task_markdown(state: TaskState) -> str:
-    head = state.head
-    parts = [
-        f"# {state.title}",
-        "",
-        f"- task id: `{state.task_id}`",
-        f"- head: {state.head_seq}",
-        f"- updated: {state.updated_at:%Y-%m-%d %H:%M:%S} UTC",
-        f"- current node: {head.current_node or '(none)'}",
-        "",
-        "## Goal",
-        "",
-        state.goal,
-        "",
-        "## Constraints",
-        "",
-        *([f"- {c}" for c in state.constraints] or ["(none)"]),
-        "",
-        "## Tree",
-        "",
-        "```",
-        task_tree.outline(head.tree, head.current_node),
-        "```",
-        "",
-        "## Pending actions",
-        "",
-        *(
-            [
-                f"- {a.text}" + (" (external)" if a.external else "") + (" (irreversible)" if a.irreversible else "")
-                for a in head.pending_actions
-            ]
-            or ["(none)"]
-        ),
-        "",
-        "## Variables",
-        "",
-        "```json",
-        _json(head.variables),
-        "```",
-        "",
-        "## Last tool calls",
-        "",
-        "```json",
-        _json([c.model_dump(mode="json") for c in head.last_tool_calls]),
-        "```",
-        "",
-        f"## Usage\n\n{head.iterations} iterations, {head.token_usage.input} input and "
-        f"{head.token_usage.output} output tokens",
-        "",
-        "## Snapshot",
-        "",
-        head.snapshot or "(empty)",
-        "",
-    ]
-    return "\n".join(parts)
-
-
-def register_resources(
-    mcp: MCPServer[Any], memory: MemoryService, tasks: TaskService, stats: StatsService, scopes: ScopeResolver
-) -> None:
-    @mcp.resource(
-        "memory://stats",
-        name="stats",
-        mime_type="application/json",
-        description="What the server holds for you and how the process is doing",
-    )
-    @_as_resource_errors
-    async def stats_json() -> str:
-        return _json((await stats.stats(scopes.scope())).model_dump(mode="json"))
-
-    async def pinned() -> list[MemoryOut]:
-        return await memory.pinned(scopes.scope())
-
-    @mcp.resource(
-        "memory://pinned",
-        name="pinned",
-        mime_type="text/markdown",
-        description="Pinned memories (goals, rules, identity), as Markdown",
-    )
-    @_as_resource_errors
-    async def pinned_md() -> str:
-        return pinned_markdown(await pinned())
-
-    @mcp.resource(
-        "memory://pinned.json", name="pinned-json", mime_type="application/json", description="Pinned memories, as JSON"
-    )
-    @_as_resource_errors
-    async def pinned_json() -> str:
-        return _json([m.model_dump(mode="json") for m in await pinned()])
-
-    @mcp.resource(
-        "memory://tasks",
-        name="tasks",
-        mime_type="application/json",
-        description="Your tasks, most recently changed first (100 at most; the list_tasks tool pages on)",
-    )
-    @_as_resource_errors
-    async def task_list() -> str:
-        return _json((await tasks.list_tasks(scopes.scope(), limit=100)).model_dump(mode="json"))
-
-    @mcp.resource(
-        "memory://tasks/{task_id}",
-        name="task",
-        mime_type="text/markdown",
-        description="A task's head: goal, constraints, tree, pending actions, variables, snapshot",
-    )
-    @_as_resource_errors
-    async def task(task_id: str) -> str:
-        return task_markdown(await tasks.state(scopes.scope(), task_id))
-
-    @mcp.resource(
-        "memory://tasks/{task_id}/checkpoints",
-        name="task-checkpoints",
-        mime_type="application/json",
-        description="A task's checkpoints, newest first (200 at most; list_checkpoints pages on)",
-    )
-    @_as_resource_errors
-    async def checkpoint_list(task_id: str) -> str:
-        return _json((await tasks.list_checkpoints(scopes.scope(), task_id, limit=200)).model_dump(mode="json"))
-
-    @mcp.resource(
-        "memory://tasks/{task_id}/checkpoints/{checkpoint_id}",
-        name="checkpoint",
-        mime_type="application/json",
-        description="One complete checkpoint, snapshot included",
-    )
-    @_as_resource_errors
-    async def checkpoint(task_id: str, checkpoint_id: str) -> str:
-        return _json(await tasks.read_checkpoint(scopes.scope(), task_id, checkpoint_id))
 
 
 class _PrincipalBus:

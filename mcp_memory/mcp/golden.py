@@ -1,0 +1,64 @@
+"""The golden_queries tool: the person's queries that every lifecycle pass must keep answering."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated
+
+from mcp.server.mcpserver import Context
+from pydantic import Field
+
+from mcp_memory.mcp.face import Face
+from mcp_memory.schemas import Bool, GoldenQueriesResult, GoldenQueryOut
+
+GOLDEN_DOC = """Golden queries: questions with the memory each must find. Every lifecycle pass (decay,
+consolidation, summaries) is checked against them: what answers them is never evicted, and a pass
+after which recall finds fewer of them is rolled back (its summaries taken apart, its archives
+restored). Besides these, queries are sampled from pinned and important memories. Add one with
+query and memory_id, delete one with remove=<id>; check=true asks them all now (reinforcement off)."""
+
+
+async def golden_queries(
+    face: Face,
+    ctx: Context,
+    query: Annotated[str | None, Field(description="a question to add; memory_id names its answer")] = None,
+    memory_id: Annotated[str | None, Field(description="the memory the new query must find")] = None,
+    remove: Annotated[str | None, Field(description="the id of a golden query to delete")] = None,
+    check: Annotated[Bool, Field(description="ask every golden query now and say which are found")] = False,
+) -> GoldenQueriesResult:
+    golden = face.golden
+    scope = face.scopes.scope(ctx)
+    if remove is not None:
+        await golden.remove(scope, remove)
+    if query is not None or memory_id is not None:
+        await golden.add(scope, query or "", memory_id or "")
+    rows = await golden.queries(scope)
+    listed = [GoldenQueryOut(id=q.id, query=q.query, memory_id=q.memory_id, namespace=q.namespace) for q in rows]
+    recall_at_k = None
+    if check:
+        measure = await golden.check_now(scope)
+        listed = [
+            GoldenQueryOut(
+                id=p.id, query=p.query, memory_id=p.memory_id, namespace=p.namespace, found=measure.found[p.id]
+            )
+            for p in measure.probes
+        ]
+        recall_at_k = round(measure.recall, 4)
+    recent, rollbacks = await golden.checks(scope)
+    return GoldenQueriesResult(
+        queries=listed,
+        k=golden.settings.golden_k,
+        recall_at_k=recall_at_k,
+        recent_checks=[
+            {
+                "at": datetime.fromtimestamp(c.at, UTC).isoformat(),
+                "queries": c.queries,
+                "recall_before": round(c.before, 4),
+                "recall_after": round(c.after, 4),
+                "rolled_back": c.rolled_back,
+                **c.detail,
+            }
+            for c in recent
+        ],
+        rollbacks=rollbacks,
+    )
