@@ -30,16 +30,19 @@ from mcp_memory.text import keyword_terms
 def asking_turns(question: str, ranked: Sequence[str], records: dict[str, MemoryRecord]) -> list[str]:
     """The candidates that are turns of a dialog and ask ``question``: they only ask, or their
     closing question shares one of its words other than a speaker's name; best first."""
-    names = {who.lower() for r in records.values() if (who := speaker(r))}
-    terms = [t for t in keyword_terms(question) if t not in names]
+    terms: list[str] | None = None
     out: list[str] = []
     for m in ranked:
         record = records.get(m)
-        who = speaker(record) if record is not None else None
-        if record is None or not who:
+        if record is None or ("?" not in record.content and "？" not in record.content):  # most memories ask nothing
+            continue
+        if not (who := speaker(record)):
             continue
         form = asks(text := body(record, who))
-        if form == "only" or (form == "ends" and _echoes(asking_part(text), terms)):
+        if form == "ends" and terms is None:
+            names = {said.lower() for r in records.values() if (said := speaker(r))}
+            terms = [t for t in keyword_terms(question) if t not in names]
+        if form == "only" or (form == "ends" and _echoes(asking_part(text), terms or [])):
             out.append(m)
     return out
 
