@@ -274,8 +274,7 @@ class MemoryService:
         criteria = inputs.recall_criteria(scope, filters)
         terms, now = keyword_terms(words), self.clock()
         said_from, offset, span = when.asked(words, as_of, now, self.config.timezone)
-        dim = await self._model_dim(scope)
-        depth = max(self.config.candidates, k * 3)
+        dim, depth = await self._model_dim(scope), max(self.config.candidates, k * 3)
         (subs, left, rewrite_note), (dense, keyword, pinned), asked = await concurrently(  # the models side by side
             self.llm_stage.rewrite(scope.principal, words),
             self._searches(scope, words, terms, criteria, depth, now),
@@ -284,6 +283,7 @@ class MemoryService:
         fused, said = await self._fuse(scope, words, dense, keyword, asked)
         await self._widen(scope, subs, criteria, depth, now, fused)
         found = await self._gather(scope, fused, dense, criteria, depth, now)
+        scoring.keyword_blind(fused, found.records, dense, keyword, terms, self.config.keyword_weight)
         answered = await replies_to(self.store, scope, words, found.ranked, found.records, fused, criteria, now)
         span = when.anchored(span, (r.occurred_at for r in found.records.values()))  # "in June": which June
         scored = score(
