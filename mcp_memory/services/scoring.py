@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, TypeVar, cast
 import numpy as np
 
 from mcp_memory.models import Centring, DenseHits, MemoryRecord, Vector
-from mcp_memory.text import has_cjk, script
+from mcp_memory.text import CJK_LANGUAGES, has_cjk
 
 if TYPE_CHECKING:
     from mcp_memory.embed.languages import LanguageMeans
@@ -123,8 +123,9 @@ def keyword_blind(
     if not terms or not all(has_cjk(t) for t in terms):
         return
     evidence = keyword_evidence(dense, keyword)
-    cjk = [m for m, r in records.items() if script(r.content) == 1]
-    latin = [m for m, r in records.items() if script(r.content) == 0 and m in fused]
+    # a memory's script as the vector index reads it: its stored language
+    cjk = [m for m, r in records.items() if r.language in CJK_LANGUAGES]
+    latin = [m for m, r in records.items() if r.language not in CJK_LANGUAGES and m in fused]
     if not cjk or not latin:
         return
     mean = sum(evidence.get(m, 0.0) for m in cjk) / len(cjk)
