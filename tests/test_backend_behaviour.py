@@ -35,6 +35,7 @@ from mcp_memory.services import inputs
 from mcp_memory.services.erasure import ErasureService
 from mcp_memory.services.intake import content_hash
 from mcp_memory.services.memory import CallContext
+from mcp_memory.services.question import ANSWERS
 from mcp_memory.storage.pg import migrations
 from mcp_memory.text import segment_for_index
 from tests import pgcluster
@@ -270,3 +271,22 @@ async def test_a_read_of_more_memories_than_one_query_names_returns_them_all_in_
     ]  # most important first, ties in the order they were written
     limited = await rt.store.select_memories(ALICE, Criteria(), 5_000.0, among=wanted, order="occurred", limit=3)
     assert [r.id for r in limited] == [row.record.id for row in rows[34:37]]
+
+
+async def test_a_dialogs_reply_takes_the_evidence_of_the_turn_asking_the_question(rt: Runtime) -> None:
+    """The store's replies (the next memory of a session) read alike on every backend (issue 37, item 4)."""
+    turns = [
+        "Caroline: Hey Mel! I had a busy week at the library.",
+        "Melanie: Sounds great! What kind of counseling and mental health services do you want to pursue?",
+        "Caroline: Working with trans people, mostly. Helping them accept who they are.",
+        "Melanie: The kids and I painted a sunset over the lake on Sunday.",
+        "Caroline: I finally adopted a puppy from the shelter.",
+        "Melanie: We went camping with the whole family last month.",
+    ]
+    items = [MemoryInput(content=t, session_id="conv-1") for t in turns]
+    await rt.memory.remember(ALICE, items, CallContext())
+    result = await rt.memory.recall(ALICE, "What counseling services is Caroline interested in?", reinforce=False)
+    first = result.hits[0]
+    assert isinstance(first, Hit)
+    assert first.text == turns[2]
+    assert ANSWERS in first.why

@@ -106,6 +106,12 @@ def load(data_dir: Path, log: EvidenceLog) -> list[Conversation]:
     return conversations
 
 
+def session_hit(ranked_dia_ids: list[set[str]], gold: tuple[str, ...], k: int) -> float:
+    """1.0 when one of the top k hits is a turn of a session a gold turn is in ("D8:6" is session D8)."""
+    sessions = {d.split(":")[0] for ids in ranked_dia_ids[:k] for d in ids}
+    return float(any(g.split(":")[0] in sessions for g in gold))
+
+
 def recall_at(ranked_dia_ids: list[set[str]], gold: tuple[str, ...], k: int) -> float:
     """|gold dia_ids in the top k| / |gold|; one hit may stand for several dia_ids (merged turns)."""
     covered: set[str] = set()

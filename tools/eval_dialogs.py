@@ -19,7 +19,7 @@ from typing import Any
 
 import after_maintain
 import bm25s
-from dialog_set import Conversation, Question, recall_at
+from dialog_set import Conversation, Question, recall_at, session_hit
 from mcpclient import MemoryClient, ServerSpec, Stopwatch, open_server
 from strength_curve import StrengthLog
 
@@ -37,6 +37,7 @@ class QuestionScore:
     # --after-maintain: horizon -> credit mode -> k -> R@k, asked again after `maintain --as-of`
     after: dict[str, dict[str, dict[int, float]]] = field(default_factory=dict)
     previous: dict[int, float] | None = None  # R@k of the baseline release, same run (--baseline)
+    session: dict[int, float] = field(default_factory=dict)  # k -> 1.0 when a top-k hit is of a gold turn's session
 
 
 @dataclass
@@ -94,7 +95,8 @@ def _ranked(hits: Sequence[dict[str, Any]], by_memory: dict[str, set[str]]) -> l
     return [by_memory.get(str(hit["id"]), set()) for hit in hits]
 
 
-Ours = tuple[dict[int, float], dict[int, float], dict[str, dict[str, dict[int, float]]]]
+# served R@k, fused-only R@k, after maintain, served session hit@k
+Ours = tuple[dict[int, float], dict[int, float], dict[str, dict[str, dict[int, float]]], dict[int, float]]
 
 
 async def run_ours(
@@ -125,8 +127,9 @@ async def run_ours(
                 served = await client.recall(question.text, k=10, budget_tokens=budget_tokens)
             ranked = _ranked(served["hits"], by_memory)
             served_at = {k: recall_at(ranked, question.evidence, k) for k in (5, 10)}
+            sessions = {k: session_hit(ranked, question.evidence, k) for k in (5, 10)}
             if source is not None:
-                out.append((served_at, served_at, {}))
+                out.append((served_at, served_at, {}, sessions))
                 continue
             log.seconds_recall += sw.seconds
             log.omitted_for_budget += int(served["omitted_for_budget"])
@@ -145,7 +148,7 @@ async def run_ours(
             log.strength.add(deep["hits"], str(served.get("strength")), absent=question.category == 5, gold_first=first)
             by_relevance = sorted(deep["hits"], key=lambda h: -float(h["signals"]["relevance"]))
             fused = _ranked(by_relevance, by_memory)
-            out.append((served_at, {k: recall_at(fused, question.evidence, k) for k in (5, 10)}, {}))
+            out.append((served_at, {k: recall_at(fused, question.evidence, k) for k in (5, 10)}, {}, sessions))
         if after:
             credit = after_maintain.Credit(by_memory, {t.dia_id: t.content for t in conv.turns})
             queries = [q.text for q in conv.questions]
@@ -197,8 +200,10 @@ async def evaluate(
             earlier = await run_ours(
                 conv, work, budget_tokens, StoreLog(), server_env, session_ids=session_ids, source=baseline
             )
-            previous = [served for served, _, _ in earlier]
+            previous = [served for served, _, _, _ in earlier]
         bm25 = run_bm25(conv)
-        for question, (served, fused, later), theirs, before in zip(conv.questions, ours, bm25, previous, strict=True):
-            scores.append(QuestionScore(question, served, theirs, fused, later, before))
+        for question, (served, fused, later, session), theirs, before in zip(
+            conv.questions, ours, bm25, previous, strict=True
+        ):
+            scores.append(QuestionScore(question, served, theirs, fused, later, before, session))
     return scores, log

@@ -54,6 +54,7 @@ from mcp_memory.services.one_call import in_one_transaction
 from mcp_memory.services.ports import MemoryStore
 from mcp_memory.services.recall import concurrently, fit_budget, floored, memory_out, score
 from mcp_memory.services.relations import Thresholds, stored_neighbours
+from mcp_memory.services.replies import answered as replies_to
 from mcp_memory.services.rules import says_stopped
 from mcp_memory.services.sessions import SessionTracker
 from mcp_memory.services.strength import with_strength
@@ -271,11 +272,9 @@ class MemoryService:
         if (off := await off_reason(self.switch, scope)) is not None:
             return nothing_recalled(redact(query), preset, budget, off)
         criteria = inputs.recall_criteria(scope, filters)
-        terms = keyword_terms(words)
-        now = self.clock()
+        terms, now = keyword_terms(words), self.clock()
         said_from, offset, span = when.asked(words, as_of, now, self.config.timezone)
-        dim = await self._model_dim(scope)
-        depth = max(self.config.candidates, k * 3)
+        dim, depth = await self._model_dim(scope), max(self.config.candidates, k * 3)
         (subs, left, rewrite_note), (dense, keyword, pinned), asked = await concurrently(  # the models side by side
             self.llm_stage.rewrite(scope.principal, words),
             self._searches(scope, words, terms, criteria, depth, now),
@@ -284,6 +283,8 @@ class MemoryService:
         fused, said = await self._fuse(scope, words, dense, keyword, asked)
         await self._widen(scope, subs, criteria, depth, now, fused)
         found = await self._gather(scope, fused, dense, criteria, depth, now)
+        scoring.keyword_blind(fused, found.records, dense, keyword, terms, self.config.keyword_weight)
+        answered = await replies_to(self.store, scope, words, found.ranked, found.records, fused, criteria, now)
         span = when.anchored(span, (r.occurred_at for r in found.records.values()))  # "in June": which June
         scored = score(
             found.ranked,
@@ -292,7 +293,7 @@ class MemoryService:
             dense=dense,
             keyword=keyword,
             second=said,
-            understanding=question.adjustments(words, found.records.values(), span, found.linked, fused),
+            understanding=question.adjustments(words, found.records.values(), span, found.linked, fused, answered),
             preset=preset,
             half_life_hours=self.config.recency_half_life_hours,
             now=now,
@@ -393,8 +394,7 @@ class MemoryService:
         return _Gathered([m for m in wanted if m in records], records, linked, entity_linked)
 
     async def _follow_links(self, scope: Scope, seeds: list[str], dense: DenseHits) -> dict[str, tuple[str, str]]:
-        """Memories linked to the first hits (rare shared entities, session neighbours): target ->
-        (the seed it was reached from, the entity or "" for a neighbour); the first link found wins."""
+        """Linked to the first hits: target -> (its seed, the entity or "" for a neighbour); first found wins."""
         if not seeds:
             return {}
         reached: dict[str, tuple[str, str]] = {}

@@ -371,6 +371,10 @@ class MemoryStore(Protocol):
         the targets through ``select_memories``, so what a scope may not see never comes back."""
         ...
 
+    async def replies(self, scope: Scope, ids: Sequence[str]) -> dict[str, str]:
+        """The memory stored just after each of ``ids`` in its session (in a dialog, its reply), by id."""
+        ...
+
     async def keyword_search(
         self, scope: Scope, terms: Sequence[str], criteria: Criteria, limit: int, now: float
     ) -> list[tuple[str, float]]:

@@ -34,6 +34,7 @@ PERSON_BONUS = 1.0
 LINK_BONUS = 0.5  # a memory linked to one of the first hits: weaker evidence than a match of its own
 ENDS_ASKING_PENALTY = 1.0  # a memory that says something, then asks
 ASKS_ONLY = "a question, not an answer"
+ANSWERS = "replies to a turn asking this"  # services/replies.py
 ENDS_ASKING = "ends with a question"
 DEMOTIONS = (ASKS_ONLY, ENDS_ASKING)  # the reasons a hit ranks lower than its words and meaning would put it
 # A time the question names is a word it names: worth what one rare matching word is (ADR 10).
@@ -94,7 +95,8 @@ def is_question(text: str) -> bool:
     return first in _EN_ASKING or _ZH_ASKING.search(body) is not None
 
 
-def _body(record: MemoryRecord, said_by: str | None) -> str:
+def body(record: MemoryRecord, said_by: str | None) -> str:
+    """A memory's text without its leading "Name: " (``said_by``)."""
     if said_by and record.content.startswith(f"{said_by}:"):
         return record.content[len(said_by) + 1 :]
     return record.content
@@ -125,9 +127,11 @@ def adjustments(
     span: Span | None = None,
     linked: Mapping[str, str] | None = None,
     fused: Mapping[str, float] | None = None,
+    answered: Mapping[str, str] | None = None,
 ) -> dict[str, Understanding]:
     """Per memory id, what the question's time, people and form (and a link from a first hit, with
-    ``linked``: memory id -> how it was reached) do to its fused score, with the reasons. A question
+    ``linked``: memory id -> how it was reached; ``answered``: the replies that took an asking
+    turn's evidence, services/replies.py) do to its fused score, with the reasons. A question
     that asks about a time and nothing else lifts every memory of that time above all the others
     (``fused``, the scores before understanding, says by how much), keeping their own order."""
     records = list(records)
@@ -152,11 +156,13 @@ def adjustments(
         if named and (who in named if who else any(_mentions(record.content, n) for n in named)):
             add(record, PERSON_BONUS, f"said by {who}" if who else "about " + ", ".join(sorted(named)))
         if asking:
-            form = asks(_body(record, who))
+            form = asks(body(record, who))
             if form == "only":
                 add(record, 0.0, ASKS_ONLY, cap=0.0)
             elif form == "ends":
                 add(record, -ENDS_ASKING_PENALTY, ENDS_ASKING)
+        if answered and record.id in answered:
+            add(record, 0.0, ANSWERS)
         if linked and record.id in linked:
             add(record, LINK_BONUS, linked[record.id])
     return out
@@ -177,6 +183,15 @@ def asks(text: str) -> str | None:
     if not sentences or not _ASKS.search(sentences[-1]):
         return None
     return "only" if all(_ASKS.search(part) for part in sentences) else "ends"
+
+
+def asking_part(text: str) -> str:
+    """The questions ``text`` ends with: of "Been busy with the store. Any tips?" the "Any tips?"."""
+    sentences = [part for part in _SENTENCE_END.split(text.strip()) if part.strip()]
+    start = len(sentences)
+    while start > 0 and _ASKS.search(sentences[start - 1]):
+        start -= 1
+    return " ".join(sentences[start:])
 
 
 def _mentions(text: str, name: str) -> bool:

@@ -7,13 +7,14 @@ R relevance (the fused retrieval score mapped to 0..1), T recency, F access freq
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar, cast
 
 import numpy as np
 
 from mcp_memory.models import Centring, DenseHits, MemoryRecord, Vector
+from mcp_memory.text import CJK_LANGUAGES, has_cjk
 
 if TYPE_CHECKING:
     from mcp_memory.embed.languages import LanguageMeans
@@ -103,6 +104,33 @@ def keyword_evidence(dense: DenseHits, keyword: Sequence[tuple[str, float]]) -> 
     """BM25 in units of one word found in a single memory of the store (its IDF is about log N)."""
     unit = math.log(max(dense.population, dense.visible, len(keyword)) + 1)
     return {n: max(bm25, 0.0) / unit for n, bm25 in keyword}
+
+
+def keyword_blind(
+    fused: dict[str, float],
+    records: Mapping[str, MemoryRecord],
+    dense: DenseHits,
+    keyword: Sequence[tuple[str, float]],
+    terms: Sequence[str],
+    weight: float,
+) -> None:
+    """A Chinese question whose words are all Chinese cannot match an English memory on the
+    keyword side, so the English candidates' lack of keyword evidence says nothing about them: they
+    get the keyword evidence the Chinese candidates have on average (those without a match count 0),
+    in ``fused``. Without it, in a store that mixes scripts, any Chinese memory that shares a word
+    (or a bigram that is half of one) with the question outranks the English answer the dense side
+    found (ADR 10, amended)."""
+    if not terms or not all(has_cjk(t) for t in terms):
+        return
+    evidence = keyword_evidence(dense, keyword)
+    # a memory's script as the vector index reads it: its stored language
+    cjk = [m for m, r in records.items() if r.language in CJK_LANGUAGES]
+    latin = [m for m, r in records.items() if r.language not in CJK_LANGUAGES and m in fused]
+    if not cjk or not latin:
+        return
+    mean = sum(evidence.get(m, 0.0) for m in cjk) / len(cjk)
+    for m in latin:
+        fused[m] += weight * mean
 
 
 def relevance(fused: float) -> float:

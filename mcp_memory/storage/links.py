@@ -69,6 +69,14 @@ async def links(conn: aiosqlite.Connection, sources: Sequence[str], population: 
     return found
 
 
+async def following(conn: aiosqlite.Connection, ids: Sequence[str]) -> dict[str, str]:
+    """The memory stored just after each of ``ids`` in its session, by id: in a dialog, its reply."""
+    if not ids:
+        return {}
+    (rows,) = await rows_in_each(conn, [(_FOLLOWING, ids)])
+    return {str(r[0]): str(r[1]) for r in rows if r[1] is not None}
+
+
 _NAMED = (  # each stored source, with each entity it names (NULL for none)
     "SELECT m.id, e.entity FROM memories m LEFT JOIN memory_entities e ON e.memory_n = m.n WHERE m.id IN ({marks})"
 )
@@ -77,6 +85,10 @@ _NEIGHBOURS = (  # each source's memories just before and after it in its sessio
     "(SELECT p.id FROM memories p WHERE p.session_key = m.session_key AND p.n < m.n ORDER BY p.n DESC LIMIT 1), "
     "(SELECT x.id FROM memories x WHERE x.session_key = m.session_key AND x.n > m.n ORDER BY x.n LIMIT 1) "
     "FROM memories m WHERE m.session_key IS NOT NULL AND m.id IN ({marks}) ORDER BY m.n"
+)
+_FOLLOWING = (  # each memory's next in its session
+    "SELECT m.id, (SELECT x.id FROM memories x WHERE x.session_key = m.session_key AND x.n > m.n ORDER BY x.n LIMIT 1) "
+    "FROM memories m WHERE m.session_key IS NOT NULL AND m.id IN ({marks})"
 )
 # Per-entity subqueries joined in one statement: each reads its entity's first rows from the primary
 # key and stops (a window over an entity's every row cost 5 ms at 100k memories, this 0.1 ms).

@@ -164,6 +164,11 @@ class RecordStore:
         conn = await self.reader(scope)
         return await links.links(conn, sources, population)
 
+    async def replies(self, scope: Scope, ids: Sequence[str]) -> dict[str, str]:
+        """The memory stored just after each of ``ids`` in its session (in a dialog, its reply), by
+        id; read through ``select_memories`` as links are."""
+        return await links.following(await self.reader(scope), ids)
+
     async def second_vectors(self, scope: Scope, ids: Sequence[str], model_id: str) -> dict[str, Vector]:
         """The second model's vectors of memories ``ids`` (ADR 14); those without one are absent."""
         return await second.read(await self.reader(scope), ids, model_id)
