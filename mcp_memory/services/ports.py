@@ -343,6 +343,9 @@ class MemoryStore(Protocol):
     @property
     def vectors(self) -> VectorSearch: ...
 
+    erasure_leaves: str
+    """What ``erase_principal`` leaves behind, in a clause for forget_user's receipt."""
+
     async def change_mark(self, scope: Scope) -> int:
         """A number that moves with every write of any process to the principal's memories."""
         ...

@@ -55,6 +55,10 @@ KEYWORD_OVERFETCH = 4  # the keyword index's best this many times the wanted cou
 
 
 class SqliteStore(RecordStore):
+    erasure_leaves = (
+        "the file rewritten and its write-ahead log emptied (at the next commit, when another process was "
+        "reading); only a content-free record of the deletion remains"
+    )
     COUNTED_TABLES = ("memories", "occurrences", "vectors", "memory_tags", "memories_fts", "changes")
     GAPLESS_LOG = True  # each file numbers its own change log: only a prune leaves a gap
 

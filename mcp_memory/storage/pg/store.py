@@ -58,6 +58,11 @@ _MARK = (
 
 
 class PostgresStore(RecordStore):
+    erasure_leaves = (
+        "its partitions truncated; only a content-free record of the deletion remains in the tables, while "
+        "PostgreSQL's write-ahead log keeps what was written until its segments are recycled, and the "
+        "operator's archive and backups for their retention"
+    )
     COUNTED_TABLES = ("memories", "occurrences", "vectors", "memory_tags", "postings", "changes")
     GAPLESS_LOG = False  # one sequence numbers every principal's log
 
