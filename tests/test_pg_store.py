@@ -173,7 +173,7 @@ async def test_export_lists_memories_in_the_order_they_were_written(
         )  # as autovacuum
         rows = await store.export_rows(ALICE)
         assert [r.content for r in rows] == ["The standup room is B2", "The standup room is C4"]
-        assert [r.rowid for r in rows] == sorted(r.rowid for r in rows)
+        assert [r.written for r in rows] == sorted(r.written for r in rows)
 
 
 async def test_vector_indexes_stay_within_the_budget_and_come_back_when_asked(

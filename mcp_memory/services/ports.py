@@ -82,12 +82,12 @@ class LifecycleRows(Protocol):
         self, scope: Scope, kinds: Sequence[str], *, after: int = 0, limit: int = -1
     ) -> list[MemoryRecord]:
         """Active, unpinned, current raw memories of ``kinds`` in every namespace written after the
-        order of writing ``after`` (a ``rowid``), oldest first (at most ``limit``; -1: all), with
+        order of writing ``after`` (a record's ``written``), oldest first (at most ``limit``; -1: all), with
         their conflicts."""
         ...
 
     async def consolidation_mark(self, scope: Scope) -> int:
-        """The order of writing (``rowid``) up to which the consolidation has compared every memory
+        """The order of writing (a record's ``written``) up to which the consolidation has compared every memory
         with everything before it."""
         ...
 
@@ -241,7 +241,7 @@ class BrowseRows(Protocol):
         limit: int,
     ) -> list[MemoryRecord]:
         """Up to ``limit`` memories ordered by ``sort`` (a name of ``SORT_KEYS``) then the order of
-        writing, past ``after`` (the last one's sort value and ``rowid``)."""
+        writing, past ``after`` (the last one's sort value and ``written``)."""
         ...
 
     async def history(self, scope: Scope, record: MemoryRecord) -> MemoryHistory:
