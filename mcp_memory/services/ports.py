@@ -8,7 +8,7 @@ must guarantee.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Protocol
@@ -351,6 +351,12 @@ class MemoryStore(Protocol):
         ...
 
     def path_for(self, scope: Scope) -> Path: ...
+
+    def at_rest(self, scope: Scope, now: float) -> Hashable | None:
+        """A description of everything stored for the principal, read without opening it, when it
+        has not been written for a moment; None while it may be moving, or where a backend cannot
+        tell (PostgreSQL). Equal descriptions mean nothing was written in between."""
+        ...
 
     def lease(self, principal: str) -> AbstractAsyncContextManager[None]:
         """Keep ``principal``'s file open while a call runs (a session between calls holds nothing)."""

@@ -141,6 +141,10 @@ class PostgresStore(RecordStore):
         """Where the principal's rows are: its partitions' key (there is no file)."""
         return Path("postgresql") / self.database.key(scope.principal)
 
+    def at_rest(self, scope: Scope, now: float) -> None:
+        """A database cannot say without a query that nothing moved: a look always reads."""
+        return None
+
     @asynccontextmanager
     async def _held(self) -> AsyncIterator[None]:
         yield
