@@ -81,7 +81,7 @@ class MemoryRecord:
     last_seen_at: float | None = None  # when it was last stated: its newest occurrence
     # The store's order of writing (grows with each stored memory): an order for watermarks and
     # cursors, never a way to name a memory; ids do that across the seam (ADR 13).
-    rowid: int = 0
+    written: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -273,7 +273,7 @@ async def test_a_read_of_more_memories_than_one_query_names_returns_them_all_in_
     assert [r.id for r in limited] == [row.record.id for row in rows[34:37]]
 
 
-async def test_a_dialogs_reply_takes_the_evidence_of_the_turn_asking_the_question(rt: Runtime) -> None:
+async def test_a_dialogs_reply_takes_the_evidence_of_the_turn_asking_the_question(rt: Server) -> None:
     """The store's replies (the next memory of a session) read alike on every backend (issue 37, item 4)."""
     turns = [
         "Caroline: Hey Mel! I had a busy week at the library.",

@@ -85,3 +85,17 @@ def test_every_module_ci_runs_with_one_model_only_exists() -> None:
     tests/ would leave the list lying."""
     present = {path.stem for path in Path(__file__).parent.glob("test_*.py")}
     assert MODEL_INDEPENDENT - present == set()
+
+
+def test_row_ids_stay_in_storage() -> None:
+    """Above storage a memory is named by its id and ordered by ``written``: a row id names a row of
+    one backend's table (SQLite's rowid, PostgreSQL's n), which means nothing in another store."""
+    leaks = [
+        f"{module.relative_to(PACKAGE)}:{number}"
+        for module in sorted(PACKAGE.rglob("*.py"))
+        if "storage" not in module.relative_to(PACKAGE).parts
+        for number, line in enumerate(module.read_text().splitlines(), 1)
+        if "rowid" in line
+    ]
+    assert (PACKAGE / "storage" / "rows.py").read_text().count("written=")  # positive control: the mapping
+    assert leaks == []

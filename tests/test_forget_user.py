@@ -84,6 +84,7 @@ async def test_forget_user_erases_every_byte_and_spares_other_principals(data_di
         assert done["dry_run"] is False
         assert {k: done["counts"][k] for k in dry["counts"]} == dry["counts"]
         assert done["counts"]["wal_emptied"] == 1
+        assert "the file rewritten and its write-ahead log emptied" in done["note"]
         assert _anywhere(data_dir, canary.encode()) == []
         assert _anywhere(data_dir, compressed) == []
         assert _anywhere(data_dir, other.encode())  # bob's data is untouched

@@ -212,3 +212,57 @@ async def test_a_statement_timeout_is_reported_as_a_cancel_not_as_a_lost_connect
         assert "statement_timeout" in message
         async with db.transaction(Scope("p0"), write=False) as conn:  # the pool carries on
             assert await (await conn.conn.execute("SELECT 1")).fetchone() == (1,)
+
+
+@pytest.mark.anyio
+async def test_a_full_lock_table_and_a_lock_timeout_are_named_as_such(pg_empty: pgcluster.Cluster) -> None:
+    """Two of the server's own limits reached for real: the shared lock table filled by one
+    transaction (PostgreSQL's "out of shared memory", SQLSTATE 53200), and a lock waited for past
+    lock_timeout (55P03). Neither is a lost connection, and the pool serves on after each."""
+    async with await psycopg.AsyncConnection.connect(pg_empty.dsn(pgcluster.OWNER), autocommit=True) as owner:
+        await migrations.migrate(owner, pgcluster.SERVER)
+    async with PgDatabase(PostgresSettings(dsn=pg_empty.dsn(), pool_max=2)) as db:
+        for who in ("p0", "p1"):  # partitions made first: two principals' first transactions queue on the parents
+            async with db.transaction(Scope(who), write=False):
+                pass
+
+        async def flood() -> None:
+            async with db.transaction(Scope("p0"), write=False) as conn:
+                await conn.conn.execute("SELECT count(pg_advisory_xact_lock(n)) FROM generate_series(1, 1000000) AS n")
+
+        with pytest.raises(StorageError) as raised:
+            await flood()
+        message = str(raised.value)
+        assert message.startswith("PostgreSQL ran out of a resource (out of shared memory"), message
+        assert "raise max_locks_per_transaction" in message
+        assert "connection failed" not in message
+
+        held = anyio.Event()
+        release = anyio.Event()
+
+        async def holder() -> None:
+            async with db.transaction(Scope("p1"), write=False) as conn:
+                await conn.conn.execute("SELECT pg_advisory_xact_lock(-7)")
+                held.set()
+                await release.wait()
+
+        async def waiter() -> None:
+            async with db.transaction(Scope("p0"), write=False) as conn:
+                await conn.conn.execute("SET LOCAL lock_timeout = 100")
+                await conn.conn.execute("SELECT pg_advisory_xact_lock(-7)")
+
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(holder)
+                await held.wait()
+                with pytest.raises(StorageError) as raised:
+                    await waiter()
+                release.set()
+        message = str(raised.value)
+        assert message.startswith(
+            "PostgreSQL would not wait longer for a lock (canceling statement due to lock timeout"
+        )
+        assert "lock_timeout" in message
+        assert "make it again" in message
+        async with db.transaction(Scope("p0"), write=False) as conn:
+            assert await (await conn.conn.execute("SELECT 1")).fetchone() == (1,)

@@ -195,3 +195,49 @@ async def _second_opener(schema: pgcluster.Cluster, key: str) -> None:
         await waiting
         await second.commit()
         await reader.commit()
+
+
+async def test_the_server_role_holds_the_least_it_needs(schema: pgcluster.Cluster) -> None:
+    """What a leaked server credential can do, held to the list ADR 22 gives: read and write rows
+    (each principal's behind the wall, once it names the principal), nothing of the schema itself."""
+    async with await _server(schema) as conn:
+        await _remember(conn, ALICE, "a first memory, so a principal's partitions exist")
+        role = await (
+            await conn.execute(
+                "SELECT rolsuper, rolbypassrls, rolcreaterole, rolcreatedb, rolreplication FROM pg_roles "
+                "WHERE rolname = current_user"
+            )
+        ).fetchone()
+        assert role == (False, False, False, False, False)
+        database = await (
+            await conn.execute(
+                "SELECT has_database_privilege(current_database(), 'CREATE'), "
+                "has_database_privilege(current_database(), 'TEMPORARY'), "
+                "has_schema_privilege('public', 'CREATE')"
+            )
+        ).fetchone()
+        assert database == (False, False, False)
+        tables = await (
+            await conn.execute(
+                "SELECT c.relname, pg_get_userbyid(c.relowner), "
+                "has_table_privilege(c.oid, 'SELECT'), has_table_privilege(c.oid, 'INSERT'), "
+                "has_table_privilege(c.oid, 'TRUNCATE'), has_table_privilege(c.oid, 'REFERENCES'), "
+                "has_table_privilege(c.oid, 'TRIGGER') "
+                "FROM pg_class c WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p')"
+            )
+        ).fetchall()
+        functions = await (
+            await conn.execute(
+                "SELECT p.proname FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace "
+                "AND p.prosecdef AND has_function_privilege(p.oid, 'EXECUTE')"
+            )
+        ).fetchall()
+    read_only = {"deployment", "principals", "schema_version"}
+    assert {name for name, *_ in tables} >= read_only | {f"memories_{ALICE}"}
+    for name, owner, select, insert, truncate, references, trigger in tables:
+        assert owner == pgcluster.OWNER, name
+        assert select, name  # everything it may read, it reads through the wall
+        assert insert == (name not in read_only), name
+        assert (truncate, references, trigger) == (False, False, False), name
+    # the owner's two doors: a principal's partitions made, and emptied (each for its own principal only)
+    assert sorted(name for (name,) in functions) == ["mcp_drop_principal", "mcp_open_principal"]

@@ -144,8 +144,10 @@ async def test_forget_user_leaves_no_text_in_the_cluster_files_and_the_other_pri
         assert dry.confirmation_code is not None
         done = await erasure.forget_user(ALICE, dry.confirmation_code)
         assert done.counts["memories"] == 2
+        assert "write-ahead log keeps what was written until its segments are recycled" in done.note
         pgcluster.psql(migrated, "CHECKPOINT")
         assert _holding(migrated.data / "base", CANARY) == []  # WAL (pg_wal) keeps it until recycled
+        assert _holding(migrated.data / "pg_wal", CANARY), "the receipt's caveat is no longer true: reword it"
         assert await _texts(other, ALICE, "window seats") == []  # a new epoch: the replica read again
         assert await _texts(memory, BOB, "aisle seats") == ["Bob prefers aisle seats"]
         await _remember(memory, ALICE, "Alice is back")
@@ -171,7 +173,7 @@ async def test_export_lists_memories_in_the_order_they_were_written(
         )  # as autovacuum
         rows = await store.export_rows(ALICE)
         assert [r.content for r in rows] == ["The standup room is B2", "The standup room is C4"]
-        assert [r.rowid for r in rows] == sorted(r.rowid for r in rows)
+        assert [r.written for r in rows] == sorted(r.written for r in rows)
 
 
 async def test_vector_indexes_stay_within_the_budget_and_come_back_when_asked(

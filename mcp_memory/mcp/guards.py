@@ -152,7 +152,11 @@ def prompt_argument_guard(mcp: MCPServer[Any]) -> ServerMiddleware[Any]:
     return guard
 
 
-_NO_DATA = frozenset({"initialize", "ping", "tools/list", "prompts/list", "resources/templates/list"})
+# Requests that read no principal's data. `subscriptions/listen` (2026-07-28) stays open as long as
+# its client listens, for hours: leased, it would hold the principal's files all that time.
+_NO_DATA = frozenset(
+    {"initialize", "ping", "tools/list", "prompts/list", "resources/templates/list", "subscriptions/listen"}
+)
 
 
 def principal_lease(store: MemoryStore, scopes: ScopeResolver) -> ServerMiddleware[Any]:

@@ -7,8 +7,9 @@ process changed; ``ChangeWatcher`` tells them what other processes and the lifec
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -150,6 +151,7 @@ class _Seen:
     mark: int  # the change log's last entry
     pinned: tuple[tuple[str, str], ...]  # (id, text) of each pinned memory
     heads: dict[str, int]  # task id -> head sequence number
+    rest: Hashable | None = None  # the store described without opening it, when it was at rest
 
 
 class ChangeWatcher:
@@ -157,15 +159,23 @@ class ChangeWatcher:
     process on the same data directory, or a lifecycle pass (``mcp-memory maintain``). Every
     ``interval`` seconds, for each principal someone here listens for, it compares the change log's
     mark and the task heads with what it saw last, and the pinned memories when the mark moved
-    (every write to a memory, a pin included, moves it)."""
+    (every write to a memory, a pin included, moves it). A principal whose files have not moved
+    since the last look is not opened: a crowd of idle subscribers keeps no file open (ADR 21).
+    ``clock`` is the wall clock the files' times are compared with."""
 
     def __init__(
-        self, notifier: ResourceNotifier, memory: MemoryService, tasks: TaskService, interval: float = 1.0
+        self,
+        notifier: ResourceNotifier,
+        memory: MemoryService,
+        tasks: TaskService,
+        interval: float = 1.0,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.notifier = notifier
         self.memory = memory
         self.tasks = tasks
         self.interval = interval
+        self.clock = clock
         self._seen: dict[str, _Seen] = {}
 
     async def run(self, stop: anyio.Event) -> None:
@@ -184,12 +194,15 @@ class ChangeWatcher:
         """Compare ``principal``'s store with the last look and announce what moved."""
         scope = Scope(principal)
         before = self._seen.get(principal)
+        rest = self.memory.store.at_rest(scope, self.clock())  # taken before the reads it vouches for
+        if before is not None and rest is not None and rest == before.rest:
+            return
         mark = await self.memory.change_mark(scope)
         if before is not None and mark == before.mark:
             pinned = before.pinned
         else:
             pinned = tuple((m.id, m.text) for m in await self.memory.pinned(scope))
-        now = _Seen(mark, pinned, await self.tasks.heads(scope))
+        now = _Seen(mark, pinned, await self.tasks.heads(scope), rest)
         self._seen[principal] = now
         if before is None:
             return

@@ -156,7 +156,7 @@ class BrowseService:
         more = None
         if len(records) > limit:
             last = page[-1]
-            more = to_cursor([sort, descending, _sort_value(last, sort), last.rowid])
+            more = to_cursor([sort, descending, _sort_value(last, sort), last.written])
         return MemoryPage(
             memories=[memory_out(r) if detail == "full" else _listed(r) for r in page],
             sort=sort,

@@ -102,5 +102,5 @@ class ErasureService:
             counts=counts,
             erased_at=to_datetime(now),
             note="every memory, occurrence, embedding, index entry, task, checkpoint and pin of this user was "
-            "deleted and the file rewritten; only a content-free record of the deletion remains",
+            f"deleted, {self.store.erasure_leaves}",
         )

@@ -119,7 +119,7 @@ class FactService:
                     return ExtractOutcome(facts=stored, refused=refused, skipped=skipped)
                 except UpstreamError as exc:  # this batch failed: tried again next pass, skipped after GIVE_UP_AFTER
                     if await self.rows.extraction_failed(scope, namespace) >= GIVE_UP_AFTER:
-                        await self.rows.mark_extracted(scope, namespace, max(m.rowid for m in batch))
+                        await self.rows.mark_extracted(scope, namespace, max(m.written for m in batch))
                         skipped += len(batch)
                         log.warning(
                             "%d memories could not be read for facts after %d tries; skipped", len(batch), GIVE_UP_AFTER
@@ -131,7 +131,7 @@ class FactService:
                 refused += not_grounded
                 for source, kind, text in facts:
                     stored += await self._store(scope, source, kind, text)
-                await self.rows.mark_extracted(scope, namespace, max(m.rowid for m in batch))
+                await self.rows.mark_extracted(scope, namespace, max(m.written for m in batch))
         return ExtractOutcome(facts=stored, refused=refused, skipped=skipped)
 
     async def _store(self, scope: Scope, source: MemoryRecord, kind: str, text: str) -> int:

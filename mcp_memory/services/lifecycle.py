@@ -342,7 +342,7 @@ class LifecycleService:
             consolidated += len(members)
             made.append(fact.record.id)
         if done:
-            await self.rows.mark_consolidated(scope, max(r.rowid for r in new_ones))
+            await self.rows.mark_consolidated(scope, max(r.written for r in new_ones))
         return ConsolidateOutcome(facts=facts, consolidated=consolidated, made=made)
 
     @staticmethod
@@ -356,7 +356,8 @@ class LifecycleService:
             (replace(o, id=new_id()) for m in members for o in occurrences.get(m.id, [])),
             key=lambda o: o.occurred_at,
         )
-        last = max(members, key=lambda m: (max((o.occurred_at for o in occurrences.get(m.id, [])), default=0), m.rowid))
+        said = {m.id: max((o.occurred_at for o in occurrences.get(m.id, [])), default=0) for m in members}
+        last = max(members, key=lambda m: (said[m.id], m.written))
         ids = {m.id for m in members}
         record = MemoryRecord(
             id=new_id(),

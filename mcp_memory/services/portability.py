@@ -61,7 +61,7 @@ def _strict(cls: type, skip: set[str]) -> type[BaseModel]:
     return create_model(f"Exported{cls.__name__}", __config__=ConfigDict(strict=True, extra="forbid"), **fields)
 
 
-_ROW = _strict(MemoryRecord, {"rowid", "occurrence_ids", "provenance"})
+_ROW = _strict(MemoryRecord, {"written", "occurrence_ids", "provenance"})
 _PROVENANCE = _strict(Provenance, set())
 
 
@@ -101,7 +101,7 @@ async def export_lines(store: MemoryStore, scope: Scope) -> AsyncIterator[bytes]
     failures = await store.lifecycle.compression_failures(scope)
     for record in await store.export_rows(scope):
         row: dict[str, Any] = asdict(record)
-        row.pop("rowid")
+        row.pop("written")  # an order of this store, meaningless in another
         if record.id in failures:  # only then: files without it stay readable by older versions
             row["compression_failures"] = failures[record.id]
         yield orjson.dumps(row) + b"\n"

@@ -8,7 +8,7 @@ must guarantee.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Protocol
@@ -82,12 +82,12 @@ class LifecycleRows(Protocol):
         self, scope: Scope, kinds: Sequence[str], *, after: int = 0, limit: int = -1
     ) -> list[MemoryRecord]:
         """Active, unpinned, current raw memories of ``kinds`` in every namespace written after the
-        order of writing ``after`` (a ``rowid``), oldest first (at most ``limit``; -1: all), with
+        order of writing ``after`` (a record's ``written``), oldest first (at most ``limit``; -1: all), with
         their conflicts."""
         ...
 
     async def consolidation_mark(self, scope: Scope) -> int:
-        """The order of writing (``rowid``) up to which the consolidation has compared every memory
+        """The order of writing (a record's ``written``) up to which the consolidation has compared every memory
         with everything before it."""
         ...
 
@@ -241,7 +241,7 @@ class BrowseRows(Protocol):
         limit: int,
     ) -> list[MemoryRecord]:
         """Up to ``limit`` memories ordered by ``sort`` (a name of ``SORT_KEYS``) then the order of
-        writing, past ``after`` (the last one's sort value and ``rowid``)."""
+        writing, past ``after`` (the last one's sort value and ``written``)."""
         ...
 
     async def history(self, scope: Scope, record: MemoryRecord) -> MemoryHistory:
@@ -343,11 +343,20 @@ class MemoryStore(Protocol):
     @property
     def vectors(self) -> VectorSearch: ...
 
+    erasure_leaves: str
+    """What ``erase_principal`` leaves behind, in a clause for forget_user's receipt."""
+
     async def change_mark(self, scope: Scope) -> int:
         """A number that moves with every write of any process to the principal's memories."""
         ...
 
     def path_for(self, scope: Scope) -> Path: ...
+
+    def at_rest(self, scope: Scope, now: float) -> Hashable | None:
+        """A description of everything stored for the principal, read without opening it, when it
+        has not been written for a moment; None while it may be moving, or where a backend cannot
+        tell (PostgreSQL). Equal descriptions mean nothing was written in between."""
+        ...
 
     def lease(self, principal: str) -> AbstractAsyncContextManager[None]:
         """Keep ``principal``'s file open while a call runs (a session between calls holds nothing)."""

@@ -96,18 +96,20 @@ class BrowseStore:
             " SELECT superseded_by, 1 FROM memories WHERE n = ? AND superseded_by IS NOT NULL"
             " UNION SELECT m.superseded_by, w.depth + 1 FROM memories m JOIN newer w ON m.id = w.id"
             f" WHERE m.superseded_by IS NOT NULL AND w.depth < {HISTORY_DEPTH}) SELECT id, depth FROM newer",
-            (record.rowid,),
+            (record.written,),
         )
         depth = {str(i): int(d) for i, d in newer}
         holders = await conn.execute_fetchall(
             "SELECT summary_id FROM summary_sources WHERE source_id = ? ORDER BY summary_id", (record.id,)
         )
         return MemoryHistory(
-            older=sorted(await self._visible(scope, [str(r[0]) for r in older]), key=lambda r: (r.valid_from, r.rowid)),
+            older=sorted(
+                await self._visible(scope, [str(r[0]) for r in older]), key=lambda r: (r.valid_from, r.written)
+            ),
             newer=sorted(await self._visible(scope, list(depth)), key=lambda r: depth[r.id]),
             summarized_in=[i.id for i in await self._visible(scope, [str(r[0]) for r in holders])],
             links=await self._links(scope, record),
-            occurrences=await self._occurrences(scope, record.rowid),
+            occurrences=await self._occurrences(scope, record.written),
             events=await events.read(conn, record.id),
         )
 

@@ -38,6 +38,36 @@ def principal_file(data_dir: Path, principal: str) -> Path:
     return data_dir / PRINCIPALS / f"{slug}-{digest}.db"
 
 
+# A file written this recently may be written again within the file system's clock tick (which
+# can be coarser than a millisecond) without its description changing: it is not at rest yet.
+REST_SECONDS = 2.0
+
+FileState = tuple[tuple[int, int, int] | None, ...]
+
+
+def at_rest(path: Path, now: float) -> FileState | None:
+    """The principal's database and write-ahead log as the file system describes them (inode,
+    size, modification time; None for a file not there), without opening either, when neither was
+    written in the last ``REST_SECONDS``; else None. Any write after an at-rest description changes
+    it: every commit writes the log and every checkpoint the database."""
+    states: list[tuple[int, int, int] | None] = []
+    for file in (path, path.with_name(path.name + "-wal")):
+        try:
+            st = file.stat()
+        except FileNotFoundError:
+            states.append(None)
+            continue
+        if st.st_size == 0 and file != path:
+            # an empty log holds nothing: it is made when a connection opens and removed when the
+            # last one closes, which are no writes (a checkpoint that empties it writes the database)
+            states.append(None)
+            continue
+        if st.st_mtime > now - REST_SECONDS:
+            return None
+        states.append((st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(states)
+
+
 @dataclass(frozen=True)
 class PoolLimits:
     """How many principals one process keeps open (their files, threads and vector indexes)."""

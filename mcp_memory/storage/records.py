@@ -42,9 +42,9 @@ _ORDERS: dict[str, str] = {
 }
 # The same orders in Python, for a read of more ids than one IN list holds.
 _ORDER_KEYS: dict[str, Callable[[MemoryRecord], tuple[float, ...]]] = {
-    "stored": lambda r: (r.rowid,),
-    "importance": lambda r: (-r.importance, r.rowid),
-    "occurred": lambda r: (r.occurred_at, r.rowid),
+    "stored": lambda r: (r.written,),
+    "importance": lambda r: (-r.importance, r.written),
+    "occurred": lambda r: (r.occurred_at, r.written),
 }
 IN_LIST = 500  # ids per IN list (SQLite's limit on variables can be as low as 999)
 

@@ -54,7 +54,7 @@ def row_to_record(row: Sequence[Any]) -> MemoryRecord:
         fields[name] = orjson.loads(fields[name])
     fields["pinned"] = bool(fields["pinned"])
     provenance = Provenance(**{name: fields.pop(name) for name in _PROVENANCE_FIELDS})
-    return MemoryRecord(rowid=row[0], provenance=provenance, **fields)
+    return MemoryRecord(written=row[0], provenance=provenance, **fields)
 
 
 # A flag stands while the other side is current: once it is replaced (corrected, superseded) or
@@ -162,7 +162,7 @@ async def attach_occurrences(
     conflicts that still stand (STANDING_CONFLICTS), or ``every_flag`` (an export keeps them all)."""
     if not records:
         return
-    by_n = {r.rowid: r for r in records}
+    by_n = {r.written: r for r in records}
     by_id = {r.id: r for r in records}
     occurrences, conflicts, sources = await rows_in_each(
         conn,

@@ -38,7 +38,7 @@ from mcp_memory.storage.counts import CountStore
 from mcp_memory.storage.golden import GoldenStore
 from mcp_memory.storage.lifecycle import LifecycleStore
 from mcp_memory.storage.permissions import secure_data_dir
-from mcp_memory.storage.pool import PoolLimits, PrincipalPool, principal_file
+from mcp_memory.storage.pool import FileState, PoolLimits, PrincipalPool, at_rest, principal_file
 from mcp_memory.storage.principal import PrincipalDb
 from mcp_memory.storage.records import RecordStore
 from mcp_memory.storage.rows import fts_match, rows_of, visible_clause
@@ -55,6 +55,10 @@ KEYWORD_OVERFETCH = 4  # the keyword index's best this many times the wanted cou
 
 
 class SqliteStore(RecordStore):
+    erasure_leaves = (
+        "the file rewritten and its write-ahead log emptied (at the next commit, when another process was "
+        "reading); only a content-free record of the deletion remains"
+    )
     COUNTED_TABLES = ("memories", "occurrences", "vectors", "memory_tags", "memories_fts", "changes")
     GAPLESS_LOG = True  # each file numbers its own change log: only a prune leaves a gap
 
@@ -96,6 +100,11 @@ class SqliteStore(RecordStore):
 
     def path_for(self, scope: Scope) -> Path:
         return principal_file(self.data_dir, scope.principal)
+
+    def at_rest(self, scope: Scope, now: float) -> FileState | None:
+        """The principal's files described without opening them, when at rest (``pool.at_rest``):
+        equal descriptions mean nothing of the principal was written in between."""
+        return at_rest(self.path_for(scope), now)
 
     async def principal_db(self, scope: Scope) -> PrincipalDb:
         """The principal's open file (opened on first use, kept by the pool)."""

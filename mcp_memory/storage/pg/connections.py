@@ -194,21 +194,27 @@ class PgReader:
 
 
 def operational_failure(exc: psycopg.OperationalError) -> str:
-    """What an operational error from PostgreSQL means to the caller, by its SQLSTATE class: the
-    server short of a resource, a transaction it rolled back, or the connection lost. In each case
-    nothing of the call was committed."""
+    """What an operational error from PostgreSQL means to the caller, by its SQLSTATE: the server
+    short of a resource or past one of its limits, a transaction it rolled back, a statement it
+    cancelled, a lock it would not wait for, the server going down, or the connection lost. In each
+    case nothing of the call was committed."""
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     state = exc.sqlstate or ""
+    again = "the call did not complete: make it again"
+    repeats = ", and if it repeats raise the role's"
     if state.startswith("53"):  # insufficient resources: out of memory, of shared memory (locks), disk full
-        return (
-            f"PostgreSQL ran out of a resource ({first}); the call did not complete: make it again, and if it "
-            "repeats see the server's log (out of shared memory: raise max_locks_per_transaction)"
-        )
+        fix = "raise max_locks_per_transaction" if "shared memory" in first else "see the server's log"
+        return f"PostgreSQL ran out of a resource ({first}); {again}, and if it repeats {fix}"
+    if state.startswith("54"):  # program limit exceeded: a statement too complex, a row too large
+        return f"PostgreSQL refused the statement as past one of its limits ({first}); the call did not complete"
     if state.startswith("40"):  # a deadlock or a serialization failure
-        return f"PostgreSQL rolled the transaction back ({first}); the call did not complete: make it again"
+        return f"PostgreSQL rolled the transaction back ({first}); {again}"
     if state == "57014":  # a statement timeout, or a cancel from the server's administrator
-        return (
-            f"PostgreSQL cancelled the statement ({first}); the call did not complete: make it again, and if it "
-            "repeats raise the role's statement_timeout"
-        )
-    return f"the PostgreSQL connection failed ({first}); the call did not complete: make it again"
+        return f"PostgreSQL cancelled the statement ({first}); {again}{repeats} statement_timeout"
+    if state == "55P03":  # lock_timeout, or NOWAIT
+        return f"PostgreSQL would not wait longer for a lock ({first}); {again}{repeats} lock_timeout"
+    if state in {"57P01", "57P02", "57P03"}:  # shut down by its administrator, crashed, not yet accepting
+        return f"the PostgreSQL server is shutting down or starting ({first}); {again} in a moment"
+    if state.startswith("58"):  # an I/O error of the server
+        return f"the PostgreSQL server failed ({first}); {again}, and if it repeats see the server's log"
+    return f"the PostgreSQL connection failed ({first}); {again}"

@@ -58,6 +58,11 @@ _MARK = (
 
 
 class PostgresStore(RecordStore):
+    erasure_leaves = (
+        "its partitions truncated; only a content-free record of the deletion remains in the tables, while "
+        "PostgreSQL's write-ahead log keeps what was written until its segments are recycled, and the "
+        "operator's archive and backups for their retention"
+    )
     COUNTED_TABLES = ("memories", "occurrences", "vectors", "memory_tags", "postings", "changes")
     GAPLESS_LOG = False  # one sequence numbers every principal's log
 
@@ -135,6 +140,10 @@ class PostgresStore(RecordStore):
     def path_for(self, scope: Scope) -> Path:
         """Where the principal's rows are: its partitions' key (there is no file)."""
         return Path("postgresql") / self.database.key(scope.principal)
+
+    def at_rest(self, scope: Scope, now: float) -> None:
+        """A database cannot say without a query that nothing moved: a look always reads."""
+        return None
 
     @asynccontextmanager
     async def _held(self) -> AsyncIterator[None]:
