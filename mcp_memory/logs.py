@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from mcp_memory.config import Settings
-from mcp_memory.redact import RedactingFilter
+from mcp_memory.redact import redact
 from mcp_memory.scope import GATEWAY_REQUEST_ID, current_request_id
 from mcp_memory.storage.permissions import private_dir
 
@@ -50,6 +50,31 @@ def library_floor(name: str) -> int:
             return LIBRARY_FLOORS[name]
         name = name.rpartition(".")[0]
     return logging.NOTSET
+
+
+def scrub(text: str) -> str:
+    """What we say, redacted: a log record, a log notification to the client (`client_log`), a tool
+    error's message (the face's error mapping) and the bridge's errors. An error may quote the
+    caller's own value or an upstream's reply, and agent hosts keep transcripts (ADR 24)."""
+    return redact(text)
+
+
+class RedactingFilter(logging.Filter):
+    """Applies `scrub` to every log record before any handler formats it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        cleaned = scrub(message)
+        if cleaned != message or record.args:
+            record.msg = cleaned
+            record.args = None
+        if record.exc_info and record.exc_info[1] is not None:
+            # Tracebacks carry exception text; format once, redact, and drop the raw info.
+            formatted = logging.Formatter().formatException(record.exc_info)
+            record.msg = f"{record.msg}\n{scrub(formatted)}"
+            record.exc_info = None
+            record.exc_text = None
+        return True
 
 
 class LibraryFloorFilter(logging.Filter):

@@ -1,4 +1,7 @@
-"""The one redactor: every persisted string and every log record passes through it.
+"""The one redactor: every persisted string, every log record and every prompt passes through it.
+
+It is called from three boundaries only (ADR 24): what comes in (`services.incoming`), what we say
+(the log filter, `logs.scrub`), what goes to a model (`llm.client`).
 
 It replaces credentials (API keys, bearer tokens, passwords, private keys, Authorization
 headers, credentials in URLs) with a marker that names their kind, so a memory keeps its
@@ -25,7 +28,6 @@ own pattern), or words that merely contain a credential word ("keyboard", "monke
 
 from __future__ import annotations
 
-import logging
 import math
 import re
 from collections import Counter
@@ -205,21 +207,3 @@ def redact_value(value: Any, key: str | None = None) -> Any:
     if isinstance(value, list | tuple):
         return [redact_value(v, key) for v in value]
     return value
-
-
-class RedactingFilter(logging.Filter):
-    """Applies the redactor to every log record before any handler formats it."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        cleaned = redact(message)
-        if cleaned != message or record.args:
-            record.msg = cleaned
-            record.args = None
-        if record.exc_info and record.exc_info[1] is not None:
-            # Tracebacks carry exception text; format once, redact, and drop the raw info.
-            formatted = logging.Formatter().formatException(record.exc_info)
-            record.msg = f"{record.msg}\n{redact(formatted)}"
-            record.exc_info = None
-            record.exc_text = None
-        return True

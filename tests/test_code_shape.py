@@ -1,7 +1,8 @@
 """The code stays readable in pieces: no module of the package over 500 lines, no function over 60
 lines (ruff's C901 and PLR0915 bound branches and statements; this bounds length, which neither
 measures), and no decorated function defined inside another (the MCP face registers module-level
-functions from one table, ADR 23, not closures decorated inside a ``register_*``)."""
+functions from one table, ADR 23, not closures decorated inside a ``register_*``), and redaction
+called from its three boundaries only (ADR 24)."""
 
 from __future__ import annotations
 
@@ -99,3 +100,46 @@ def test_row_ids_stay_in_storage() -> None:
     ]
     assert (PACKAGE / "storage" / "rows.py").read_text().count("written=")  # positive control: the mapping
     assert leaks == []
+
+
+# The boundaries that may call the redactor (ADR 24): what comes in, what we say (the log filter,
+# reused by the client's log notifications and the face's error messages), what goes to a model.
+REDACTION_BOUNDARIES = {"services/incoming.py", "logs.py", "llm/client.py"}
+
+
+def _imports_redact(tree: ast.AST) -> bool:
+    """``import mcp_memory.redact``, ``from mcp_memory.redact import ...`` or ``from mcp_memory import redact``."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(a.name == "mcp_memory.redact" for a in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and node.level == 0:
+            if node.module == "mcp_memory.redact":
+                return True
+            if node.module == "mcp_memory" and any(a.name == "redact" for a in node.names):
+                return True
+    return False
+
+
+def test_redaction_is_called_from_its_three_boundaries_only() -> None:
+    """ "Never stored, never logged, never sent" holds by three modules, not by every caller
+    remembering: a text that needs redacting goes through ``services.incoming``, ``logs.scrub`` or
+    the LLM client."""
+    callers = {
+        str(module.relative_to(PACKAGE))
+        for module in sorted(PACKAGE.rglob("*.py"))
+        if _imports_redact(ast.parse(module.read_text()))
+    }
+    assert callers == REDACTION_BOUNDARIES
+    assert len(callers | {"redact.py"}) <= 4
+
+
+def test_the_redaction_check_sees_every_form_of_import() -> None:
+    """Positive control: each way of reaching the redactor is found, and a look-alike is not."""
+    for source in (
+        "from mcp_memory.redact import redact",
+        "import mcp_memory.redact",
+        "from mcp_memory import errors, redact",
+        "def f():\n    from mcp_memory.redact import secret_kinds",
+    ):
+        assert _imports_redact(ast.parse(source)), source
+    assert not _imports_redact(ast.parse("from mcp_memory.logs import scrub\nfrom mcp_memory import redaction"))

@@ -17,7 +17,6 @@ import platformdirs
 
 from mcp_memory.errors import UpstreamError
 from mcp_memory.models import Vector
-from mcp_memory.redact import known_secret
 from mcp_memory.text import estimate_tokens
 
 
@@ -128,8 +127,6 @@ class OpenAIModel:
     ) -> None:
         import openai
 
-        if api_key:
-            known_secret(api_key)  # upstream errors may quote it back: never into a log
         self._errors: tuple[type[BaseException], ...] = (openai.OpenAIError,)
         self._client = openai.OpenAI(base_url=base_url, api_key=api_key or "unused", timeout=timeout, max_retries=2)
         self._model = model

@@ -73,6 +73,13 @@ class LlmStats:
     usage: dict[str, _Usage] = field(default_factory=dict)
 
 
+def configured_key(key: str) -> None:
+    """A key this process sends to a remote model (the LLM's, the embedding endpoint's): redacted
+    wherever it appears from now on, whatever its shape, since an upstream error may quote it back
+    into a log or a tool error (ADR 24: what goes to a model is this module's to redact)."""
+    known_secret(key)
+
+
 class LlmClient:
     def __init__(
         self, config: LlmConfig, clock: Callable[[], float] = time.time, ledger: UsageLedger | None = None
@@ -85,7 +92,7 @@ class LlmClient:
         self.clock = clock
         self.ledger = ledger
         if config.api_key:
-            known_secret(config.api_key)  # upstream errors may quote it back: never into a log
+            configured_key(config.api_key)
         self._openai = openai
         self._client = openai.AsyncOpenAI(
             base_url=config.base_url,

@@ -21,8 +21,8 @@ from pydantic import BaseModel, ValidationError
 
 from mcp_memory import client_log, descriptors
 from mcp_memory.errors import MemoryServerError, OutOfFilesError
+from mcp_memory.logs import scrub
 from mcp_memory.mcp.face import problems
-from mcp_memory.redact import redact
 from mcp_memory.scope import ScopeResolver
 from mcp_memory.services.ports import MemoryStore
 
@@ -108,7 +108,7 @@ def unknown_argument_guard(mcp: MCPServer[Any]) -> ServerMiddleware[Any]:
                 problem = _argument_problem(mcp, str(name), dict(arguments))
             if problem is not None:
                 await client_log.tell(ctx, "warning", f"{name} refused: {problem}")
-                text = redact(f"Error executing tool {name}: {problem}")
+                text = scrub(f"Error executing tool {name}: {problem}")
                 return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
         return await call_next(ctx)
 

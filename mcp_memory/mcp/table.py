@@ -25,10 +25,10 @@ from mcp_types import INVALID_PARAMS, ToolAnnotations
 
 from mcp_memory import client_log
 from mcp_memory.errors import MemoryServerError, NotFoundError
+from mcp_memory.logs import scrub
 from mcp_memory.mcp import browse, completions, erasure, golden, memory_tools, prompts, resources, task_tools
 from mcp_memory.mcp.face import Face
 from mcp_memory.metrics import TOOL_CALLS, TOOL_SECONDS
-from mcp_memory.redact import redact
 
 log = logging.getLogger(__name__)
 
@@ -200,15 +200,15 @@ async def _tool_answer(name: str, result: Awaitable[Any], kwargs: Mapping[str, A
         return answer
     except MemoryServerError as exc:
         outcome = "error"
-        # A message may quote the caller's own value; agent hosts keep transcripts, so redact it too.
+        # A message may quote the caller's own value; agent hosts keep transcripts: the log filter's scrub (ADR 24).
         await client_log.tell(kwargs.get("ctx"), "warning", f"{name} refused: {exc}")
-        raise ToolError(redact(str(exc))) from None
+        raise ToolError(scrub(str(exc))) from None
     except Exception as exc:
         # A bug of ours: the caller gets what failed and an id to find the traceback in the log by.
         request = _request_id(kwargs.get("ctx"))
         log.exception("internal error in %s (request %s)", name, request)
         raise ToolError(
-            redact(
+            scrub(
                 f"internal error in {name}: {type(exc).__name__}: {exc} (request {request}); this is a bug in "
                 "mcp-memory, not in the call: the server log has the details under that request id"
             )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from mcp_memory.errors import InvalidInputError
-from mcp_memory.redact import secret_kinds
+from mcp_memory.services import incoming
 from mcp_memory.text import TextProblem, check_text
 
 
@@ -22,7 +22,7 @@ def identifier(name: str, value: str) -> None:
     text_field(name, value)
     if not value.strip() or len(value) > 200:
         raise InvalidInputError(name, "must be 1 to 200 characters, not all blank")
-    kinds = secret_kinds(value)
+    kinds = incoming.secret_kinds(value)
     if kinds:
         raise InvalidInputError(
             name,

@@ -29,8 +29,7 @@ from mcp_memory.errors import InvalidInputError, NotFoundError
 from mcp_memory.ids import new_id
 from mcp_memory.metrics import GOLDEN_ROLLBACKS
 from mcp_memory.models import Criteria, GoldenCheckRow, GoldenRow, Scope
-from mcp_memory.redact import redact
-from mcp_memory.services import summarize
+from mcp_memory.services import incoming, summarize
 from mcp_memory.services.checks import text_field
 from mcp_memory.services.memory import MemoryService
 from mcp_memory.services.ports import MemoryStore
@@ -104,7 +103,7 @@ class GoldenService:
             raise InvalidInputError(
                 "memory_id", "name the memory the query must find (an id from remember, recall or list_memories)"
             )
-        query = redact(query.strip())  # stored text: no secret in it (DESIGN §7)
+        query = incoming.redacted(query.strip())  # stored text: no secret in it (DESIGN §7)
         if not keyword_terms(query) or len(query) > MAX_QUERY_CHARS:
             raise InvalidInputError(
                 "query", f"a golden query needs at least one searchable word and at most {MAX_QUERY_CHARS} characters"

@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 from mcp_memory.caution import caution
 from mcp_memory.ids import new_id
 from mcp_memory.models import Merge, NewMemory, NewOccurrence, Provenance, Scope, SecondVector, Vector, to_seconds
-from mcp_memory.redact import redact, redact_value
 from mcp_memory.schemas import MemoryInput, RememberItem
-from mcp_memory.services import inputs, rules
+from mcp_memory.services import incoming, inputs, rules
 from mcp_memory.services.relations import Neighbour, Thresholds, relate
 from mcp_memory.text import normalize, segment_for_index
 
@@ -68,9 +67,9 @@ def persisted(item: MemoryInput) -> MemoryInput:
     text is hashed, embedded or compared, so no copy of a secret reaches the file, an index or a log."""
     return item.model_copy(
         update={
-            "content": redact(item.content),
-            "tags": [redact(t) for t in item.tags],
-            "metadata": redact_value(item.metadata),
+            "content": incoming.redacted(item.content),
+            "tags": incoming.redacted_all(item.tags),
+            "metadata": incoming.redacted_value(item.metadata),
         }
     )
 

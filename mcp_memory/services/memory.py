@@ -31,7 +31,6 @@ from mcp_memory.models import (
     Vector,
     to_datetime,
 )
-from mcp_memory.redact import redact
 from mcp_memory.schemas import (
     Detail,
     ForgetFilter,
@@ -47,6 +46,7 @@ from mcp_memory.schemas import (
 )
 from mcp_memory.services import inputs, intake, lookup, question, recall, rerank, scoring, second, summarize, when
 from mcp_memory.services.checks import text_field
+from mcp_memory.services.incoming import redacted
 from mcp_memory.services.intake import CallContext as CallContext  # where callers have always found it
 from mcp_memory.services.intake import Progress
 from mcp_memory.services.keywords import keyword_ranking
@@ -270,7 +270,7 @@ class MemoryService:
     ) -> RecallResult:
         words, k, budget, preset = inputs.check_recall(query, k, budget_tokens, preset, self.limits, self.config)
         if (off := await off_reason(self.switch, scope)) is not None:
-            return nothing_recalled(redact(query), preset, budget, off)
+            return nothing_recalled(redacted(query), preset, budget, off)
         criteria = inputs.recall_criteria(scope, filters)
         terms, now = keyword_terms(words), self.clock()
         said_from, offset, span = when.asked(words, as_of, now, self.config.timezone)

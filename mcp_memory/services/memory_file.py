@@ -34,8 +34,8 @@ import anyio
 from mcp_memory.config import Limits
 from mcp_memory.errors import MemoryServerError
 from mcp_memory.models import Criteria, MemoryRecord, Provenance, Scope
-from mcp_memory.redact import secret_kinds
 from mcp_memory.schemas import MemoryInput
+from mcp_memory.services import incoming
 from mcp_memory.services.control_ports import PassControl
 from mcp_memory.services.intake import CallContext
 from mcp_memory.services.memory import MemoryService
@@ -139,7 +139,7 @@ def _blocks(text: str) -> list[list[tuple[int, str]]]:
 def _item(parts: list[tuple[int, str]], problems: list[tuple[int, str]], limits: Limits) -> FileItem:
     line = parts[0][0]
     for number, part in parts:  # a credential is named on its own line, not the item's first
-        kinds = secret_kinds(part)
+        kinds = incoming.secret_kinds(part)
         if kinds:
             problems.append((number, f"holds what looks like a credential ({', '.join(kinds)}); keep secrets out"))
     body = re.sub(r"<!--.*?-->", "", " ".join(part for _, part in parts if part)).strip()

@@ -36,8 +36,7 @@ from mcp_memory.embed.loader import Embedder
 from mcp_memory.errors import InvalidInputError
 from mcp_memory.ids import new_id
 from mcp_memory.models import GoldenRow, MemoryRecord, NewMemory, NewOccurrence, Provenance, Scope, SecondVector
-from mcp_memory.redact import redact, redact_value
-from mcp_memory.services import second
+from mcp_memory.services import incoming, second
 from mcp_memory.services.ports import MemoryStore
 from mcp_memory.text import TextProblem, check_text, segment_for_index
 
@@ -131,7 +130,9 @@ def _golden(number: int, value: object) -> _Golden:
         check_text(row.query)
     except (TypeError, ValueError, TextProblem) as exc:
         raise InvalidInputError(f"line {number}", f"is not an exported golden query: {exc}") from None
-    return _Golden(number, GoldenRow(row.id, row.namespace, redact(row.query), row.memory_id, float(row.created_at)))
+    return _Golden(
+        number, GoldenRow(row.id, row.namespace, incoming.redacted(row.query), row.memory_id, float(row.created_at))
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,9 +179,9 @@ def _parse(number: int, line: bytes, max_bytes: int) -> _Line | _Golden:
         ) from None
     except (TypeError, ValueError, TextProblem) as exc:
         raise InvalidInputError(f"line {number}", f"is not an exported memory: {exc}") from None
-    record.content = redact(record.content)
-    record.metadata = redact_value(record.metadata)
-    record.tags = [redact(t) for t in record.tags]
+    record.content = incoming.redacted(record.content)
+    record.metadata = incoming.redacted_value(record.metadata)
+    record.tags = incoming.redacted_all(record.tags)
     return _Line(number, record, failures)
 
 

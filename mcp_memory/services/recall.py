@@ -18,9 +18,8 @@ from pydantic import BaseModel
 
 from mcp_memory.caution import caution, reveal
 from mcp_memory.models import DenseHits, MemoryRecord, to_datetime
-from mcp_memory.redact import redact
 from mcp_memory.schemas import Detail, Hit, MemoryOut, Pin, RecallResult, Signals
-from mcp_memory.services import scoring
+from mcp_memory.services import incoming, scoring
 from mcp_memory.services.question import DATED_SECONDS, DEMOTIONS, Understanding
 from mcp_memory.services.when import Span, said
 from mcp_memory.text import estimate_tokens, has_cjk, shares_stem
@@ -209,7 +208,7 @@ def answer(
     strong = any(h.strength == "strong" for h in hits)
     weak = None if strong or not hits else NOTHING_STANDS_OUT
     return RecallResult(
-        query=redact(query),
+        query=incoming.redacted(query),
         hits=hits,
         pinned=pins_as(detail, pinned),
         preset=preset,

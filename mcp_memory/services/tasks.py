@@ -23,9 +23,8 @@ from mcp_memory.envelope import (
 from mcp_memory.errors import InvalidInputError, LimitExceededError, NotFoundError, StaleHeadError, StorageError
 from mcp_memory.ids import new_id
 from mcp_memory.models import CheckpointRow, Scope, TaskRow
-from mcp_memory.redact import redact, redact_value
 from mcp_memory.schemas import MemoryOut, RecallFilters
-from mcp_memory.services import packet, task_tree
+from mcp_memory.services import incoming, packet, task_tree
 from mcp_memory.services.checks import identifier, text_field
 from mcp_memory.services.memory import MemoryService
 from mcp_memory.services.one_call import in_one_transaction
@@ -202,9 +201,9 @@ class TaskService:
         check_checkpoint(scope, task_id, title, goal, constraints, changes, in_namespace)
         task_id = task_id or f"task-{new_id()}"
         # The one redaction of what a checkpoint stores (the stored head was redacted when written).
-        title, goal = (redact(title) if title is not None else None), (redact(goal) if goal is not None else None)
-        constraints = [redact(c) for c in constraints] if constraints is not None else None
-        changes = redact_value(changes)
+        title, goal = incoming.redacted_or_none(title), incoming.redacted_or_none(goal)
+        constraints = incoming.redacted_all(constraints) if constraints is not None else None
+        changes = incoming.redacted_value(changes)
         for _ in range(_RETRIES):
             now = self.clock()
             row, base_head, base_seq = await self._base(scope, task_id, title, goal, constraints, in_namespace, now)
@@ -287,7 +286,7 @@ class TaskService:
                 if edit.node is not None:
                     for node, _ in task_tree.walk(edit.node):
                         identifier(f"edits[{i}].node", node.id)
-            clean_edits = [TaskEdit.model_validate(redact_value(e.model_dump(mode="json"))) for e in edits]
+            clean_edits = [TaskEdit.model_validate(incoming.redacted_value(e.model_dump(mode="json"))) for e in edits]
             head = task_tree.apply_edits(await self._head(scope, row, []), clean_edits, self.limits.max_tree_depth)
             self._check_size(head)
             now = self.clock()
