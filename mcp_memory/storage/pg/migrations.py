@@ -17,8 +17,9 @@ from mcp_memory import __version__
 from mcp_memory.errors import SchemaVersionError, StorageError
 from mcp_memory.storage.pg import keyword, vector_layout
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 MIN_CODE_SCHEMA = 1  # the oldest code that may open a database of this version
+PGVECTOR_MIN_CODE = 3  # ... and of one whose vectors are in pgvector: older code would write them as bytes
 _ROLE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
@@ -58,7 +59,9 @@ async def migrate(conn: psycopg.AsyncConnection, server_role: str, vectors: str 
                 (number, MIN_CODE_SCHEMA, f"mcp-memory {__version__}"),
             )
             await conn.execute(sql.SQL("GRANT SELECT ON schema_version TO {}").format(sql.Identifier(server_role)))
-    await vector_layout.settle(conn, server_role, vectors)
+    layout = await vector_layout.settle(conn, server_role, vectors)
+    least = PGVECTOR_MIN_CODE if layout == vector_layout.PGVECTOR else MIN_CODE_SCHEMA
+    await conn.execute("UPDATE schema_version SET min_code = %s", (least,))
     return SCHEMA_VERSION
 
 

@@ -131,6 +131,8 @@ async def _convert(conn: psycopg.AsyncConnection, kind: str, convert: Any) -> No
     ).fetchall()
     for (part,) in parts:
         name = sql.Identifier(part)
+        # row-level security binds the owner too (forced): each partition is read as its principal's
+        await conn.execute("SELECT set_config('mcp.principal', %s, true)", (part.removeprefix("vectors_"),))
         old = sql.SQL("vec::text" if kind == "bytea" else "vec")
         rows = await (await conn.execute(sql.SQL("SELECT memory_n, {} FROM {}").format(old, name))).fetchall()
         update = sql.SQL("UPDATE {} SET vec_new = %s{} WHERE memory_n = %s").format(name, cast)

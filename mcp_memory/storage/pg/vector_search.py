@@ -46,6 +46,7 @@ class _Seen:
 
     population: int = 0  # vectors of the model's dimension
     cjk: int = 0
+    mark: object = None  # the store's commit mark these counts were taken at
     indexed: bool = False
     sums: tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]] | None = None  # each script's, and when
     sums_at: float = 0.0
@@ -123,9 +124,13 @@ class PgVectorSearch:
         return True, f"pgvector, in PostgreSQL: {rows} vectors, searched {how}"
 
     async def scripts(self, scope: Scope, dim: int) -> tuple[bool, bool]:
-        async with self.store.database.transaction(scope, write=False) as conn:
-            await self._count(conn, self._known(scope), dim)
+        """Counted again only when the principal's rows moved (the mark is read as a call opens)."""
         seen = self._known(scope)
+        _, mark = await self.store.commit_mark(scope)
+        if seen.mark != mark:
+            async with self.store.database.transaction(scope, write=False) as conn:
+                await self._count(conn, seen, dim)
+            seen.mark = mark
         return seen.population - seen.cjk > 0, seen.cjk > 0
 
     async def _count(self, conn: PgConn, seen: _Seen, dim: int) -> None:
@@ -155,6 +160,7 @@ class PgVectorSearch:
         if criteria.narrows:
             allow = [int(n) for n in await self.store.eligible(scope, criteria, now)]
         seen = self._known(scope)
+        _, mark = await self.store.commit_mark(scope)
         dim = int(query.shape[0])
         where = _visible(scope, criteria, now, allow)
         async with self.store.database.transaction(scope, write=False) as conn:
@@ -170,6 +176,7 @@ class PgVectorSearch:
                 score = _score(centring.query, await self._means(conn, seen, dim, centring))  # became mixed
                 hits, mean, std, visible = await self._exact(conn, seen, score, dim, where, limit)
                 mixed = True
+            seen.mark = mark
             if seen.population > HNSW_ROWS and not seen.indexed:
                 await conn.conn.execute("SELECT mcp_vector_index(%s, %s)", (conn.key, dim))
                 seen.indexed = True
