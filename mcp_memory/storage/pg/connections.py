@@ -44,7 +44,7 @@ class PgDatabase:
         self.round_trips = RoundTrips()  # what a test, `stats` and the benchmark read
         self._deployment = ""
         self.opened: set[str] = set()  # principals whose partitions exist
-        self.vector_oid: int | None = None  # pgvector's type when the vectors are kept in it (ADR 22)
+        self.vector_oid: int | None = None  # pgvector's type when the vectors are kept in it (ADR 23)
         # when each pooled connection was last given back (weak: the pool drops broken ones)
         self._last_used: weakref.WeakKeyDictionary[psycopg.AsyncConnection, float] = weakref.WeakKeyDictionary()
 

@@ -138,7 +138,7 @@ async def check(settings: PostgresSettings) -> list[Finding]:
 
 
 async def _vectors(conn: psycopg.AsyncConnection) -> Finding:
-    """Where recall's vector search runs (ADR 22), chosen by the server as it starts."""
+    """Where recall's vector search runs (ADR 23), chosen by the server as it starts."""
     installed, available = await vector_layout.extension(conn)
     if await vector_layout.vector_type(conn) is not None:
         return Finding("vector engine", True, "pgvector: the vectors are searched in PostgreSQL")

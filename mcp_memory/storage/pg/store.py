@@ -6,7 +6,7 @@ browse, golden queries, lifecycle). What differs is here: the keyword index's qu
 postings), reinforcement, forget, forget_user (the principal's partitions truncated, ADR 19), and
 the vector engine, which follows the change log by its head, its epoch (a forget_user starts the
 log again) and how far a pass pruned it, since PostgreSQL's sequences leave gaps. A database whose
-vectors are kept in pgvector is searched there instead (pg/vector_search.py, ADR 22): the store
+vectors are kept in pgvector is searched there instead (pg/vector_search.py, ADR 23): the store
 picks the engine as its pool opens, from the layout it finds.
 
 Replicas hear of each other's writes through the log at their next read, not by NOTIFY (ADR 19).
@@ -79,7 +79,7 @@ class PostgresStore(RecordStore):
         self.counts = CountStore(self)
         self.browse = BrowseStore(self)
         self.golden = GoldenStore(self)
-        # recall's dense side: in PostgreSQL (pgvector, ADR 22) or, without it, each principal's exact
+        # recall's dense side: in PostgreSQL (pgvector, ADR 23) or, without it, each principal's exact
         # index in this process, chosen as the pool opens; or Qdrant (ADR 18)
         self._chosen = vectors is not None
         self.vectors: Any = vectors(self) if vectors is not None else PgIndexSearch(self, index_budget_bytes)

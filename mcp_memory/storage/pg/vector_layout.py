@@ -1,4 +1,4 @@
-"""Where a PostgreSQL database keeps the memories' vectors (ADR 22): the two layouts, how a
+"""Where a PostgreSQL database keeps the memories' vectors (ADR 23): the two layouts, how a
 connection reads and writes each, and how `mcp-memory database migrate` moves between them.
 
 - ``in-process``: ``vectors.vec`` is ``bytea`` (float32, little-endian, as in SQLite); each replica
@@ -30,7 +30,7 @@ from mcp_memory.errors import StorageError
 
 PGVECTOR, IN_PROCESS = "pgvector", "in-process"
 LAYOUTS = (PGVECTOR, IN_PROCESS)
-HNSW_ROWS = 20_000  # a partition past this many vectors is searched through an HNSW index (ADR 22)
+HNSW_ROWS = 20_000  # a partition past this many vectors is searched through an HNSW index (ADR 23)
 _COPY_BATCH = 2_000
 
 
@@ -153,7 +153,7 @@ async def _functions(conn: psycopg.AsyncConnection, server_role: str) -> None:
     await conn.execute(sql.SQL(_INDEX_FUNCTION).format(server=sql.Identifier(server_role)))
 
 
-# The index is over the vectors in half precision (half the size of float32, ADR 22), of one
+# The index is over the vectors in half precision (half the size of float32, ADR 23), of one
 # dimension (a reindex under another model writes vectors of another length beside them for a
 # while); the search orders by the same expression, then scores its candidates in float32.
 _INDEX_FUNCTION = """

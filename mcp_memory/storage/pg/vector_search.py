@@ -1,4 +1,4 @@
-"""Recall's dense search run by PostgreSQL with pgvector (ADR 22): nothing of a principal's vectors
+"""Recall's dense search run by PostgreSQL with pgvector (ADR 23): nothing of a principal's vectors
 is held by the replica.
 
 A search is one statement in the call's transaction, on the principal's own partitions (so
