@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import sqlite3
 import time
@@ -61,8 +62,11 @@ MODEL_INDEPENDENT = frozenset(
 # (ADR 23), runs every one of them: that is where the new engine is. `plain`, Debian's PostgreSQL 15
 # without pgvector (the in-process engine, which the SQLite tests also exercise), runs the modules
 # below: the engine's own (store, replicas, parity of answers), isolation, forget_user and the round
-# trips. Together they add about a minute and a half to the gate. A test that holds on one server only
-# says so with @pytest.mark.pg_variant("plain") or ("pgvector").
+# trips. A test that asks for the database as it runs (request.getfixturevalue: test_backend_behaviour,
+# test_http_isolation's PostgreSQL case) gets the server that runs everything. A test that holds on
+# one server only says so with @pytest.mark.pg_variant("plain") or ("pgvector").
+# Without the wheel (not installed yet) the plain server runs everything.
+FULL_PG_VARIANT = "pgvector" if importlib.util.find_spec("pgserver") is not None else "plain"
 PLAIN_PG_MODULES = frozenset(
     """test_pg_store test_pg_replicas test_pg_parity test_pg_round_trips test_isolation_property
     test_http_isolation test_pg_database test_pg_vectors""".split()
@@ -82,7 +86,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         wanted = item.get_closest_marker("pg_variant")
         if variant and (
             (wanted is not None and wanted.args[0] != variant)
-            or (variant == "plain" and wanted is None and item.path.stem not in PLAIN_PG_MODULES)
+            or (variant != FULL_PG_VARIANT and wanted is None and item.path.stem not in PLAIN_PG_MODULES)
         ):
             dropped.append(item)
         else:
@@ -106,11 +110,12 @@ def _keep_root_logging() -> Iterator[None]:
     root.setLevel(level)
 
 
-@pytest.fixture(scope="session", params=pgcluster.VARIANTS)
+@pytest.fixture(scope="session")
 def pg_cluster(request: pytest.FixtureRequest) -> Iterator[pgcluster.Cluster]:
     """One throwaway PostgreSQL cluster of each kind for the whole run (tests/pgcluster.py), started
-    when first asked."""
-    variant = str(request.param)
+    when first asked: each kind for a test that names it (pytest_generate_tests), the one that runs
+    everything for a test that asks for it as it runs (request.getfixturevalue)."""
+    variant = str(getattr(request, "param", FULL_PG_VARIANT))
     if pgcluster.bindir(variant) is None:
         pytest.skip(f"PostgreSQL ({variant}) is not installed here")
     started = pgcluster.start(variant=variant)
@@ -175,9 +180,12 @@ async def runtime(settings: Settings, clock: Clock) -> AsyncIterator[Runtime]:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Every test that talks MCP runs in both protocol generations."""
+    """Every test that talks MCP runs in both protocol generations; every PostgreSQL test on both
+    servers (PLAIN_PG_MODULES says which run on the plain one)."""
     if "mode" in metafunc.fixturenames:
         metafunc.parametrize("mode", MODES)
+    if "pg_cluster" in metafunc.fixturenames:
+        metafunc.parametrize("pg_cluster", pgcluster.VARIANTS, indirect=True, scope="session")
 
 
 @pytest.fixture

@@ -81,9 +81,7 @@ class PgDatabase:
     async def _configure(self, conn: CountedConnection) -> None:
         """A new connection: pgvector's values read and written as the storage code's bytes when
         the vectors are kept in it (vector_layout.py), then its round trips counted."""
-        conn.vector_oid = await vector_layout.vector_type(conn)
-        if conn.vector_oid is not None:
-            vector_layout.adapt(conn, conn.vector_oid)
+        await vector_layout.prepare(conn)
         conn.tally = self.round_trips
 
     async def _check(self, conn: psycopg.AsyncConnection) -> None:

@@ -74,6 +74,17 @@ def adapt(conn: psycopg.AsyncConnection, oid: int) -> None:
     conn.adapters.register_loader(oid, _VectorLoader)
 
 
+async def prepare(conn: psycopg.AsyncConnection) -> int | None:
+    """A new connection made ready for the database's layout: on a pgvector one, pgvector's values
+    read and written as the storage code's bytes, and the type remembered on the connection
+    (``vector_oid``, which ``PgConn`` reads). The type's oid, or None."""
+    oid = await vector_type(conn)
+    setattr(conn, "vector_oid", oid)  # noqa: B010 (an attribute psycopg's class does not declare)
+    if oid is not None:
+        adapt(conn, oid)
+    return oid
+
+
 async def extension(conn: psycopg.AsyncConnection) -> tuple[bool, bool]:
     """(the ``vector`` extension is installed in this database, it could be: the server has it)."""
     row = await (
