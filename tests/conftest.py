@@ -62,7 +62,8 @@ MODEL_INDEPENDENT = frozenset(
 # (ADR 23), runs every one of them: that is where the new engine is. `plain`, Debian's PostgreSQL 15
 # without pgvector (the in-process engine, which the SQLite tests also exercise), runs the modules
 # below: the engine's own (store, replicas, parity of answers), isolation, forget_user and the round
-# trips. A test that asks for the database as it runs (request.getfixturevalue: test_backend_behaviour,
+# trips: about 30 s more in the gate (26 s of tests by --durations, and the second cluster's start).
+# A test that asks for the database as it runs (request.getfixturevalue: test_backend_behaviour,
 # test_http_isolation's PostgreSQL case) gets the server that runs everything. A test that holds on
 # one server only says so with @pytest.mark.pg_variant("plain") or ("pgvector").
 # Without the wheel (not installed yet) the plain server runs everything.
