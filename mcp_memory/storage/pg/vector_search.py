@@ -305,7 +305,8 @@ def _score(query: Vector, means: Vector | None) -> sql.Composable:
     ).format(
         q=q,
         offset=pick.format(sql.Literal(float(offsets[1])), sql.Literal(float(offsets[0]))),
-        mean=pick.format(sql.Literal(_vector(means[1])), sql.Literal(_vector(means[0]))) + sql.SQL("::vector"),
+        # each literal cast as itself (a constant): a cast of the CASE would parse the text at every row
+        mean=pick.format(*(sql.Literal(_vector(means[s])) + sql.SQL("::vector") for s in (1, 0))),
         norm2=pick.format(sql.Literal(float(norm2[1])), sql.Literal(float(norm2[0]))),
     )
 
