@@ -96,6 +96,11 @@ def _data_commands(sub: Commands, common: Parents, files: Parents) -> None:
     sub.add_parser("doctor", help="check the setup; exit non-zero when it is broken", parents=common)
     database = sub.add_parser("database", help="the PostgreSQL backend's schema (ADR 19)", parents=common)
     database.add_argument("action", choices=("migrate", "status"), help="migrate: as the owner; status: as doctor")
+    database.add_argument(
+        "--vectors",
+        choices=("pgvector", "in-process"),
+        help="migrate: where the vectors are kept and searched (default: pgvector when the extension is installed)",
+    )
     migrate = sub.add_parser(
         "migrate", help="copy every principal between data_dir's SQLite files and PostgreSQL (ADR 19)", parents=files
     )
@@ -270,7 +275,7 @@ def _light(settings: Settings, args: argparse.Namespace) -> int | None:
     if args.command == "database":
         from mcp_memory import cli_database
 
-        return anyio.run(cli_database.run, settings, args.action)
+        return anyio.run(cli_database.run, settings, args.action, args.vectors)
     if args.command == "migrate":
         from mcp_memory import cli_migrate
 

@@ -1,8 +1,9 @@
 """`mcp-memory database migrate | status`, and what `doctor` says of a PostgreSQL backend (ADR 19).
 
-`migrate` runs as the schema's owner (the DSN in ``storage.postgres.owner_dsn_env``) and grants the
-server's role (the user of ``storage.postgres.dsn``) what it may do; `status` connects as the server's
-role and reports what `doctor` reports. Neither prints a password.
+`migrate` runs as the schema's owner (the DSN in ``storage.postgres.owner_dsn_env``), grants the
+server's role (the user of ``storage.postgres.dsn``) what it may do and moves the vectors into the
+layout asked (``--vectors``; by default pgvector when the extension is installed, ADR 25);
+`status` connects as the server's role and reports what `doctor` reports. Neither prints a password.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from mcp_memory.config import PostgresSettings, Settings
 from mcp_memory.errors import InvalidInputError
 
 
-async def run(settings: Settings, action: str) -> int:
+async def run(settings: Settings, action: str, vectors: str | None = None) -> int:
     if settings.storage.backend != "postgres" and settings.storage.postgres.dsn is None:
         raise InvalidInputError(
             "storage.postgres.dsn",
@@ -24,9 +25,11 @@ async def run(settings: Settings, action: str) -> int:
     if action == "migrate":
         from mcp_memory.storage.pg import database
 
-        before, after = await database.migrate(settings.storage.postgres)
+        before, after, layout = await database.migrate(settings.storage.postgres, vectors)
         said = "already at" if before == after else f"migrated from version {before} to"
         sys.stdout.write(f"database schema: {said} version {after}\n")
+        where = "in PostgreSQL (pgvector)" if layout == "pgvector" else "in each replica's process"
+        sys.stdout.write(f"vectors: {layout} layout, searched {where}\n")
         return 0
     return 0 if await doctor(settings.storage.postgres, _out) else 1
 

@@ -277,6 +277,10 @@ class StatsResult(BaseModel):
     vector_index_rows: int | None = Field(
         description="rows in this process's index of the principal (None until loaded, or for a namespaced caller)"
     )
+    vector_engine: str = Field(
+        "in-process",
+        description="where recall's vector search runs: in-process, pgvector (in PostgreSQL) or qdrant",
+    )
     embedding_model: str | None
     embedding_dimension: int | None
     models_loaded_in_process: int

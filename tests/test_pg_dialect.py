@@ -20,7 +20,7 @@ from mcp_memory.schemas import MemoryInput
 from mcp_memory.services import inputs
 from mcp_memory.services.intake import content_hash
 from mcp_memory.storage import links, writes
-from mcp_memory.storage.pg import dialect, keyword, migrations
+from mcp_memory.storage.pg import dialect, keyword, migrations, vector_layout
 from mcp_memory.storage.rows import MEMORY_COLUMNS, attach_occurrences, row_to_record, visible_clause
 from mcp_memory.text import segment_for_index
 from tests import pgcluster
@@ -156,6 +156,8 @@ async def db(pg_empty: pgcluster.Cluster) -> AsyncIterator[_Db]:
     async with await psycopg.AsyncConnection.connect(pg_empty.dsn(pgcluster.OWNER), autocommit=True) as owner:
         await migrations.migrate(owner, pgcluster.SERVER)
     async with await psycopg.AsyncConnection.connect(pg_empty.dsn()) as conn:
+        await vector_layout.prepare(conn)  # as the pool's connections are (pgvector's values as bytes)
+        await conn.commit()  # the read above opened a transaction: each call's is its own
         yield _Db(conn)
 
 

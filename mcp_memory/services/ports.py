@@ -289,6 +289,8 @@ class GoldenRows(Protocol):
 class VectorSearch(Protocol):
     """The dense search over each principal's memory vectors (exact today; ADR 13)."""
 
+    name: str  # where it runs: "in-process", "pgvector" (in PostgreSQL, ADR 25) or "qdrant"
+
     async def sync(self, scope: Scope, dim: int) -> object:
         """Load the principal's index if needed and catch it up with other processes."""
         ...

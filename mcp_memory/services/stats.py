@@ -58,6 +58,7 @@ class StatsService:
             tables=await self.counts.visible_counts(scope),
             # the index holds every namespace of the principal: shown to a principal-wide caller only
             vector_index_rows=self.store.vectors.size(scope) if scope.namespace is None else None,
+            vector_engine=self.store.vectors.name,
             embedding_model=model_id,
             embedding_dimension=dim,
             models_loaded_in_process=models_loaded(),

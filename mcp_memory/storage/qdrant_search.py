@@ -107,6 +107,8 @@ class QdrantVectorSearch:
     ``began`` and ``writing`` so that every commit carries its points. The connections it is given
     are aiosqlite's or PostgreSQL's ``PgConn``, which answers the same calls (ADR 20)."""
 
+    name = "qdrant"
+
     def __init__(self, store: RecordStore, points: QdrantPoints) -> None:
         self.store = store
         self.points = points

@@ -28,6 +28,8 @@ class InProcessSearch:
     stores keep, it also hears of their transactions (``began``, ``writing``), of forget_user
     (``erase``) and of a reindex under another model (``model_changed``)."""
 
+    name = "in-process"  # what `stats` and `doctor` report as the vector engine
+
     def __init__(self, records: RecordStore) -> None:
         self.records = records
 

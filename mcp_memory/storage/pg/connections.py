@@ -23,7 +23,7 @@ from psycopg_pool import AsyncConnectionPool
 from mcp_memory.config import PostgresSettings
 from mcp_memory.errors import StorageError
 from mcp_memory.models import Scope
-from mcp_memory.storage.pg import database, migrations
+from mcp_memory.storage.pg import database, migrations, vector_layout
 from mcp_memory.storage.pg.dialect import PgConn, PgCursor
 from mcp_memory.storage.pg.transactions import CURRENT, Call, CountedConnection, RoundTrips, begin, finish
 
@@ -44,6 +44,7 @@ class PgDatabase:
         self.round_trips = RoundTrips()  # what a test, `stats` and the benchmark read
         self._deployment = ""
         self.opened: set[str] = set()  # principals whose partitions exist
+        self.vector_oid: int | None = None  # pgvector's type when the vectors are kept in it (ADR 25)
         # when each pooled connection was last given back (weak: the pool drops broken ones)
         self._last_used: weakref.WeakKeyDictionary[psycopg.AsyncConnection, float] = weakref.WeakKeyDictionary()
 
@@ -72,11 +73,15 @@ class PgDatabase:
                 raise StorageError("the PostgreSQL database has no schema: run `mcp-memory database migrate`")
             migrations.check_code(version, min_code)
             row = await (await conn.execute("SELECT id FROM deployment")).fetchone()
+            self.vector_oid = conn.vector_oid
         if row is None:
             raise StorageError("the PostgreSQL database has no deployment id: run `mcp-memory database migrate`")
         self._deployment = str(row[0])
 
     async def _configure(self, conn: CountedConnection) -> None:
+        """A new connection: pgvector's values read and written as the storage code's bytes when
+        the vectors are kept in it (vector_layout.py), then its round trips counted."""
+        await vector_layout.prepare(conn)
         conn.tally = self.round_trips
 
     async def _check(self, conn: psycopg.AsyncConnection) -> None:

@@ -16,7 +16,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from mcp_memory.config import PostgresSettings
 from mcp_memory.errors import InvalidInputError, StorageError
-from mcp_memory.storage.pg import migrations
+from mcp_memory.storage.pg import migrations, vector_layout
 
 APPLICATION = "mcp-memory"
 
@@ -91,13 +91,16 @@ async def _connect(parts: dict[str, Any], autocommit: bool, named: str) -> psyco
         raise StorageError(f"cannot connect to PostgreSQL at {where(parts)} ({named}): {first}") from exc
 
 
-async def migrate(settings: PostgresSettings) -> tuple[int, int]:
-    """Bring the schema to this code's version as its owner: (version before, version after)."""
+async def migrate(settings: PostgresSettings, vectors: str | None = None) -> tuple[int, int, str]:
+    """Bring the schema to this code's version as its owner, the vectors in the layout ``vectors``
+    names (None: pgvector when the extension is installed): (version before, after, the layout)."""
     role = server_role(settings)
     async with await connect_owner(settings) as owner:
         before, _ = await migrations.schema_state(owner)
         try:
-            return before, await migrations.migrate(owner, role)
+            after = await migrations.migrate(owner, role, vectors)
+            layout = vector_layout.PGVECTOR if await vector_layout.vector_type(owner) else vector_layout.IN_PROCESS
+            return before, after, layout
         except psycopg.Error as exc:  # each migration rolls back whole: nothing half-made stays
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise StorageError(
@@ -130,7 +133,25 @@ async def check(settings: PostgresSettings) -> list[Finding]:
         problems = await migrations.role_problems(conn)
         found.append(Finding("database role", not problems, "; ".join(problems) or "bound by row-level security"))
         found.append(await _schema(conn))
+        found.append(await _vectors(conn))
     return found
+
+
+async def _vectors(conn: psycopg.AsyncConnection) -> Finding:
+    """Where recall's vector search runs (ADR 25), chosen by the server as it starts."""
+    installed, available = await vector_layout.extension(conn)
+    if await vector_layout.vector_type(conn) is not None:
+        return Finding("vector engine", True, "pgvector: the vectors are searched in PostgreSQL")
+    if installed:
+        return Finding(
+            "vector engine",
+            True,
+            "in-process (each replica holds the principals' vectors it serves): the vector extension is installed, "
+            "`mcp-memory database migrate` moves the vectors into it",
+        )
+    said = "a superuser may CREATE EXTENSION vector, then" if available else "no pgvector on this server; with it,"
+    return Finding("vector engine", True, f"in-process (each replica holds the vectors it serves): {said} "
+                   "`mcp-memory database migrate` moves the vectors into PostgreSQL")  # fmt: skip
 
 
 async def _collation(conn: psycopg.AsyncConnection) -> Finding:

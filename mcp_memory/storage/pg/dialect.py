@@ -38,6 +38,7 @@ import psycopg
 from mcp_memory.errors import StorageError
 from mcp_memory.storage.pg import keyword
 from mcp_memory.storage.pg.messages import exchange, inline
+from mcp_memory.storage.pg.vector_layout import Vec32
 
 PER_PRINCIPAL = (
     "meta", "memories", "memory_tags", "occurrences", "vectors", "second_vectors", "postings", "memory_entities",
@@ -244,6 +245,17 @@ def _params(params: Iterable[Any]) -> list[Any]:
     return [int(p) if isinstance(p, bool) else p for p in params]  # 0/1 columns, as in SQLite
 
 
+_VECTOR_WRITE = re.compile(r"\b(INTO|UPDATE)\s+vectors\b", re.IGNORECASE)
+
+
+def _vector_params(conn: psycopg.AsyncConnection, statement: str, values: list[Any]) -> list[Any]:
+    """On a connection of the pgvector layout (vector_layout.py), the bytes a statement writes
+    into ``vectors`` go as ``vector`` values."""
+    if getattr(conn, "vector_oid", None) is None or not _VECTOR_WRITE.search(statement):
+        return values
+    return [Vec32(v) if isinstance(v, bytes) else v for v in values]
+
+
 class PgCursor:
     """The part of an aiosqlite cursor the storage functions read."""
 
@@ -319,7 +331,7 @@ class PgConn:
         if not reading:
             self.reads.forget()
         sql, returning = self._sql(statement)
-        cur = await self.conn.execute(sql, values)
+        cur = await self.conn.execute(sql, _vector_params(self.conn, statement, values))
         rows = await cur.fetchall() if cur.description else []
         if reading:
             self.reads.keep(statement, values, rows)
@@ -355,7 +367,7 @@ class PgConn:
             return
         sql, _ = self._sql(statement)
         async with self.conn.cursor() as cur:
-            await cur.executemany(sql, [_params(r) for r in rows])
+            await cur.executemany(sql, [_vector_params(self.conn, statement, _params(r)) for r in rows])
 
     async def _keyword(self, statement: str, params: Sequence[Any]) -> PgCursor:
         """SQLite's FTS5 statements, as the keyword index answers them."""

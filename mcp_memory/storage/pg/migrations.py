@@ -15,10 +15,11 @@ from psycopg import sql
 
 from mcp_memory import __version__
 from mcp_memory.errors import SchemaVersionError, StorageError
-from mcp_memory.storage.pg import keyword
+from mcp_memory.storage.pg import keyword, vector_layout
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 MIN_CODE_SCHEMA = 1  # the oldest code that may open a database of this version
+PGVECTOR_MIN_CODE = 3  # ... and of one whose vectors are in pgvector: older code would write them as bytes
 _ROLE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
@@ -39,9 +40,10 @@ def check_code(version: int, min_code: int) -> None:
         )
 
 
-async def migrate(conn: psycopg.AsyncConnection, server_role: str) -> int:
-    """Apply every pending migration as the owner; ``server_role`` gets what the server may do.
-    Returns the version reached."""
+async def migrate(conn: psycopg.AsyncConnection, server_role: str, vectors: str | None = None) -> int:
+    """Apply every pending migration as the owner; ``server_role`` gets what the server may do; then
+    the vectors' layout settled (``vectors``: "pgvector" or "in-process"; None: pgvector when the
+    extension is installed, vector_layout.settle). Returns the version reached."""
     if not _ROLE.match(server_role):
         raise StorageError(f"server role {server_role!r} is not a plain PostgreSQL role name")
     version, min_code = await schema_state(conn)
@@ -57,6 +59,9 @@ async def migrate(conn: psycopg.AsyncConnection, server_role: str) -> int:
                 (number, MIN_CODE_SCHEMA, f"mcp-memory {__version__}"),
             )
             await conn.execute(sql.SQL("GRANT SELECT ON schema_version TO {}").format(sql.Identifier(server_role)))
+    layout = await vector_layout.settle(conn, server_role, vectors)
+    least = PGVECTOR_MIN_CODE if layout == vector_layout.PGVECTOR else MIN_CODE_SCHEMA
+    await conn.execute("UPDATE schema_version SET min_code = %s", (least,))
     return SCHEMA_VERSION
 
 

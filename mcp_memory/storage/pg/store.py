@@ -5,7 +5,9 @@ What is the same as SQLite's comes from ``RecordStore`` and the shared storage c
 browse, golden queries, lifecycle). What differs is here: the keyword index's query (BM25 over
 postings), reinforcement, forget, forget_user (the principal's partitions truncated, ADR 19), and
 the vector engine, which follows the change log by its head, its epoch (a forget_user starts the
-log again) and how far a pass pruned it, since PostgreSQL's sequences leave gaps.
+log again) and how far a pass pruned it, since PostgreSQL's sequences leave gaps. A database whose
+vectors are kept in pgvector is searched there instead (pg/vector_search.py, ADR 25): the store
+picks the engine as its pool opens, from the layout it finds.
 
 Replicas hear of each other's writes through the log at their next read, not by NOTIFY (ADR 19).
 The Qdrant engine (ADR 18) follows this store as it follows SQLite: ``transaction`` lets it write
@@ -40,6 +42,7 @@ from mcp_memory.storage.permissions import secure_data_dir
 from mcp_memory.storage.pg import keyword
 from mcp_memory.storage.pg.connections import PgDatabase, PgReader
 from mcp_memory.storage.pg.dialect import PgConn
+from mcp_memory.storage.pg.vector_search import PgVectorSearch
 from mcp_memory.storage.principal import index_columns, index_rows
 from mcp_memory.storage.records import RecordStore
 from mcp_memory.storage.reinforcement import Reinforcement
@@ -81,8 +84,10 @@ class PostgresStore(RecordStore):
         self.counts = CountStore(self)
         self.browse = BrowseStore(self)
         self.golden = GoldenStore(self)
-        # recall's dense side: each principal's exact index in this process, or Qdrant (ADR 18)
-        self.vectors = vectors(self) if vectors is not None else PgIndexSearch(self, index_budget_bytes)
+        # recall's dense side: in PostgreSQL (pgvector, ADR 25) or, without it, each principal's exact
+        # index in this process, chosen as the pool opens; or Qdrant (ADR 18)
+        self._chosen = vectors is not None
+        self.vectors: Any = vectors(self) if vectors is not None else PgIndexSearch(self, index_budget_bytes)
         self._reinforcement: dict[str, Reinforcement] = {}  # per principal
 
     async def __aenter__(self) -> PostgresStore:
@@ -90,6 +95,9 @@ class PostgresStore(RecordStore):
             secure = functools.partial(secure_data_dir, self.data_dir, create=False, own=self.own_files)
             await anyio.to_thread.run_sync(secure)
         await self.database.open()
+        if not self._chosen and self.database.vector_oid is not None:
+            self.vectors = PgVectorSearch(self)
+        self._chosen = True
         await self._start_upkeep()
         return self
 

@@ -80,6 +80,7 @@ class CountedConnection(psycopg.AsyncConnection[TupleRow]):
     prepares after its fifth run shares the count of that run."""
 
     tally: RoundTrips | None = None
+    vector_oid: int | None = None  # pgvector's type, when ``vectors.vec`` is one (vector_layout.py)
 
     async def wait(self, gen: PQGen[RV], interval: float = 0.1, timeout: float | None = None) -> RV:  # noqa: ASYNC109 (psycopg's)
         if self.tally is not None:

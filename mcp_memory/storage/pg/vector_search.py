@@ -1,0 +1,330 @@
+"""Recall's dense search run by PostgreSQL with pgvector (ADR 25): nothing of a principal's vectors
+is held by the replica.
+
+A search is one statement in the call's transaction, on the principal's own partitions (so
+row-level security and ``mcp.principal`` bind it as every other read). A partition of up to
+``HNSW_ROWS`` vectors is scanned exactly: every visible row scored, the best ``limit`` returned with
+the mean and spread of the scores over all of them, as the in-process index gives them. A larger one
+is searched through its HNSW index (made, once, by the first search that finds it missing), the
+candidates scored in float32, and the spread estimated from a sample of the partition's pages.
+
+A store that mixes Latin and CJK texts measures similarity between vectors centred on their
+script's mean (ADR 10): the means are summed in PostgreSQL, kept here for ``SCRIPTS_SECONDS``, and
+the centred score is computed in the scan. Past ``HNSW_ROWS`` a mixed store is still scanned
+exactly (the centred score has no index).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+from psycopg import sql
+
+from mcp_memory.models import Centring, Criteria, DenseHits, Scope, Vector
+from mcp_memory.storage.pg.messages import exchange
+from mcp_memory.storage.pg.vector_layout import HNSW_ROWS, index_name
+
+if TYPE_CHECKING:
+    from mcp_memory.storage.pg.dialect import PgConn
+    from mcp_memory.storage.pg.store import PostgresStore
+
+EF_SEARCH = 200  # HNSW candidates a search keeps (pgvector's default 40 finds too few of the true best)
+SCRIPTS_SECONDS = 30.0  # a mixed store's script means are summed again after this long
+SAMPLE_ROWS = 2_000  # about how many rows a large partition's spread is estimated from
+SEEN_PRINCIPALS = 1_024  # principals whose few figures this process keeps (a few hundred bytes each)
+_CJK = "m.language IN ('zh', 'ja', 'ko')"
+
+
+@dataclass(slots=True)
+class _Seen:
+    """What this process knows of a principal's partition: a few numbers, never its vectors."""
+
+    population: int = 0  # vectors of the model's dimension
+    cjk: int = 0
+    mark: object = None  # the store's commit mark these counts were taken at
+    indexed: bool = False
+    sums: tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]] | None = None  # each script's, and when
+    sums_at: float = 0.0
+
+
+def _vector(v: Vector) -> str:
+    return "[" + ",".join(map(repr, np.asarray(v, dtype=np.float32).tolist())) + "]"
+
+
+class PgVectorSearch:
+    """The VectorSearch protocol over pgvector. The record store's transactions are the index's:
+    there is nothing to follow, repair or erase apart from them."""
+
+    name = "pgvector"
+
+    def __init__(self, store: PostgresStore) -> None:
+        self.store = store
+        self._seen: OrderedDict[str, _Seen] = OrderedDict()
+
+    # ----- what the stores tell every engine -------------------------------------------------
+
+    async def began(self, conn: object) -> int:
+        return 0
+
+    async def writing(self, scope: Scope, conn: object, began: int) -> None:
+        return None
+
+    def abandoned(self, scope: Scope) -> None:
+        return None
+
+    async def erase(self, scope: Scope) -> int:
+        self._seen.pop(scope.principal, None)  # the partitions are truncated with the rest
+        return 0
+
+    async def model_changed(self, scope: Scope) -> None:
+        self._seen.pop(scope.principal, None)
+
+    async def repair(self, scope: Scope) -> dict[str, int]:
+        return {"missing": 0, "orphans": 0}
+
+    async def close(self) -> None:
+        return None
+
+    def _known(self, scope: Scope) -> _Seen:
+        seen = self._seen.get(scope.principal)
+        if seen is None:
+            seen = self._seen[scope.principal] = _Seen()
+            while len(self._seen) > SEEN_PRINCIPALS:
+                self._seen.popitem(last=False)
+        self._seen.move_to_end(scope.principal)
+        return seen
+
+    # ----- the VectorSearch protocol ---------------------------------------------------------
+
+    async def sync(self, scope: Scope, dim: int) -> None:
+        return None  # nothing to load
+
+    def size(self, scope: Scope) -> int | None:
+        """The principal's vectors as the last search counted them; None before one."""
+        seen = self._seen.get(scope.principal)
+        return seen.population if seen is not None else None
+
+    def total(self) -> int:
+        return 0  # no index lives in this process
+
+    async def health(self, scope: Scope) -> tuple[bool, str]:
+        async with self.store.database.transaction(scope, write=False) as conn:
+            cur = await conn.conn.execute(
+                sql.SQL("SELECT count(*), (SELECT count(*) FROM pg_indexes WHERE tablename = {}) FROM {}").format(
+                    sql.Literal(f"vectors_{conn.key}"), sql.Identifier(f"vectors_{conn.key}")
+                )
+            )
+            rows, indexes = (await cur.fetchone()) or (0, 0)
+        how = "through its HNSW index" if int(indexes) > 1 else f"exactly (an HNSW index past {HNSW_ROWS:,} vectors)"
+        return True, f"pgvector, in PostgreSQL: {rows} vectors, searched {how}"
+
+    async def scripts(self, scope: Scope, dim: int) -> tuple[bool, bool]:
+        """Counted again only when the principal's rows moved (the mark is read as a call opens)."""
+        seen = self._known(scope)
+        _, mark = await self.store.commit_mark(scope)
+        if seen.mark != mark:
+            async with self.store.database.transaction(scope, write=False) as conn:
+                await self._count(conn, seen, dim)
+            seen.mark = mark
+        return seen.population - seen.cjk > 0, seen.cjk > 0
+
+    async def _count(self, conn: PgConn, seen: _Seen, dim: int) -> None:
+        cur = await conn.conn.execute(
+            sql.SQL(
+                "SELECT count(*), count(*) FILTER (WHERE {cjk}) FROM {v} v JOIN {m} m ON m.n = v.memory_n "
+                "WHERE vector_dims(v.vec) = {dim}"
+            ).format(cjk=sql.SQL(_CJK), dim=sql.Literal(dim), **_parts(conn.key))
+        )
+        population, cjk = (await cur.fetchone()) or (0, 0)
+        seen.population, seen.cjk = int(population), int(cjk)
+
+    async def ranking(
+        self,
+        scope: Scope,
+        query: Vector,
+        criteria: Criteria,
+        limit: int,
+        now: float,
+        centring: Centring | None = None,
+    ) -> DenseHits:
+        """The closest memories to ``query`` the scope and criteria allow, best first, in one
+        statement (two the first time a mixed store's means are summed)."""
+        if limit <= 0:
+            return DenseHits([], 0.0, 0.0, 0)
+        allow = None
+        if criteria.narrows:
+            allow = [int(n) for n in await self.store.eligible(scope, criteria, now)]
+        seen = self._known(scope)
+        _, mark = await self.store.commit_mark(scope)
+        dim = int(query.shape[0])
+        where = _visible(scope, criteria, now, allow)
+        async with self.store.database.transaction(scope, write=False) as conn:
+            if seen.indexed and not (centring is not None and seen.cjk and seen.population > seen.cjk):
+                hits, mean, std, visible = await self._approximate(conn, seen, query, dim, where, limit)
+                return DenseHits(hits, mean, std, visible, population=seen.population)
+            score = _score(query, None)
+            mixed = False
+            if centring is not None and seen.cjk and seen.population > seen.cjk:
+                score, mixed = _score(centring.query, await self._means(conn, seen, dim, centring)), True
+            hits, mean, std, visible = await self._exact(conn, seen, score, dim, where, limit)
+            if not mixed and centring is not None and seen.cjk and seen.population > seen.cjk:
+                score = _score(centring.query, await self._means(conn, seen, dim, centring))  # became mixed
+                hits, mean, std, visible = await self._exact(conn, seen, score, dim, where, limit)
+                mixed = True
+            seen.mark = mark
+            if seen.population > HNSW_ROWS and not seen.indexed:
+                await conn.conn.execute("SELECT mcp_vector_index(%s, %s)", (conn.key, dim))
+                seen.indexed = True
+        return DenseHits(hits, mean, std, visible, population=seen.population, centred=mixed)
+
+    async def _exact(
+        self, conn: PgConn, seen: _Seen, score: sql.Composable, dim: int, where: sql.Composable, limit: int
+    ) -> tuple[list[tuple[str, float]], float, float, int]:
+        """Every visible row scored: the best ``limit``, the scores' mean and spread, and the
+        partition's figures (its vectors, its CJK ones, whether it has its index) in the same scan."""
+        statement = sql.SQL(
+            "WITH s AS MATERIALIZED (SELECT m.id, {score} AS score, {visible} AS shown, {cjk} AS cjk "
+            "FROM {v} v JOIN {m} m ON m.n = v.memory_n WHERE vector_dims(v.vec) = {dim}) "
+            "(SELECT id, score, NULL::float8, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bool FROM s "
+            "WHERE shown ORDER BY score DESC, id LIMIT {limit}) UNION ALL "
+            "SELECT NULL, avg(score) FILTER (WHERE shown), stddev_pop(score) FILTER (WHERE shown), "
+            "count(*) FILTER (WHERE shown), count(*) FILTER (WHERE cjk), count(*), to_regclass({index}) IS NOT NULL "
+            "FROM s"
+        ).format(
+            score=score, visible=where, cjk=sql.SQL(_CJK), dim=sql.Literal(dim), limit=sql.Literal(limit),
+            index=sql.Literal(f"public.{index_name(conn.key, dim)}"), **_parts(conn.key),
+        )  # fmt: skip
+        rows = await (await conn.conn.execute(statement)).fetchall()
+        hits = [(str(r[0]), float(r[1])) for r in rows if r[0] is not None]
+        [(_, mean, std, visible, cjk, population, indexed)] = [r for r in rows if r[0] is None]
+        seen.population, seen.cjk, seen.indexed = int(population), int(cjk), bool(indexed)
+        return hits, float(mean or 0.0), float(std or 0.0), int(visible)
+
+    async def _approximate(
+        self, conn: PgConn, seen: _Seen, query: Vector, dim: int, where: sql.Composable, limit: int
+    ) -> tuple[list[tuple[str, float]], float, float, int]:
+        """Through the HNSW index (iterative: filtered rows are passed over until ``limit`` are
+        found); the spread from a sample of the partition's pages."""
+        q = sql.Literal(_vector(query))
+        parts = _parts(conn.key)
+        pct = min(100.0, 100.0 * SAMPLE_ROWS / max(seen.population, 1))
+        settings = sql.SQL(
+            "SELECT set_config('hnsw.ef_search', {}, true), set_config('hnsw.iterative_scan', 'relaxed_order', true)"
+        ).format(sql.Literal(str(EF_SEARCH)))
+        candidates = sql.SQL(
+            "SELECT id, score FROM (SELECT m.id, -(v.vec <#> {q}::vector) AS score FROM {v} v "
+            "JOIN {m} m ON m.n = v.memory_n WHERE vector_dims(v.vec) = {dim} AND {where} "
+            "ORDER BY v.vec::halfvec({dim}) <#> {q}::halfvec({dim}) LIMIT {limit}) c ORDER BY score DESC, id"
+        ).format(q=q, dim=sql.Literal(dim), where=where, limit=sql.Literal(limit), **parts)
+        sample = sql.SQL(
+            "SELECT avg(s) FILTER (WHERE shown), stddev_pop(s) FILTER (WHERE shown), count(*) FILTER (WHERE shown), "
+            "count(*), (SELECT count(*) FROM {v} WHERE vector_dims(vec) = {dim}) "
+            "FROM (SELECT -(v.vec <#> {q}::vector) AS s, {where} AS shown "
+            "FROM {v} v TABLESAMPLE SYSTEM ({pct}) REPEATABLE (35) JOIN {m} m ON m.n = v.memory_n "
+            "WHERE vector_dims(v.vec) = {dim}) x"
+        ).format(q=q, dim=sql.Literal(dim), where=where, pct=sql.Literal(pct), **parts)
+        _, found, [(mean, std, shown, sampled, population)] = await exchange(
+            conn.conn, [s.as_string(conn.conn) for s in (settings, candidates, sample)]
+        )
+        seen.population = int(population)
+        visible = round(int(shown) * seen.population / max(int(sampled), 1))
+        return [(str(i), float(s)) for i, s in found], float(mean or 0.0), float(std or 0.0), visible
+
+    async def _means(self, conn: PgConn, seen: _Seen, dim: int, centring: Centring) -> Vector:
+        """Each script's mean, shrunk towards the prior (ADR 10), from sums kept ``SCRIPTS_SECONDS``."""
+        if seen.sums is None or time.monotonic() - seen.sums_at > SCRIPTS_SECONDS:
+            cur = await conn.conn.execute(
+                sql.SQL(
+                    "SELECT {cjk}, count(*), sum(v.vec) FROM {v} v JOIN {m} m ON m.n = v.memory_n "
+                    "WHERE vector_dims(v.vec) = {dim} GROUP BY 1"
+                ).format(cjk=sql.SQL(_CJK), dim=sql.Literal(dim), **_parts(conn.key))
+            )
+            taken = [np.zeros(dim, dtype=np.float64), np.zeros(dim, dtype=np.float64)]
+            number = [0, 0]
+            for cjk, count, total in await cur.fetchall():
+                taken[int(bool(cjk))] = np.frombuffer(total, dtype=np.float32).astype(np.float64)
+                number[int(bool(cjk))] = int(count)
+            seen.sums = (taken[0], taken[1])
+            seen.population, seen.cjk, seen.sums_at = sum(number), number[1], time.monotonic()
+        sums, counts = seen.sums, (seen.population - seen.cjk, seen.cjk)
+        w = centring.prior_weight
+        assert sums is not None
+        return np.stack([(sums[s] + w * centring.prior[s]) / (counts[s] + w) for s in (0, 1)]).astype(np.float32)
+
+    async def neighbours(
+        self, scope: Scope, queries: Vector, criteria: Criteria, limit: int, now: float
+    ) -> list[list[tuple[str, float]]]:
+        """Per row of ``queries``, the closest live memories of the scope: one statement each, sent
+        together."""
+        if criteria.narrows or criteria.include_superseded or criteria.include_archived or criteria.include_expired:
+            raise ValueError("neighbours searches live rows by namespace only")
+        if limit <= 0 or len(queries) == 0:
+            return [[] for _ in range(len(queries))]
+        seen = self._known(scope)
+        dim = int(queries.shape[1])
+        where = _visible(scope, criteria, now, None)
+        async with self.store.database.transaction(scope, write=False) as conn:
+            order = "v.vec::halfvec({dim}) <#> {q}::halfvec({dim})" if seen.indexed else "v.vec <#> {q}::vector"
+            statements = [
+                sql.SQL(
+                    "SELECT m.id, -(v.vec <#> {q}::vector) AS score FROM {v} v JOIN {m} m ON m.n = v.memory_n "
+                    "WHERE vector_dims(v.vec) = {dim} AND {where} ORDER BY " + order + " LIMIT {limit}"
+                ).format(
+                    q=sql.Literal(_vector(q)), dim=sql.Literal(dim), where=where, limit=sql.Literal(limit),
+                    **_parts(conn.key),
+                ).as_string(conn.conn)
+                for q in queries
+            ]  # fmt: skip
+            if seen.indexed:
+                statements.insert(0, f"SELECT set_config('hnsw.ef_search', '{EF_SEARCH}', true)")
+            found = await exchange(conn.conn, statements)
+        rows = found[1:] if seen.indexed else found
+        return [sorted(((str(i), float(s)) for i, s in row), key=lambda h: -h[1]) for row in rows]
+
+
+def _parts(key: str) -> dict[str, sql.Composable]:
+    return {"v": sql.Identifier(f"vectors_{key}"), "m": sql.Identifier(f"memories_{key}")}
+
+
+def _score(query: Vector, means: Vector | None) -> sql.Composable:
+    """The similarity of a row to ``query``: the inner product (vectors are unit length), or with
+    ``means`` the cosine between the row and the query each centred on their script's mean (ADR 10)."""
+    q = sql.Literal(_vector(query))
+    if means is None:
+        return sql.SQL("-(v.vec <#> {q}::vector)").format(q=q)
+    offsets = means @ query
+    norm2 = np.einsum("ij,ij->i", means, means)
+    pick = sql.SQL("CASE WHEN " + _CJK + " THEN {} ELSE {} END")
+    return sql.SQL(
+        "((-(v.vec <#> {q}::vector) - {offset}) / sqrt(greatest(1 + 2 * (v.vec <#> {mean}) + {norm2}, 1e-6)))"
+    ).format(
+        q=q,
+        offset=pick.format(sql.Literal(float(offsets[1])), sql.Literal(float(offsets[0]))),
+        # each literal cast as itself (a constant): a cast of the CASE would parse the text at every row
+        mean=pick.format(*(sql.Literal(_vector(means[s])) + sql.SQL("::vector") for s in (1, 0))),
+        norm2=pick.format(sql.Literal(float(norm2[1])), sql.Literal(float(norm2[0]))),
+    )
+
+
+def _visible(scope: Scope, criteria: Criteria, now: float, allow: list[int] | None) -> sql.Composable:
+    """What a search may return, as the in-process index's mask (vectors.VectorIndex._mask)."""
+    ns = sql.Literal(scope.namespace)
+    parts: list[sql.Composable]
+    if criteria.namespace_only:
+        parts = [sql.SQL("m.namespace IS NOT DISTINCT FROM {}").format(ns)]
+    elif scope.namespace is None:
+        parts = [sql.SQL("m.namespace IS NULL")]
+    else:
+        parts = [sql.SQL("(m.namespace IS NULL OR m.namespace = {})").format(ns)]
+    if not (criteria.include_superseded or criteria.include_archived):
+        parts.append(sql.SQL("m.tier = 'active' AND m.superseded_by IS NULL"))
+    if not criteria.include_expired:
+        parts.append(sql.SQL("(m.expires_at IS NULL OR m.expires_at > {})").format(sql.Literal(float(now))))
+    if allow is not None:
+        parts.append(sql.SQL("m.n = ANY({}::bigint[])").format(sql.Literal(allow)))
+    return sql.SQL("(") + sql.SQL(" AND ").join(parts) + sql.SQL(")")

@@ -1,0 +1,150 @@
+"""The vectors kept and searched in PostgreSQL (ADR 25): with pgvector the search runs in the
+database and answers as the in-process engine does; `database migrate` moves a database between the
+two layouts and back; a partition past the threshold gets its HNSW index; forget_user leaves none of
+the principal's vectors in the table or index files; without pgvector the in-process engine stays,
+and says so."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import psycopg
+import pytest
+
+from mcp_memory.config import PostgresSettings
+from mcp_memory.errors import StorageError
+from mcp_memory.models import Scope
+from mcp_memory.schemas import Hit, MemoryOut
+from mcp_memory.services.erasure import ErasureService
+from mcp_memory.storage.pg import database, migrations, vector_layout, vector_search
+from mcp_memory.storage.pg.store import PgIndexSearch
+from mcp_memory.storage.pg.vector_search import PgVectorSearch
+from tests import pgcluster, test_pg_store
+from tests.test_pg_store import ALICE, BOB, CANARY, Opener, _holding, _remember
+
+pytestmark = pytest.mark.anyio
+embedder, replica = test_pg_store.embedder, test_pg_store.replica  # the same replicas as the store's tests
+
+TEXTS = [
+    "The staging cluster runs PostgreSQL 16 in region eu-west",
+    "Nadia leads the Falcon project and reviews every release",
+    "The billing service retries a failed payment three times",
+    "Backups of the orders database are kept for thirty days",
+    "The office coffee machine is descaled every Friday",
+    "Release 7 moves the search service to the new cluster",
+    "团队每周五下午开会讨论发布计划",  # one CJK memory: the store mixes scripts, so recall centres (ADR 10)
+]
+QUESTIONS = ["Who leads Falcon?", "How long are backups kept?", "什么时候开会？", "Which database does staging run?"]
+
+
+async def _layout(cluster: pgcluster.Cluster, vectors: str | None) -> str:
+    async with await psycopg.AsyncConnection.connect(cluster.dsn(pgcluster.OWNER), autocommit=True) as owner:
+        await migrations.migrate(owner, pgcluster.SERVER, vectors)
+        return vector_layout.PGVECTOR if await vector_layout.vector_type(owner) else vector_layout.IN_PROCESS
+
+
+async def _answers(replica: Opener, scope: Scope) -> tuple[str, list[list[tuple[str, float | None]]]]:
+    async with replica() as (store, memory):
+        answers = []
+        for question in QUESTIONS:
+            found = await memory.recall(scope, question, reinforce=False)
+            answers.append([(h.text, h.score) for h in found.hits if isinstance(h, Hit | MemoryOut)])
+        return store.vectors.name, answers
+
+
+@pytest.mark.pg_variant("pgvector")
+async def test_pgvector_answers_as_the_in_process_engine_and_migrate_moves_the_vectors_both_ways(
+    pg_empty: pgcluster.Cluster, replica: Opener
+) -> None:
+    assert await _layout(pg_empty, None) == vector_layout.PGVECTOR  # the extension is there: used
+    async with replica() as (store, memory):
+        assert isinstance(store.vectors, PgVectorSearch)
+        await _remember(memory, ALICE, *TEXTS)
+        await _remember(memory, BOB, "Bob leads the Falcon project too")
+    engine, in_database = await _answers(replica, ALICE)
+    assert engine == "pgvector"
+    assert in_database[0][0][0] == TEXTS[1]
+
+    assert await _layout(pg_empty, "in-process") == vector_layout.IN_PROCESS
+    async with replica() as (store, _):
+        assert isinstance(store.vectors, PgIndexSearch)
+    engine, in_process = await _answers(replica, ALICE)
+    assert engine == "in-process"
+    for got, want in zip(in_database, in_process, strict=True):
+        assert [text for text, _ in got] == [text for text, _ in want]
+        assert np.allclose([s or 0.0 for _, s in got], [s or 0.0 for _, s in want], atol=1e-4)
+
+    assert await _layout(pg_empty, None) == vector_layout.PGVECTOR  # and back, the same numbers
+    engine, again = await _answers(replica, ALICE)
+    assert engine == "pgvector"
+    assert again == in_database
+    findings = {f.what: f for f in await database.check(_settings(pg_empty))}
+    assert findings["vector engine"].said.startswith("pgvector")
+
+
+@pytest.mark.pg_variant("pgvector")
+async def test_a_partition_past_the_threshold_is_searched_through_its_index_and_forget_user_leaves_no_vector(
+    pg_empty: pgcluster.Cluster, replica: Opener, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(vector_search, "HNSW_ROWS", 20)
+    await _layout(pg_empty, None)
+    async with replica() as (store, memory), replica() as (other, other_memory):
+        [canary] = await _remember(memory, ALICE, f"Alice's note: {CANARY}")
+        await _remember(memory, ALICE, *(f"Ticket {i} was closed by team {i % 4} on day {i}" for i in range(30)))
+        await _remember(memory, BOB, "Bob prefers aisle seats")
+        found = await memory.recall(ALICE, "Alice's note about the locker code", reinforce=False)  # builds it
+        key = store.database.key(ALICE.principal)
+        assert (
+            pgcluster.psql(pg_empty, f"SELECT count(*) FROM pg_indexes WHERE indexname LIKE 'vectors_{key}_hnsw_%'")
+            == "1"
+        )
+        found = await other_memory.recall(ALICE, "Alice's note about the locker code", reinforce=False)
+        assert isinstance(other.vectors, PgVectorSearch)
+        assert other.vectors._known(ALICE).indexed
+        assert found.hits
+        assert found.hits[0].id == canary
+        vector = (await store.lifecycle.vectors(ALICE, [canary]))[canary]
+        full, half = vector.astype("<f4").tobytes()[:64], vector.astype("<f2").tobytes()[:32]
+        pgcluster.psql(pg_empty, "CHECKPOINT")
+        base = pg_empty.data / "base"
+        assert _holding(base, CANARY)
+        assert _holding_bytes(base, full)
+        assert _holding_bytes(base, half)
+        erasure = ErasureService(store)
+        dry = await erasure.forget_user(ALICE)
+        assert dry.confirmation_code is not None
+        await erasure.forget_user(ALICE, dry.confirmation_code)
+        pgcluster.psql(pg_empty, "CHECKPOINT")
+        assert _holding(base, CANARY) == []
+        assert _holding_bytes(base, full) == []
+        assert _holding_bytes(base, half) == []
+        assert [h.text for h in (await other_memory.recall(BOB, "aisle seats", reinforce=False)).hits] == [
+            "Bob prefers aisle seats"
+        ]
+        assert (await other_memory.recall(ALICE, "Alice's note about the locker code", reinforce=False)).hits == []
+
+
+@pytest.mark.pg_variant("plain")
+async def test_without_pgvector_the_in_process_engine_serves_and_says_how_to_move(
+    pg_empty: pgcluster.Cluster, replica: Opener
+) -> None:
+    assert await _layout(pg_empty, None) == vector_layout.IN_PROCESS
+    with pytest.raises(StorageError, match="pgvector layout needs the vector extension"):
+        await _layout(pg_empty, "pgvector")
+    async with replica() as (store, memory):
+        assert isinstance(store.vectors, PgIndexSearch)
+        assert store.vectors.name == "in-process"
+        await _remember(memory, ALICE, *TEXTS[:3])
+        assert (await memory.recall(ALICE, "Who leads Falcon?", reinforce=False)).hits[0].text == TEXTS[1]
+    findings = {f.what: f for f in await database.check(_settings(pg_empty))}
+    assert findings["vector engine"].ok
+    assert findings["vector engine"].said.startswith("in-process")
+
+
+def _settings(cluster: pgcluster.Cluster) -> PostgresSettings:
+    return PostgresSettings(dsn=cluster.dsn())
+
+
+def _holding_bytes(folder: Path, needle: bytes) -> list[Path]:
+    return [p for p in folder.rglob("*") if p.is_file() and needle in p.read_bytes()]
