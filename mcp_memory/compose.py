@@ -159,6 +159,8 @@ def qdrant_engine(settings: Settings) -> Callable[[RecordStore], QdrantVectorSea
         ) from None
     q = settings.vectors.qdrant
     key = q.api_key
+    if key:  # an error from the server may quote it back into a log or a tool error
+        configured_key(key.get_secret_value())
     points = open_points(
         url=q.url,
         path=q.path,

@@ -332,3 +332,17 @@ async def test_a_secret_told_by_its_company_never_reaches_the_data_files(client:
     assert files_holding(data_dir, {"english": english, "chinese": chinese}) == {}
     result = await call(client, "recall", {"query": "vault passphrase", "reinforce": False})
     assert "the vault passphrase [REDACTED:secret]" in [h["text"] for h in result["hits"]]
+
+
+def test_the_qdrant_api_key_is_redacted_once_configured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A key of no known shape, sent to Qdrant: an error that quotes it back reaches no log or
+    tool error as it is (ADR 24)."""
+    from mcp_memory.compose import qdrant_engine
+    from mcp_memory.config import load_settings
+
+    key = "qk" + "".join(random.choices(string.ascii_lowercase, k=30))
+    assert redact(f"qdrant said: bad key {key}").endswith(key)  # positive control: no shape finds it
+    monkeypatch.setenv("QDRANT_API_KEY", key)
+    settings = load_settings(data_dir=tmp_path, vectors={"engine": "qdrant", "qdrant": {"url": "https://127.0.0.1:9"}})
+    qdrant_engine(settings)
+    assert key not in redact(f"qdrant said: bad key {key}")

@@ -74,7 +74,7 @@ class LlmStats:
 
 
 def configured_key(key: str) -> None:
-    """A key this process sends to a remote model (the LLM's, the embedding endpoint's): redacted
+    """A key this process sends to a remote service (the LLM's, the embedding endpoint's, Qdrant's): redacted
     wherever it appears from now on, whatever its shape, since an upstream error may quote it back
     into a log or a tool error (ADR 24: what goes to a model is this module's to redact)."""
     known_secret(key)
