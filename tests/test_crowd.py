@@ -43,6 +43,9 @@ async def _settled_count(runtime: Server) -> int:
     """The process's open descriptors once the model (and its second engine) stopped opening files:
     the same count twice, 0.3 s apart."""
     await runtime.memory.embedder.ready()
+    loading = runtime.memory.embedder._thread  # the model, then its second engine (twin): each opens files
+    if loading is not None:
+        await anyio.to_thread.run_sync(loading.join, 30)
     last = None
     with anyio.fail_after(10):
         while (count := descriptors.open_count()) != last:
