@@ -14,7 +14,7 @@ class LifecycleRows(Protocol):
     """The reads and writes of the lifecycle passes (decay, compression, consolidation, facts)."""
 
     async def known_principals(self) -> list[str]:
-        """Every principal with a file in the data directory (for the scheduler)."""
+        """Every principal the store holds (for the scheduler)."""
         ...
 
     async def expired(self, scope: Scope, now: float) -> list[str]:
@@ -23,11 +23,12 @@ class LifecycleRows(Protocol):
 
     async def prune_changes(self, scope: Scope, keep: int) -> int:
         """Drop all but the last ``keep`` entries of the change log; a process that had not read the
-        dropped ones rebuilds its vector index from the file (PrincipalDb.catch_up)."""
+        dropped ones reads its vector index again."""
         ...
 
     async def without_second_vector(self, scope: Scope, limit: int, model_id: str) -> list[tuple[str, str]]:
-        """(id, text) of up to ``limit`` memories without the second model's vector, the newest first."""
+        """(id, text) of up to ``limit`` current memories without ``model_id``'s vector, the newest
+        first; none when the store's second vectors are another model's."""
         ...
 
     async def decay_rows(self, scope: Scope) -> list[tuple[str, float, int, float]]:

@@ -43,7 +43,8 @@ class MemoryRows(Protocol):
         ...
 
     async def replies(self, scope: Scope, ids: Sequence[str]) -> dict[str, str]:
-        """The memory stored just after each of ``ids`` in its session (in a dialog, its reply), by id."""
+        """The memory stored just after each of ``ids`` in its session (in a dialog, its reply), by
+        id; read through ``select_memories`` as links are."""
         ...
 
     async def apply(self, scope: Scope, inserts: Sequence[NewMemory], merges: Sequence[Merge]) -> Applied:

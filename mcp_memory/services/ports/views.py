@@ -17,11 +17,13 @@ class CountRows(Protocol):
         ...
 
     async def timeline(self, scope: Scope, days: int, now: float) -> list[tuple[int, str, int, int]]:
-        """Current memories written in the last ``days`` days: (days ago, tier, level, count)."""
+        """Current memories the scope sees written in the last ``days`` days: (days before ``now``,
+        0 = today; tier; level; count)."""
         ...
 
     async def event_counts(self, scope: Scope) -> dict[str, int]:
-        """The memories' events by kind (principal-wide callers only)."""
+        """The memories' events by kind, for a principal-wide caller (the event of a memory that is
+        gone carries no namespace, so a namespaced caller gets none)."""
         ...
 
     async def visible_counts(self, scope: Scope) -> dict[str, int]:
@@ -41,7 +43,8 @@ class BrowseRows(Protocol):
     """Paging through memories and telling one memory's history."""
 
     async def gone(self, scope: Scope, memory_id: str) -> tuple[float, str] | None:
-        """When and how a memory that no longer exists went (its one content-free event), or None."""
+        """When and how a memory id of the principal went (forgotten, expired, evicted, undone), from
+        its one content-free event; None if it never existed or still does."""
         ...
 
     async def receipts(self, scope: Scope, limit: int) -> list[tuple[str, float, str]]:
@@ -76,7 +79,8 @@ class GoldenRows(Protocol):
         ...
 
     async def remove(self, scope: Scope, golden_id: str) -> bool:
-        """Delete one of the scope's queries; whether it was there."""
+        """Delete one of the scope's queries (a namespaced caller reaches its namespace's only);
+        whether it was there."""
         ...
 
     async def queries(self, scope: Scope) -> list[GoldenRow]:
@@ -88,11 +92,12 @@ class GoldenRows(Protocol):
         ...
 
     async def document_counts(self, scope: Scope, terms: Sequence[str]) -> dict[str, int]:
-        """How many stored memories hold each keyword term."""
+        """How many stored memories (every tier) hold each keyword term."""
         ...
 
     async def accepted(self, scope: Scope, memory_id: str) -> list[MemoryRecord]:
-        """The memory, what replaced it and every summary holding one of those."""
+        """What finds ``memory_id``: itself, what replaced it (supersession followed forward) and
+        every summary, at any level, holding one of those."""
         ...
 
     async def record_check(self, scope: Scope, check: GoldenCheckRow) -> None:
@@ -104,5 +109,5 @@ class GoldenRows(Protocol):
         ...
 
     async def unarchive(self, scope: Scope, ids: Sequence[str], reason: str) -> int:
-        """Archived memories back to the active tier; how many."""
+        """Archived memories back to the active tier (a pass rolled back); how many."""
         ...
