@@ -197,6 +197,29 @@ def test_every_vector_engine_plays_the_search_role(tmp_path: Path) -> None:
         assert not shortfalls(VectorSearch, engine), f"{type(engine).__name__}: {shortfalls(VectorSearch, engine)}"
 
 
+# What a backend that runs the shared storage SQL over its connections (ADR 20) writes itself of the
+# roles: the rest it inherits from RecordStore and the shared classes (lifecycle, counts, browse,
+# golden, tasks), and the vector search from its engine.
+OWN_MEMBERS = {
+    "erasure_leaves",
+    "path_for",
+    "at_rest",
+    "lease",
+    "pool_figures",
+    "one_transaction",
+    "keyword_searches",
+    "reinforce",
+    "delete",
+    "erase_principal",
+}
+
+
+@pytest.mark.parametrize("backend", [SqliteStore, PostgresStore])
+def test_a_backend_on_the_shared_storage_classes_writes_ten_role_members_itself(backend: type) -> None:
+    own = {name for name in every_member(MemoryStore) if name in vars(backend)}
+    assert own <= OWN_MEMBERS, f"{backend.__name__} writes {sorted(own - OWN_MEMBERS)} itself too (ADR 26 says 10)"
+
+
 @pytest.mark.parametrize(
     ("role", "kind"),
     [
