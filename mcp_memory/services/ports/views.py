@@ -105,7 +105,7 @@ class GoldenRows(Protocol):
         ...
 
     async def checks(self, scope: Scope) -> tuple[list[GoldenCheckRow], int]:
-        """The last checks, newest first, and how many rolled a pass back."""
+        """The last checks kept, newest first, and how many of them rolled a pass back."""
         ...
 
     async def unarchive(self, scope: Scope, ids: Sequence[str], reason: str) -> int:
