@@ -24,7 +24,7 @@ from mcp_memory.errors import MemoryServerError, OutOfFilesError
 from mcp_memory.logs import scrub
 from mcp_memory.mcp.face import problems
 from mcp_memory.scope import ScopeResolver
-from mcp_memory.services.ports import MemoryStore
+from mcp_memory.services.ports import StoreControl
 
 Handler = Callable[[ServerRequestContext[Any, Any]], Awaitable[BaseModel | dict[str, Any] | None]]
 
@@ -159,7 +159,7 @@ _NO_DATA = frozenset(
 )
 
 
-def principal_lease(store: MemoryStore, scopes: ScopeResolver) -> ServerMiddleware[Any]:
+def principal_lease(store: StoreControl, scopes: ScopeResolver) -> ServerMiddleware[Any]:
     """Server middleware: the caller's principal stays open while its request runs, and no longer:
     an idle MCP session holds no file (ADR 21). Out of descriptors, the request gets a JSON-RPC
     error that says to retry and what the operator raises, and the server goes on."""

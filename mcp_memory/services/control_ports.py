@@ -50,7 +50,8 @@ class TokenCheck(Protocol):
         ...
 
     async def alive(self, token_id: str, now: float) -> bool:
-        """Whether the token with this id is still live (neither revoked nor expired)."""
+        """Whether the token with this id is still live (neither revoked nor expired); the web
+        inspector's sessions end with it."""
         ...
 
 
@@ -77,10 +78,12 @@ class UiSessions(Protocol):
     async def open(
         self, principal: str, namespace: str | None, token_id: str, now: float, expires_at: float
     ) -> tuple[str, UiSessionRecord]:
-        """A new session's id (shown once, for the cookie) and its record."""
+        """A new session's id (shown once, for the cookie; never stored) and its record."""
         ...
 
-    async def find(self, session_id: str, now: float) -> UiSessionRecord | None: ...
+    async def find(self, session_id: str, now: float) -> UiSessionRecord | None:
+        """The live session the id names, or None (unknown, signed out or expired)."""
+        ...
 
     async def close_session(self, session_id: str) -> None: ...
 

@@ -15,13 +15,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from mcp_memory.models import Criteria, Scope
-from mcp_memory.services.ports import MemoryStore
+from mcp_memory.services.ports import MemorySearch
 from mcp_memory.services.scoring import STEM_WEIGHT
 from mcp_memory.text import stem_terms
 
 
 async def keyword_ranking(
-    store: MemoryStore, scope: Scope, terms: Sequence[str], criteria: Criteria, limit: int, now: float
+    store: MemorySearch, scope: Scope, terms: Sequence[str], criteria: Criteria, limit: int, now: float
 ) -> list[tuple[str, float]]:
     """Top ``limit`` (memory id, score) for the question's ``terms``: BM25 of the words as written
     plus ``STEM_WEIGHT`` of what their stems add (``with_word_forms``)."""

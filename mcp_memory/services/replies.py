@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from mcp_memory.models import Criteria, MemoryRecord, Scope
-from mcp_memory.services.ports import MemoryStore
+from mcp_memory.services.ports import MemoryRows
 from mcp_memory.services.question import asking_part, asks, body, is_question, speaker
 from mcp_memory.services.recall import forms_matched, matched_terms
 from mcp_memory.text import keyword_terms
@@ -52,7 +52,7 @@ def _echoes(text: str, terms: Sequence[str]) -> bool:
 
 
 async def answered(
-    store: MemoryStore,
+    store: MemoryRows,
     scope: Scope,
     question: str,
     ranked: list[str],

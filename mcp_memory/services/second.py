@@ -24,7 +24,7 @@ import numpy as np
 from mcp_memory.embed.loader import Embedder
 from mcp_memory.errors import UpstreamError
 from mcp_memory.models import Scope, SecondVector, Vector
-from mcp_memory.services.ports import MemoryStore
+from mcp_memory.services.ports import MemorySearch, MemoryStore
 from mcp_memory.text import script
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,7 @@ async def question(embedder: Embedder | None, words: str, owner: str, script: in
 
 
 async def question_for(
-    store: MemoryStore, embedder: Embedder | None, scope: Scope, dim: int, words: str
+    store: MemorySearch, embedder: Embedder | None, scope: Scope, dim: int, words: str
 ) -> Question | None:
     """The second model's vector of ``words`` when the principal's store mixes scripts, else None:
     asked while the first model reads the question, so that recall does not wait for the two in turn."""
@@ -83,7 +83,7 @@ def scripts_of(texts: Sequence[str], latin: bool = False, cjk: bool = False) -> 
     return latin or 0 in found, cjk or 1 in found
 
 
-async def mixes(store: MemoryStore, scope: Scope, dim: int, texts: Sequence[str]) -> bool:
+async def mixes(store: MemorySearch, scope: Scope, dim: int, texts: Sequence[str]) -> bool:
     """Whether the principal's memories, with ``texts``, hold both scripts: only then is the second
     model asked, so a store of one language never loads it."""
     return all(scripts_of(texts, *await store.vectors.scripts(scope, dim)))
@@ -115,7 +115,7 @@ async def passages(embedder: Embedder | None, texts: list[str], owner: str) -> l
 
 
 async def opinion(
-    store: MemoryStore,
+    store: MemorySearch,
     scope: Scope,
     fused: dict[str, float],
     asked: Question | None,

@@ -36,7 +36,7 @@ class TaskRows(Protocol):
         ...
 
     async def list_tasks(self, scope: Scope, after: tuple[float, str] | None, limit: int) -> list[TaskRow]:
-        """Most recently updated first, past ``after`` (updated_at, task_id)."""
+        """Most recently updated first, past ``after``: the (updated_at, task_id) of the last row seen."""
         ...
 
     async def list_checkpoints(

@@ -34,18 +34,18 @@ _EVERYTHING = Criteria(include_superseded=True, include_archived=True, include_e
 
 
 class BrowseStore:
+    """The browse role (``services.ports.BrowseRows``, where each method's contract is) over a record
+    store's connections, for both backends."""
+
     def __init__(self, store: RecordStore) -> None:
         self.store = store
 
     async def gone(self, scope: Scope, memory_id: str) -> tuple[float, str] | None:
-        """When and how a memory id of the principal's file went (forgotten, expired, evicted,
-        undone), from its one content-free event; None if it never existed here or still does."""
         logged = await events.read(await self.store.reader(scope), memory_id)
         last = logged[-1] if logged else None
         return (last[0], last[1]) if last is not None and last[1] in events.TERMINAL else None
 
     async def receipts(self, scope: Scope, limit: int) -> list[tuple[str, float, str]]:
-        """The latest content-free records of memories gone (id, when, how), newest first."""
         rows = await (await self.store.reader(scope)).execute_fetchall(
             f"SELECT memory_id, at, event FROM memory_events WHERE event IN ({','.join('?' * len(events.TERMINAL))}) "
             "ORDER BY at DESC, n DESC LIMIT ?",
@@ -63,7 +63,6 @@ class BrowseStore:
         after: tuple[float, int] | None,
         limit: int,
     ) -> list[MemoryRecord]:
-        """Up to ``limit`` memories in sort order, starting past the (value, row) ``after``."""
         key = SORT_KEYS[sort]
         if sort == "last_used":  # recall's uses waiting in memory count in the order too
             await self.store.flush_reinforcement(scope)

@@ -177,7 +177,8 @@ class ControlFile:
 
 
 class ControlStore(ControlFile):
-    """Scheduler leases and the record of passes."""
+    """Scheduler leases and the record of passes: ``services.control_ports.PassControl``, where each
+    method's contract is."""
 
     @staticmethod
     def _acquire(conn: sqlite3.Connection, name: str, holder: str, now: float, seconds: float) -> bool:
@@ -195,7 +196,6 @@ class ControlStore(ControlFile):
         return guarded_write(conn, free, take)
 
     async def acquire(self, name: str, holder: str, now: float, seconds: float) -> bool:
-        """Take (or renew) the lease ``name`` unless another live holder has it."""
         return bool(await self._call(self._acquire, name, holder, now, seconds))
 
     @staticmethod
@@ -204,7 +204,6 @@ class ControlStore(ControlFile):
         return None if row is None else (str(row[0]), float(row[1]))
 
     async def holder(self, name: str) -> tuple[str, float] | None:
-        """Who holds the lease ``name`` and until when (it may have expired), or None."""
         result: tuple[str, float] | None = await self._call(self._holder, name)
         return result
 

@@ -38,11 +38,13 @@ if TYPE_CHECKING:  # the store builds this one around itself
 
 
 class CountStore:
+    """The counts role (``services.ports.CountRows``, where each method's contract is) over a record
+    store's connections, for both backends."""
+
     def __init__(self, store: RecordStore) -> None:
         self.store = store
 
     async def tier_counts(self, scope: Scope) -> dict[str, int]:
-        """Memories visible in the scope by tier, level and state (superseded, expired, pinned)."""
         conn = await self.store.reader(scope)
         where, params = visible_clause(scope, _EVERYTHING, time.time())
         rows = await conn.execute_fetchall(
@@ -62,8 +64,6 @@ class CountStore:
         return counts
 
     async def timeline(self, scope: Scope, days: int, now: float) -> list[tuple[int, str, int, int]]:
-        """Current memories visible in the scope written in the last ``days`` days, counted by day
-        (days before ``now``, 0 = today), tier and level."""
         conn = await self.store.reader(scope)
         where, params = visible_clause(scope, _EVERYTHING, now)
         rows = await conn.execute_fetchall(
@@ -74,14 +74,11 @@ class CountStore:
         return [(int(ago), str(tier), int(level), int(count)) for ago, tier, level, count in rows]
 
     async def event_counts(self, scope: Scope) -> dict[str, int]:
-        """The memories' events by kind, for a principal-wide caller (events of a memory that is gone
-        carry no namespace, so a namespaced caller gets none)."""
         if scope.namespace is not None:
             return {}
         return await events.counts(await self.store.reader(scope))
 
     async def visible_counts(self, scope: Scope) -> dict[str, int]:
-        """The rows the scope sees, table by table."""
         conn = await self.store.reader(scope)
         where, params = visible_clause(scope, _EVERYTHING, time.time())
         seen = f"SELECT m.n FROM memories m WHERE {where}"
@@ -100,7 +97,6 @@ class CountStore:
         return counts
 
     async def principal_counts(self, scope: Scope) -> dict[str, int]:
-        """What the principal has, table by table (every namespace): the erasure receipt."""
         conn = await self.store.reader(scope)
         counts: dict[str, int] = {}
         for table in ("memories", "occurrences", "vectors", "memory_tags", "tasks", "checkpoints"):
@@ -109,7 +105,6 @@ class CountStore:
         return counts
 
     async def pending(self, scope: Scope, max_failures: int) -> dict[str, int]:
-        """Lifecycle work left in the scope, and how its summaries fared in the fact check."""
         conn = await self.store.reader(scope)
         where_a, params_a = visible_clause(scope, _CURRENT, 0.0, alias="a")
         where_b, params_b = visible_clause(scope, _CURRENT, 0.0, alias="b")

@@ -24,6 +24,9 @@ CHECKS_KEPT = 200  # the last checks of a principal; older ones are pruned as ne
 
 
 class GoldenStore:
+    """The golden queries' role (``services.ports.GoldenRows``, where each method's contract is) over a
+    record store's connections, for both backends."""
+
     def __init__(self, store: RecordStore) -> None:
         self.store = store
 
@@ -35,7 +38,6 @@ class GoldenStore:
             )
 
     async def remove(self, scope: Scope, golden_id: str) -> bool:
-        """Delete one of the scope's queries (a namespaced caller reaches its namespace's only)."""
         async with self.store.transaction(scope) as conn:
             cursor = await conn.execute(
                 "DELETE FROM golden_queries WHERE id = ? AND (namespace IS ? OR ? IS NULL)",
@@ -44,7 +46,6 @@ class GoldenStore:
             return bool(cursor.rowcount > 0)
 
     async def queries(self, scope: Scope) -> list[GoldenRow]:
-        """The person's queries: every namespace's for a principal-wide scope, else the namespace's."""
         conn = await self.store.reader(scope)
         rows = await conn.execute_fetchall(
             "SELECT id, namespace, query, memory_id, created_at FROM golden_queries "
@@ -54,7 +55,6 @@ class GoldenStore:
         return [GoldenRow(str(i), ns, str(q), str(m), float(at)) for i, ns, q, m, at in rows]
 
     async def candidates(self, scope: Scope, min_importance: float, limit: int) -> list[MemoryRecord]:
-        """Raw memories worth a sampled query: pinned first, then the most important, current and active."""
         conn = await self.store.reader(scope)
         rows = await conn.execute_fetchall(
             f"SELECT {MEMORY_COLUMNS} FROM memories WHERE level = 0 AND tier = 'active' AND superseded_by IS NULL "
@@ -64,7 +64,6 @@ class GoldenStore:
         return [row_to_record(r) for r in rows]
 
     async def document_counts(self, scope: Scope, terms: Sequence[str]) -> dict[str, int]:
-        """How many stored memories (every tier) hold each term, from the keyword index."""
         conn = await self.store.reader(scope)
         counts: dict[str, int] = {}
         for term in dict.fromkeys(terms):
@@ -75,8 +74,6 @@ class GoldenStore:
         return counts
 
     async def accepted(self, scope: Scope, memory_id: str) -> list[MemoryRecord]:
-        """What finds ``memory_id``: itself, what replaced it (supersession, followed forward), and
-        every summary that holds one of those, at any level."""
         conn = await self.store.reader(scope)
         found: dict[str, MemoryRecord] = {}
         frontier = [memory_id]
@@ -110,7 +107,6 @@ class GoldenStore:
             )
 
     async def checks(self, scope: Scope) -> tuple[list[GoldenCheckRow], int]:
-        """The last few checks, newest first, and how many of those kept rolled a pass back."""
         conn = await self.store.reader(scope)
         rows = await conn.execute_fetchall(
             "SELECT at, queries, before, after, rolled_back, detail FROM golden_checks ORDER BY n DESC LIMIT 3"
@@ -123,7 +119,6 @@ class GoldenStore:
         return recent, int(next(iter(total))[0])
 
     async def unarchive(self, scope: Scope, ids: Sequence[str], reason: str) -> int:
-        """Archived memories back to the active tier (a pass rolled back)."""
         if not ids:
             return 0
         async with self.store.transaction(scope) as conn:

@@ -28,15 +28,16 @@ PRUNED_MARK = "changes_pruned_upto"  # meta: the change log was pruned up to her
 
 
 class LifecycleStore:
+    """The lifecycle role (``services.ports.LifecycleRows``, where each method's contract is) over a
+    record store's connections, for both backends."""
+
     def __init__(self, store: RecordStore) -> None:
         self.store = store
 
     async def known_principals(self) -> list[str]:
-        """Every principal the store holds (for the scheduler)."""
         return await self.store.known_principals()
 
     async def expired(self, scope: Scope, now: float) -> list[str]:
-        """Ids of every memory whose time to live has run out (every namespace, pinned too)."""
         conn = await self.store.reader(scope)
         rows = await conn.execute_fetchall(
             "SELECT id FROM memories WHERE expires_at IS NOT NULL AND expires_at <= ? ORDER BY n", (now,)
@@ -44,9 +45,8 @@ class LifecycleStore:
         return [str(r[0]) for r in rows]
 
     async def prune_changes(self, scope: Scope, keep: int) -> int:
-        """Drop all but the last ``keep`` entries of the change log, and say how far in ``meta``: a
-        process that had not read the dropped ones reads its vector index again (on SQLite the gap
-        in the numbers tells it too; PostgreSQL's numbers have gaps of their own)."""
+        """How far it was pruned is kept in ``meta``; on SQLite the gap in the numbers tells it too, while
+        PostgreSQL's numbers have gaps of their own."""
         async with self.store.transaction(scope) as conn:
             rows = await conn.execute_fetchall("SELECT seq FROM changes ORDER BY seq DESC LIMIT 1 OFFSET ?", (keep,))
             if not rows:
@@ -59,12 +59,9 @@ class LifecycleStore:
             return int(cursor.rowcount or 0)
 
     async def without_second_vector(self, scope: Scope, limit: int, model_id: str) -> list[tuple[str, str]]:
-        """(id, text) of up to ``limit`` current memories without ``model_id``'s vector, the newest
-        first; none when the file's second vectors are another model's."""
         return await second.missing(await self.store.reader(scope), limit, model_id)
 
     async def decay_rows(self, scope: Scope) -> list[tuple[str, float, int, float]]:
-        """(id, importance, access_count, last access or creation) of every active, unpinned memory."""
         await self.store.flush_reinforcement(scope)  # decay reads the counts: recall's go first
         conn = await self.store.reader(scope)
         rows = await conn.execute_fetchall(
@@ -82,9 +79,6 @@ class LifecycleStore:
         levels: Sequence[int] = (0,),
         task_id: str | None = None,
     ) -> list[MemoryRecord]:
-        """Active, unpinned memories of ``levels`` in every namespace (of one task with ``task_id``),
-        but those that resisted compression, those of ``keep_kinds`` (facts the user holds,
-        consolidated rather than summarized) and the facts the LLM extracted."""
         conn = await self.store.reader(scope)
         kept = ",".join("?" * len(keep_kinds)) or "''"
         task = "AND m.task_id = ? " if task_id is not None else ""
@@ -101,8 +95,6 @@ class LifecycleStore:
         return [row_to_record(r) for r in rows]
 
     async def tasks_with_memories(self, scope: Scope, idle_since: float) -> list[TaskSummaryRow]:
-        """Every task not updated since ``idle_since`` that still has active, unpinned memories
-        below L3 (a finished one is summarized as a whole)."""
         conn = await self.store.reader(scope)
         rows = await conn.execute_fetchall(
             "SELECT t.task_id, t.namespace, t.title, t.goal, t.head, t.updated_at FROM tasks t "
@@ -115,8 +107,6 @@ class LifecycleStore:
     async def consolidation_candidates(
         self, scope: Scope, kinds: Sequence[str], *, after: int = 0, limit: int = -1
     ) -> list[MemoryRecord]:
-        """Active, unpinned, current raw memories of ``kinds`` in every namespace written after
-        memory ``after``, oldest first (at most ``limit``; -1: all), with their conflicts."""
         conn = await self.store.reader(scope)
         rows = await conn.execute_fetchall(
             f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.tier = 'active' AND m.pinned = 0 AND m.level = 0 "
@@ -135,7 +125,6 @@ class LifecycleStore:
         return list(records.values())
 
     async def consolidation_mark(self, scope: Scope) -> int:
-        """The newest memory the consolidation has compared with everything before it."""
         return await self._meta_int(await self.store.reader(scope), "consolidated_upto")
 
     async def mark_consolidated(self, scope: Scope, upto: int) -> None:
@@ -147,7 +136,6 @@ class LifecycleStore:
             )
 
     async def vectors(self, scope: Scope, ids: Sequence[str]) -> dict[str, np.ndarray]:
-        """The stored vectors of memories ``ids``."""
         rows = await rows_in(
             await self.store.reader(scope),
             "SELECT m.id, v.vec FROM vectors v JOIN memories m ON m.n = v.memory_n WHERE m.id IN ({marks})",
@@ -156,7 +144,6 @@ class LifecycleStore:
         return {str(ident): np.frombuffer(vec, dtype=np.float32) for ident, vec in rows}
 
     async def occurrences(self, scope: Scope, ids: Sequence[str]) -> dict[str, list[NewOccurrence]]:
-        """Every occurrence of memories ``ids``, oldest first, as they would be written again."""
         conn = await self.store.reader(scope)
         found: dict[str, list[NewOccurrence]] = {}
         for start in range(0, len(ids), 500):
@@ -180,7 +167,6 @@ class LifecycleStore:
         return found
 
     async def unjudged_conflicts(self, scope: Scope, limit: int) -> list[tuple[MemoryRecord, MemoryRecord]]:
-        """Flagged pairs not yet put to the LLM whose both sides are current and active, oldest flag first."""
         conn = await self.store.reader(scope)
         rows = await conn.execute_fetchall(
             "SELECT c.memory_id, c.other_id FROM conflicts c JOIN memories a ON a.id = c.memory_id "
@@ -201,10 +187,6 @@ class LifecycleStore:
         return [(records[a], records[b]) for a, b in pairs if a in records and b in records]
 
     async def settle_conflict(self, scope: Scope, older: str, newer: str, verdict: str, now: float) -> str | None:
-        """Apply a judgement: "replaces" supersedes ``older`` by ``newer`` (history kept) and
-        "both_true" lifts the flag; anything else marks the pair judged, still flagged. Returns the
-        verdict applied ("replaces" becomes "unsure" when a side is pinned), or None when the pair
-        changed since it was read (a side forgotten or replaced): nothing is written then."""
         async with self.store.transaction(scope) as conn:
             live = await conn.execute_fetchall(
                 "SELECT COUNT(*), COALESCE(SUM(pinned), 0) FROM memories WHERE id IN (?, ?) "
@@ -238,8 +220,6 @@ class LifecycleStore:
         return verdict
 
     async def judgement_failed(self, scope: Scope, older: str, newer: str, now: float, give_up_after: int) -> bool:
-        """Count a failed judgement of the pair; at ``give_up_after`` it is marked judged (it stays
-        flagged for the user). True when it was given up."""
         pair = "(memory_id = ? AND other_id = ?) OR (memory_id = ? AND other_id = ?)"
         async with self.store.transaction(scope) as conn:
             await conn.execute(
@@ -252,7 +232,6 @@ class LifecycleStore:
             return bool(cursor.rowcount > 0)
 
     async def extraction_failed(self, scope: Scope, namespace: str | None) -> int:
-        """Count a failed extraction of the namespace's next batch; returns the failures so far."""
         key = f"extract_failures:{namespace or ''}"
         async with self.store.transaction(scope) as conn:
             await conn.execute(
@@ -263,7 +242,6 @@ class LifecycleStore:
             return await self._meta_int(conn, key)
 
     async def extraction_namespaces(self, scope: Scope) -> list[str | None]:
-        """The namespaces that hold raw memories (each is read for facts on its own)."""
         conn = await self.store.reader(scope)
         rows = await conn.execute_fetchall("SELECT DISTINCT namespace FROM memories WHERE level = 0")
         return sorted((r[0] for r in rows), key=lambda n: (n is not None, n or ""))
@@ -271,8 +249,6 @@ class LifecycleStore:
     async def extraction_batch(
         self, scope: Scope, namespace: str | None, skip_kinds: Sequence[str], limit: int
     ) -> list[MemoryRecord]:
-        """Raw memories of one namespace written after its extraction mark (oldest first), but the
-        scheduler's own, the superseded, the short-lived and those of ``skip_kinds`` (already facts)."""
         conn = await self.store.reader(scope)
         mark = await self._meta_int(conn, _mark_key(namespace))
         where, params = _unread(namespace, mark, skip_kinds)
@@ -282,7 +258,6 @@ class LifecycleStore:
         return [row_to_record(r) for r in rows]
 
     async def mark_extracted(self, scope: Scope, namespace: str | None, upto: int) -> None:
-        """The namespace's memories up to ``upto`` are read (or given up on); its failures reset."""
         async with self.store.transaction(scope) as conn:
             await conn.execute("DELETE FROM meta WHERE key = ?", (f"extract_failures:{namespace or ''}",))
             await conn.execute(
@@ -292,7 +267,6 @@ class LifecycleStore:
             )
 
     async def unread_for_facts(self, scope: Scope, skip_kinds: Sequence[str]) -> int:
-        """Memories the extraction has still to read, in the namespaces the scope sees."""
         conn = await self.store.reader(scope)
         total = 0
         for namespace in await self.extraction_namespaces(scope):
@@ -310,9 +284,6 @@ class LifecycleStore:
         return int(rows[0][0]) if rows else 0
 
     async def link_sources(self, scope: Scope, derived_id: str, source_ids: Sequence[str]) -> bool:
-        """Record that ``derived_id`` was made from ``source_ids`` (not archived): forgetting a
-        source then takes the derived memory with it, as it does a summary. False, writing
-        nothing, when a source is gone (forgotten since the derived memory was made)."""
         async with self.store.transaction(scope) as conn:
             marks = ",".join("?" * len(source_ids))
             found = await conn.execute_fetchall(f"SELECT COUNT(*) FROM memories WHERE id IN ({marks})", source_ids)
@@ -333,7 +304,6 @@ class LifecycleStore:
             )
 
     async def compression_failures(self, scope: Scope) -> dict[str, int]:
-        """memory id -> how often it failed compression, for every memory still stored (for export)."""
         conn = await self.store.reader(scope)
         rows = await conn.execute_fetchall(
             "SELECT f.memory_id, f.failures FROM compression_failures f JOIN memories m ON m.id = f.memory_id"
@@ -347,12 +317,6 @@ class LifecycleStore:
         conflicts: Sequence[tuple[str, str]],
         failures: Sequence[tuple[str, int]],
     ) -> None:
-        """Write back what an import read besides the rows: (summary, source) links, flagged conflicts
-        (stored both ways) and compression failures, in one transaction.
-
-        A row is written only when every memory it names is stored: one forgotten by another process
-        since the import checked is not linked to. Nothing is removed; failures only grow.
-        """
         async with self.store.transaction(scope) as conn:
             await conn.executemany(
                 "INSERT OR IGNORE INTO summary_sources(summary_id, source_id) "
@@ -373,7 +337,6 @@ class LifecycleStore:
             )
 
     async def summaries_holding(self, scope: Scope, memory_id: str) -> list[str]:
-        """The summaries (or facts) built directly on ``memory_id``."""
         conn = await self.store.reader(scope)
         rows = await conn.execute_fetchall(
             "SELECT summary_id FROM summary_sources WHERE source_id = ? ORDER BY summary_id", (memory_id,)
@@ -381,17 +344,11 @@ class LifecycleStore:
         return [str(r[0]) for r in rows]
 
     async def task_summaries(self, scope: Scope, task_id: str) -> list[str]:
-        """The task summaries (L3) of ``task_id``, in every namespace of the principal."""
         conn = await self.store.reader(scope)
         rows = await conn.execute_fetchall("SELECT id FROM memories WHERE task_id = ? AND level = 3", (task_id,))
         return [str(r[0]) for r in rows]
 
     async def undo_summary(self, scope: Scope, summary_id: str, resist: int = 0) -> list[str]:
-        """Put a summary's sources back in the active tier and delete the summary; returns the sources.
-
-        With ``resist`` the sources are marked as having failed compression that often, so an
-        undone summary is not simply made again by the next pass.
-        """
         async with self.store.transaction(scope) as conn:
             # A summary that is itself summarized (an L1 under an L2) comes back first, so nothing
             # is left built from what this one held.
@@ -400,8 +357,6 @@ class LifecycleStore:
             return await writes.undo(conn, summary_id, resist)
 
     async def archive(self, scope: Scope, faded: dict[str, tuple[float, float]]) -> list[str]:
-        """Move memories (id -> retention, the threshold it fell under) to the archive tier (kept,
-        out of default recall); each one's event names both. Returns their ids."""
         archived: list[str] = []
         async with self.store.transaction(scope) as conn:
             ns = sorted((await rows_of(conn, list(faded))).values())
@@ -421,7 +376,6 @@ class LifecycleStore:
         return archived
 
     async def count_fact_check(self, scope: Scope, namespace: str | None, passed: bool) -> None:
-        """One more summary in ``namespace`` that passed (or failed) the fact check, for `stats`."""
         async with self.store.transaction(scope) as conn:
             await conn.execute(
                 "INSERT INTO meta(key, value) VALUES (?, '1') "

@@ -356,8 +356,7 @@ class QdrantVectorSearch:
         now: float,
         centring: Centring | None = None,
     ) -> DenseHits:
-        """The closest memories to ``query`` the scope and criteria allow, best first; the spread of
-        similarity and the script means estimated from a sample."""
+        """The spread of similarity and the script means are estimated from a sample."""
         seen = await self._synced(scope)
         collection = seen.collection
         if collection is None or limit <= 0:
@@ -456,8 +455,6 @@ class QdrantVectorSearch:
     async def neighbours(
         self, scope: Scope, queries: Vector, criteria: Criteria, limit: int, now: float
     ) -> list[list[tuple[str, float]]]:
-        """Per row of ``queries``, the closest live memories of the scope (its own namespace only
-        when ``criteria.namespace_only``)."""
         if criteria.narrows or criteria.include_superseded or criteria.include_archived or criteria.include_expired:
             raise ValueError("neighbours searches live rows by namespace only")
         seen = await self._synced(scope)
@@ -470,7 +467,6 @@ class QdrantVectorSearch:
         return [[(f.id, f.score) for f in row] for row in found]
 
     async def scripts(self, scope: Scope, dim: int) -> tuple[bool, bool]:
-        """Whether the principal's memories include Latin-script ones, and CJK ones."""
         seen = await self._synced(scope)
         if seen.collection is None:
             return False, False

@@ -50,7 +50,9 @@ IN_LIST = 500  # ids per IN list (SQLite's limit on variables can be as low as 9
 
 
 class RecordStore:
-    """The record methods of ``services.ports.MemoryStore`` over a backend's connections."""
+    """What both record stores share of ``services.ports.MemoryStore`` (the roles ``MemoryRows``,
+    ``MemorySearch`` and ``StoreControl``, where each method's contract is) over a backend's
+    connections. A backend's own docstring says only what is particular to it."""
 
     # What `count` reports (doctor, stats): the tables that grow with the memories.
     COUNTED_TABLES: tuple[str, ...] = ("memories", "occurrences", "vectors", "memory_tags", "changes")
@@ -70,12 +72,10 @@ class RecordStore:
         raise NotImplementedError
 
     def one_transaction(self, scope: Scope, *, write: bool = False) -> AbstractAsyncContextManager[None]:
-        """One call's reads and writes in one transaction, where the backend gains by it (PostgreSQL:
-        one connection, one binding); SQLite's connections are the principal's file's already."""
+        """By default nothing: SQLite's connections are the principal's file's already."""
         return nullcontext()
 
     async def known_principals(self) -> list[str]:
-        """Every principal the store holds (for the scheduler)."""
         raise NotImplementedError
 
     async def flush_reinforcement(self, scope: Scope | None = None) -> None:
@@ -134,7 +134,6 @@ class RecordStore:
     # ----- model metadata ------------------------------------------------------------------
 
     async def check_model(self, scope: Scope, model_id: str, dim: int) -> None:
-        """Record the embedding model on first use; refuse vectors from another model."""
         conn = await self.reader(scope)
         rows = await conn.execute_fetchall("SELECT key, value FROM meta WHERE key IN ('embed_model', 'embed_dim')")
         meta = {str(k): str(v) for k, v in rows}
@@ -159,24 +158,18 @@ class RecordStore:
         return meta.get("embed_model"), int(dim) if dim else None
 
     async def links(self, scope: Scope, sources: Sequence[str], population: int) -> list[Link]:
-        """The memories linked to ``sources`` (shared rare entities, session neighbours); recall reads
-        the targets through ``select_memories``, so what a scope may not see never comes back."""
         conn = await self.reader(scope)
         return await links.links(conn, sources, population)
 
     async def replies(self, scope: Scope, ids: Sequence[str]) -> dict[str, str]:
-        """The memory stored just after each of ``ids`` in its session (in a dialog, its reply), by
-        id; read through ``select_memories`` as links are."""
         return await links.following(await self.reader(scope), ids)
 
     async def second_vectors(self, scope: Scope, ids: Sequence[str], model_id: str) -> dict[str, Vector]:
-        """The second model's vectors of memories ``ids`` (ADR 14); those without one are absent."""
         return await second.read(await self.reader(scope), ids, model_id)
 
     async def put_second_vectors(
         self, scope: Scope, model_id: str, vectors: Sequence[tuple[str, Vector]], *, first: bool = False
     ) -> int:
-        """Second vectors of stored memories, by id (reindex, the pass); a ``first`` chunk drops every earlier one."""
         async with self.transaction(scope) as conn:
             if first:
                 await second.start_over(conn, model_id)
@@ -222,12 +215,9 @@ class RecordStore:
         return records
 
     async def find_by_hash(self, scope: Scope, hashes: Sequence[str], now: float) -> dict[str, str]:
-        """content hash -> id of a live memory in exactly the scope's namespace."""
         return await live_by_hash(await self.reader(scope), scope, hashes, now) if hashes else {}
 
     async def replaced_by_hash(self, scope: Scope, hashes: Sequence[str], now: float) -> dict[str, str]:
-        """content hash -> the live memory that replaced the latest copy of that text (following
-        replacements of replacements), for texts no live memory says now."""
         return await replaced_by_hash(await self.reader(scope), scope, hashes, now) if hashes else {}
 
     async def change_mark(self, scope: Scope) -> int:
@@ -247,11 +237,6 @@ class RecordStore:
     # ----- writes ----------------------------------------------------------------------------
 
     async def apply(self, scope: Scope, inserts: Sequence[NewMemory], merges: Sequence[Merge]) -> Applied:
-        """Insert new memories and record merged occurrences in one transaction.
-
-        Returns what each insert superseded and which inserts merged into a live copy instead.
-        Raises NotFoundError, writing nothing, when a ``supersedes`` id is not in the scope.
-        """
         now = time.time()
         async with self.transaction(scope) as conn:
             return await writes.apply(conn, scope, inserts, merges, now)
@@ -277,7 +262,6 @@ class RecordStore:
         await self.vectors.model_changed(scope)
 
     async def all_ids(self, scope: Scope) -> list[tuple[str, str]]:
-        """(id, text) of every memory of the principal (all namespaces), as stored, for reindex."""
         conn = await self.reader(scope)
         rows = await conn.execute_fetchall("SELECT id, content FROM memories ORDER BY n")
         return [(str(ident), str(c)) for ident, c in rows]

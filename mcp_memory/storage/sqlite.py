@@ -111,7 +111,6 @@ class SqliteStore(RecordStore):
         return await self.pool.get(scope.principal)
 
     def lease(self, principal: str) -> AbstractAsyncContextManager[None]:
-        """Keep ``principal``'s file open while a call runs (a session between calls holds nothing)."""
         return self.pool.lease(principal)
 
     def open_principals(self) -> list[str]:
@@ -232,18 +231,15 @@ class SqliteStore(RecordStore):
     async def keyword_searches(
         self, scope: Scope, asked: Sequence[Sequence[str]], criteria: Criteria, limit: int, now: float
     ) -> list[list[tuple[str, float]]]:
-        """``keyword_search`` of each list of terms, in turn (in this process: no round trips to save)."""
+        """In turn: in this process there are no round trips to save."""
         return [await self.keyword_search(scope, terms, criteria, limit, now) for terms in asked]
 
     # ----- writes --------------------------------------------------------------------------
 
     async def reinforce(self, scope: Scope, ids: Sequence[str], now: float) -> None:
-        """Recall strengthens what it returns (access count, last access) without taking the write
-        lock: the counts wait in memory and are written in batches (ADR 11)."""
         (await self.principal_db(scope)).reinforcement.reinforced(ids, now)
 
     async def flush_reinforcement(self, scope: Scope | None = None) -> None:
-        """Write the buffered reinforcement of one principal (or of every open one) now."""
         principals = [scope.principal] if scope is not None else self.pool.principals()
         for principal in principals:
             db = self.pool.get_open(principal)
@@ -259,9 +255,8 @@ class SqliteStore(RecordStore):
         await self.pool.close_idle()
 
     async def delete(self, scope: Scope, ids: Sequence[str], **how: Any) -> tuple[int, bool]:
-        """Delete memories everywhere and leave no recoverable text (FTS rewrite, WAL truncate); ``how``
-        as ``writes.delete`` takes it (unpinned_only, derived, event). Returns the count and whether
-        the WAL was emptied now (else at a later commit)."""
+        """``how`` as ``writes.delete`` takes it (unpinned_only, derived, event); then ``scrub`` rewrites
+        the keyword index and empties the WAL."""
         if not ids:
             return 0, True
         async with self.transaction(scope) as conn:
@@ -287,12 +282,8 @@ class SqliteStore(RecordStore):
         return done
 
     async def erase_principal(self, scope: Scope, now: float) -> dict[str, int]:
-        """Delete everything the principal has and keep only a content-free record that it happened.
-
-        Rows go with secure_delete on, the keyword index is rebuilt empty, the file is vacuumed (no
-        free page keeps old bytes), the WAL is emptied, and migration backups of the file are removed.
-        Other processes see the deletions through the change log. Returns the counts per table.
-        """
+        """Rows go with secure_delete on, the keyword index is rebuilt empty, the file is vacuumed (no free
+        page keeps old bytes), the WAL is emptied, and migration backups of the file are removed."""
         db = await self.principal_db(scope)
         async with self.transaction(scope) as conn:
             counts = await writes.erase_principal(conn, now)

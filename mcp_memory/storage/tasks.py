@@ -64,6 +64,9 @@ def _visible(scope: Scope) -> tuple[str, list[Any]]:
 
 
 class TaskStore:
+    """The task role (``services.task_ports.TaskRows``, where each method's contract is) over a record
+    store's connections, for both backends."""
+
     def __init__(self, store: RecordStore) -> None:
         self.store = store
 
@@ -83,10 +86,6 @@ class TaskStore:
     async def save(
         self, scope: Scope, task: TaskRow, base_seq: int | None, checkpoints: Sequence[CheckpointRow] = ()
     ) -> None:
-        """Write the task's new head (and a checkpoint) if the head is still at ``base_seq``.
-
-        ``base_seq`` None means the task must not exist yet. Raises StaleHeadError otherwise.
-        """
         async with self.store.transaction(scope) as conn:
             await _check_head(conn, scope, task.task_id, base_seq)
             await conn.execute(
@@ -117,7 +116,6 @@ class TaskStore:
             )
 
     async def checkpoint(self, scope: Scope, task_id: str, checkpoint_id: str) -> CheckpointRow | None:
-        """One checkpoint with its envelope, if the task is visible to the scope."""
         if await self.get(scope, task_id) is None:
             return None
         conn = await self.store.reader(scope)
@@ -130,12 +128,10 @@ class TaskStore:
         return _checkpoint(rows[0], with_envelope=True) if rows else None
 
     async def heads(self, scope: Scope) -> dict[str, int]:
-        """Every task of the principal (all namespaces) with its head's sequence number."""
         conn = await self.store.reader(scope)
         return {str(t): int(s) for t, s in await conn.execute_fetchall("SELECT task_id, head_seq FROM tasks")}
 
     async def list_tasks(self, scope: Scope, after: tuple[float, str] | None, limit: int) -> list[TaskRow]:
-        """Most recently updated first; ``after`` is the (updated_at, task_id) of the last row seen."""
         where, params = _visible(scope)
         if after is not None:
             where += " AND (t.updated_at < ? OR (t.updated_at = ? AND t.task_id < ?))"
@@ -150,7 +146,6 @@ class TaskStore:
     async def list_checkpoints(
         self, scope: Scope, task_id: str, before_seq: int | None, limit: int
     ) -> list[CheckpointRow]:
-        """Newest first; ``before_seq`` continues after the last row seen."""
         conn = await self.store.reader(scope)
         rows = await conn.execute_fetchall(
             f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE task_id = ? AND seq < ? ORDER BY seq DESC LIMIT ?",

@@ -58,6 +58,9 @@ _COLUMNS = "id, principal, namespace, label, created_at, expires_at, revoked_at"
 
 
 class TokenStore(ControlFile):
+    """``services.control_ports.TokenCheck`` (where its methods' contracts are), and what the
+    `token` command issues and revokes."""
+
     schema = _SCHEMA
 
     @staticmethod
@@ -92,7 +95,6 @@ class TokenStore(ControlFile):
         return rows[0] if rows else None
 
     async def verify(self, token: str, now: float) -> TokenRecord | None:
-        """The live record the token belongs to, or None (unknown, revoked or expired)."""
         if not token.startswith(TOKEN_PREFIX) or len(token) > 200:
             return None
         row = await self._read(self._find, token_hash(token))
@@ -109,7 +111,6 @@ class TokenStore(ControlFile):
         return row
 
     async def alive(self, token_id: str, now: float) -> bool:
-        """Whether the token with this id is still live (the web inspector's sessions end with it)."""
         row = await self._read(self._by_id, token_id)  # every inspector page asks: the kept connection
         return row is not None and _record(row).live(now)
 

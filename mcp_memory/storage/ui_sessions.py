@@ -45,6 +45,8 @@ def _hash(session_id: str) -> str:
 
 
 class UiSessionStore(ControlFile):
+    """``services.control_ports.UiSessions`` (where its methods' contracts are) in the control file."""
+
     schema = _SCHEMA
 
     @staticmethod
@@ -67,7 +69,6 @@ class UiSessionStore(ControlFile):
     async def open(
         self, principal: str, namespace: str | None, token_id: str, now: float, expires_at: float
     ) -> tuple[str, UiSession]:
-        """A new session's id (for the cookie; shown once, never stored) and its record."""
         session_id = secrets.token_urlsafe(32)
         session = UiSession(principal, namespace, token_id, secrets.token_urlsafe(24), now, expires_at)
         await self._call(self._insert, _hash(session_id), session)
@@ -81,7 +82,6 @@ class UiSessionStore(ControlFile):
         return row
 
     async def find(self, session_id: str, now: float) -> UiSession | None:
-        """The live session the id names, or None (unknown, signed out or expired)."""
         if not session_id or len(session_id) > 100:
             return None
         row = await self._read(self._find, _hash(session_id), now)  # every page asks: the kept connection

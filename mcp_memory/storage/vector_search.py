@@ -55,7 +55,6 @@ class InProcessSearch:
         return None
 
     async def sync(self, scope: Scope, dim: int) -> VectorIndex:
-        """The principal's index, loaded on first use and caught up with other processes."""
         return (await self._synced(scope, dim))[1]
 
     async def _synced(self, scope: Scope, dim: int) -> tuple[anyio.Lock, VectorIndex]:
@@ -71,7 +70,6 @@ class InProcessSearch:
         now: float,
         centring: Centring | None = None,
     ) -> DenseHits:
-        """The closest memories to ``query`` the scope and criteria allow, best first."""
         lock, index = await self._synced(scope, query.shape[0])
         allow = None
         if criteria.narrows:
@@ -93,8 +91,6 @@ class InProcessSearch:
     async def neighbours(
         self, scope: Scope, queries: Vector, criteria: Criteria, limit: int, now: float
     ) -> list[list[tuple[str, float]]]:
-        """Per row of ``queries``, the closest live memories of the scope (its own namespace only
-        when ``criteria.namespace_only``): one search for a whole batch of new memories."""
         if criteria.narrows or criteria.include_superseded or criteria.include_archived or criteria.include_expired:
             raise ValueError("neighbours searches live rows by namespace only")
         lock, index = await self._synced(scope, queries.shape[1])
@@ -109,7 +105,6 @@ class InProcessSearch:
         return await scan(run, len(index) * len(queries), lock)
 
     async def scripts(self, scope: Scope, dim: int) -> tuple[bool, bool]:
-        """Whether the principal's memories include Latin-script ones, and CJK ones."""
         return (await self.sync(scope, dim)).scripts
 
 
@@ -138,7 +133,6 @@ class ExactVectorSearch(InProcessSearch):
         return db.index_lock, index
 
     def size(self, scope: Scope) -> int | None:
-        """Rows in this process's index of the principal; None until it is loaded."""
         db = self.store.pool.get_open(scope.principal)
         return len(db.index) if db is not None and db.index is not None else None
 

@@ -189,8 +189,7 @@ class PostgresStore(RecordStore):
     async def keyword_searches(
         self, scope: Scope, asked: Sequence[Sequence[str]], criteria: Criteria, limit: int, now: float
     ) -> list[list[tuple[str, float]]]:
-        """``keyword_search`` of each list of terms, those the transaction (a call's) has not read
-        yet sent in one round trip."""
+        """Those the transaction (a call's) has not read yet are sent in one round trip."""
         if not any(asked):
             return [[] for _ in asked]
         where, params = visible_clause(scope, criteria, now)
@@ -209,8 +208,6 @@ class PostgresStore(RecordStore):
     # ----- writes --------------------------------------------------------------------------
 
     async def reinforce(self, scope: Scope, ids: Sequence[str], now: float) -> None:
-        """Recall strengthens what it returns; the counts wait in memory and are written in batches
-        (ADR 11), outside the principal's write lock."""
         self._reinforcement.setdefault(scope.principal, Reinforcement()).reinforced(ids, now)
 
     async def flush_reinforcement(self, scope: Scope | None = None) -> None:
@@ -224,8 +221,8 @@ class PostgresStore(RecordStore):
             waiting.overlay(records)
 
     async def delete(self, scope: Scope, ids: Sequence[str], **how: Any) -> tuple[int, bool]:
-        """Delete memories from every table; ``how`` as ``writes.delete`` takes it. The rows' old
-        versions stay in their pages until VACUUM reuses them; only forget_user empties files."""
+        """``how`` as ``writes.delete`` takes it. The rows' old versions stay in their pages until VACUUM
+        reuses them; only forget_user empties files."""
         if not ids:
             return 0, True
         async with self.transaction(scope) as conn:

@@ -152,8 +152,7 @@ class PgVectorSearch:
         now: float,
         centring: Centring | None = None,
     ) -> DenseHits:
-        """The closest memories to ``query`` the scope and criteria allow, best first, in one
-        statement (two the first time a mixed store's means are summed)."""
+        """In one statement (two the first time a mixed store's means are summed)."""
         if limit <= 0:
             return DenseHits([], 0.0, 0.0, 0)
         allow = None
@@ -259,8 +258,7 @@ class PgVectorSearch:
     async def neighbours(
         self, scope: Scope, queries: Vector, criteria: Criteria, limit: int, now: float
     ) -> list[list[tuple[str, float]]]:
-        """Per row of ``queries``, the closest live memories of the scope: one statement each, sent
-        together."""
+        """One statement per row of ``queries``, sent together."""
         if criteria.narrows or criteria.include_superseded or criteria.include_archived or criteria.include_expired:
             raise ValueError("neighbours searches live rows by namespace only")
         if limit <= 0 or len(queries) == 0:
