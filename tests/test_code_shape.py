@@ -138,7 +138,7 @@ def test_the_redaction_check_sees_every_form_of_import() -> None:
     for source in (
         "from mcp_memory.redact import redact",
         "import mcp_memory.redact",
-        "from mcp_memory import errors, redact",
+        "from mcp_memory import config, redact",
         "def f():\n    from mcp_memory.redact import secret_kinds",
     ):
         assert _imports_redact(ast.parse(source)), source

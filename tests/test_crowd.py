@@ -21,9 +21,9 @@ from starlette.types import Scope as ASGIScope
 
 from mcp_memory import descriptors
 from mcp_memory.config import load_settings
+from mcp_memory.http.capacity import Capacity
 from mcp_memory.mcp.server import Server, open_server
 from mcp_memory.storage.sqlite import SqliteStore
-from mcp_memory.web_capacity import Capacity
 from tests.conftest import call
 from tests.netserver import INITIALIZE, JSON_HEADERS, SERVER_BIN, NetServer, post, rpc, running, server_env
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mcp_memory.models import Vector
+from mcp_memory.core.models import Vector
 
 if TYPE_CHECKING:  # the loader imports this module
     from mcp_memory.embed.loader import Model

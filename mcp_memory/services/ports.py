@@ -15,7 +15,7 @@ from typing import Protocol
 
 import numpy as np
 
-from mcp_memory.models import (
+from mcp_memory.core.models import (
     Applied,
     Centring,
     Criteria,

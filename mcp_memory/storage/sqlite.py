@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 import aiosqlite
 import anyio
 
-from mcp_memory.errors import StorageError
-from mcp_memory.models import (
+from mcp_memory.core.errors import StorageError
+from mcp_memory.core.models import (
     Criteria,
     MemoryRecord,
     Scope,

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import anyio
 import numpy as np
 
-from mcp_memory.models import Centring, Criteria, DenseHits, Scope, Vector
+from mcp_memory.core.models import Centring, Criteria, DenseHits, Scope, Vector
 from mcp_memory.storage.vectors import VectorIndex, scan
 
 if TYPE_CHECKING:  # the store builds this one around itself

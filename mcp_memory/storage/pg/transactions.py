@@ -32,7 +32,7 @@ from psycopg import pq, sql
 from psycopg.abc import PQGen
 from psycopg.rows import TupleRow
 
-from mcp_memory.models import Scope
+from mcp_memory.core.models import Scope
 from mcp_memory.storage.pg.dialect import PgConn, Reads, rendered
 
 if TYPE_CHECKING:

@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 from psycopg import sql
 
-from mcp_memory.models import Centring, Criteria, DenseHits, Scope, Vector
+from mcp_memory.core.models import Centring, Criteria, DenseHits, Scope, Vector
 from mcp_memory.storage.pg.messages import exchange
 from mcp_memory.storage.pg.vector_layout import HNSW_ROWS, index_name
 
