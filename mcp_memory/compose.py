@@ -39,10 +39,9 @@ from mcp_memory.storage.forget_codes import ForgetCodes
 from mcp_memory.storage.llm_usage import LlmLedger
 from mcp_memory.storage.permissions import settings_files
 from mcp_memory.storage.pool import PoolLimits
-from mcp_memory.storage.sqlite import SqliteStore
+from mcp_memory.storage.sqlite import ExactVectorSearch, SqliteStore
 from mcp_memory.storage.switch import SwitchFile
 from mcp_memory.storage.tasks import TaskStore
-from mcp_memory.storage.vector_search import ExactVectorSearch
 
 if TYPE_CHECKING:
     from mcp_memory.storage.pg.store import PostgresStore
