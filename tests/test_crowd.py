@@ -20,7 +20,11 @@ from starlette.types import Message, Receive, Send
 from starlette.types import Scope as ASGIScope
 
 from mcp_memory import descriptors
+from mcp_memory.compose import embedder_config
 from mcp_memory.config import load_settings
+from mcp_memory.core.errors import OutOfFilesError
+from mcp_memory.embed import languages
+from mcp_memory.embed.loader import Embedder, shared_model
 from mcp_memory.http.capacity import Capacity
 from mcp_memory.mcp.server import Server, open_server
 from mcp_memory.storage.sqlite import SqliteStore
@@ -44,10 +48,8 @@ def test_the_descriptor_budget_keeps_the_pool_and_the_connections_within_the_lim
 async def _settled_count(runtime: Server) -> int:
     """The process's open descriptors once the model (and its second engine) stopped opening files:
     the same count twice, 0.3 s apart."""
-    await runtime.memory.embedder.ready()
-    loading = runtime.memory.embedder._thread  # the model, then its second engine (twin): each opens files
-    if loading is not None:
-        await anyio.to_thread.run_sync(loading.join, 30)
+    with anyio.fail_after(60):
+        await runtime.memory.embedder.settled()
     last = None
     with anyio.fail_after(10):
         while (count := descriptors.open_count()) != last:
@@ -100,6 +102,28 @@ async def test_out_of_descriptors_a_call_is_told_to_retry_and_the_same_call_then
         assert await call(client, "remember", {"content": "The boiler was serviced in May"})
         found = await call(client, "recall", {"query": "boiler service", "reinforce": False})
         assert [h["text"] for h in found["hits"]] == ["The boiler was serviced in May"]
+
+
+async def test_a_model_not_loaded_for_want_of_descriptors_loads_at_the_next_call(data_dir: Path) -> None:
+    embedder = Embedder(embedder_config(load_settings(data_dir=data_dir)), twin=False)
+    model = shared_model(embedder.config)  # the process's model, loaded once: only its means open a file now
+    if not (languages.FOLDER / f"{model.name}.npz").is_file():
+        pytest.skip(f"{model.name} ships no language means: loading it opens no file once loaded")
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    count = descriptors.open_count()
+    assert count is not None
+    resource.setrlimit(resource.RLIMIT_NOFILE, (count, hard))
+    fillers = _fill_to_one_left()
+    fillers.append(os.open(os.devnull, os.O_RDONLY))  # and that one too
+    try:
+        with pytest.raises(OutOfFilesError, match="no file descriptor left"):
+            await embedder.ready()
+    finally:
+        for each in fillers:
+            os.close(each)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert await embedder.ready() is model
+    assert await embedder.language_means() is not None
 
 
 async def test_the_gateway_refuses_requests_past_its_share_with_503_and_retry_after() -> None:

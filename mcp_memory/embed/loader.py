@@ -223,7 +223,7 @@ class Embedder:
         except BaseException as exc:  # reported to every caller, never lost
             if exhausted(exc):  # a passing state: the next caller loads again
                 log.warning("embedding model not loaded for want of file descriptors; the next call tries again")
-                self._error, self._thread = OutOfFilesError(out_of_files_message()), None
+                self._error = OutOfFilesError(out_of_files_message())
             else:
                 self._error = exc
                 log.error("embedding model failed to load: %s", exc)
@@ -237,8 +237,10 @@ class Embedder:
                 log.warning("no second engine for queries (%s); they take turns with passages", exc)
 
     async def ready(self) -> Model:
-        if self._thread is None and isinstance(self._error, OutOfFilesError):
-            self._error = None
+        if self._loaded.is_set() and isinstance(self._error, OutOfFilesError):
+            # A passing state: the loading thread is done (it loads no twin without a model), so
+            # the loop alone resets it and loads again.
+            self._error, self._thread = None, None
             self._loaded.clear()
         self.start()
         if not self._loaded.is_set():
@@ -249,6 +251,12 @@ class Embedder:
             raise UpstreamError(f"the embedding model could not be loaded: {self._error}") from self._error
         assert self._model is not None
         return self._model
+
+    async def settled(self) -> None:
+        """Wait until loading opens no more files: the model, its language means and the twin."""
+        await self.ready()
+        if (loading := self._thread) is not None:
+            await anyio.to_thread.run_sync(loading.join)
 
     async def language_means(self) -> LanguageMeans | None:
         """The model's shipped language means (None for a model that has none)."""

@@ -168,12 +168,14 @@ class ChangeWatcher:
         notifier: ResourceNotifier,
         memory: MemoryService,
         tasks: TaskService,
+        at_rest: Callable[[Scope, float], Hashable | None],
         interval: float = 1.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.notifier = notifier
         self.memory = memory
         self.tasks = tasks
+        self.at_rest = at_rest  # the backend's description of a principal's files, None when not at rest
         self.interval = interval
         self.clock = clock
         self._seen: dict[str, _Seen] = {}
@@ -194,7 +196,7 @@ class ChangeWatcher:
         """Compare ``principal``'s store with the last look and announce what moved."""
         scope = Scope(principal)
         before = self._seen.get(principal)
-        rest = self.memory.store.at_rest(scope, self.clock())  # taken before the reads it vouches for
+        rest = self.at_rest(scope, self.clock())  # taken before the reads it vouches for
         if before is not None and rest is not None and rest == before.rest:
             return
         mark = await self.memory.change_mark(scope)

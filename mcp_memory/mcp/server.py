@@ -62,7 +62,10 @@ async def open_server(
         mcp, face = build_server(runtime, scopes)
         parts = {f.name: getattr(runtime, f.name) for f in fields(Runtime)}
         server = Server(
-            **parts, mcp=mcp, face=face, watcher=ChangeWatcher(face.notifier, runtime.memory, runtime.tasks)
+            **parts,
+            mcp=mcp,
+            face=face,
+            watcher=ChangeWatcher(face.notifier, runtime.memory, runtime.tasks, runtime.store.at_rest),
         )
         _add_gauges(runtime.store)
         failure: BaseException | None = None
