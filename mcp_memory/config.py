@@ -5,7 +5,7 @@
 
 Unknown keys are rejected by name. Secrets never come from the file: a provider's key is read
 from the environment variable that the file names. Only the composition root (``server.py``,
-``cli.py``) calls :func:`load_settings`; everything below receives plain values.
+``cli/command.py``) calls :func:`load_settings`; everything below receives plain values.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from mcp_memory.errors import InvalidInputError
+from mcp_memory.core.errors import InvalidInputError
 
 ENV_PREFIX = "MCP_MEMORY_"
 CONFIG_ENV = "MCP_MEMORY_CONFIG"

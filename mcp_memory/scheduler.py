@@ -19,9 +19,9 @@ from typing import Any
 import anyio
 
 from mcp_memory.config import LifecycleSettings
-from mcp_memory.errors import StorageError
+from mcp_memory.core.errors import StorageError
+from mcp_memory.core.models import Scope
 from mcp_memory.metrics import PASSES, Process
-from mcp_memory.models import Scope
 from mcp_memory.services.control_ports import PassControl
 from mcp_memory.services.facts import FactService
 from mcp_memory.services.golden import GoldenService, PassChanges

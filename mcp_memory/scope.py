@@ -22,8 +22,8 @@ from typing import Any
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.context import ServerRequestContext
 
-from mcp_memory.errors import AccessDeniedError
-from mcp_memory.models import Provenance, Scope
+from mcp_memory.core.errors import AccessDeniedError
+from mcp_memory.core.models import Provenance, Scope
 
 _request: ContextVar[ServerRequestContext[Any, Any] | None] = ContextVar("mcp_memory_request", default=None)
 
@@ -40,7 +40,7 @@ async def record_request(ctx: ServerRequestContext[Any, Any], call_next: Callabl
 REQUEST_ID_KEY = "mcp_memory.request_id"  # where the HTTP gateway leaves each request's id
 # The id of the request the gateway's middlewares are handling, for log lines written in their own
 # task (handlers of a stateful session run in the session's task and read it from the request
-# instead). Here, not in ``web``, so the log handler needs nothing of the HTTP stack.
+# instead). Here, not in ``http``, so the log handler needs nothing of the HTTP stack.
 GATEWAY_REQUEST_ID: ContextVar[str | None] = ContextVar("mcp_memory_gateway_request_id", default=None)
 
 

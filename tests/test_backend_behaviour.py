@@ -26,18 +26,18 @@ import pytest
 from mcp.client import Client
 
 from mcp_memory.config import Settings, load_settings
-from mcp_memory.errors import ConflictError, InvalidInputError, NotFoundError, StaleHeadError
-from mcp_memory.ids import new_id
+from mcp_memory.core.errors import ConflictError, InvalidInputError, NotFoundError, StaleHeadError
+from mcp_memory.core.ids import new_id
+from mcp_memory.core.models import Criteria, NewMemory, NewOccurrence, Provenance, Scope
+from mcp_memory.core.schemas import Hit, MemoryInput, MemoryOut
+from mcp_memory.core.text import segment_for_index
 from mcp_memory.mcp.server import Server, open_server
-from mcp_memory.models import Criteria, NewMemory, NewOccurrence, Provenance, Scope
-from mcp_memory.schemas import Hit, MemoryInput, MemoryOut
 from mcp_memory.services import inputs
 from mcp_memory.services.erasure import ErasureService
 from mcp_memory.services.intake import content_hash
 from mcp_memory.services.memory import CallContext
 from mcp_memory.services.question import ANSWERS
 from mcp_memory.storage.pg import migrations
-from mcp_memory.text import segment_for_index
 from tests import pgcluster
 from tests.conftest import MODES, Clock, subscribed
 

@@ -9,7 +9,7 @@ import orjson
 import pytest
 from mcp.client import Client
 
-from mcp_memory.nesting import MAX_NESTING, nesting, too_deep
+from mcp_memory.core.nesting import MAX_NESTING, nesting, too_deep
 from tests.conftest import call, call_error, deep_tree, row_counts
 
 pytestmark = pytest.mark.anyio

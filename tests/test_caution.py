@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from mcp.client import Client
 
-from mcp_memory.caution import caution, reveal
+from mcp_memory.core.caution import caution, reveal
 from tests.conftest import call
 
 INJECTIONS = [

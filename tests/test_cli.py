@@ -13,11 +13,11 @@ import orjson
 import pytest
 
 from mcp_memory import __version__
-from mcp_memory.cli import main
+from mcp_memory.cli.command import main
 from mcp_memory.config import Settings, load_settings
+from mcp_memory.core.models import Scope
+from mcp_memory.core.schemas import MemoryInput
 from mcp_memory.mcp.server import open_server
-from mcp_memory.models import Scope
-from mcp_memory.schemas import MemoryInput
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage.pool import principal_file
 

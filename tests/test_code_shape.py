@@ -138,8 +138,98 @@ def test_the_redaction_check_sees_every_form_of_import() -> None:
     for source in (
         "from mcp_memory.redact import redact",
         "import mcp_memory.redact",
-        "from mcp_memory import errors, redact",
+        "from mcp_memory import config, redact",
         "def f():\n    from mcp_memory.redact import secret_kinds",
     ):
         assert _imports_redact(ast.parse(source)), source
     assert not _imports_redact(ast.parse("from mcp_memory.logs import scrub\nfrom mcp_memory import redaction"))
+
+
+MAX_ROOT_MODULES = 12  # the package root holds the process-wide pieces; the rest sits in its layer's folder
+
+
+def test_at_most_12_modules_sit_directly_in_the_package() -> None:
+    root = sorted(m.name for m in PACKAGE.glob("*.py"))
+    assert "__init__.py" in root  # positive control: the root was found
+    assert len(root) <= MAX_ROOT_MODULES, root
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imported(module: str, is_package: bool, tree: ast.AST, known: set[str]) -> set[str]:
+    """The package's modules that ``module`` names in any import statement: at module level, under
+    ``if TYPE_CHECKING`` and inside functions alike (a lazy import is still a dependency)."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name in known}
+        elif isinstance(node, ast.ImportFrom):
+            base = module.split(".") if is_package else module.split(".")[:-1]
+            parent = ".".join([*base[: len(base) - node.level + 1], node.module or ""]).strip(".")
+            target = parent if node.level else node.module or ""
+            for alias in node.names:
+                name = f"{target}.{alias.name}"
+                found.add(name if name in known else target)
+    return (found & known) - {module}
+
+
+def _import_graph() -> dict[str, set[str]]:
+    paths = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+    known = set(paths)
+    return {m: _imported(m, p.name == "__init__.py", ast.parse(p.read_text()), known) for m, p in paths.items()}
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        while work:
+            node, edges = work[-1]
+            step = next(edges, None)
+            if step is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = stack[stack.index(node) :]
+                    del stack[stack.index(node) :]
+                    if len(component) > 1:
+                        found.append(sorted(component))
+            elif step not in index:
+                index[step] = low[step] = len(index)
+                stack.append(step)
+                work.append((step, iter(sorted(graph[step]))))
+            elif step in stack:
+                low[node] = min(low[node], index[step])
+    return found
+
+
+def test_no_import_circles() -> None:
+    graph = _import_graph()
+    assert "mcp_memory.storage.vector_search" in graph["mcp_memory.storage.sqlite"]  # positive control: edges
+    assert _circles(graph) == []
+
+
+def test_the_circle_check_sees_every_form_of_import() -> None:
+    """Positive control: a circle closed by a lazy, a TYPE_CHECKING or a relative import is found."""
+    known = {"p", "p.a", "p.b", "p.c"}
+    sources = {
+        "p.a": "def f():\n    from p import b",
+        "p.b": "if TYPE_CHECKING:\n    from p.c import X",
+        "p.c": "from .a import g",
+    }
+    graph = {m: _imported(m, False, ast.parse(sources.get(m, "")), known) for m in known}
+    assert graph == {"p": set(), "p.a": {"p.b"}, "p.b": {"p.c"}, "p.c": {"p.a"}}
+    assert _circles(graph) == [["p.a", "p.b", "p.c"]]
+    assert _circles({**graph, "p.c": set()}) == []

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from mcp.client import Client
 
-from mcp_memory.errors import ConflictError
+from mcp_memory.core.errors import ConflictError
+from mcp_memory.core.models import Scope
 from mcp_memory.mcp.server import Server
-from mcp_memory.models import Scope
 from mcp_memory.services import summarize
 from mcp_memory.services.lifecycle import MAX_GROUP
 from mcp_memory.storage.lifecycle import LifecycleStore

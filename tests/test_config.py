@@ -9,7 +9,7 @@ import pytest
 from pydantic import BaseModel
 
 from mcp_memory.config import Settings, load_settings
-from mcp_memory.errors import InvalidInputError
+from mcp_memory.core.errors import InvalidInputError
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "config.example.toml"
 

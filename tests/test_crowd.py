@@ -22,12 +22,12 @@ from starlette.types import Scope as ASGIScope
 from mcp_memory import descriptors
 from mcp_memory.compose import embedder_config
 from mcp_memory.config import load_settings
+from mcp_memory.core.errors import OutOfFilesError
 from mcp_memory.embed import languages
 from mcp_memory.embed.loader import Embedder, shared_model
-from mcp_memory.errors import OutOfFilesError
+from mcp_memory.http.capacity import Capacity
 from mcp_memory.mcp.server import Server, open_server
 from mcp_memory.storage.sqlite import SqliteStore
-from mcp_memory.web_capacity import Capacity
 from tests.conftest import call
 from tests.netserver import INITIALIZE, JSON_HEADERS, SERVER_BIN, NetServer, post, rpc, running, server_env
 

@@ -8,10 +8,10 @@ import anyio
 import pytest
 from mcp.client import Client
 
+from mcp_memory.core.text import estimate_tokens
 from mcp_memory.embed.gate import QUESTIONS, TOKENS_PER_CALL, ModelGate, SharedCalls
 from mcp_memory.embed.loader import MAX_EMBED_TOKENS, calls, clip
 from mcp_memory.mcp.server import Server
-from mcp_memory.text import estimate_tokens
 from tests.conftest import call, hit_texts
 
 pytestmark = pytest.mark.anyio

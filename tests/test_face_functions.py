@@ -11,7 +11,7 @@ from mcp.server.mcpserver import Context
 
 from mcp_memory.compose import open_runtime
 from mcp_memory.config import Settings
-from mcp_memory.errors import InvalidInputError, NotFoundError
+from mcp_memory.core.errors import InvalidInputError, NotFoundError
 from mcp_memory.mcp import erasure, memory_tools, resources, task_tools
 from mcp_memory.mcp.face import Face
 from mcp_memory.mcp.notify import ResourceNotifier

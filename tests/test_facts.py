@@ -14,9 +14,9 @@ import pytest
 from mcp.client import Client
 
 from mcp_memory.config import load_settings
+from mcp_memory.core.models import Provenance, Scope
+from mcp_memory.core.schemas import MemoryInput
 from mcp_memory.mcp.server import Server, open_server
-from mcp_memory.models import Provenance, Scope
-from mcp_memory.schemas import MemoryInput
 from mcp_memory.services.memory import CallContext
 from tests.conftest import BILLING_SESSION, Clock, call
 from tests.fake_openai import FakeOpenAI, llm_table

@@ -12,8 +12,8 @@ from mcp.client.session import ClientRequestContext, ElicitationFnT
 from mcp_types import ElicitRequestParams, ElicitResult
 
 from mcp_memory.config import load_settings
+from mcp_memory.core.models import Scope
 from mcp_memory.mcp.server import open_server
-from mcp_memory.models import Scope
 from mcp_memory.storage.lifecycle import LifecycleStore
 from mcp_memory.storage.pool import principal_file
 from tests.conftest import Clock, call, call_error, hit_texts

@@ -10,8 +10,8 @@ import pytest
 from mcp.client import Client
 
 from mcp_memory.config import load_settings
+from mcp_memory.core.models import Scope
 from mcp_memory.mcp.server import Server, open_server
-from mcp_memory.models import Scope
 from mcp_memory.services import lifecycle
 from mcp_memory.storage.lifecycle import LifecycleStore
 from tests.conftest import Clock, call

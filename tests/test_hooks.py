@@ -21,11 +21,11 @@ import anyio
 import orjson
 import pytest
 
+from mcp_memory.cli.hooks import TRANSCRIPT_TAIL_LINES, tail
 from mcp_memory.config import load_settings
-from mcp_memory.hooks import TRANSCRIPT_TAIL_LINES, tail
+from mcp_memory.core.models import Scope
+from mcp_memory.core.schemas import MemoryInput
 from mcp_memory.mcp.server import open_server
-from mcp_memory.models import Scope
-from mcp_memory.schemas import MemoryInput
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage.pool import principal_file
 from tests.netserver import SERVER_BIN, server_env
@@ -254,7 +254,7 @@ def test_a_task_moved_since_its_last_checkpoint_is_checkpointed_before_compactio
     seed(data, task=True)
 
     async def move() -> None:
-        from mcp_memory.task_schemas import TaskEdit
+        from mcp_memory.core.task_schemas import TaskEdit
 
         async with open_server(load_settings(data_dir=data, principal="local-owner"), warm=False) as runtime:
             edit = TaskEdit.model_validate({"op": "set", "node_id": "root", "notes": "restore is running"})

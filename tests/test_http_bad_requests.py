@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 import pytest
 
-from mcp_memory.nesting import MAX_NESTING
+from mcp_memory.core.nesting import MAX_NESTING
 from tests.conftest import TABLES, deep_tree, row_counts
 from tests.netserver import NetServer, answer, create_token, initialize, post, rpc, running, sse_session
 

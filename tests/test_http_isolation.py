@@ -33,7 +33,7 @@ import pytest
 from mcp.client import Client
 from mcp.shared.exceptions import MCPError
 
-from mcp_memory.ids import new_id
+from mcp_memory.core.ids import new_id
 from mcp_memory.storage.pg import dialect, migrations
 from mcp_memory.storage.pg.connections import principal_key
 from mcp_memory.storage.pool import principal_file

@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 
 from mcp_memory.config import load_settings
-from mcp_memory.errors import InvalidInputError
+from mcp_memory.core.errors import InvalidInputError
 from tests.conftest import call, hit_texts
 from tests.netserver import connect, create_token, get, post, running
 

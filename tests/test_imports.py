@@ -15,10 +15,10 @@ from typing import Any
 import anyio
 import pytest
 
-from mcp_memory.cli import main
+from mcp_memory.cli.command import main
 from mcp_memory.config import load_settings
+from mcp_memory.core.models import Scope
 from mcp_memory.mcp.server import open_server
-from mcp_memory.models import Scope
 from mcp_memory.storage.pool import principal_file
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "imports"

@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mcp_memory.config import load_settings
-from mcp_memory.errors import NotFoundError
+from mcp_memory.core.errors import NotFoundError
+from mcp_memory.core.models import Scope
+from mcp_memory.core.schemas import MemoryInput
 from mcp_memory.mcp.server import open_server
-from mcp_memory.models import Scope
-from mcp_memory.schemas import MemoryInput
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage.pg import migrations
 from tests import pgcluster

@@ -9,11 +9,11 @@ import orjson
 import pytest
 from mcp.client import Client
 
-from mcp_memory.cli import main
+from mcp_memory.cli.command import main
 from mcp_memory.config import LifecycleSettings, load_settings
+from mcp_memory.core.models import Scope
+from mcp_memory.core.schemas import MemoryInput
 from mcp_memory.mcp.server import Server, open_server
-from mcp_memory.models import Scope
-from mcp_memory.schemas import MemoryInput
 from mcp_memory.services import scoring
 from mcp_memory.services.lifecycle import retention, strength_hours
 from mcp_memory.services.memory import CallContext

@@ -13,11 +13,11 @@ import pytest
 from mcp.client import Client
 
 from mcp_memory.config import load_settings
-from mcp_memory.errors import LlmPausedError, UpstreamError
+from mcp_memory.core.errors import LlmPausedError, UpstreamError
+from mcp_memory.core.models import Scope
+from mcp_memory.core.schemas import MemoryInput
 from mcp_memory.llm.client import LlmClient, LlmConfig
 from mcp_memory.mcp.server import open_server
-from mcp_memory.models import Scope
-from mcp_memory.schemas import MemoryInput
 from mcp_memory.services import summarize
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage.llm_usage import LlmLedger

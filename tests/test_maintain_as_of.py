@@ -11,12 +11,12 @@ import anyio
 import orjson
 import pytest
 
-from mcp_memory.cli import main, parse_as_of
+from mcp_memory.cli.command import main, parse_as_of
 from mcp_memory.config import load_settings
-from mcp_memory.errors import InvalidInputError
+from mcp_memory.core.errors import InvalidInputError
+from mcp_memory.core.models import Scope
+from mcp_memory.core.schemas import MemoryInput
 from mcp_memory.mcp.server import open_server
-from mcp_memory.models import Scope
-from mcp_memory.schemas import MemoryInput
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage.pool import principal_file
 from tests.conftest import BILLING_SESSION

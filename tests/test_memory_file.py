@@ -11,9 +11,9 @@ import pytest
 from mcp.client import Client
 
 from mcp_memory.config import Limits, load_settings
+from mcp_memory.core.models import Scope
+from mcp_memory.core.schemas import MemoryInput
 from mcp_memory.mcp.server import Server, open_server
-from mcp_memory.models import Scope
-from mcp_memory.schemas import MemoryInput
 from mcp_memory.services.memory import CallContext
 from mcp_memory.services.memory_file import MemoryFileError, parse
 from tests.conftest import Clock, call

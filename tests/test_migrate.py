@@ -12,11 +12,11 @@ import anyio
 import psycopg
 import pytest
 
-from mcp_memory.cli import main
+from mcp_memory.cli.command import main
 from mcp_memory.config import Settings, load_settings
+from mcp_memory.core.models import EVERYWHERE, Scope
+from mcp_memory.core.schemas import MemoryInput
 from mcp_memory.mcp.server import open_server
-from mcp_memory.models import EVERYWHERE, Scope
-from mcp_memory.schemas import MemoryInput
 from mcp_memory.services.memory import CallContext
 from mcp_memory.services.portability import export_lines
 from mcp_memory.storage import transfer

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from mcp_memory.errors import SchemaVersionError
+from mcp_memory.core.errors import SchemaVersionError
+from mcp_memory.core.text import stem_terms
 from mcp_memory.storage import schema
 from mcp_memory.storage.rows import fts_match
 from mcp_memory.storage.schema import SCHEMA_VERSION, migrate
-from mcp_memory.text import stem_terms
 
 
 def _v1_file(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -84,8 +84,8 @@ def test_a_migration_backup_goes_when_text_is_forgotten(tmp_path: Path, monkeypa
     import anyio
 
     from mcp_memory.config import load_settings
+    from mcp_memory.core.models import Scope
     from mcp_memory.mcp.server import open_server
-    from mcp_memory.models import Scope
     from mcp_memory.storage.pool import principal_file
 
     path = principal_file(tmp_path, "alice")

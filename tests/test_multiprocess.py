@@ -26,10 +26,10 @@ import pytest
 from mcp.client import Client
 
 from mcp_memory.config import load_settings
-from mcp_memory.errors import StorageError
+from mcp_memory.core.errors import StorageError
+from mcp_memory.core.models import Scope
+from mcp_memory.core.schemas import MemoryInput, MemoryOut
 from mcp_memory.mcp.server import open_server
-from mcp_memory.models import Scope
-from mcp_memory.schemas import MemoryInput, MemoryOut
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage.pool import principal_file
 from mcp_memory.storage.sqlite import SqliteStore

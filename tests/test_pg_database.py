@@ -10,12 +10,12 @@ import anyio
 import psycopg
 import pytest
 
-from mcp_memory.cli import main
+from mcp_memory.cli.command import main
 from mcp_memory.compose import open_runtime
 from mcp_memory.config import PostgresSettings, load_settings
-from mcp_memory.errors import InvalidInputError, StorageError
-from mcp_memory.models import Scope
-from mcp_memory.schemas import MemoryInput
+from mcp_memory.core.errors import InvalidInputError, StorageError
+from mcp_memory.core.models import Scope
+from mcp_memory.core.schemas import MemoryInput
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage.pg import migrations
 from mcp_memory.storage.pg.connections import PgDatabase

@@ -14,15 +14,15 @@ import numpy as np
 import psycopg
 import pytest
 
-from mcp_memory.ids import new_id
-from mcp_memory.models import Criteria, MemoryRecord, NewMemory, NewOccurrence, Provenance, Scope
-from mcp_memory.schemas import MemoryInput
+from mcp_memory.core.ids import new_id
+from mcp_memory.core.models import Criteria, MemoryRecord, NewMemory, NewOccurrence, Provenance, Scope
+from mcp_memory.core.schemas import MemoryInput
+from mcp_memory.core.text import segment_for_index
 from mcp_memory.services import inputs
 from mcp_memory.services.intake import content_hash
 from mcp_memory.storage import links, writes
 from mcp_memory.storage.pg import dialect, keyword, migrations, vector_layout
 from mcp_memory.storage.rows import MEMORY_COLUMNS, attach_occurrences, row_to_record, visible_clause
-from mcp_memory.text import segment_for_index
 from tests import pgcluster
 
 pytestmark = pytest.mark.anyio

@@ -10,9 +10,9 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from mcp_memory.core.text import keyword_terms, segment_for_index, stem_terms
 from mcp_memory.storage.pg import keyword, migrations
 from mcp_memory.storage.rows import fts_match
-from mcp_memory.text import keyword_terms, segment_for_index, stem_terms
 from tests import pgcluster
 
 pytestmark = pytest.mark.anyio

@@ -13,9 +13,10 @@ import psycopg
 import pytest
 
 from mcp_memory.config import PostgresSettings
-from mcp_memory.ids import new_id
-from mcp_memory.models import Criteria, GoldenCheckRow, GoldenRow, NewMemory, NewOccurrence, Provenance, Scope
-from mcp_memory.schemas import MemoryInput
+from mcp_memory.core.ids import new_id
+from mcp_memory.core.models import Criteria, GoldenCheckRow, GoldenRow, NewMemory, NewOccurrence, Provenance, Scope
+from mcp_memory.core.schemas import MemoryInput
+from mcp_memory.core.text import segment_for_index
 from mcp_memory.services import inputs
 from mcp_memory.services.intake import content_hash
 from mcp_memory.storage import links, rows, writes
@@ -26,7 +27,6 @@ from mcp_memory.storage.lifecycle import LifecycleStore
 from mcp_memory.storage.pg import migrations
 from mcp_memory.storage.pg.store import PostgresStore
 from mcp_memory.storage.sqlite import SqliteStore
-from mcp_memory.text import segment_for_index
 from tests import pgcluster
 
 pytestmark = pytest.mark.anyio

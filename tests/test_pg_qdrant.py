@@ -13,9 +13,9 @@ import psycopg
 import pytest
 
 from mcp_memory.config import Settings, load_settings
+from mcp_memory.core.models import Scope
+from mcp_memory.core.schemas import MemoryInput
 from mcp_memory.mcp.server import Server, open_server
-from mcp_memory.models import Scope
-from mcp_memory.schemas import MemoryInput
 from mcp_memory.services.erasure import ErasureService
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage import qdrant_follow as follow

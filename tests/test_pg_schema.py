@@ -14,7 +14,7 @@ import anyio
 import psycopg
 import pytest
 
-from mcp_memory.errors import SchemaVersionError
+from mcp_memory.core.errors import SchemaVersionError
 from mcp_memory.storage.pg import migrations
 from tests import pgcluster
 

@@ -15,8 +15,8 @@ import psycopg
 import pytest
 
 from mcp_memory.config import PostgresSettings, Settings, load_settings
-from mcp_memory.errors import StorageError
-from mcp_memory.models import EVERYWHERE, Scope
+from mcp_memory.core.errors import StorageError
+from mcp_memory.core.models import EVERYWHERE, Scope
 from mcp_memory.storage.control import ControlFile, ControlStore
 from mcp_memory.storage.forget_codes import ForgetCodes
 from mcp_memory.storage.llm_usage import LlmLedger

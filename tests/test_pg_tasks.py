@@ -9,8 +9,8 @@ import psycopg
 import pytest
 
 from mcp_memory.config import PostgresSettings
-from mcp_memory.errors import ConflictError, StaleHeadError
-from mcp_memory.models import CheckpointRow, Scope, TaskRow
+from mcp_memory.core.errors import ConflictError, StaleHeadError
+from mcp_memory.core.models import CheckpointRow, Scope, TaskRow
 from mcp_memory.storage.pg import migrations
 from mcp_memory.storage.pg.store import PostgresStore
 from mcp_memory.storage.tasks import TaskStore

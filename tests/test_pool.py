@@ -10,9 +10,9 @@ import pytest
 from mcp.client import Client
 
 from mcp_memory.config import load_settings
+from mcp_memory.core.models import Scope
+from mcp_memory.core.schemas import MemoryInput
 from mcp_memory.mcp.server import Server, open_server
-from mcp_memory.models import Scope
-from mcp_memory.schemas import MemoryInput
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage.sqlite import SqliteStore
 from tests.conftest import call

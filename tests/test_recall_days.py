@@ -10,7 +10,7 @@ import pytest
 from mcp.client import Client
 
 from mcp_memory.config import Settings, load_settings
-from mcp_memory.errors import InvalidInputError
+from mcp_memory.core.errors import InvalidInputError
 from mcp_memory.services.when import asker_offset, said
 from tests.conftest import Clock, call
 

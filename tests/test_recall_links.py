@@ -8,8 +8,8 @@ import sqlite3
 import pytest
 from mcp.client import Client
 
+from mcp_memory.core.models import Scope
 from mcp_memory.mcp.server import Server
-from mcp_memory.models import Scope
 from mcp_memory.storage.links import MAX_LINKS
 from mcp_memory.storage.pool import principal_file
 from tests.conftest import call

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from mcp.client import Client
 
-from mcp_memory.text import keyword_terms, segment_for_index, stem_terms
+from mcp_memory.core.text import keyword_terms, segment_for_index, stem_terms
 from tests.conftest import call
 
 pytestmark = pytest.mark.anyio

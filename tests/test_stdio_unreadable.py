@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
-from mcp_memory.nesting import MAX_NESTING
+from mcp_memory.core.nesting import MAX_NESTING
 from tests.conftest import deep_tree
 from tests.test_stdio import PRINCIPAL, SERVER
 

@@ -12,10 +12,10 @@ import anyio
 import pytest
 from mcp.client import Client
 
-from mcp_memory.cli import main
+from mcp_memory.cli.command import main
 from mcp_memory.config import load_settings
+from mcp_memory.core.models import Scope
 from mcp_memory.mcp.server import Server, open_server
-from mcp_memory.models import Scope
 from mcp_memory.storage.pool import principal_file
 from tests.conftest import call, call_error, hit_texts, row_counts
 

@@ -25,7 +25,7 @@ import pytest
 from mcp.client import Client
 from mcp.shared.exceptions import MCPError
 
-from mcp_memory.envelope import MAGIC
+from mcp_memory.core.envelope import MAGIC
 from tests.conftest import call, call_error
 from tests.test_secrets import data_files, random_part
 from tests.test_stdio import BIN, SERVER, spawn_server

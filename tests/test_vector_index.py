@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from mcp_memory.models import Centring
+from mcp_memory.core.models import Centring
 from mcp_memory.storage.vectors import SPLIT_ROWS, IndexColumns, IndexRow, VectorIndex, product
 
 DIM = 16

@@ -37,7 +37,7 @@ from mcp.client.stdio import get_default_environment
 from mcpclient import SERVER_BIN, MemoryClient, ServerSpec
 from stats import SEED, Estimate, bootstrap, markdown_table, paired_bootstrap, verdict
 
-from mcp_memory.text import normalize
+from mcp_memory.core.text import normalize
 
 DAY = 86_400.0
 HORIZONS: dict[str, float | None] = {"now": None, "+1d": 1 * DAY, "+7d": 7 * DAY, "+30d": 30 * DAY}

@@ -44,8 +44,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from mcp_memory.compose import embedder_config, second_opinion_config
 from mcp_memory.config import Settings, load_settings
+from mcp_memory.core.models import Scope
 from mcp_memory.embed.loader import Embedder, build_model
-from mcp_memory.models import Scope
 from mcp_memory.services.memory import MemoryService
 from mcp_memory.services.sessions import SessionTracker
 from mcp_memory.storage.pg import migrations

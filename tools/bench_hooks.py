@@ -25,8 +25,8 @@ from stats import markdown_table, median, percentile, verdict
 
 from mcp_memory.compose import open_runtime
 from mcp_memory.config import load_settings
-from mcp_memory.models import Scope
-from mcp_memory.schemas import MemoryInput
+from mcp_memory.core.models import Scope
+from mcp_memory.core.schemas import MemoryInput
 from mcp_memory.services.memory import CallContext
 
 REPO = Path(__file__).resolve().parent.parent

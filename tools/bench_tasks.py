@@ -47,7 +47,7 @@ from task_data import (
     walk,
 )
 
-from mcp_memory.text import estimate_tokens
+from mcp_memory.core.text import estimate_tokens
 
 LIMIT = 1_048_576  # limits.max_checkpoint_bytes, the default
 MARGIN = 24_576  # room left under the limit for the variables and tool calls that change per call
@@ -328,7 +328,7 @@ async def run(calls: int, quick: bool) -> tuple[str, Bench, dict[str, Any]]:
                     ],
                     rows,
                 )
-                + "\n\nused_tokens is the server's own estimate (`mcp_memory.text.estimate_tokens`); the column "
+                + "\n\nused_tokens is the server's own estimate (`mcp_memory.core.text.estimate_tokens`); the column "
                 "after the check applies the same estimator to the whole packet JSON (keys, ids, timestamps and "
                 "memory metadata included); used_tokens counts the same JSON but for the pinned memories, which have "
                 "their own cap." + f"\n\nFirst resume of the process (waits for the embedding model, budget 4,000): "

@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 from stats import markdown_table, verdict
 
-from mcp_memory.caution import caution
+from mcp_memory.core.caution import caution
 
 TARGET = 0.005
 

@@ -19,14 +19,14 @@ from pathlib import Path
 import numpy as np
 import synth
 
+from mcp_memory.core.ids import new_id
+from mcp_memory.core.models import MemoryRecord, NewMemory, NewOccurrence, Provenance, Scope, SecondVector
+from mcp_memory.core.text import language, normalize, segment_for_index
 from mcp_memory.embed.loader import Model
-from mcp_memory.ids import new_id
-from mcp_memory.models import MemoryRecord, NewMemory, NewOccurrence, Provenance, Scope, SecondVector
 from mcp_memory.services import rules
 from mcp_memory.services.intake import content_hash
 from mcp_memory.storage.records import RecordStore
 from mcp_memory.storage.sqlite import SqliteStore
-from mcp_memory.text import language, normalize, segment_for_index
 
 KINDS = ("fact", "fact", "fact", "preference", "decision", "event", "observation")
 POOL_SEED = 7

@@ -38,9 +38,9 @@ from pathlib import Path
 import anyio
 
 from mcp_memory.config import load_settings
+from mcp_memory.core.models import Scope
+from mcp_memory.core.schemas import MemoryInput, MemoryOut
 from mcp_memory.mcp.server import open_server
-from mcp_memory.models import Scope
-from mcp_memory.schemas import MemoryInput, MemoryOut
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage.counts import CountStore
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import orjson
 
+from mcp_memory.core.task_schemas import TaskHead
 from mcp_memory.services.task_views import serialised_size
-from mcp_memory.task_schemas import TaskHead
 
 PHASES = [
     "Discovery and requirements",

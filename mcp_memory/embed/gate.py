@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import anyio
 import anyio.to_thread
 
-from mcp_memory.models import Vector
+from mcp_memory.core.models import Vector
 
 # A passage call of at most this many tokens (a memory or two, about 40 ms of e5) may run on a
 # question's engine while no question waits: questions wait at most that long for it.

@@ -14,19 +14,31 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
-from mcp_memory.models import Vector
-
-if TYPE_CHECKING:  # the loader imports this module
-    from mcp_memory.embed.loader import Model
+from mcp_memory.core.models import Vector
 
 log = logging.getLogger(__name__)
 
 FOLDER = Path(__file__).parent / "language_means"
 PARALLEL = FOLDER / "parallel.tsv"
+
+
+class Encoder(Protocol):
+    """What the means are measured with and kept for: every ``loader.Model`` is one. Named here, not
+    imported from the loader, which imports this module (no import circle)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def model_id(self) -> str: ...
+
+    def passages(self, texts: list[str]) -> Vector: ...
+
+    def query(self, text: str) -> Vector: ...
 
 
 @dataclass(frozen=True)
@@ -43,7 +55,7 @@ def parallel_corpus() -> tuple[list[str], list[str]]:
     return [p[0] for p in pairs], [p[1] for p in pairs]
 
 
-def measure(model: Model) -> dict[str, np.ndarray[tuple[int, ...], np.dtype[np.float32]]]:
+def measure(model: Encoder) -> dict[str, np.ndarray[tuple[int, ...], np.dtype[np.float32]]]:
     """Embed the parallel corpus with ``model``: the arrays ``tools/language_means.py`` saves."""
     english, chinese = parallel_corpus()
     return {
@@ -54,7 +66,7 @@ def measure(model: Model) -> dict[str, np.ndarray[tuple[int, ...], np.dtype[np.f
     }
 
 
-def load(model: Model) -> LanguageMeans | None:
+def load(model: Encoder) -> LanguageMeans | None:
     """The shipped means of ``model``, or None when none were measured for exactly this model."""
     path = FOLDER / f"{model.name}.npz"
     if not path.is_file():

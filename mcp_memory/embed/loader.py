@@ -17,6 +17,9 @@ from typing import Literal, Protocol
 import anyio
 import anyio.to_thread
 
+from mcp_memory.core.errors import OutOfFilesError, UpstreamError
+from mcp_memory.core.models import Vector
+from mcp_memory.core.text import estimate_tokens
 from mcp_memory.descriptors import exhausted, out_of_files_message
 from mcp_memory.embed import languages
 from mcp_memory.embed.gate import (
@@ -28,9 +31,6 @@ from mcp_memory.embed.gate import (
     SharedCalls,
 )
 from mcp_memory.embed.languages import LanguageMeans
-from mcp_memory.errors import OutOfFilesError, UpstreamError
-from mcp_memory.models import Vector
-from mcp_memory.text import estimate_tokens
 
 # The local models read at most 512 tokens (multilingual-e5-small was trained on that), and a
 # memory's meaning is in its head: 384 tokens (about 1,700 characters of English) cost e5 about

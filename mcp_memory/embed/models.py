@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 import platformdirs
 
-from mcp_memory.errors import UpstreamError
-from mcp_memory.models import Vector
-from mcp_memory.text import estimate_tokens
+from mcp_memory.core.errors import UpstreamError
+from mcp_memory.core.models import Vector
+from mcp_memory.core.text import estimate_tokens
 
 
 def _file_hash(path: Path) -> str:

@@ -18,7 +18,8 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route
 
 from mcp_memory import metrics
-from mcp_memory.errors import InvalidInputError
+from mcp_memory.core.errors import InvalidInputError
+from mcp_memory.core.models import GONE_EVENTS
 from mcp_memory.inspector import charts, memory_pages, task_pages
 from mcp_memory.inspector.auth import Visitor
 from mcp_memory.inspector.base import (
@@ -32,7 +33,6 @@ from mcp_memory.inspector.base import (
     page,
     redirect,
 )
-from mcp_memory.models import GONE_EVENTS
 from mcp_memory.services.control_ports import UiSessionRecord
 
 DAYS = 30

@@ -16,7 +16,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from mcp_memory.models import Scope
+from mcp_memory.core.models import Scope
 from mcp_memory.services.control_ports import TokenCheck, UiSessionRecord, UiSessions
 
 COOKIE = "mcpm_ui"  # cookies ignore ports: the local inspector's has its own name, so the two never meet

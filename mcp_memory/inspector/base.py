@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from mcp_memory.errors import AccessDeniedError, MemoryServerError, NotFoundError
+from mcp_memory.core.errors import AccessDeniedError, MemoryServerError, NotFoundError
 from mcp_memory.inspector.auth import SignIn, Visitor
 from mcp_memory.scope import REQUEST_ID_KEY
 from mcp_memory.services.browse import BrowseService

@@ -11,11 +11,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from mcp_memory.errors import InvalidInputError
+from mcp_memory.core.errors import InvalidInputError
+from mcp_memory.core.models import Provenance
+from mcp_memory.core.schemas import ListedMemory, ListFilters, MemoryOut
 from mcp_memory.inspector.auth import Visitor
 from mcp_memory.inspector.base import ROOT, Inspector, form_text, html, notice_of, page, redirect
-from mcp_memory.models import Provenance
-from mcp_memory.schemas import ListedMemory, ListFilters, MemoryOut
 from mcp_memory.services.intake import CallContext
 
 FILTERS = ("kind", "tag", "namespace", "level", "pinned", "conflicts", "after", "before", "states")

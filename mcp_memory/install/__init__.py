@@ -1,1 +1,1 @@
-"""What `mcp-memory install` writes into MCP clients' configuration files (cli_install.py runs it)."""
+"""What `mcp-memory install` writes into MCP clients' configuration files (cli/install.py runs it)."""

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from mcp_memory.errors import InvalidInputError
+from mcp_memory.core.errors import InvalidInputError
 
 # Seconds Claude Code waits for each hook (the README's; hooks.DEADLINES keep the answer inside them).
 TIMEOUTS = {"SessionStart": 15, "UserPromptSubmit": 5, "PreCompact": 60, "Stop": 30}

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from mcp_memory.errors import InvalidInputError
+from mcp_memory.core.errors import InvalidInputError
 from mcp_memory.install import jsonc
 from mcp_memory.install.clients import Client
 

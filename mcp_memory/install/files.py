@@ -11,7 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from mcp_memory.errors import InvalidInputError
+from mcp_memory.core.errors import InvalidInputError
 
 
 def target(path: Path) -> Path:

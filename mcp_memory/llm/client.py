@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import anyio
 import orjson
 
-from mcp_memory.errors import LlmPausedError, UpstreamError
+from mcp_memory.core.errors import LlmPausedError, UpstreamError
 from mcp_memory.redact import known_secret, redact
 
 if TYPE_CHECKING:  # the openai package is imported only when an LLM is configured

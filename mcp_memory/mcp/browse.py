@@ -8,9 +8,7 @@ from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult
 from pydantic import Field
 
-from mcp_memory.mcp.face import Face, compact
-from mcp_memory.mcp.notify import pin_uris
-from mcp_memory.schemas import (
+from mcp_memory.core.schemas import (
     Bool,
     CorrectResult,
     Detail,
@@ -21,6 +19,8 @@ from mcp_memory.schemas import (
     MemoryPage,
     MemorySort,
 )
+from mcp_memory.mcp.face import Face, compact
+from mcp_memory.mcp.notify import pin_uris
 from mcp_memory.services.intake import CallContext
 
 LIST_DOC = """List memories page by page, newest first by default: to browse what is stored, not to answer a

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from mcp_types import Completion, CompletionArgument, CompletionContext, PromptReference, ResourceTemplateReference
 
-from mcp_memory.errors import InvalidInputError, NotFoundError
+from mcp_memory.core.errors import InvalidInputError, NotFoundError
 from mcp_memory.mcp.face import Face
 
 # The protocol's ceiling on values in one answer.

@@ -8,8 +8,8 @@ from typing import Annotated
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
+from mcp_memory.core.schemas import Bool, GoldenQueriesResult, GoldenQueryOut
 from mcp_memory.mcp.face import Face
-from mcp_memory.schemas import Bool, GoldenQueriesResult, GoldenQueryOut
 
 GOLDEN_DOC = """Golden queries: questions with the memory each must find. Every lifecycle pass (decay,
 consolidation, summaries) is checked against them: what answers them is never evicted, and a pass

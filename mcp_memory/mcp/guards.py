@@ -19,9 +19,10 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, CallToolResult, TextContent
 from pydantic import BaseModel, ValidationError
 
-from mcp_memory import client_log, descriptors
-from mcp_memory.errors import MemoryServerError, OutOfFilesError
+from mcp_memory import descriptors
+from mcp_memory.core.errors import MemoryServerError, OutOfFilesError
 from mcp_memory.logs import scrub
+from mcp_memory.mcp import client_log
 from mcp_memory.mcp.face import problems
 from mcp_memory.scope import ScopeResolver
 from mcp_memory.services.ports import StoreControl

@@ -13,11 +13,8 @@ from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult
 from pydantic import Field, ValidationError
 
-from mcp_memory.errors import InvalidInputError
-from mcp_memory.mcp.face import Face, compact, problems
-from mcp_memory.mcp.notify import pin_uris
-from mcp_memory.metrics import REMEMBERED
-from mcp_memory.schemas import (
+from mcp_memory.core.errors import InvalidInputError
+from mcp_memory.core.schemas import (
     Bool,
     Detail,
     Float,
@@ -32,8 +29,11 @@ from mcp_memory.schemas import (
     StatsResult,
     UndoSummaryResult,
 )
+from mcp_memory.core.templates import recall_lines
+from mcp_memory.mcp.face import Face, compact, problems
+from mcp_memory.mcp.notify import pin_uris
+from mcp_memory.metrics import REMEMBERED
 from mcp_memory.services.memory import CallContext
-from mcp_memory.templates import recall_lines
 
 
 def _doc(field: str) -> str:

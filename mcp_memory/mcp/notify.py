@@ -21,11 +21,11 @@ from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp.shared.subscriptions import ResourceUpdated, ServerEvent
 from mcp_types import EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
 
-from mcp_memory.models import Scope
+from mcp_memory.core.models import Scope
+from mcp_memory.core.text import task_uri
 from mcp_memory.scope import ScopeResolver
 from mcp_memory.services.memory import MemoryService
 from mcp_memory.services.tasks import TaskService
-from mcp_memory.text import task_uri
 
 log = logging.getLogger(__name__)
 

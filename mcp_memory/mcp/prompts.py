@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from mcp.server.mcpserver.prompts.base import Message, UserMessage
 
+from mcp_memory.core.templates import recall_text, resume_text
 from mcp_memory.mcp.face import Face
-from mcp_memory.templates import recall_text, resume_text
 
 RESUME_TASK_DOC = "The messages that put an agent back on track with a task"
 RECALL_CONTEXT_DOC = "A context block of the memories that matter for a question"

@@ -18,10 +18,10 @@ from typing import Any
 
 import orjson
 
+from mcp_memory.core.schemas import MemoryOut
+from mcp_memory.core.task_schemas import TaskState
 from mcp_memory.mcp.face import Face
-from mcp_memory.schemas import MemoryOut
 from mcp_memory.services import task_tree
-from mcp_memory.task_schemas import TaskState
 
 
 def _json(value: Any) -> str:

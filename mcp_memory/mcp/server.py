@@ -18,16 +18,16 @@ import anyio
 from anyio.abc import TaskGroup
 from mcp.server.mcpserver import MCPServer
 
-from mcp_memory import __version__, client_log, metrics
+from mcp_memory import __version__, metrics
 from mcp_memory.compose import Runtime, Store, open_runtime
 from mcp_memory.config import Settings
-from mcp_memory.mcp import table
+from mcp_memory.core.models import Scope
+from mcp_memory.mcp import client_log, table
 from mcp_memory.mcp.face import Face
 from mcp_memory.mcp.guards import principal_lease, prompt_argument_guard, unknown_argument_guard, unknown_name_guard
 from mcp_memory.mcp.notify import ChangeWatcher, ResourceNotifier
-from mcp_memory.models import Scope
+from mcp_memory.mcp.stdio import run_stdio
 from mcp_memory.scope import ScopeResolver, record_request
-from mcp_memory.stdio import run_stdio
 
 INSTRUCTIONS = """mcp-memory gives you long-term memory across sessions and clients.
 Call `recall` with the user's question before answering when earlier context may matter.

@@ -23,10 +23,19 @@ from mcp.server.mcpserver.resolve import Resolve
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, ToolAnnotations
 
-from mcp_memory import client_log
-from mcp_memory.errors import MemoryServerError, NotFoundError
+from mcp_memory.core.errors import MemoryServerError, NotFoundError
 from mcp_memory.logs import scrub
-from mcp_memory.mcp import browse, completions, erasure, golden, memory_tools, prompts, resources, task_tools
+from mcp_memory.mcp import (
+    browse,
+    client_log,
+    completions,
+    erasure,
+    golden,
+    memory_tools,
+    prompts,
+    resources,
+    task_tools,
+)
 from mcp_memory.mcp.face import Face
 from mcp_memory.metrics import TOOL_CALLS, TOOL_SECONDS
 

@@ -7,10 +7,8 @@ from typing import Annotated, Any
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel, Field
 
-from mcp_memory.mcp.face import Face
-from mcp_memory.mcp.notify import task_uris
-from mcp_memory.schemas import Bool, Int
-from mcp_memory.task_schemas import (
+from mcp_memory.core.schemas import Bool, Int
+from mcp_memory.core.task_schemas import (
     CheckpointPage,
     CheckpointReason,
     CheckpointResult,
@@ -23,6 +21,8 @@ from mcp_memory.task_schemas import (
     TokenUsage,
     ToolCallRecord,
 )
+from mcp_memory.mcp.face import Face
+from mcp_memory.mcp.notify import task_uris
 
 CHECKPOINT_DOC = """Save a long task's state so it can be resumed exactly, later, from any session or client.
 

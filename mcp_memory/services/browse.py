@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
 
-from mcp_memory.caution import caution, reveal
-from mcp_memory.errors import InvalidInputError, NotFoundError
-from mcp_memory.models import Criteria, MemoryHistory, MemoryRecord, Scope, to_datetime
-from mcp_memory.schemas import (
+from mcp_memory.core.caution import caution, reveal
+from mcp_memory.core.errors import InvalidInputError, NotFoundError
+from mcp_memory.core.models import Criteria, MemoryHistory, MemoryRecord, Scope, to_datetime
+from mcp_memory.core.schemas import (
     CorrectResult,
     Detail,
     EventOut,

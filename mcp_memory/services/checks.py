@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcp_memory.errors import InvalidInputError
+from mcp_memory.core.errors import InvalidInputError
+from mcp_memory.core.text import TextProblem, check_text
 from mcp_memory.services import incoming
-from mcp_memory.text import TextProblem, check_text
 
 
 def text_field(name: str, value: str) -> None:

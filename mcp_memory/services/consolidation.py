@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mcp_memory.models import MemoryRecord, Vector
+from mcp_memory.core.models import MemoryRecord, Vector
 from mcp_memory.services import rules
 
 # New memories per matrix product: 256 x (all of one kind) floats at a time.

@@ -13,9 +13,9 @@ import threading
 import time
 from collections.abc import Callable
 
-from mcp_memory.errors import AccessDeniedError, InvalidInputError
-from mcp_memory.models import Scope, to_datetime
-from mcp_memory.schemas import ForgetUserResult
+from mcp_memory.core.errors import AccessDeniedError, InvalidInputError
+from mcp_memory.core.models import Scope, to_datetime
+from mcp_memory.core.schemas import ForgetUserResult
 from mcp_memory.services.checks import text_field
 from mcp_memory.services.control_ports import ConfirmationCodes
 from mcp_memory.services.ports import MemoryStore

@@ -21,15 +21,15 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from mcp_memory.errors import LlmPausedError, MemoryServerError, UpstreamError
+from mcp_memory.core.errors import LlmPausedError, MemoryServerError, UpstreamError
+from mcp_memory.core.models import SCHEDULER, MemoryRecord, Scope, to_datetime
+from mcp_memory.core.schemas import MemoryInput
+from mcp_memory.core.templates import template
+from mcp_memory.core.text import identifiers, language, normalize
 from mcp_memory.llm.client import LlmClient
-from mcp_memory.models import SCHEDULER, MemoryRecord, Scope, to_datetime
-from mcp_memory.schemas import MemoryInput
 from mcp_memory.services import summarize
 from mcp_memory.services.memory import CallContext, MemoryService
 from mcp_memory.services.ports import MemoryStore
-from mcp_memory.templates import template
-from mcp_memory.text import identifiers, language, normalize
 
 log = logging.getLogger(__name__)
 JUDGEMENTS_PER_PASS = 20

@@ -21,9 +21,9 @@ import orjson
 from pydantic import ValidationError
 
 from mcp_memory.config import Limits
-from mcp_memory.errors import InvalidInputError
-from mcp_memory.models import Provenance, Scope
-from mcp_memory.schemas import MemoryInput
+from mcp_memory.core.errors import InvalidInputError
+from mcp_memory.core.models import Provenance, Scope
+from mcp_memory.core.schemas import MemoryInput
 from mcp_memory.services import inputs, intake
 from mcp_memory.services.intake import CallContext, Progress
 from mcp_memory.services.memory import MemoryService

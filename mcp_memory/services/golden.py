@@ -25,16 +25,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from mcp_memory.config import LifecycleSettings
-from mcp_memory.errors import InvalidInputError, NotFoundError
-from mcp_memory.ids import new_id
+from mcp_memory.core.errors import InvalidInputError, NotFoundError
+from mcp_memory.core.ids import new_id
+from mcp_memory.core.models import Criteria, GoldenCheckRow, GoldenRow, Scope
+from mcp_memory.core.text import keyword_terms
 from mcp_memory.metrics import GOLDEN_ROLLBACKS
-from mcp_memory.models import Criteria, GoldenCheckRow, GoldenRow, Scope
 from mcp_memory.services import incoming, summarize
 from mcp_memory.services.checks import text_field
 from mcp_memory.services.memory import MemoryService
 from mcp_memory.services.ports import MemoryStore
 from mcp_memory.services.switch import refuse_if_off
-from mcp_memory.text import keyword_terms
 
 log = logging.getLogger(__name__)
 MAX_QUERIES = 200  # the person's golden queries per principal

@@ -15,13 +15,13 @@ from typing import Any
 import orjson
 
 from mcp_memory.config import Limits, RecallSettings
-from mcp_memory.errors import InvalidInputError, LimitExceededError
-from mcp_memory.ids import new_id
-from mcp_memory.models import Criteria, MemoryRecord, Provenance, Scope, to_seconds
-from mcp_memory.schemas import ForgetFilter, MemoryInput, RecallFilters
+from mcp_memory.core.errors import InvalidInputError, LimitExceededError
+from mcp_memory.core.ids import new_id
+from mcp_memory.core.models import Criteria, MemoryRecord, Provenance, Scope, to_seconds
+from mcp_memory.core.schemas import ForgetFilter, MemoryInput, RecallFilters
+from mcp_memory.core.text import language, strip_query_syntax
 from mcp_memory.services import rules, scoring
 from mcp_memory.services.checks import identifier, json_strings, text_field
-from mcp_memory.text import language, strip_query_syntax
 
 _KIND = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 _MAX_TTL = 100 * 365 * 24 * 3600

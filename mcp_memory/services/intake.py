@@ -12,13 +12,13 @@ import hashlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from mcp_memory.caution import caution
-from mcp_memory.ids import new_id
-from mcp_memory.models import Merge, NewMemory, NewOccurrence, Provenance, Scope, SecondVector, Vector, to_seconds
-from mcp_memory.schemas import MemoryInput, RememberItem
+from mcp_memory.core.caution import caution
+from mcp_memory.core.ids import new_id
+from mcp_memory.core.models import Merge, NewMemory, NewOccurrence, Provenance, Scope, SecondVector, Vector, to_seconds
+from mcp_memory.core.schemas import MemoryInput, RememberItem
+from mcp_memory.core.text import normalize, segment_for_index
 from mcp_memory.services import incoming, inputs, rules
 from mcp_memory.services.relations import Neighbour, Thresholds, relate
-from mcp_memory.text import normalize, segment_for_index
 
 MERGED_REASON = "the same memory is already stored; this occurrence was recorded"
 

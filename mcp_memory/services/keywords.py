@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mcp_memory.models import Criteria, Scope
+from mcp_memory.core.models import Criteria, Scope
+from mcp_memory.core.text import stem_terms
 from mcp_memory.services.ports import MemorySearch
 from mcp_memory.services.scoring import STEM_WEIGHT
-from mcp_memory.text import stem_terms
 
 
 async def keyword_ranking(

@@ -24,18 +24,18 @@ import anyio
 import numpy as np
 
 from mcp_memory.config import LifecycleSettings
+from mcp_memory.core.envelope import unpack
+from mcp_memory.core.errors import ConflictError, StorageError, UpstreamError
+from mcp_memory.core.ids import new_id
+from mcp_memory.core.models import SCHEDULER, MemoryRecord, NewMemory, NewOccurrence, Scope, TaskSummaryRow
+from mcp_memory.core.task_schemas import TaskHead
+from mcp_memory.core.templates import template
+from mcp_memory.core.text import estimate_tokens, language, normalize, segment_for_index
 from mcp_memory.embed.loader import Embedder
-from mcp_memory.envelope import unpack
-from mcp_memory.errors import ConflictError, StorageError, UpstreamError
-from mcp_memory.ids import new_id
 from mcp_memory.llm.client import LlmClient
-from mcp_memory.models import SCHEDULER, MemoryRecord, NewMemory, NewOccurrence, Scope, TaskSummaryRow
 from mcp_memory.services import consolidation, scoring, second, summarize
 from mcp_memory.services.intake import content_hash
 from mcp_memory.services.ports import MemoryStore
-from mcp_memory.task_schemas import TaskHead
-from mcp_memory.templates import template
-from mcp_memory.text import estimate_tokens, language, normalize, segment_for_index
 
 log = logging.getLogger(__name__)
 MIN_GROUP = 3

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import NoReturn
 
-from mcp_memory.errors import InvalidInputError, NotFoundError
-from mcp_memory.models import Criteria, Scope
+from mcp_memory.core.errors import InvalidInputError, NotFoundError
+from mcp_memory.core.models import Criteria, Scope
 from mcp_memory.services.ports import MemoryStore
 
 

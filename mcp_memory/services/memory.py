@@ -18,10 +18,8 @@ from datetime import datetime
 from typing import NoReturn
 
 from mcp_memory.config import Limits, RecallSettings
-from mcp_memory.embed.loader import Embedder
-from mcp_memory.errors import InvalidInputError, LimitExceededError, NotFoundError
-from mcp_memory.llm.client import LlmClient
-from mcp_memory.models import (
+from mcp_memory.core.errors import InvalidInputError, LimitExceededError, NotFoundError
+from mcp_memory.core.models import (
     Applied,
     Centring,
     Criteria,
@@ -31,7 +29,7 @@ from mcp_memory.models import (
     Vector,
     to_datetime,
 )
-from mcp_memory.schemas import (
+from mcp_memory.core.schemas import (
     Detail,
     ForgetFilter,
     ForgetItem,
@@ -44,6 +42,14 @@ from mcp_memory.schemas import (
     RememberItem,
     RememberResult,
 )
+from mcp_memory.core.text import (
+    estimate_tokens,
+    keyword_terms,
+    looks_like_identifier_query,
+    script,
+)
+from mcp_memory.embed.loader import Embedder
+from mcp_memory.llm.client import LlmClient
 from mcp_memory.services import inputs, intake, lookup, question, recall, rerank, scoring, second, summarize, when
 from mcp_memory.services.checks import text_field
 from mcp_memory.services.incoming import redacted
@@ -59,12 +65,6 @@ from mcp_memory.services.rules import says_stopped
 from mcp_memory.services.sessions import SessionTracker
 from mcp_memory.services.strength import with_strength
 from mcp_memory.services.switch import SwitchState, nothing_recalled, off_reason, refuse_if_off
-from mcp_memory.text import (
-    estimate_tokens,
-    keyword_terms,
-    looks_like_identifier_query,
-    script,
-)
 
 log = logging.getLogger(__name__)
 

@@ -32,16 +32,16 @@ from pathlib import Path
 import anyio
 
 from mcp_memory.config import Limits
-from mcp_memory.errors import MemoryServerError
-from mcp_memory.models import Criteria, MemoryRecord, Provenance, Scope
-from mcp_memory.schemas import MemoryInput
+from mcp_memory.core.errors import MemoryServerError
+from mcp_memory.core.models import Criteria, MemoryRecord, Provenance, Scope
+from mcp_memory.core.schemas import MemoryInput
+from mcp_memory.core.text import TextProblem, check_text, estimate_tokens
 from mcp_memory.services import incoming
 from mcp_memory.services.control_ports import PassControl
 from mcp_memory.services.intake import CallContext
 from mcp_memory.services.memory import MemoryService
 from mcp_memory.services.rules import is_throwaway
 from mcp_memory.services.switch import refuse_if_off
-from mcp_memory.text import TextProblem, check_text, estimate_tokens
 
 log = logging.getLogger(__name__)
 MAX_FILE_BYTES = 262_144

@@ -12,7 +12,7 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from mcp_memory.models import Scope
+from mcp_memory.core.models import Scope
 
 P = ParamSpec("P")
 R = TypeVar("R")

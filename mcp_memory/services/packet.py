@@ -12,9 +12,8 @@ from typing import Any
 
 import orjson
 
-from mcp_memory.schemas import MemoryOut
-from mcp_memory.services import task_tree
-from mcp_memory.task_schemas import (
+from mcp_memory.core.schemas import MemoryOut
+from mcp_memory.core.task_schemas import (
     CheckpointInfo,
     MemoryBrief,
     ResumePacket,
@@ -23,7 +22,8 @@ from mcp_memory.task_schemas import (
     TaskState,
     ToolCallRecord,
 )
-from mcp_memory.text import estimate_tokens
+from mcp_memory.core.text import estimate_tokens
+from mcp_memory.services import task_tree
 
 LONG_PAUSE_SECONDS = 24 * 3600
 _OMITTED = "(omitted for the budget; see the full checkpoint)"

@@ -30,15 +30,15 @@ import numpy as np
 import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from mcp_memory import models
 from mcp_memory.config import Limits
+from mcp_memory.core import models
+from mcp_memory.core.errors import InvalidInputError
+from mcp_memory.core.ids import new_id
+from mcp_memory.core.models import GoldenRow, MemoryRecord, NewMemory, NewOccurrence, Provenance, Scope, SecondVector
+from mcp_memory.core.text import TextProblem, check_text, segment_for_index
 from mcp_memory.embed.loader import Embedder
-from mcp_memory.errors import InvalidInputError
-from mcp_memory.ids import new_id
-from mcp_memory.models import GoldenRow, MemoryRecord, NewMemory, NewOccurrence, Provenance, Scope, SecondVector
 from mcp_memory.services import incoming, second
 from mcp_memory.services.ports import MemoryStore
-from mcp_memory.text import TextProblem, check_text, segment_for_index
 
 _TIMES = {"occurred_at", "created_at", "last_accessed_at", "valid_from", "valid_to", "expires_at", "last_seen_at"}
 

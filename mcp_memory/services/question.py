@@ -26,9 +26,9 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from mcp_memory.models import MemoryRecord
+from mcp_memory.core.models import MemoryRecord
+from mcp_memory.core.text import keyword_terms
 from mcp_memory.services.when import Span
-from mcp_memory.text import keyword_terms
 
 PERSON_BONUS = 1.0
 LINK_BONUS = 0.5  # a memory linked to one of the first hits: weaker evidence than a match of its own

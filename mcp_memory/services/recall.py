@@ -16,13 +16,13 @@ import anyio
 import orjson
 from pydantic import BaseModel
 
-from mcp_memory.caution import caution, reveal
-from mcp_memory.models import DenseHits, MemoryRecord, to_datetime
-from mcp_memory.schemas import Detail, Hit, MemoryOut, Pin, RecallResult, Signals
+from mcp_memory.core.caution import caution, reveal
+from mcp_memory.core.models import DenseHits, MemoryRecord, to_datetime
+from mcp_memory.core.schemas import Detail, Hit, MemoryOut, Pin, RecallResult, Signals
+from mcp_memory.core.text import estimate_tokens, has_cjk, shares_stem
 from mcp_memory.services import incoming, scoring
 from mcp_memory.services.question import DATED_SECONDS, DEMOTIONS, Understanding
 from mcp_memory.services.when import Span, said
-from mcp_memory.text import estimate_tokens, has_cjk, shares_stem
 
 
 async def concurrently(*calls: Awaitable[Any]) -> list[Any]:

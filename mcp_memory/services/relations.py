@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from mcp_memory.models import Criteria, Scope, Vector
+from mcp_memory.core.models import Criteria, Scope, Vector
 from mcp_memory.services import rules
 from mcp_memory.services.ports import MemoryStore
 

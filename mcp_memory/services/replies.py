@@ -20,11 +20,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mcp_memory.models import Criteria, MemoryRecord, Scope
+from mcp_memory.core.models import Criteria, MemoryRecord, Scope
+from mcp_memory.core.text import keyword_terms
 from mcp_memory.services.ports import MemoryRows
 from mcp_memory.services.question import asking_part, asks, body, is_question, speaker
 from mcp_memory.services.recall import forms_matched, matched_terms
-from mcp_memory.text import keyword_terms
 
 
 def asking_turns(question: str, ranked: Sequence[str], records: dict[str, MemoryRecord]) -> list[str]:

@@ -22,10 +22,10 @@ from typing import TypeVar
 import anyio
 
 from mcp_memory.config import RecallSettings
-from mcp_memory.errors import UpstreamError
+from mcp_memory.core.errors import UpstreamError
+from mcp_memory.core.models import MemoryRecord, to_datetime
+from mcp_memory.core.templates import template
 from mcp_memory.llm.client import LlmClient
-from mcp_memory.models import MemoryRecord, to_datetime
-from mcp_memory.templates import template
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from mcp_memory.text import EN_STOPWORDS, identifiers, normalize
+from mcp_memory.core.text import EN_STOPWORDS, identifiers, normalize
 
 _THROWAWAY = frozenset(
     [

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, TypeVar, cast
 
 import numpy as np
 
-from mcp_memory.models import Centring, DenseHits, MemoryRecord, Vector
-from mcp_memory.text import CJK_LANGUAGES, has_cjk
+from mcp_memory.core.models import Centring, DenseHits, MemoryRecord, Vector
+from mcp_memory.core.text import CJK_LANGUAGES, has_cjk
 
 if TYPE_CHECKING:
     from mcp_memory.embed.languages import LanguageMeans

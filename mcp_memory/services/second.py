@@ -21,11 +21,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mcp_memory.core.errors import UpstreamError
+from mcp_memory.core.models import Scope, SecondVector, Vector
+from mcp_memory.core.text import script
 from mcp_memory.embed.loader import Embedder
-from mcp_memory.errors import UpstreamError
-from mcp_memory.models import Scope, SecondVector, Vector
 from mcp_memory.services.ports import MemorySearch, MemoryStore
-from mcp_memory.text import script
 
 log = logging.getLogger(__name__)
 

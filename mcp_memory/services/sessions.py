@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import threading
 
-from mcp_memory.ids import new_id
-from mcp_memory.models import Provenance, Scope
+from mcp_memory.core.ids import new_id
+from mcp_memory.core.models import Provenance, Scope
 
 _PRUNE_ABOVE = 10_000
 

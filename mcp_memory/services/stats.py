@@ -6,11 +6,11 @@ import os
 import time
 from typing import Any
 
+from mcp_memory.core.models import Scope, to_datetime
+from mcp_memory.core.schemas import StatsResult
 from mcp_memory.embed.loader import models_loaded
 from mcp_memory.llm.client import LlmClient
 from mcp_memory.metrics import Process
-from mcp_memory.models import Scope, to_datetime
-from mcp_memory.schemas import StatsResult
 from mcp_memory.services import summarize
 from mcp_memory.services.control_ports import PassControl
 from mcp_memory.services.facts import FACT_KINDS

@@ -19,7 +19,7 @@ ordinary in recall's fused evidence. Both are needed: memories an agent writes s
 the questions ("The user's ..."), which lifts an unrelated fact of such a store above unrelated
 everyday texts (three deviations and more with e5), and the store's ordinary takes the template
 out; the background, in turn, says when the best of a store is no more than the best of nothing.
-These are the hooks' rules for what goes beside a prompt (hooks.py takes them from here), so what
+These are the hooks' rules for what goes beside a prompt (cli/hooks.py takes them from here), so what
 recall calls strong is what a hook would offer unasked. A model the background table does not
 know (an OpenAI-compatible endpoint) is judged by the store's spread alone.
 The answer is strong when one of its hits is.
@@ -32,13 +32,13 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from mcp_memory.config import RecallSettings
+from mcp_memory.core.models import DenseHits, Scope
+from mcp_memory.core.schemas import Hit, MemoryOut, Signals, Strength
+from mcp_memory.core.text import looks_like_identifier_query, script
 from mcp_memory.embed.background import background_z
 from mcp_memory.embed.loader import Embedder
-from mcp_memory.models import DenseHits, Scope
-from mcp_memory.schemas import Hit, MemoryOut, Signals, Strength
 from mcp_memory.services.ports import MemoryStore
 from mcp_memory.services.recall import Scored, wire_tokens
-from mcp_memory.text import looks_like_identifier_query, script
 
 STRONG_EVIDENCE = 3.0
 STANDS_OUT = 2.0  # one rare word's worth above the store's ordinary (recall.keyword_weight)

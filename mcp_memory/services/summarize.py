@@ -21,8 +21,8 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from mcp_memory.core.text import estimate_tokens, identifiers, keyword_terms
 from mcp_memory.services import rules
-from mcp_memory.text import estimate_tokens, identifiers, keyword_terms
 
 MAX_RATIO = 0.30
 MIN_COVERAGE = 0.85

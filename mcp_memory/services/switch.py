@@ -9,9 +9,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Protocol
 
-from mcp_memory.errors import MemoryOffError
-from mcp_memory.models import Scope, describe_switch
-from mcp_memory.schemas import RecallResult
+from mcp_memory.core.errors import MemoryOffError
+from mcp_memory.core.models import Scope, describe_switch
+from mcp_memory.core.schemas import RecallResult
 
 
 class SwitchState(Protocol):

@@ -7,11 +7,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from mcp_memory.errors import InvalidInputError
-from mcp_memory.models import Scope
+from mcp_memory.core.errors import InvalidInputError
+from mcp_memory.core.models import Scope
+from mcp_memory.core.task_schemas import TaskNode
 from mcp_memory.services import task_tree
 from mcp_memory.services.checks import identifier, text_field
-from mcp_memory.task_schemas import TaskNode
 
 
 def _refuse_secret_ids(changes: dict[str, Any]) -> None:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
-from mcp_memory.models import CheckpointRow, Scope, TaskRow
+from mcp_memory.core.models import CheckpointRow, Scope, TaskRow
 
 
 class TaskRows(Protocol):

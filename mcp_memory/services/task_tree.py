@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from mcp_memory.errors import InvalidInputError, LimitExceededError
-from mcp_memory.task_schemas import NodeStatus, TaskEdit, TaskHead, TaskNode
+from mcp_memory.core.errors import InvalidInputError, LimitExceededError
+from mcp_memory.core.task_schemas import NodeStatus, TaskEdit, TaskHead, TaskNode
 
 MARK: dict[NodeStatus, str] = {
     "pending": "[ ]",

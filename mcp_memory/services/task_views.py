@@ -8,9 +8,9 @@ from typing import Any
 
 import orjson
 
-from mcp_memory.errors import InvalidInputError
-from mcp_memory.models import CheckpointRow, to_datetime
-from mcp_memory.task_schemas import CheckpointInfo, TaskHead
+from mcp_memory.core.errors import InvalidInputError
+from mcp_memory.core.models import CheckpointRow, to_datetime
+from mcp_memory.core.task_schemas import CheckpointInfo, TaskHead
 
 
 def dt(seconds: float) -> Any:

@@ -12,7 +12,7 @@ import orjson
 from pydantic import ValidationError
 
 from mcp_memory.config import Limits
-from mcp_memory.envelope import (
+from mcp_memory.core.envelope import (
     CheckpointFormatError,
     CorruptCheckpointError,
     Envelope,
@@ -20,18 +20,11 @@ from mcp_memory.envelope import (
     encode,
     unpack,
 )
-from mcp_memory.errors import InvalidInputError, LimitExceededError, NotFoundError, StaleHeadError, StorageError
-from mcp_memory.ids import new_id
-from mcp_memory.models import CheckpointRow, Scope, TaskRow
-from mcp_memory.schemas import MemoryOut, RecallFilters
-from mcp_memory.services import incoming, packet, task_tree
-from mcp_memory.services.checks import identifier, text_field
-from mcp_memory.services.memory import MemoryService
-from mcp_memory.services.one_call import in_one_transaction
-from mcp_memory.services.task_checks import check_checkpoint
-from mcp_memory.services.task_ports import TaskRows
-from mcp_memory.services.task_views import dt, from_cursor, info, serialised_size, to_cursor
-from mcp_memory.task_schemas import (
+from mcp_memory.core.errors import InvalidInputError, LimitExceededError, NotFoundError, StaleHeadError, StorageError
+from mcp_memory.core.ids import new_id
+from mcp_memory.core.models import CheckpointRow, Scope, TaskRow
+from mcp_memory.core.schemas import MemoryOut, RecallFilters
+from mcp_memory.core.task_schemas import (
     CheckpointInfo,
     CheckpointPage,
     CheckpointReason,
@@ -44,7 +37,14 @@ from mcp_memory.task_schemas import (
     TaskSummary,
     TaskUpdateResult,
 )
-from mcp_memory.text import checkpoint_uri, strip_query_syntax, task_uri
+from mcp_memory.core.text import checkpoint_uri, strip_query_syntax, task_uri
+from mcp_memory.services import incoming, packet, task_tree
+from mcp_memory.services.checks import identifier, text_field
+from mcp_memory.services.memory import MemoryService
+from mcp_memory.services.one_call import in_one_transaction
+from mcp_memory.services.task_checks import check_checkpoint
+from mcp_memory.services.task_ports import TaskRows
+from mcp_memory.services.task_views import dt, from_cursor, info, serialised_size, to_cursor
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from mcp_memory.models import to_seconds
+from mcp_memory.core.models import to_seconds
 
 MONTHS = {
     name: i

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from mcp_memory.models import Criteria, MemoryHistory, MemoryRecord, Provenance, Scope, StoredOccurrence
+from mcp_memory.core.models import Criteria, MemoryHistory, MemoryRecord, Provenance, Scope, StoredOccurrence
 from mcp_memory.storage import events, links
 from mcp_memory.storage.rows import MEMORY_COLUMNS, attach_occurrences, row_to_record, visible_clause
 

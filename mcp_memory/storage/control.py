@@ -15,8 +15,8 @@ import anyio
 import orjson
 
 from mcp_memory.config import Settings
+from mcp_memory.core.errors import OutOfFilesError, StorageError
 from mcp_memory.descriptors import exhausted, out_of_files_message
-from mcp_memory.errors import OutOfFilesError, StorageError
 from mcp_memory.storage.permissions import CONTROL_FILE, private_dir
 from mcp_memory.storage.schema import connect_sync
 

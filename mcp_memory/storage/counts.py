@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import aiosqlite
 
-from mcp_memory.models import Criteria, Scope
+from mcp_memory.core.models import Criteria, Scope
 from mcp_memory.storage import events
 from mcp_memory.storage.rows import visible_clause
 

@@ -13,7 +13,7 @@ from typing import Any
 import aiosqlite
 import orjson
 
-from mcp_memory.models import GONE_EVENTS
+from mcp_memory.core.models import GONE_EVENTS
 from mcp_memory.storage.rows import rows_in
 
 # What an event may be; the tools document each one.

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from mcp_memory.models import GoldenCheckRow, GoldenRow, MemoryRecord, Scope
+from mcp_memory.core.models import GoldenCheckRow, GoldenRow, MemoryRecord, Scope
 from mcp_memory.storage import events
 from mcp_memory.storage.rows import MEMORY_COLUMNS, fts_match, row_to_record, rows_in
 

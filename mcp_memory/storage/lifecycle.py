@@ -15,7 +15,7 @@ import aiosqlite
 import numpy as np
 import orjson
 
-from mcp_memory.models import SCHEDULER, MemoryRecord, NewOccurrence, Provenance, Scope, TaskSummaryRow
+from mcp_memory.core.models import SCHEDULER, MemoryRecord, NewOccurrence, Provenance, Scope, TaskSummaryRow
 from mcp_memory.storage import events, second, writes
 from mcp_memory.storage.counts import fact_check_key
 from mcp_memory.storage.rows import MEMORY_COLUMNS, attach_occurrences, row_to_record, rows_in, rows_of

@@ -16,9 +16,9 @@ from typing import Any
 
 import aiosqlite
 
-from mcp_memory.models import Link
+from mcp_memory.core.models import Link
+from mcp_memory.core.text import entities
 from mcp_memory.storage.rows import read_together, rows_in_each
-from mcp_memory.text import entities
 
 LINK_SHARE = 0.05  # an entity in more than this share of the memories ("user", a speaker) links nothing
 MAX_LINKS = 20  # per memory, rarest entities first

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mcp_memory.config import Settings
-from mcp_memory.errors import StorageError
+from mcp_memory.core.errors import StorageError
 
 log = logging.getLogger(__name__)
 

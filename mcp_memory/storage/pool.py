@@ -22,8 +22,8 @@ from pathlib import Path
 import aiosqlite
 import anyio
 
+from mcp_memory.core.errors import OutOfFilesError, StorageError
 from mcp_memory.descriptors import exhausted, out_of_files_message
-from mcp_memory.errors import OutOfFilesError, StorageError
 from mcp_memory.storage.permissions import PRINCIPALS
 from mcp_memory.storage.principal import PrincipalDb
 from mcp_memory.storage.schema import migrate

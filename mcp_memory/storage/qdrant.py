@@ -26,8 +26,8 @@ from qdrant_client import AsyncQdrantClient
 from qdrant_client import models as qm
 from qdrant_client.http.exceptions import UnexpectedResponse
 
-from mcp_memory.errors import StorageError
-from mcp_memory.models import Vector
+from mcp_memory.core.errors import StorageError
+from mcp_memory.core.models import Vector
 from mcp_memory.storage.vectors import IndexRow
 
 NEVER = 1e18  # the expiry of a memory that never expires: a payload holds no infinity

@@ -18,8 +18,8 @@ from typing import Any, ClassVar
 import anyio
 from anyio.abc import TaskGroup
 
-from mcp_memory.errors import ModelMismatchError, StorageError
-from mcp_memory.models import Applied, Criteria, Link, MemoryRecord, Merge, NewMemory, RecordOrder, Scope, Vector
+from mcp_memory.core.errors import ModelMismatchError, StorageError
+from mcp_memory.core.models import Applied, Criteria, Link, MemoryRecord, Merge, NewMemory, RecordOrder, Scope, Vector
 from mcp_memory.storage import links, second, writes
 from mcp_memory.storage.reinforcement import REINFORCE_FLUSH_SECONDS
 from mcp_memory.storage.rows import (

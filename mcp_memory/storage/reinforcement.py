@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-from mcp_memory.errors import StorageError
-from mcp_memory.models import MemoryRecord
+from mcp_memory.core.errors import StorageError
+from mcp_memory.core.models import MemoryRecord
 
 log = logging.getLogger(__name__)
 

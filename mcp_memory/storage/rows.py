@@ -13,7 +13,7 @@ import aiosqlite
 import numpy as np
 import orjson
 
-from mcp_memory.models import Criteria, MemoryRecord, Provenance, Scope, Vector
+from mcp_memory.core.models import Criteria, MemoryRecord, Provenance, Scope, Vector
 
 # One list of a memory row's columns, in order: the SELECT, the INSERT and both mappings follow it.
 RECORD_FIELDS = (

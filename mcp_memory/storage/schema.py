@@ -15,10 +15,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mcp_memory import __version__
-from mcp_memory.errors import SchemaVersionError, StorageError
+from mcp_memory.core.errors import SchemaVersionError, StorageError
+from mcp_memory.core.text import segment_for_index
 from mcp_memory.storage import links
 from mcp_memory.storage.permissions import private_dir, private_file
-from mcp_memory.text import segment_for_index
 
 SCHEMA_VERSION = 12
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import aiosqlite
 import numpy as np
 
-from mcp_memory.models import NewMemory, Vector
+from mcp_memory.core.models import NewMemory, Vector
 from mcp_memory.storage.rows import blob, in_chunks, read_together, rows_of
 
 MODEL_KEY = "second_model"

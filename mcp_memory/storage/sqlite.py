@@ -21,13 +21,13 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import aiosqlite
 import anyio
 
-from mcp_memory.errors import StorageError
-from mcp_memory.models import (
+from mcp_memory.core.errors import StorageError
+from mcp_memory.core.models import (
     Criteria,
     MemoryRecord,
     Scope,
@@ -42,16 +42,50 @@ from mcp_memory.storage.pool import FileState, PoolLimits, PrincipalPool, at_res
 from mcp_memory.storage.principal import PrincipalDb
 from mcp_memory.storage.records import RecordStore
 from mcp_memory.storage.rows import fts_match, rows_of, visible_clause
-from mcp_memory.storage.vector_search import ExactVectorSearch
+from mcp_memory.storage.vector_search import InProcessSearch
+from mcp_memory.storage.vectors import VectorIndex
 
 if TYPE_CHECKING:  # an optional engine (the qdrant extra)
     from mcp_memory.storage.qdrant_search import QdrantVectorSearch
 
-    SqliteVectors = ExactVectorSearch | QdrantVectorSearch
+    SqliteVectors: TypeAlias = "ExactVectorSearch | QdrantVectorSearch"  # the first is defined below
 
 log = logging.getLogger(__name__)
 
 KEYWORD_OVERFETCH = 4  # the keyword index's best this many times the wanted count, before the scope filters
+
+
+class ExactVectorSearch(InProcessSearch):
+    """The SQLite store's engine: each open file's index (``PrincipalDb``), loaded in one bulk read
+    and caught up through ``PRAGMA data_version`` and the change log."""
+
+    def __init__(self, store: SqliteStore) -> None:
+        super().__init__(store)
+        self.store = store
+
+    async def model_changed(self, scope: Scope) -> None:
+        db = await self.store.principal_db(scope)
+        async with db.index_lock:
+            db.index = None  # rebuilt from the new vectors on next use
+
+    async def health(self, scope: Scope) -> tuple[bool, str]:
+        return True, "exact, in this process (read from the data file)"
+
+    async def _synced(self, scope: Scope, dim: int) -> tuple[anyio.Lock, VectorIndex]:
+        db = await self.store.principal_db(scope)
+        loaded = db.index is not None
+        index = await db.sync(dim)
+        if not loaded:
+            self.store.pool.trim_indexes(keep=db)
+        return db.index_lock, index
+
+    def size(self, scope: Scope) -> int | None:
+        db = self.store.pool.get_open(scope.principal)
+        return len(db.index) if db is not None and db.index is not None else None
+
+    def total(self) -> int:
+        """Rows in every index this process holds (for /metrics)."""
+        return sum(len(db.index) for db in self.store.pool.open_dbs() if db.index is not None)
 
 
 class SqliteStore(RecordStore):

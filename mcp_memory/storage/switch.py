@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from mcp_memory.models import EVERYWHERE, Scope, switch_target, switch_targets
+from mcp_memory.core.models import EVERYWHERE, Scope, switch_target, switch_targets
 from mcp_memory.storage.control import ControlFile
 
 _SCHEMA = """

@@ -15,8 +15,8 @@ from typing import Any
 import aiosqlite
 import orjson
 
-from mcp_memory.errors import ConflictError, StaleHeadError
-from mcp_memory.models import CheckpointRow, Scope, TaskRow
+from mcp_memory.core.errors import ConflictError, StaleHeadError
+from mcp_memory.core.models import CheckpointRow, Scope, TaskRow
 from mcp_memory.storage.records import RecordStore
 
 _TASK_COLUMNS = (

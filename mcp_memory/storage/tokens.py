@@ -17,7 +17,7 @@ import secrets
 import sqlite3
 from dataclasses import dataclass
 
-from mcp_memory.errors import InvalidInputError, NotFoundError
+from mcp_memory.core.errors import InvalidInputError, NotFoundError
 from mcp_memory.storage.control import ControlFile
 
 TOKEN_PREFIX = "mcpm_"

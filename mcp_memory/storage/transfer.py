@@ -19,11 +19,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from mcp_memory.errors import ConflictError, StorageError
-from mcp_memory.models import EVERYWHERE, SWITCH_SEPARATOR, Scope
+from mcp_memory.core.errors import ConflictError, StorageError
+from mcp_memory.core.models import EVERYWHERE, SWITCH_SEPARATOR, Scope
+from mcp_memory.core.text import segment_for_index
 from mcp_memory.storage.llm_usage import principal_hash
 from mcp_memory.storage.schema import table_columns
-from mcp_memory.text import segment_for_index
 
 # meta keys of one store, not of the data (PostgreSQL's keyword statistics are made again with its index)
 LOCAL_META = ("schema_version", "min_code_schema", "written_by", "principal", "vector_store_id", "vector_token",

@@ -4,6 +4,8 @@ Exact today: each principal's vectors sit in one in-memory matrix (storage/vecto
 principal pool loads on first use (one bulk read) and catches up with other processes' writes
 through the change log before every search; a scan over it runs off the event loop when large.
 An approximate engine (the scale-out issue's Qdrant) is another class with these methods.
+The searches are here (``InProcessSearch``); each backend's engine sits beside its store, which it
+reads: ``sqlite.ExactVectorSearch``, ``pg.store.PgIndexSearch``.
 """
 
 from __future__ import annotations
@@ -14,12 +16,11 @@ from typing import TYPE_CHECKING
 import anyio
 import numpy as np
 
-from mcp_memory.models import Centring, Criteria, DenseHits, Scope, Vector
+from mcp_memory.core.models import Centring, Criteria, DenseHits, Scope, Vector
 from mcp_memory.storage.vectors import VectorIndex, scan
 
-if TYPE_CHECKING:  # the store builds this one around itself
+if TYPE_CHECKING:
     from mcp_memory.storage.records import RecordStore
-    from mcp_memory.storage.sqlite import SqliteStore
 
 
 class InProcessSearch:
@@ -106,36 +107,3 @@ class InProcessSearch:
 
     async def scripts(self, scope: Scope, dim: int) -> tuple[bool, bool]:
         return (await self.sync(scope, dim)).scripts
-
-
-class ExactVectorSearch(InProcessSearch):
-    """The SQLite store's engine: each open file's index (``PrincipalDb``), loaded in one bulk read
-    and caught up through ``PRAGMA data_version`` and the change log."""
-
-    def __init__(self, store: SqliteStore) -> None:
-        super().__init__(store)
-        self.store = store
-
-    async def model_changed(self, scope: Scope) -> None:
-        db = await self.store.principal_db(scope)
-        async with db.index_lock:
-            db.index = None  # rebuilt from the new vectors on next use
-
-    async def health(self, scope: Scope) -> tuple[bool, str]:
-        return True, "exact, in this process (read from the data file)"
-
-    async def _synced(self, scope: Scope, dim: int) -> tuple[anyio.Lock, VectorIndex]:
-        db = await self.store.principal_db(scope)
-        loaded = db.index is not None
-        index = await db.sync(dim)
-        if not loaded:
-            self.store.pool.trim_indexes(keep=db)
-        return db.index_lock, index
-
-    def size(self, scope: Scope) -> int | None:
-        db = self.store.pool.get_open(scope.principal)
-        return len(db.index) if db is not None and db.index is not None else None
-
-    def total(self) -> int:
-        """Rows in every index this process holds (for /metrics)."""
-        return sum(len(db.index) for db in self.store.pool.open_dbs() if db.index is not None)

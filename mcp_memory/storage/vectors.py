@@ -20,7 +20,7 @@ import anyio.to_thread
 import numpy as np
 import numpy.typing as npt
 
-from mcp_memory.models import Centring, DenseHits, Vector
+from mcp_memory.core.models import Centring, DenseHits, Vector
 
 T = TypeVar("T")
 

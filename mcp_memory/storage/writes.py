@@ -13,8 +13,8 @@ from collections.abc import Sequence
 import aiosqlite
 import orjson
 
-from mcp_memory.errors import ConflictError, NotFoundError
-from mcp_memory.models import SCHEDULER, Applied, Criteria, Merge, NewMemory, NewOccurrence, Scope
+from mcp_memory.core.errors import ConflictError, NotFoundError
+from mcp_memory.core.models import SCHEDULER, Applied, Criteria, Merge, NewMemory, NewOccurrence, Scope
 from mcp_memory.storage import events, links, second
 from mcp_memory.storage.rows import INSERT_MEMORY, blob, record_values, rows_in, visible_clause
 from mcp_memory.storage.schema import live_copy

@@ -7,7 +7,7 @@ from typing import Protocol
 
 import numpy as np
 
-from mcp_memory.models import MemoryRecord, NewOccurrence, Scope, TaskSummaryRow
+from mcp_memory.core.models import MemoryRecord, NewOccurrence, Scope, TaskSummaryRow
 
 
 class LifecycleRows(Protocol):

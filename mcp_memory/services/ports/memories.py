@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from mcp_memory.models import Applied, Criteria, Link, MemoryRecord, Merge, NewMemory, RecordOrder, Scope
+from mcp_memory.core.models import Applied, Criteria, Link, MemoryRecord, Merge, NewMemory, RecordOrder, Scope
 
 
 class MemoryRows(Protocol):

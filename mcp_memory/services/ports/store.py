@@ -7,7 +7,7 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Protocol
 
-from mcp_memory.models import Scope
+from mcp_memory.core.models import Scope
 from mcp_memory.services.ports.lifecycle import LifecycleRows
 from mcp_memory.services.ports.memories import MemoryRows
 from mcp_memory.services.ports.search import MemorySearch

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from mcp_memory.models import Criteria, GoldenCheckRow, GoldenRow, MemoryHistory, MemoryRecord, Scope
+from mcp_memory.core.models import Criteria, GoldenCheckRow, GoldenRow, MemoryHistory, MemoryRecord, Scope
 
 
 class CountRows(Protocol):

@@ -21,8 +21,8 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from mcp_memory.config import PostgresSettings
-from mcp_memory.errors import StorageError
-from mcp_memory.models import Scope
+from mcp_memory.core.errors import StorageError
+from mcp_memory.core.models import Scope
 from mcp_memory.storage.pg import database, migrations, vector_layout
 from mcp_memory.storage.pg.dialect import PgConn, PgCursor
 from mcp_memory.storage.pg.transactions import CURRENT, Call, CountedConnection, RoundTrips, begin, finish

@@ -15,7 +15,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
 from mcp_memory.config import PostgresSettings
-from mcp_memory.errors import InvalidInputError, StorageError
+from mcp_memory.core.errors import InvalidInputError, StorageError
 from mcp_memory.storage.pg import migrations, vector_layout
 
 APPLICATION = "mcp-memory"

@@ -35,7 +35,7 @@ from typing import Any
 
 import psycopg
 
-from mcp_memory.errors import StorageError
+from mcp_memory.core.errors import StorageError
 from mcp_memory.storage.pg import keyword
 from mcp_memory.storage.pg.messages import exchange, inline
 from mcp_memory.storage.pg.vector_layout import Vec32

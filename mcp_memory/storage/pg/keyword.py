@@ -26,8 +26,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from mcp_memory.core.text import segment_for_index
 from mcp_memory.storage.pg.messages import exchange, inline
-from mcp_memory.text import segment_for_index
 
 K1, B = 1.2, 0.75
 DOCS, TOKENS = "keyword_docs", "keyword_tokens"  # the meta rows of N and the total of tokens

@@ -14,7 +14,7 @@ import psycopg
 from psycopg import sql
 
 from mcp_memory import __version__
-from mcp_memory.errors import SchemaVersionError, StorageError
+from mcp_memory.core.errors import SchemaVersionError, StorageError
 from mcp_memory.storage.pg import keyword, vector_layout
 
 SCHEMA_VERSION = 3

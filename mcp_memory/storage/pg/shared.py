@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import psycopg
 
 from mcp_memory.config import PostgresSettings
-from mcp_memory.errors import StorageError
+from mcp_memory.core.errors import StorageError
 from mcp_memory.storage.pg.database import server_parts, where
 from mcp_memory.storage.pg.dialect import translate_shared
 

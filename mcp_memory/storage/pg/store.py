@@ -32,7 +32,7 @@ import anyio
 from psycopg import sql
 
 from mcp_memory.config import PostgresSettings
-from mcp_memory.models import Criteria, MemoryRecord, Scope
+from mcp_memory.core.models import Criteria, MemoryRecord, Scope
 from mcp_memory.storage import writes
 from mcp_memory.storage.browse import BrowseStore
 from mcp_memory.storage.counts import CountStore

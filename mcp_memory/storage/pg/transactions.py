@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator, Generator, Sequence
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import anyio
 import psycopg
@@ -32,13 +32,20 @@ from psycopg import pq, sql
 from psycopg.abc import PQGen
 from psycopg.rows import TupleRow
 
-from mcp_memory.models import Scope
+from mcp_memory.core.models import Scope
 from mcp_memory.storage.pg.dialect import PgConn, Reads, rendered
 
-if TYPE_CHECKING:
-    from mcp_memory.storage.pg.connections import PgDatabase
-
 RV = TypeVar("RV")
+
+
+class Partitions(Protocol):
+    """What a transaction needs of its database (``connections.PgDatabase``, which imports this
+    module): each principal's key, and the principals whose partitions exist in this process's view."""
+
+    opened: set[str]
+
+    def key(self, principal: str) -> str: ...
+
 
 # The first keys of a principal's advisory locks (pg_advisory_xact_lock(int, int)); the second is its key's hash.
 WRITE_LOCK, ERASE_LOCK = 0x6D63, 0x6D64
@@ -103,7 +110,7 @@ def opening(key: str, name: str | None, *, write: bool, erasing: bool) -> sql.Co
 
 
 async def begin(
-    database: PgDatabase,
+    database: Partitions,
     conn: CountedConnection,
     scope: Scope,
     *,
@@ -149,7 +156,7 @@ async def finish(conn: CountedConnection, *, commit: bool) -> None:
 class Call:
     """One call's transaction of one principal, on one held connection."""
 
-    database: PgDatabase
+    database: Partitions
     scope: Scope
     conn: CountedConnection
     write: bool = False  # take the write lock as the transaction opens (a call that always writes)
@@ -159,7 +166,7 @@ class Call:
     lock: anyio.Lock = field(default_factory=anyio.Lock)  # held by a write, which ends the transaction
     opening: anyio.Lock = field(default_factory=anyio.Lock)
 
-    def serves(self, database: PgDatabase, scope: Scope) -> bool:
+    def serves(self, database: Partitions, scope: Scope) -> bool:
         return database is self.database and scope.principal == self.scope.principal
 
     async def _open(self) -> PgConn:

@@ -26,7 +26,7 @@ from psycopg import sql
 from psycopg.adapt import Dumper, Loader
 from psycopg.pq import Format
 
-from mcp_memory.errors import StorageError
+from mcp_memory.core.errors import StorageError
 
 PGVECTOR, IN_PROCESS = "pgvector", "in-process"
 LAYOUTS = (PGVECTOR, IN_PROCESS)

@@ -19,25 +19,36 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 from psycopg import sql
 
-from mcp_memory.models import Centring, Criteria, DenseHits, Scope, Vector
+from mcp_memory.core.models import Centring, Criteria, DenseHits, Scope, Vector
 from mcp_memory.storage.pg.messages import exchange
 from mcp_memory.storage.pg.vector_layout import HNSW_ROWS, index_name
 
 if TYPE_CHECKING:
+    from mcp_memory.storage.pg.connections import PgDatabase
     from mcp_memory.storage.pg.dialect import PgConn
-    from mcp_memory.storage.pg.store import PostgresStore
 
 EF_SEARCH = 200  # HNSW candidates a search keeps (pgvector's default 40 finds too few of the true best)
 SCRIPTS_SECONDS = 30.0  # a mixed store's script means are summed again after this long
 SAMPLE_ROWS = 2_000  # about how many rows a large partition's spread is estimated from
 SEEN_PRINCIPALS = 1_024  # principals whose few figures this process keeps (a few hundred bytes each)
 _CJK = "m.language IN ('zh', 'ja', 'ko')"
+
+
+class Indexed(Protocol):
+    """What the search reads of its record store (``store.PostgresStore``, which imports this module):
+    the database's transactions, the commit mark and the rows a scope may see."""
+
+    database: PgDatabase
+
+    async def commit_mark(self, scope: Scope) -> tuple[object, tuple[Any, ...]]: ...
+
+    async def eligible(self, scope: Scope, criteria: Criteria, now: float) -> list[int]: ...
 
 
 @dataclass(slots=True)
@@ -62,7 +73,7 @@ class PgVectorSearch:
 
     name = "pgvector"
 
-    def __init__(self, store: PostgresStore) -> None:
+    def __init__(self, store: Indexed) -> None:
         self.store = store
         self._seen: OrderedDict[str, _Seen] = OrderedDict()
 

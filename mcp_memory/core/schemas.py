@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from mcp_memory.models import Tier
+from mcp_memory.core.models import Tier
 
 Outcome = Literal["stored", "merged", "rejected"]
 # How strongly a recalled memory (or recall's answer) bears on the question (services/strength.py).

@@ -6,7 +6,7 @@ than the parser allows then waits forever for an answer. ``Answering`` sits betw
 the session and answers such a line with a JSON-RPC error (parse error or invalid request) carrying
 the request's id whenever the line reveals one, logs it, and reads on. Over HTTP the SDK already
 answers the same bodies with a parse error; this makes stdio say as much. A line nested deeper
-than the parser goes is answered in the HTTP body check's words, naming the limit (nesting.py).
+than the parser goes is answered in the HTTP body check's words, naming the limit (core/nesting.py).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from mcp.shared._stream_protocols import ReadStream, WriteStream
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-from mcp_memory.nesting import NESTING_PROBLEM, too_deep
+from mcp_memory.core.nesting import NESTING_PROBLEM, too_deep
 
 log = logging.getLogger(__name__)
 

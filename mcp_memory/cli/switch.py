@@ -16,8 +16,8 @@ from datetime import UTC, datetime
 
 from mcp_memory.compose import record_store
 from mcp_memory.config import Settings
-from mcp_memory.errors import InvalidInputError
-from mcp_memory.models import Scope, describe_switch, switch_target
+from mcp_memory.core.errors import InvalidInputError
+from mcp_memory.core.models import Scope, describe_switch, switch_target
 from mcp_memory.storage.pool import principal_file
 from mcp_memory.storage.switch import SwitchFile
 

@@ -39,11 +39,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_memory import __version__, metrics
 from mcp_memory.config import HttpSettings, Limits
-from mcp_memory.jwt_auth import JwtVerifier, looks_like_jwt
-from mcp_memory.models import Scope as MemoryScope
+from mcp_memory.core.models import Scope as MemoryScope
+from mcp_memory.http.body import BodyCheck, read_within, replay
+from mcp_memory.http.jwt_auth import JwtVerifier, looks_like_jwt
 from mcp_memory.scope import GATEWAY_REQUEST_ID, REQUEST_ID_KEY
 from mcp_memory.services.control_ports import TokenCheck
-from mcp_memory.web_body import BodyCheck, read_within, replay
 
 log = logging.getLogger("mcp_memory.http")
 

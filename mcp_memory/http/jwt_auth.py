@@ -15,7 +15,7 @@ import anyio
 import jwt
 
 from mcp_memory.config import JwtSettings
-from mcp_memory.models import Scope
+from mcp_memory.core.models import Scope
 
 log = logging.getLogger(__name__)
 

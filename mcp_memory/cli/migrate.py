@@ -16,7 +16,7 @@ from pathlib import Path
 
 from mcp_memory.compose import record_store
 from mcp_memory.config import Settings
-from mcp_memory.errors import ConflictError, InvalidInputError, StorageError
+from mcp_memory.core.errors import ConflictError, InvalidInputError, StorageError
 from mcp_memory.storage import transfer
 from mcp_memory.storage.control import ControlFile
 from mcp_memory.storage.llm_usage import LlmLedger

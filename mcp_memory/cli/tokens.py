@@ -73,7 +73,7 @@ def moment(text: str, now: float, field: str, wanted: str, given: str | None = N
     ``given`` is what the user typed, when ``text`` is a part of it."""
     from datetime import UTC, datetime
 
-    from mcp_memory.errors import InvalidInputError
+    from mcp_memory.core.errors import InvalidInputError
 
     units = {"d": 86_400, "h": 3_600, "m": 60}
     if text[:-1].isdigit() and text[-1:] in units:

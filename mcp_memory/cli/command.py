@@ -13,10 +13,11 @@ from typing import Any, TypeAlias
 import anyio
 import orjson
 
-from mcp_memory import __version__, cli_install
-from mcp_memory.cli_token import moment, when
+from mcp_memory import __version__
+from mcp_memory.cli import install
+from mcp_memory.cli.tokens import moment, when
 from mcp_memory.config import Settings, load_settings
-from mcp_memory.errors import MemoryServerError
+from mcp_memory.core.errors import MemoryServerError
 
 
 def _global_options(suppress: bool, identity: bool = True) -> argparse.ArgumentParser:
@@ -49,7 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     _serving_commands(sub, common, files)
     _data_commands(sub, common, files)
     _upkeep_commands(sub, common)
-    cli_install.add_parsers(sub)
+    install.add_parsers(sub)
     return parser
 
 
@@ -217,7 +218,7 @@ def _run(args: argparse.Namespace) -> int:
             anyio.run(serve_stdio, settings)
             return 0
         if args.command in ("serve", "ui"):
-            from mcp_memory import gateway  # the HTTP stack, the inspector and JWT: never for stdio
+            from mcp_memory.http import gateway  # the HTTP stack, the inspector and JWT: never for stdio
 
             if args.command == "serve":
                 anyio.run(gateway.serve_network, settings, args.transport)
@@ -225,17 +226,17 @@ def _run(args: argparse.Namespace) -> int:
                 anyio.run(gateway.serve_ui, settings, not args.no_browser)
             return 0
         if args.command == "token":
-            from mcp_memory.cli_token import run as token_command
+            from mcp_memory.cli.tokens import run as token_command
 
             return anyio.run(token_command, settings, args)
         if args.command == "connect":
-            from mcp_memory.bridge import run_bridge
+            from mcp_memory.http.bridge import run_bridge
 
             return anyio.run(run_bridge, args.url, args.token_env)
         if args.command == "doctor":
-            from mcp_memory import cli_doctor
+            from mcp_memory.cli import doctor
 
-            return anyio.run(cli_doctor.run, settings, args.config)
+            return anyio.run(doctor.run, settings, args.config)
         if args.command == "export":
             return _write_export(anyio.run(_export, settings), args.file)
         if args.command == "import":
@@ -257,7 +258,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _install(args: argparse.Namespace) -> int:
     try:
-        return cli_install.run(args)
+        return install.run(args)
     except MemoryServerError as exc:
         _err(f"mcp-memory {args.command}: {exc}")
         return 2
@@ -266,31 +267,32 @@ def _install(args: argparse.Namespace) -> int:
 def _light(settings: Settings, args: argparse.Namespace) -> int | None:
     """The commands that start without the server's imports (a hook answers from a cold start)."""
     if args.command == "switch":  # the flags given here, never the environment's principal
-        from mcp_memory import cli_switch
+        from mcp_memory.cli import switch
 
         principal, namespace = getattr(args, "principal", None), getattr(args, "namespace", None)
-        return anyio.run(cli_switch.run, settings, args.state, principal, namespace)
+        return anyio.run(switch.run, settings, args.state, principal, namespace)
     if args.command == "hook":
         return _hook(settings, args.event)
     if args.command == "database":
-        from mcp_memory import cli_database
+        from mcp_memory.cli import database
 
-        return anyio.run(cli_database.run, settings, args.action, args.vectors)
+        return anyio.run(database.run, settings, args.action, args.vectors)
     if args.command == "migrate":
-        from mcp_memory import cli_migrate
+        from mcp_memory.cli import migrate
 
-        return anyio.run(cli_migrate.run, settings, args.to, args.only)
+        return anyio.run(migrate.run, settings, args.to, args.only)
     if args.command == "import" and args.source != "mcp-memory":
-        from mcp_memory import cli_import, logs
+        from mcp_memory import logs
+        from mcp_memory.cli import importing
 
         logs.configure_logging(settings)  # before the runtime's MCP server would set up its own
 
-        return anyio.run(cli_import.run, settings, args.source, args.file, args.apply)
+        return anyio.run(importing.run, settings, args.source, args.file, args.apply)
     return None
 
 
 def _hook(settings: Settings, event: str) -> int:
-    from mcp_memory import hooks
+    from mcp_memory.cli import hooks
     from mcp_memory.logs import guard
 
     handler = guard(logging.StreamHandler(sys.stderr))  # Claude Code shows a hook's stderr in its verbose mode
@@ -310,7 +312,7 @@ def _err(text: str) -> None:
 def _stored(settings: Settings, command: str) -> None:
     """Refuse a read-only command on a data directory or principal that holds nothing (SQLite): it
     would otherwise create an empty store under a mistyped name and report on that."""
-    from mcp_memory.errors import InvalidInputError
+    from mcp_memory.core.errors import InvalidInputError
     from mcp_memory.storage.pool import principal_file
 
     if settings.storage.backend != "sqlite":
@@ -329,7 +331,7 @@ def _stored(settings: Settings, command: str) -> None:
 
 async def _stats(settings: Settings) -> int:
     from mcp_memory.compose import open_runtime
-    from mcp_memory.models import Scope
+    from mcp_memory.core.models import Scope
 
     _stored(settings, "stats")
     async with open_runtime(settings) as runtime:
@@ -340,7 +342,7 @@ async def _stats(settings: Settings) -> int:
 
 async def _export(settings: Settings) -> list[bytes]:
     from mcp_memory.compose import open_runtime
-    from mcp_memory.models import Scope
+    from mcp_memory.core.models import Scope
     from mcp_memory.services.portability import export_lines
 
     _stored(settings, "export")
@@ -365,7 +367,7 @@ def _write_export(lines: list[bytes], file: Path | None) -> int:
 
 
 def _read_import(file: Path) -> list[bytes]:
-    from mcp_memory.errors import InvalidInputError
+    from mcp_memory.core.errors import InvalidInputError
 
     if str(file) == "-":
         return sys.stdin.buffer.read().splitlines()
@@ -378,7 +380,7 @@ def _read_import(file: Path) -> list[bytes]:
 
 async def _import(settings: Settings, lines: list[bytes]) -> int:
     from mcp_memory.compose import open_runtime
-    from mcp_memory.models import Scope
+    from mcp_memory.core.models import Scope
     from mcp_memory.services.portability import import_lines
 
     async with open_runtime(settings) as runtime:
@@ -395,7 +397,7 @@ async def _import(settings: Settings, lines: list[bytes]) -> int:
 
 async def _reindex(settings: Settings, check: bool) -> int:
     from mcp_memory.compose import open_runtime
-    from mcp_memory.models import Scope
+    from mcp_memory.core.models import Scope
     from mcp_memory.services.portability import reindex
 
     async with open_runtime(settings) as runtime:
@@ -410,7 +412,7 @@ async def _reindex(settings: Settings, check: bool) -> int:
 
 def parse_as_of(text: str, now: float) -> float:
     """`+30d`, `12h`, `90m` from now, or an ISO date/time (UTC when no zone is given); never the past."""
-    from mcp_memory.errors import InvalidInputError
+    from mcp_memory.core.errors import InvalidInputError
 
     at = moment(text.removeprefix("+"), now, "--as-of", "a duration ahead (+30d, 12h, 90m) nor a date", text)
     if at < now:

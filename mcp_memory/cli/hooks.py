@@ -33,15 +33,15 @@ import orjson
 
 from mcp_memory.compose import Runtime, open_runtime
 from mcp_memory.config import Settings
+from mcp_memory.core.models import Scope
+from mcp_memory.core.schemas import Hit, MemoryInput, MemoryOut
+from mcp_memory.core.task_schemas import CheckpointReason, TaskSummary
+from mcp_memory.core.templates import hint_text, recall_text, resume_text
+from mcp_memory.core.text import keyword_terms, normalize, script
 from mcp_memory.embed.background import background_z
-from mcp_memory.models import Scope
-from mcp_memory.schemas import Hit, MemoryInput, MemoryOut
 from mcp_memory.services import foreign, rules, strength
 from mcp_memory.services.recall import matched_terms
 from mcp_memory.services.switch import off_reason
-from mcp_memory.task_schemas import CheckpointReason, TaskSummary
-from mcp_memory.templates import hint_text, recall_text, resume_text
-from mcp_memory.text import keyword_terms, normalize, script
 
 log = logging.getLogger(__name__)
 

@@ -37,9 +37,9 @@ from mcp.shared.message import ClientMessageMetadata, SessionMessage
 from mcp_types import PROTOCOL_VERSION_META_KEY, ErrorData, JSONRPCError, JSONRPCRequest, JSONRPCResponse
 
 from mcp_memory.config import secret_from_environment
-from mcp_memory.errors import InvalidInputError, UpstreamError
+from mcp_memory.core.errors import InvalidInputError, UpstreamError
 from mcp_memory.logs import scrub
-from mcp_memory.stdio import Answering
+from mcp_memory.mcp.stdio import Answering
 
 log = logging.getLogger(__name__)
 

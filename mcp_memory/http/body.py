@@ -1,4 +1,4 @@
-"""The body check of the HTTP face (see web.py): a POST's body must be application/json, within
+"""The body check of the HTTP face (see middlewares.py): a POST's body must be application/json, within
 the body limit and the nesting limit, one JSON-RPC message with a usable id; a bad one gets one
 JSON-RPC error, alike on SSE and HTTP."""
 
@@ -11,7 +11,7 @@ from mcp_types import INVALID_REQUEST, PARSE_ERROR
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_memory.config import Limits
-from mcp_memory.nesting import NESTING_PROBLEM, too_deep
+from mcp_memory.core.nesting import NESTING_PROBLEM, too_deep
 
 
 class BodyCheck:

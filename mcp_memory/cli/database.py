@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 
 from mcp_memory.config import PostgresSettings, Settings
-from mcp_memory.errors import InvalidInputError
+from mcp_memory.core.errors import InvalidInputError
 
 
 async def run(settings: Settings, action: str, vectors: str | None = None) -> int:

@@ -6,9 +6,9 @@ import sys
 from pathlib import Path
 
 from mcp_memory.config import Settings
-from mcp_memory.errors import InvalidInputError
-from mcp_memory.models import Scope
-from mcp_memory.schemas import MemoryInput
+from mcp_memory.core.errors import InvalidInputError
+from mcp_memory.core.models import Scope
+from mcp_memory.core.schemas import MemoryInput
 from mcp_memory.services import foreign
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")

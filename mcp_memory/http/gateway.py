@@ -25,17 +25,17 @@ from starlette.types import Scope as ASGIScope
 
 from mcp_memory import descriptors
 from mcp_memory.config import HttpSettings, Settings
-from mcp_memory.errors import InvalidInputError
+from mcp_memory.core.errors import InvalidInputError
+from mcp_memory.core.models import Scope
+from mcp_memory.http.capacity import Capacity
+from mcp_memory.http.jwt_auth import JwtVerifier
+from mcp_memory.http.middlewares import WILDCARD_HOSTS, Identify, http_app, mcp_app
 from mcp_memory.inspector.app import inspector_app
 from mcp_memory.inspector.auth import SignedIn, SignIn
 from mcp_memory.inspector.base import Inspector
-from mcp_memory.jwt_auth import JwtVerifier
 from mcp_memory.mcp.server import Server, open_server, settle_heap
-from mcp_memory.models import Scope
 from mcp_memory.storage.tokens import TokenStore
 from mcp_memory.storage.ui_sessions import UiSessionStore
-from mcp_memory.web import WILDCARD_HOSTS, Identify, http_app, mcp_app
-from mcp_memory.web_capacity import Capacity
 
 log = logging.getLogger(__name__)
 

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import orjson
 
-from mcp_memory.caution import caution, reveal
-from mcp_memory.schemas import Hit, MemoryOut, Pin, RecallResult
-from mcp_memory.task_schemas import MemoryBrief, ResumePacket
-from mcp_memory.text import task_uri
+from mcp_memory.core.caution import caution, reveal
+from mcp_memory.core.schemas import Hit, MemoryOut, Pin, RecallResult
+from mcp_memory.core.task_schemas import MemoryBrief, ResumePacket
+from mcp_memory.core.text import task_uri
 
-_HERE = Path(__file__).parent
+_PACKAGE = Path(__file__).parent.parent  # mcp_memory/
 # In a wheel the folder is packaged as mcp_memory/prompts_text; in a checkout it is ../prompts.
-_FOLDERS = (_HERE / "prompts_text", _HERE.parent / "prompts")
+_FOLDERS = (_PACKAGE / "prompts_text", _PACKAGE.parent / "prompts")
 
 
 @functools.cache

@@ -12,12 +12,12 @@ import orjson
 
 from mcp_memory import __version__
 from mcp_memory.config import Settings, config_path, environment_snapshot
-from mcp_memory.errors import MemoryServerError
+from mcp_memory.core.errors import MemoryServerError
 from mcp_memory.storage.permissions import file_mode, loose_paths, settings_files, survey
 
 if TYPE_CHECKING:  # the server's modules are imported when the command runs
     from mcp_memory.compose import Runtime
-    from mcp_memory.models import Scope
+    from mcp_memory.core.models import Scope
     from mcp_memory.services.memory_file import MemoryFile
 
 
@@ -42,7 +42,7 @@ def _out(text: str) -> None:
 
 async def run(settings: Settings, explicit: Path | None) -> int:
     from mcp_memory.compose import open_runtime
-    from mcp_memory.models import Scope
+    from mcp_memory.core.models import Scope
 
     path = config_path(explicit)
     _out(f"mcp-memory {__version__}")
@@ -56,9 +56,9 @@ async def run(settings: Settings, explicit: Path | None) -> int:
     loose = _permissions(settings)
     ok = not loose  # a problem even once fixed below: other users could read the memories until now
     if settings.storage.backend == "postgres":
-        from mcp_memory import cli_database
+        from mcp_memory.cli import database
 
-        ok = await cli_database.doctor(settings.storage.postgres, _out) and ok
+        ok = await database.doctor(settings.storage.postgres, _out) and ok
     try:
         async with open_runtime(settings) as runtime:
             ok = await _runtime_checks(runtime, scope, bool(loose)) and ok

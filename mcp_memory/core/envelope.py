@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from mcp_memory.errors import StorageError
+from mcp_memory.core.errors import StorageError
 
 MAGIC = b"MCPMEM-CHECKPOINT\n"
 FORMAT_VERSION = 1

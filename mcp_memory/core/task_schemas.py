@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mcp_memory.schemas import Bool, Float, Int
+from mcp_memory.core.schemas import Bool, Float, Int
 
 NodeStatus = Literal["pending", "in_progress", "done", "blocked", "abandoned"]
 CheckpointReason = Literal[
