@@ -151,6 +151,21 @@ def test_jsonc_comments_and_layout_stay(tmp_path: Path, client: str) -> None:
     assert list(servers(client, target)) == ["other"]
 
 
+@pytest.mark.parametrize("client", ["cursor", "vscode"])
+def test_uninstall_of_the_only_server_leaves_an_empty_object(tmp_path: Path, client: str) -> None:
+    target = tmp_path / "config.json"
+    assert run("install", client, "--client-config", str(target)) == 0
+    assert run("uninstall", client, "--client-config", str(target)) == 0
+    assert target.read_text(encoding="utf-8") == f'{{\n  "{CLIENTS[client].servers_key}": {{}}\n}}\n'
+    if CLIENTS[client].format != "jsonc":
+        return
+    commented = f'{{\n  "{CLIENTS[client].servers_key}": {{\n    // mine\n  }}\n}}\n'
+    target.write_text(commented, encoding="utf-8")
+    assert run("install", client, "--client-config", str(target)) == 0
+    assert run("uninstall", client, "--client-config", str(target)) == 0
+    assert "// mine" in target.read_text(encoding="utf-8")  # an object holding a comment is left as it is
+
+
 def test_an_existing_entry_keeps_the_fields_the_client_added(tmp_path: Path) -> None:
     target = tmp_path / "cline.json"
     entry = {"command": "/old/mcp-memory", "args": ["serve"], "disabled": False, "autoApprove": ["recall"]}

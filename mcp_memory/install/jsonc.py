@@ -209,7 +209,15 @@ def remove_path(text: str, keys: tuple[str, str]) -> str:
         before = _comma_after(text, members[index - 1].node.end)
         if before is not None:
             text = text[:before] + text[before + 1 :]
-    return text
+    return _emptied(text, keys[0])
+
+
+def _emptied(text: str, key: str) -> str:
+    """An object left with only blanks between its braces written ``{}`` (its comments kept)."""
+    obj = member(parse(text), key)
+    if obj is None or obj.node.members or text[obj.node.start + 1 : obj.node.end - 1].strip():
+        return text
+    return text[: obj.node.start] + "{}" + text[obj.node.end :]
 
 
 def _insert(text: str, obj: Node, key: str, value: Any, depth: int, unit: str) -> str:
