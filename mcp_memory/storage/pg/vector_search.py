@@ -38,6 +38,7 @@ SCRIPTS_SECONDS = 30.0  # a mixed store's script means are summed again after th
 SAMPLE_ROWS = 2_000  # about how many rows a large partition's spread is estimated from
 SEEN_PRINCIPALS = 1_024  # principals whose few figures this process keeps (a few hundred bytes each)
 _CJK = "m.language IN ('zh', 'ja', 'ko')"
+_NESTED_LOOPS = "SELECT set_config('enable_nestloop', '{}', true)"  # off around the exact scan (_exact)
 
 
 @dataclass(slots=True)
@@ -167,43 +168,67 @@ class PgVectorSearch:
             if seen.indexed and not (centring is not None and seen.cjk and seen.population > seen.cjk):
                 hits, mean, std, visible = await self._approximate(conn, seen, query, dim, where, limit)
                 return DenseHits(hits, mean, std, visible, population=seen.population)
-            score = _score(query, None)
-            mixed = False
-            if centring is not None and seen.cjk and seen.population > seen.cjk:
-                score, mixed = _score(centring.query, await self._means(conn, seen, dim, centring)), True
-            hits, mean, std, visible = await self._exact(conn, seen, score, dim, where, limit)
-            if not mixed and centring is not None and seen.cjk and seen.population > seen.cjk:
-                score = _score(centring.query, await self._means(conn, seen, dim, centring))  # became mixed
-                hits, mean, std, visible = await self._exact(conn, seen, score, dim, where, limit)
-                mixed = True
+            mixed = centring is not None and seen.cjk and seen.population > seen.cjk
+            found = await self._exact(conn, seen, query, None, dim, where, limit) if not mixed else None
+            if centring is not None and seen.cjk and seen.population > seen.cjk:  # mixed, or became so
+                means = await self._means(conn, seen, dim, centring)
+                found = await self._exact(conn, seen, centring.query, means, dim, where, limit, plain=query)
             seen.mark = mark
             if seen.population > HNSW_ROWS and not seen.indexed:
                 await conn.conn.execute("SELECT mcp_vector_index(%s, %s)", (conn.key, dim))
                 seen.indexed = True
-        return DenseHits(hits, mean, std, visible, population=seen.population, centred=mixed)
+        assert found is not None
+        hits, mean, std, visible, cosines = found
+        return DenseHits(hits, mean, std, visible, population=seen.population, centred=bool(cosines), cosines=cosines)
 
     async def _exact(
-        self, conn: PgConn, seen: _Seen, score: sql.Composable, dim: int, where: sql.Composable, limit: int
-    ) -> tuple[list[tuple[str, float]], float, float, int]:
+        self,
+        conn: PgConn,
+        seen: _Seen,
+        query: Vector,
+        means: Vector | None,
+        dim: int,
+        where: sql.Composable,
+        limit: int,
+        plain: Vector | None = None,
+    ) -> tuple[list[tuple[str, float]], float, float, int, dict[str, float]]:
         """Every visible row scored: the best ``limit``, the scores' mean and spread, and the
-        partition's figures (its vectors, its CJK ones, whether it has its index) in the same scan."""
+        partition's figures (its vectors, its CJK ones, whether it has its index) in the same scan;
+        centred on ``means`` (a mixed store), the best rows' cosines with ``plain`` (the question
+        not centred) too.
+
+        The products are taken over the vectors alone, then joined with the few columns of the
+        memories the filter reads, by hashing: the planner, which cannot estimate the dimension's
+        filter, would otherwise look each of the partition's memories up by its key (about twice as
+        slow at 10,000)."""
+        products, score = _score(query, means)
+        cosine: sql.Composable = sql.SQL("NULL::float8")
+        if plain is not None:
+            cosine = sql.SQL("(SELECT -(x.vec <#> {q}::vector) FROM {v} x WHERE x.memory_n = s.n)").format(
+                q=sql.Literal(_vector(plain)), v=_parts(conn.key)["v"]
+            )
         statement = sql.SQL(
-            "WITH s AS MATERIALIZED (SELECT m.id, {score} AS score, {visible} AS shown, {cjk} AS cjk "
-            "FROM {v} v JOIN {m} m ON m.n = v.memory_n WHERE vector_dims(v.vec) = {dim}) "
-            "(SELECT id, score, NULL::float8, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bool FROM s "
+            "WITH p AS MATERIALIZED (SELECT memory_n, {products} FROM {v} WHERE vector_dims(vec) = {dim}), "
+            "s AS MATERIALIZED (SELECT n, id, {score} AS score, shown, cjk FROM (SELECT m.n, m.id, p.*, "
+            "{visible} AS shown, {cjk} AS cjk FROM p JOIN {m} m ON m.n = p.memory_n OFFSET 0) j) "
+            "(SELECT id, score, {cosine}, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bool FROM s "
             "WHERE shown ORDER BY score DESC, id LIMIT {limit}) UNION ALL "
             "SELECT NULL, avg(score) FILTER (WHERE shown), stddev_pop(score) FILTER (WHERE shown), "
             "count(*) FILTER (WHERE shown), count(*) FILTER (WHERE cjk), count(*), to_regclass({index}) IS NOT NULL "
             "FROM s"
         ).format(
-            score=score, visible=where, cjk=sql.SQL(_CJK), dim=sql.Literal(dim), limit=sql.Literal(limit),
-            index=sql.Literal(f"public.{index_name(conn.key, dim)}"), **_parts(conn.key),
+            products=products, score=score, cosine=cosine, visible=where, cjk=sql.SQL(_CJK), dim=sql.Literal(dim),
+            limit=sql.Literal(limit), index=sql.Literal(f"public.{index_name(conn.key, dim)}"), **_parts(conn.key),
         )  # fmt: skip
-        rows = await (await conn.conn.execute(statement)).fetchall()
+        _, rows, _ = await exchange(
+            conn.conn,
+            [_NESTED_LOOPS.format("off"), statement.as_string(conn.conn), _NESTED_LOOPS.format("on")],
+        )
         hits = [(str(r[0]), float(r[1])) for r in rows if r[0] is not None]
+        cosines = {str(r[0]): float(r[2]) for r in rows if r[0] is not None and r[2] is not None}
         [(_, mean, std, visible, cjk, population, indexed)] = [r for r in rows if r[0] is None]
         seen.population, seen.cjk, seen.indexed = int(population), int(cjk), bool(indexed)
-        return hits, float(mean or 0.0), float(std or 0.0), int(visible)
+        return hits, float(mean or 0.0), float(std or 0.0), int(visible), cosines
 
     async def _approximate(
         self, conn: PgConn, seen: _Seen, query: Vector, dim: int, where: sql.Composable, limit: int
@@ -291,22 +316,22 @@ def _parts(key: str) -> dict[str, sql.Composable]:
     return {"v": sql.Identifier(f"vectors_{key}"), "m": sql.Identifier(f"memories_{key}")}
 
 
-def _score(query: Vector, means: Vector | None) -> sql.Composable:
-    """The similarity of a row to ``query``: the inner product (vectors are unit length), or with
-    ``means`` the cosine between the row and the query each centred on their script's mean (ADR 10)."""
+def _score(query: Vector, means: Vector | None) -> tuple[sql.Composable, sql.Composable]:
+    """The products a vector row gives (columns of ``p``), and the similarity of its row to
+    ``query`` from them (``cjk``: the row's script): the inner product (vectors are unit length), or
+    with ``means`` the cosine between the row and the query each centred on their script's mean
+    (ADR 10)."""
     q = sql.Literal(_vector(query))
     if means is None:
-        return sql.SQL("-(v.vec <#> {q}::vector)").format(q=q)
+        return sql.SQL("-(vec <#> {q}::vector) AS ip").format(q=q), sql.SQL("ip")
     offsets = means @ query
     norm2 = np.einsum("ij,ij->i", means, means)
-    pick = sql.SQL("CASE WHEN " + _CJK + " THEN {} ELSE {} END")
-    return sql.SQL(
-        "((-(v.vec <#> {q}::vector) - {offset}) / sqrt(greatest(1 + 2 * (v.vec <#> {mean}) + {norm2}, 1e-6)))"
-    ).format(
-        q=q,
+    pick = sql.SQL("CASE WHEN cjk THEN {} ELSE {} END")
+    # each mean a literal cast as itself (a constant, parsed once); both products taken of every row
+    products = sql.SQL("-(vec <#> {q}::vector) AS ip, vec <#> {cjk}::vector AS d1, vec <#> {latin}::vector AS d0")
+    score = sql.SQL("((ip - {offset}) / sqrt(greatest(1 + 2 * CASE WHEN cjk THEN d1 ELSE d0 END + {norm2}, 1e-6)))")
+    return products.format(q=q, cjk=sql.Literal(_vector(means[1])), latin=sql.Literal(_vector(means[0]))), score.format(
         offset=pick.format(sql.Literal(float(offsets[1])), sql.Literal(float(offsets[0]))),
-        # each literal cast as itself (a constant): a cast of the CASE would parse the text at every row
-        mean=pick.format(*(sql.Literal(_vector(means[s])) + sql.SQL("::vector") for s in (1, 0))),
         norm2=pick.format(sql.Literal(float(norm2[1])), sql.Literal(float(norm2[0]))),
     )
 
