@@ -16,6 +16,7 @@ exactly (the centred score has no index).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -33,8 +34,11 @@ if TYPE_CHECKING:
     from mcp_memory.storage.pg.dialect import PgConn
     from mcp_memory.storage.pg.store import PostgresStore
 
+log = logging.getLogger(__name__)
+
 EF_SEARCH = 200  # HNSW candidates a search keeps (pgvector's default 40 finds too few of the true best)
 SCRIPTS_SECONDS = 30.0  # a mixed store's script means are summed again after this long
+NEAREST_TIMES = 3  # candidates per script taken through the index, per hit asked (ADR 25)
 SAMPLE_ROWS = 2_000  # about how many rows a large partition's spread is estimated from
 SEEN_PRINCIPALS = 1_024  # principals whose few figures this process keeps (a few hundred bytes each)
 _CJK = "m.language IN ('zh', 'ja', 'ko')"
@@ -49,6 +53,7 @@ class _Seen:
     cjk: int = 0
     mark: object = None  # the store's commit mark these counts were taken at
     indexed: bool = False
+    building: bool = False  # its index is being made, in the background
     sums: tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]] | None = None  # each script's, and when
     sums_at: float = 0.0
 
@@ -165,21 +170,41 @@ class PgVectorSearch:
         dim = int(query.shape[0])
         where = _visible(scope, criteria, now, allow)
         async with self.store.database.transaction(scope, write=False) as conn:
-            if seen.indexed and not (centring is not None and seen.cjk and seen.population > seen.cjk):
-                hits, mean, std, visible = await self._approximate(conn, seen, query, dim, where, limit)
-                return DenseHits(hits, mean, std, visible, population=seen.population)
             mixed = centring is not None and seen.cjk and seen.population > seen.cjk
+            if seen.indexed:
+                if centring is not None and mixed:
+                    means = await self._means(conn, seen, dim, centring)
+                    near = await self._approximate(conn, seen, centring.query, means, dim, where, limit, query)
+                else:
+                    near = await self._approximate(conn, seen, query, None, dim, where, limit)
+                hits, mean, std, visible, cosines = near
+                return DenseHits(
+                    hits, mean, std, visible, population=seen.population, centred=bool(mixed), cosines=cosines
+                )
             found = await self._exact(conn, seen, query, None, dim, where, limit) if not mixed else None
-            if centring is not None and seen.cjk and seen.population > seen.cjk:  # mixed, or became so
+            mixed = centring is not None and seen.cjk and seen.population > seen.cjk  # or became so
+            if centring is not None and mixed:
                 means = await self._means(conn, seen, dim, centring)
                 found = await self._exact(conn, seen, centring.query, means, dim, where, limit, plain=query)
             seen.mark = mark
-            if seen.population > HNSW_ROWS and not seen.indexed:
-                await conn.conn.execute("SELECT mcp_vector_index(%s, %s)", (conn.key, dim))
-                seen.indexed = True
+        if seen.population > HNSW_ROWS and not seen.indexed and not seen.building:
+            seen.building = self.store.in_background(self._index, scope, seen, dim)
         assert found is not None
         hits, mean, std, visible, cosines = found
-        return DenseHits(hits, mean, std, visible, population=seen.population, centred=bool(cosines), cosines=cosines)
+        return DenseHits(hits, mean, std, visible, population=seen.population, centred=bool(mixed), cosines=cosines)
+
+    async def _index(self, scope: Scope, seen: _Seen, dim: int) -> None:
+        """The partition's HNSW index made in a transaction of its own, off any call: searches go
+        on exactly meanwhile (the build's SHARE lock lets them read; the principal's writes wait
+        for it: about 0.7 s at 10,000 vectors)."""
+        try:
+            async with self.store.database.transaction(scope, write=False) as conn:
+                await conn.conn.execute("SELECT mcp_vector_index(%s, %s)", (conn.key, dim))
+            seen.indexed = True
+        except Exception as exc:  # the next search past the threshold tries again
+            log.warning("a principal's vector index was not made: %s", type(exc).__name__)
+        finally:
+            seen.building = False
 
     async def _exact(
         self,
@@ -231,34 +256,62 @@ class PgVectorSearch:
         return hits, float(mean or 0.0), float(std or 0.0), int(visible), cosines
 
     async def _approximate(
-        self, conn: PgConn, seen: _Seen, query: Vector, dim: int, where: sql.Composable, limit: int
-    ) -> tuple[list[tuple[str, float]], float, float, int]:
+        self,
+        conn: PgConn,
+        seen: _Seen,
+        query: Vector,
+        means: Vector | None,
+        dim: int,
+        where: sql.Composable,
+        limit: int,
+        plain: Vector | None = None,
+    ) -> tuple[list[tuple[str, float]], float, float, int, dict[str, float]]:
         """Through the HNSW index (iterative: filtered rows are passed over until ``limit`` are
-        found); the spread from a sample of the partition's pages."""
-        q = sql.Literal(_vector(query))
+        found), the candidates scored exactly in float32; the spread from a sample of the
+        partition's pages. Centred on ``means`` (a mixed store), each script's ``limit`` candidates
+        closest to the centred question, scored centred, with their cosines with ``plain``."""
         parts = _parts(conn.key)
         pct = min(100.0, 100.0 * SAMPLE_ROWS / max(seen.population, 1))
         settings = sql.SQL(
             "SELECT set_config('hnsw.ef_search', {}, true), set_config('hnsw.iterative_scan', 'relaxed_order', true)"
         ).format(sql.Literal(str(EF_SEARCH)))
+        nearest = sql.SQL(
+            "(SELECT v.memory_n FROM {v} v JOIN {m} m ON m.n = v.memory_n WHERE vector_dims(v.vec) = {dim} "
+            "AND {where} AND {script} ORDER BY v.vec::halfvec({dim}) <#> {q}::halfvec({dim}) LIMIT {limit})"
+        )
+        scripts = [sql.SQL("true")] if means is None else [sql.SQL(f"NOT {_CJK}"), sql.SQL(_CJK)]
+        products, score = _score(query, means)
+        cosine = sql.SQL("NULL::float8") if plain is None else sql.SQL("-(vec <#> {})").format(_literal(plain))
         candidates = sql.SQL(
-            "SELECT id, score FROM (SELECT m.id, -(v.vec <#> {q}::vector) AS score FROM {v} v "
-            "JOIN {m} m ON m.n = v.memory_n WHERE vector_dims(v.vec) = {dim} AND {where} "
-            "ORDER BY v.vec::halfvec({dim}) <#> {q}::halfvec({dim}) LIMIT {limit}) c ORDER BY score DESC, id"
-        ).format(q=q, dim=sql.Literal(dim), where=where, limit=sql.Literal(limit), **parts)
+            "SELECT id, score, cosine FROM (SELECT id, {score} AS score, cosine FROM (SELECT m.id, {cjk} AS cjk, "
+            "{cosine} AS cosine, {products} FROM {v} v JOIN {m} m ON m.n = v.memory_n "
+            "WHERE v.memory_n IN ({nearest}) OFFSET 0) j) c ORDER BY score DESC, id LIMIT {limit}"
+        ).format(
+            score=score, cjk=sql.SQL(_CJK), cosine=cosine, products=products, limit=sql.Literal(limit),
+            nearest=sql.SQL(" UNION ").join(
+                nearest.format(q=_literal(query), dim=sql.Literal(dim), where=where, script=script,
+                               limit=sql.Literal(limit * NEAREST_TIMES), **parts)
+                for script in scripts
+            ),
+            **parts,
+        )  # fmt: skip
         sample = sql.SQL(
-            "SELECT avg(s) FILTER (WHERE shown), stddev_pop(s) FILTER (WHERE shown), count(*) FILTER (WHERE shown), "
-            "count(*), (SELECT count(*) FROM {v} WHERE vector_dims(vec) = {dim}) "
-            "FROM (SELECT -(v.vec <#> {q}::vector) AS s, {where} AS shown "
-            "FROM {v} v TABLESAMPLE SYSTEM ({pct}) REPEATABLE (35) JOIN {m} m ON m.n = v.memory_n "
-            "WHERE vector_dims(v.vec) = {dim}) x"
-        ).format(q=q, dim=sql.Literal(dim), where=where, pct=sql.Literal(pct), **parts)
+            "SELECT avg({score}) FILTER (WHERE shown), stddev_pop({score}) FILTER (WHERE shown), "
+            "count(*) FILTER (WHERE shown), count(*), (SELECT count(*) FROM {v} WHERE vector_dims(vec) = {dim}) "
+            "FROM (SELECT {products}, {where} AS shown, {cjk} AS cjk FROM {v} v TABLESAMPLE SYSTEM ({pct}) "
+            "REPEATABLE (35) JOIN {m} m ON m.n = v.memory_n WHERE vector_dims(v.vec) = {dim} OFFSET 0) x"
+        ).format(
+            score=score, products=products, where=where, cjk=sql.SQL(_CJK), pct=sql.Literal(pct),
+            dim=sql.Literal(dim), **parts,
+        )  # fmt: skip
         _, found, [(mean, std, shown, sampled, population)] = await exchange(
             conn.conn, [s.as_string(conn.conn) for s in (settings, candidates, sample)]
         )
         seen.population = int(population)
         visible = round(int(shown) * seen.population / max(int(sampled), 1))
-        return [(str(i), float(s)) for i, s in found], float(mean or 0.0), float(std or 0.0), visible
+        hits = [(str(i), float(s)) for i, s, _ in found]
+        cosines = {str(i): float(c) for i, _, c in found if c is not None}
+        return hits, float(mean or 0.0), float(std or 0.0), visible, cosines
 
     async def _means(self, conn: PgConn, seen: _Seen, dim: int, centring: Centring) -> Vector:
         """Each script's mean, shrunk towards the prior (ADR 10), from sums kept ``SCRIPTS_SECONDS``."""
@@ -310,6 +363,10 @@ class PgVectorSearch:
             found = await exchange(conn.conn, statements)
         rows = found[1:] if seen.indexed else found
         return [sorted(((str(i), float(s)) for i, s in row), key=lambda h: -h[1]) for row in rows]
+
+
+def _literal(v: Vector) -> sql.Composable:
+    return sql.Literal(_vector(v)) + sql.SQL("::vector")
 
 
 def _parts(key: str) -> dict[str, sql.Composable]:
