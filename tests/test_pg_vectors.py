@@ -45,12 +45,14 @@ async def _layout(cluster: pgcluster.Cluster, vectors: str | None) -> str:
         return vector_layout.PGVECTOR if await vector_layout.vector_type(owner) else vector_layout.IN_PROCESS
 
 
-async def _answers(replica: Opener, scope: Scope) -> tuple[str, list[list[tuple[str, float | None]]]]:
+async def _answers(replica: Opener, scope: Scope) -> tuple[str, list[list[tuple[str, float | None, str | None]]]]:
+    """Each question's hits as (text, score, strength): the strength judged on the model's plain
+    cosine, which a centred pgvector search returns and the in-process engine reads back."""
     async with replica() as (store, memory):
-        answers = []
+        answers: list[list[tuple[str, float | None, str | None]]] = []
         for question in QUESTIONS:
             found = await memory.recall(scope, question, reinforce=False)
-            answers.append([(h.text, h.score) for h in found.hits if isinstance(h, Hit | MemoryOut)])
+            answers.append([(h.text, h.score, h.strength) for h in found.hits if isinstance(h, Hit | MemoryOut)])
         return store.vectors.name, answers
 
 
@@ -73,8 +75,8 @@ async def test_pgvector_answers_as_the_in_process_engine_and_migrate_moves_the_v
     engine, in_process = await _answers(replica, ALICE)
     assert engine == "in-process"
     for got, want in zip(in_database, in_process, strict=True):
-        assert [text for text, _ in got] == [text for text, _ in want]
-        assert np.allclose([s or 0.0 for _, s in got], [s or 0.0 for _, s in want], atol=1e-4)
+        assert [(text, strength) for text, _, strength in got] == [(text, strength) for text, _, strength in want]
+        assert np.allclose([s or 0.0 for _, s, _ in got], [s or 0.0 for _, s, _ in want], atol=1e-4)
 
     assert await _layout(pg_empty, None) == vector_layout.PGVECTOR  # and back, the same numbers
     engine, again = await _answers(replica, ALICE)
@@ -145,8 +147,8 @@ async def test_a_mixed_store_past_the_threshold_answers_through_the_index_as_it_
     assert engine == "pgvector"
     assert through_index[2][0][0] == TEXTS[6]  # the CJK question finds the CJK memory
     for got, want in zip(through_index, exactly, strict=True):
-        assert [text for text, _ in got] == [text for text, _ in want]
-        assert np.allclose([s or 0.0 for _, s in got], [s or 0.0 for _, s in want], atol=1e-4)
+        assert [(text, strength) for text, _, strength in got] == [(text, strength) for text, _, strength in want]
+        assert np.allclose([s or 0.0 for _, s, _ in got], [s or 0.0 for _, s, _ in want], atol=1e-4)
 
 
 async def _indexed(cluster: pgcluster.Cluster, key: str) -> bool:
