@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import anyio
 import numpy as np
 import psycopg
 import pytest
@@ -44,12 +45,14 @@ async def _layout(cluster: pgcluster.Cluster, vectors: str | None) -> str:
         return vector_layout.PGVECTOR if await vector_layout.vector_type(owner) else vector_layout.IN_PROCESS
 
 
-async def _answers(replica: Opener, scope: Scope) -> tuple[str, list[list[tuple[str, float | None]]]]:
+async def _answers(replica: Opener, scope: Scope) -> tuple[str, list[list[tuple[str, float | None, str | None]]]]:
+    """Each question's hits as (text, score, strength): the strength judged on the model's plain
+    cosine, which a centred pgvector search returns and the in-process engine reads back."""
     async with replica() as (store, memory):
-        answers = []
+        answers: list[list[tuple[str, float | None, str | None]]] = []
         for question in QUESTIONS:
             found = await memory.recall(scope, question, reinforce=False)
-            answers.append([(h.text, h.score) for h in found.hits if isinstance(h, Hit | MemoryOut)])
+            answers.append([(h.text, h.score, h.strength) for h in found.hits if isinstance(h, Hit | MemoryOut)])
         return store.vectors.name, answers
 
 
@@ -72,8 +75,8 @@ async def test_pgvector_answers_as_the_in_process_engine_and_migrate_moves_the_v
     engine, in_process = await _answers(replica, ALICE)
     assert engine == "in-process"
     for got, want in zip(in_database, in_process, strict=True):
-        assert [text for text, _ in got] == [text for text, _ in want]
-        assert np.allclose([s or 0.0 for _, s in got], [s or 0.0 for _, s in want], atol=1e-4)
+        assert [(text, strength) for text, _, strength in got] == [(text, strength) for text, _, strength in want]
+        assert np.allclose([s or 0.0 for _, s, _ in got], [s or 0.0 for _, s, _ in want], atol=1e-4)
 
     assert await _layout(pg_empty, None) == vector_layout.PGVECTOR  # and back, the same numbers
     engine, again = await _answers(replica, ALICE)
@@ -93,12 +96,10 @@ async def test_a_partition_past_the_threshold_is_searched_through_its_index_and_
         [canary] = await _remember(memory, ALICE, f"Alice's note: {CANARY}")
         await _remember(memory, ALICE, *(f"Ticket {i} was closed by team {i % 4} on day {i}" for i in range(30)))
         await _remember(memory, BOB, "Bob prefers aisle seats")
-        found = await memory.recall(ALICE, "Alice's note about the locker code", reinforce=False)  # builds it
+        found = await memory.recall(ALICE, "Alice's note about the locker code", reinforce=False)  # starts it
+        assert found.hits[0].id == canary  # answered exactly while the index is made, off the call
         key = store.database.key(ALICE.principal)
-        assert (
-            pgcluster.psql(pg_empty, f"SELECT count(*) FROM pg_indexes WHERE indexname LIKE 'vectors_{key}_hnsw_%'")
-            == "1"
-        )
+        assert await _indexed(pg_empty, key)
         found = await other_memory.recall(ALICE, "Alice's note about the locker code", reinforce=False)
         assert isinstance(other.vectors, PgVectorSearch)
         assert other.vectors._known(ALICE).indexed
@@ -123,6 +124,41 @@ async def test_a_partition_past_the_threshold_is_searched_through_its_index_and_
             "Bob prefers aisle seats"
         ]
         assert (await other_memory.recall(ALICE, "Alice's note about the locker code", reinforce=False)).hits == []
+
+
+@pytest.mark.pg_variant("pgvector")
+async def test_a_mixed_store_past_the_threshold_answers_through_the_index_as_it_did_exactly(
+    pg_empty: pgcluster.Cluster, replica: Opener, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each script's candidates through the index, scored centred (ADR 10): in a store this small
+    every memory is a candidate and the sample is the whole partition, so the answers are the exact
+    scan's, to the score."""
+    await _layout(pg_empty, None)
+    async with replica() as (store, memory):
+        await _remember(
+            memory, ALICE, *TEXTS, *(f"Ticket {i} was closed by team {i % 4} on day {i}" for i in range(25))
+        )
+        engine, exactly = await _answers(replica, ALICE)
+        assert not store.vectors._known(ALICE).indexed
+        monkeypatch.setattr(vector_search, "HNSW_ROWS", 20)
+        await memory.recall(ALICE, QUESTIONS[0], reinforce=False)  # past the threshold: the index is made
+        assert await _indexed(pg_empty, store.database.key(ALICE.principal))
+    engine, through_index = await _answers(replica, ALICE)
+    assert engine == "pgvector"
+    assert through_index[2][0][0] == TEXTS[6]  # the CJK question finds the CJK memory
+    for got, want in zip(through_index, exactly, strict=True):
+        assert [(text, strength) for text, _, strength in got] == [(text, strength) for text, _, strength in want]
+        assert np.allclose([s or 0.0 for _, s, _ in got], [s or 0.0 for _, s, _ in want], atol=1e-4)
+
+
+async def _indexed(cluster: pgcluster.Cluster, key: str) -> bool:
+    """Whether the principal's partition has its HNSW index within a few seconds (made in the background)."""
+    for _ in range(100):
+        found = pgcluster.psql(cluster, f"SELECT count(*) FROM pg_indexes WHERE indexname LIKE 'vectors_{key}_hnsw_%'")
+        if found == "1":
+            return True
+        await anyio.sleep(0.1)
+    return False
 
 
 @pytest.mark.pg_variant("plain")

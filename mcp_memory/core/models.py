@@ -258,6 +258,8 @@ class DenseHits:
     visible: int
     population: int = 0  # every row of the index, the number a keyword index's statistics count too
     centred: bool = False  # similarity was measured with each script's mean taken out (a mixed store)
+    # a centred search's plain cosine of the question and its first hits, where it measured them too
+    cosines: dict[str, float] = field(default_factory=dict)
 
     def z(self, similarity: float) -> float:
         """How many standard deviations ``similarity`` stands above the visible rows' mean."""

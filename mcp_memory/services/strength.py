@@ -105,10 +105,12 @@ def strength(own_evidence: float, fused: float, visible: int) -> Strength:
 async def _similarities(
     store: MemoryStore, embedder: Embedder, scope: Scope, question: str, dense: DenseHits, ids: Sequence[str]
 ) -> Mapping[str, float]:
-    """The model's cosine of the question and each memory ``ids`` names: the dense search's own, or,
-    where it measured something else (a store that mixes scripts, centred: ADR 10) or did not reach
-    the memory (found by a word or a link), from the stored vectors and the question's (cached) one."""
-    found = {} if dense.centred else {m: s for m, s in dense.hits if m in set(ids)}
+    """The model's cosine of the question and each memory ``ids`` names: the dense search's own (of a
+    store that mixes scripts, centred (ADR 10), the plain cosines it measured beside), or, where it
+    did not measure one (found by a word or a link), from the stored vectors and the question's
+    (cached) one."""
+    plain = dense.cosines if dense.centred else dict(dense.hits)
+    found = {m: plain[m] for m in ids if m in plain}
     missing = [m for m in ids if m not in found]
     if missing:
         query = await embedder.query(question, owner=scope.principal)

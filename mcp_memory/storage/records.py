@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any, ClassVar
 
@@ -106,6 +106,14 @@ class RecordStore:
         self._group = anyio.create_task_group()
         await self._group.__aenter__()
         self._group.start_soon(self._upkeep_every, REINFORCE_FLUSH_SECONDS)
+
+    def in_background(self, call: Callable[..., Coroutine[Any, Any, None]], *args: object) -> bool:
+        """``call(*args)`` started beside the upkeep (ended with the store); False when the store is
+        not open. ``call`` reports its own failures."""
+        if self._group is None:
+            return False
+        self._group.start_soon(call, *args)
+        return True
 
     async def _stop_upkeep(self) -> None:
         """The background upkeep stopped, then what waits written (shielded: at close, always)."""

@@ -5,17 +5,19 @@ A search is one statement in the call's transaction, on the principal's own part
 row-level security and ``mcp.principal`` bind it as every other read). A partition of up to
 ``HNSW_ROWS`` vectors is scanned exactly: every visible row scored, the best ``limit`` returned with
 the mean and spread of the scores over all of them, as the in-process index gives them. A larger one
-is searched through its HNSW index (made, once, by the first search that finds it missing), the
-candidates scored in float32, and the spread estimated from a sample of the partition's pages.
+is searched through its HNSW index (made in the background, once, after the first search that
+finds it missing), the candidates scored in float32, and the spread estimated from a sample of the
+partition's pages.
 
 A store that mixes Latin and CJK texts measures similarity between vectors centred on their
 script's mean (ADR 10): the means are summed in PostgreSQL, kept here for ``SCRIPTS_SECONDS``, and
-the centred score is computed in the scan. Past ``HNSW_ROWS`` a mixed store is still scanned
-exactly (the centred score has no index).
+the centred score is computed in the scan. Past ``HNSW_ROWS`` each script's candidates nearest the
+centred question come through the index, and are scored centred.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -33,11 +35,15 @@ if TYPE_CHECKING:
     from mcp_memory.storage.pg.connections import PgDatabase
     from mcp_memory.storage.pg.dialect import PgConn
 
+log = logging.getLogger(__name__)
+
 EF_SEARCH = 200  # HNSW candidates a search keeps (pgvector's default 40 finds too few of the true best)
 SCRIPTS_SECONDS = 30.0  # a mixed store's script means are summed again after this long
+NEAREST_TIMES = 3  # candidates per script taken through the index, per hit asked (ADR 25)
 SAMPLE_ROWS = 2_000  # about how many rows a large partition's spread is estimated from
 SEEN_PRINCIPALS = 1_024  # principals whose few figures this process keeps (a few hundred bytes each)
 _CJK = "m.language IN ('zh', 'ja', 'ko')"
+_NESTED_LOOPS = "SELECT set_config('enable_nestloop', '{}', true)"  # off around the exact scan (_exact)
 
 
 class Indexed(Protocol):
@@ -59,6 +65,7 @@ class _Seen:
     cjk: int = 0
     mark: object = None  # the store's commit mark these counts were taken at
     indexed: bool = False
+    building: bool = False  # its index is being made, in the background
     sums: tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]] | None = None  # each script's, and when
     sums_at: float = 0.0
 
@@ -174,76 +181,148 @@ class PgVectorSearch:
         dim = int(query.shape[0])
         where = _visible(scope, criteria, now, allow)
         async with self.store.database.transaction(scope, write=False) as conn:
-            if seen.indexed and not (centring is not None and seen.cjk and seen.population > seen.cjk):
-                hits, mean, std, visible = await self._approximate(conn, seen, query, dim, where, limit)
-                return DenseHits(hits, mean, std, visible, population=seen.population)
-            score = _score(query, None)
-            mixed = False
-            if centring is not None and seen.cjk and seen.population > seen.cjk:
-                score, mixed = _score(centring.query, await self._means(conn, seen, dim, centring)), True
-            hits, mean, std, visible = await self._exact(conn, seen, score, dim, where, limit)
-            if not mixed and centring is not None and seen.cjk and seen.population > seen.cjk:
-                score = _score(centring.query, await self._means(conn, seen, dim, centring))  # became mixed
-                hits, mean, std, visible = await self._exact(conn, seen, score, dim, where, limit)
-                mixed = True
+            mixed = centring is not None and seen.cjk and seen.population > seen.cjk
+            if seen.indexed:
+                if centring is not None and mixed:
+                    means = await self._means(conn, seen, dim, centring)
+                    near = await self._approximate(conn, seen, centring.query, means, dim, where, limit, query)
+                else:
+                    near = await self._approximate(conn, seen, query, None, dim, where, limit)
+                hits, mean, std, visible, cosines = near
+                return DenseHits(
+                    hits, mean, std, visible, population=seen.population, centred=bool(mixed), cosines=cosines
+                )
+            found = await self._exact(conn, seen, query, None, dim, where, limit) if not mixed else None
+            mixed = centring is not None and seen.cjk and seen.population > seen.cjk  # or became so
+            if centring is not None and mixed:
+                means = await self._means(conn, seen, dim, centring)
+                found = await self._exact(conn, seen, centring.query, means, dim, where, limit, plain=query)
             seen.mark = mark
-            if seen.population > HNSW_ROWS and not seen.indexed:
+        if seen.population > HNSW_ROWS and not seen.indexed and not seen.building:
+            seen.building = self.store.in_background(self._index, scope, seen, dim)
+        assert found is not None
+        hits, mean, std, visible, cosines = found
+        return DenseHits(hits, mean, std, visible, population=seen.population, centred=bool(mixed), cosines=cosines)
+
+    async def _index(self, scope: Scope, seen: _Seen, dim: int) -> None:
+        """The partition's HNSW index made in a transaction of its own, off any call: searches go
+        on exactly meanwhile (the build's SHARE lock lets them read; the principal's writes wait
+        for it: about 3 s at 20,000 vectors)."""
+        try:
+            async with self.store.database.transaction(scope, write=False) as conn:
                 await conn.conn.execute("SELECT mcp_vector_index(%s, %s)", (conn.key, dim))
-                seen.indexed = True
-        return DenseHits(hits, mean, std, visible, population=seen.population, centred=mixed)
+            seen.indexed = True
+        except Exception as exc:  # the next search past the threshold tries again
+            log.warning("a principal's vector index was not made: %s", type(exc).__name__)
+        finally:
+            seen.building = False
 
     async def _exact(
-        self, conn: PgConn, seen: _Seen, score: sql.Composable, dim: int, where: sql.Composable, limit: int
-    ) -> tuple[list[tuple[str, float]], float, float, int]:
+        self,
+        conn: PgConn,
+        seen: _Seen,
+        query: Vector,
+        means: Vector | None,
+        dim: int,
+        where: sql.Composable,
+        limit: int,
+        plain: Vector | None = None,
+    ) -> tuple[list[tuple[str, float]], float, float, int, dict[str, float]]:
         """Every visible row scored: the best ``limit``, the scores' mean and spread, and the
-        partition's figures (its vectors, its CJK ones, whether it has its index) in the same scan."""
+        partition's figures (its vectors, its CJK ones, whether it has its index) in the same scan;
+        centred on ``means`` (a mixed store), the best rows' cosines with ``plain`` (the question
+        not centred) too.
+
+        The products are taken over the vectors alone, then joined with the few columns of the
+        memories the filter reads, by hashing: the planner, which cannot estimate the dimension's
+        filter, would otherwise look each of the partition's memories up by its key (about twice as
+        slow at 10,000)."""
+        products, score = _score(query, means)
+        cosine: sql.Composable = sql.SQL("NULL::float8")
+        if plain is not None:
+            cosine = sql.SQL("(SELECT -(x.vec <#> {q}::vector) FROM {v} x WHERE x.memory_n = s.n)").format(
+                q=sql.Literal(_vector(plain)), v=_parts(conn.key)["v"]
+            )
         statement = sql.SQL(
-            "WITH s AS MATERIALIZED (SELECT m.id, {score} AS score, {visible} AS shown, {cjk} AS cjk "
-            "FROM {v} v JOIN {m} m ON m.n = v.memory_n WHERE vector_dims(v.vec) = {dim}) "
-            "(SELECT id, score, NULL::float8, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bool FROM s "
+            "WITH p AS MATERIALIZED (SELECT memory_n, {products} FROM {v} WHERE vector_dims(vec) = {dim}), "
+            "s AS MATERIALIZED (SELECT n, id, {score} AS score, shown, cjk FROM (SELECT m.n, m.id, p.*, "
+            "{visible} AS shown, {cjk} AS cjk FROM p JOIN {m} m ON m.n = p.memory_n OFFSET 0) j) "
+            "(SELECT id, score, {cosine}, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bool FROM s "
             "WHERE shown ORDER BY score DESC, id LIMIT {limit}) UNION ALL "
             "SELECT NULL, avg(score) FILTER (WHERE shown), stddev_pop(score) FILTER (WHERE shown), "
             "count(*) FILTER (WHERE shown), count(*) FILTER (WHERE cjk), count(*), to_regclass({index}) IS NOT NULL "
             "FROM s"
         ).format(
-            score=score, visible=where, cjk=sql.SQL(_CJK), dim=sql.Literal(dim), limit=sql.Literal(limit),
-            index=sql.Literal(f"public.{index_name(conn.key, dim)}"), **_parts(conn.key),
+            products=products, score=score, cosine=cosine, visible=where, cjk=sql.SQL(_CJK), dim=sql.Literal(dim),
+            limit=sql.Literal(limit), index=sql.Literal(f"public.{index_name(conn.key, dim)}"), **_parts(conn.key),
         )  # fmt: skip
-        rows = await (await conn.conn.execute(statement)).fetchall()
+        _, rows, _ = await exchange(
+            conn.conn,
+            [_NESTED_LOOPS.format("off"), statement.as_string(conn.conn), _NESTED_LOOPS.format("on")],
+        )
         hits = [(str(r[0]), float(r[1])) for r in rows if r[0] is not None]
+        cosines = {str(r[0]): float(r[2]) for r in rows if r[0] is not None and r[2] is not None}
         [(_, mean, std, visible, cjk, population, indexed)] = [r for r in rows if r[0] is None]
         seen.population, seen.cjk, seen.indexed = int(population), int(cjk), bool(indexed)
-        return hits, float(mean or 0.0), float(std or 0.0), int(visible)
+        return hits, float(mean or 0.0), float(std or 0.0), int(visible), cosines
 
     async def _approximate(
-        self, conn: PgConn, seen: _Seen, query: Vector, dim: int, where: sql.Composable, limit: int
-    ) -> tuple[list[tuple[str, float]], float, float, int]:
+        self,
+        conn: PgConn,
+        seen: _Seen,
+        query: Vector,
+        means: Vector | None,
+        dim: int,
+        where: sql.Composable,
+        limit: int,
+        plain: Vector | None = None,
+    ) -> tuple[list[tuple[str, float]], float, float, int, dict[str, float]]:
         """Through the HNSW index (iterative: filtered rows are passed over until ``limit`` are
-        found); the spread from a sample of the partition's pages."""
-        q = sql.Literal(_vector(query))
+        found), the candidates scored exactly in float32; the spread from a sample of the
+        partition's pages. Centred on ``means`` (a mixed store), each script's ``limit`` candidates
+        closest to the centred question, scored centred, with their cosines with ``plain``."""
         parts = _parts(conn.key)
         pct = min(100.0, 100.0 * SAMPLE_ROWS / max(seen.population, 1))
         settings = sql.SQL(
             "SELECT set_config('hnsw.ef_search', {}, true), set_config('hnsw.iterative_scan', 'relaxed_order', true)"
         ).format(sql.Literal(str(EF_SEARCH)))
+        nearest = sql.SQL(
+            "(SELECT v.memory_n FROM {v} v JOIN {m} m ON m.n = v.memory_n WHERE vector_dims(v.vec) = {dim} "
+            "AND {where} AND {script} ORDER BY v.vec::halfvec({dim}) <#> {q}::halfvec({dim}) LIMIT {limit})"
+        )
+        scripts = [sql.SQL("true")] if means is None else [sql.SQL(f"NOT {_CJK}"), sql.SQL(_CJK)]
+        products, score = _score(query, means)
+        cosine = sql.SQL("NULL::float8") if plain is None else sql.SQL("-(vec <#> {})").format(_literal(plain))
         candidates = sql.SQL(
-            "SELECT id, score FROM (SELECT m.id, -(v.vec <#> {q}::vector) AS score FROM {v} v "
-            "JOIN {m} m ON m.n = v.memory_n WHERE vector_dims(v.vec) = {dim} AND {where} "
-            "ORDER BY v.vec::halfvec({dim}) <#> {q}::halfvec({dim}) LIMIT {limit}) c ORDER BY score DESC, id"
-        ).format(q=q, dim=sql.Literal(dim), where=where, limit=sql.Literal(limit), **parts)
+            "SELECT id, score, cosine FROM (SELECT id, {score} AS score, cosine FROM (SELECT m.id, {cjk} AS cjk, "
+            "{cosine} AS cosine, {products} FROM {v} v JOIN {m} m ON m.n = v.memory_n "
+            "WHERE v.memory_n IN ({nearest}) OFFSET 0) j) c ORDER BY score DESC, id LIMIT {limit}"
+        ).format(
+            score=score, cjk=sql.SQL(_CJK), cosine=cosine, products=products, limit=sql.Literal(limit),
+            nearest=sql.SQL(" UNION ").join(
+                nearest.format(q=_literal(query), dim=sql.Literal(dim), where=where, script=script,
+                               limit=sql.Literal(limit * NEAREST_TIMES), **parts)
+                for script in scripts
+            ),
+            **parts,
+        )  # fmt: skip
         sample = sql.SQL(
-            "SELECT avg(s) FILTER (WHERE shown), stddev_pop(s) FILTER (WHERE shown), count(*) FILTER (WHERE shown), "
-            "count(*), (SELECT count(*) FROM {v} WHERE vector_dims(vec) = {dim}) "
-            "FROM (SELECT -(v.vec <#> {q}::vector) AS s, {where} AS shown "
-            "FROM {v} v TABLESAMPLE SYSTEM ({pct}) REPEATABLE (35) JOIN {m} m ON m.n = v.memory_n "
-            "WHERE vector_dims(v.vec) = {dim}) x"
-        ).format(q=q, dim=sql.Literal(dim), where=where, pct=sql.Literal(pct), **parts)
+            "SELECT avg({score}) FILTER (WHERE shown), stddev_pop({score}) FILTER (WHERE shown), "
+            "count(*) FILTER (WHERE shown), count(*), (SELECT count(*) FROM {v} WHERE vector_dims(vec) = {dim}) "
+            "FROM (SELECT {products}, {where} AS shown, {cjk} AS cjk FROM {v} v TABLESAMPLE SYSTEM ({pct}) "
+            "REPEATABLE (35) JOIN {m} m ON m.n = v.memory_n WHERE vector_dims(v.vec) = {dim} OFFSET 0) x"
+        ).format(
+            score=score, products=products, where=where, cjk=sql.SQL(_CJK), pct=sql.Literal(pct),
+            dim=sql.Literal(dim), **parts,
+        )  # fmt: skip
         _, found, [(mean, std, shown, sampled, population)] = await exchange(
             conn.conn, [s.as_string(conn.conn) for s in (settings, candidates, sample)]
         )
         seen.population = int(population)
         visible = round(int(shown) * seen.population / max(int(sampled), 1))
-        return [(str(i), float(s)) for i, s in found], float(mean or 0.0), float(std or 0.0), visible
+        hits = [(str(i), float(s)) for i, s, _ in found]
+        cosines = {str(i): float(c) for i, _, c in found if c is not None}
+        return hits, float(mean or 0.0), float(std or 0.0), visible, cosines
 
     async def _means(self, conn: PgConn, seen: _Seen, dim: int, centring: Centring) -> Vector:
         """Each script's mean, shrunk towards the prior (ADR 10), from sums kept ``SCRIPTS_SECONDS``."""
@@ -296,26 +375,30 @@ class PgVectorSearch:
         return [sorted(((str(i), float(s)) for i, s in row), key=lambda h: -h[1]) for row in rows]
 
 
+def _literal(v: Vector) -> sql.Composable:
+    return sql.Literal(_vector(v)) + sql.SQL("::vector")
+
+
 def _parts(key: str) -> dict[str, sql.Composable]:
     return {"v": sql.Identifier(f"vectors_{key}"), "m": sql.Identifier(f"memories_{key}")}
 
 
-def _score(query: Vector, means: Vector | None) -> sql.Composable:
-    """The similarity of a row to ``query``: the inner product (vectors are unit length), or with
-    ``means`` the cosine between the row and the query each centred on their script's mean (ADR 10)."""
+def _score(query: Vector, means: Vector | None) -> tuple[sql.Composable, sql.Composable]:
+    """The products a vector row gives (columns of ``p``), and the similarity of its row to
+    ``query`` from them (``cjk``: the row's script): the inner product (vectors are unit length), or
+    with ``means`` the cosine between the row and the query each centred on their script's mean
+    (ADR 10)."""
     q = sql.Literal(_vector(query))
     if means is None:
-        return sql.SQL("-(v.vec <#> {q}::vector)").format(q=q)
+        return sql.SQL("-(vec <#> {q}::vector) AS ip").format(q=q), sql.SQL("ip")
     offsets = means @ query
     norm2 = np.einsum("ij,ij->i", means, means)
-    pick = sql.SQL("CASE WHEN " + _CJK + " THEN {} ELSE {} END")
-    return sql.SQL(
-        "((-(v.vec <#> {q}::vector) - {offset}) / sqrt(greatest(1 + 2 * (v.vec <#> {mean}) + {norm2}, 1e-6)))"
-    ).format(
-        q=q,
+    pick = sql.SQL("CASE WHEN cjk THEN {} ELSE {} END")
+    # each mean a literal cast as itself (a constant, parsed once); both products taken of every row
+    products = sql.SQL("-(vec <#> {q}::vector) AS ip, vec <#> {cjk}::vector AS d1, vec <#> {latin}::vector AS d0")
+    score = sql.SQL("((ip - {offset}) / sqrt(greatest(1 + 2 * CASE WHEN cjk THEN d1 ELSE d0 END + {norm2}, 1e-6)))")
+    return products.format(q=q, cjk=sql.Literal(_vector(means[1])), latin=sql.Literal(_vector(means[0]))), score.format(
         offset=pick.format(sql.Literal(float(offsets[1])), sql.Literal(float(offsets[0]))),
-        # each literal cast as itself (a constant): a cast of the CASE would parse the text at every row
-        mean=pick.format(*(sql.Literal(_vector(means[s])) + sql.SQL("::vector") for s in (1, 0))),
         norm2=pick.format(sql.Literal(float(norm2[1])), sql.Literal(float(norm2[0]))),
     )
 
