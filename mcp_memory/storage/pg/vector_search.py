@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -48,13 +49,15 @@ _NESTED_LOOPS = "SELECT set_config('enable_nestloop', '{}', true)"  # off around
 
 class Indexed(Protocol):
     """What the search reads of its record store (``store.PostgresStore``, which imports this module):
-    the database's transactions, the commit mark and the rows a scope may see."""
+    the database's transactions, the commit mark, the rows a scope may see, and its background."""
 
     database: PgDatabase
 
     async def commit_mark(self, scope: Scope) -> tuple[object, tuple[Any, ...]]: ...
 
     async def eligible(self, scope: Scope, criteria: Criteria, now: float) -> list[int]: ...
+
+    def in_background(self, call: Callable[..., Coroutine[Any, Any, None]], *args: object) -> bool: ...
 
 
 @dataclass(slots=True)
