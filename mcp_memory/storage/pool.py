@@ -201,8 +201,8 @@ class PrincipalPool:
             if not db.evictable or db.reinforcement.pending:
                 continue
             del self._dbs[principal]
+            self.evictions["files"] += 1  # counted as it leaves the figures' open files, not after its close
             await db.close()
-            self.evictions["files"] += 1
 
     def trim_indexes(self, keep: PrincipalDb) -> None:
         """Drop the vector indexes of unheld principals, least recently used first, while all of them
