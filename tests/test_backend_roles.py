@@ -43,7 +43,7 @@ from mcp_memory.storage.ui_sessions import UiSessionStore
 
 # What a new backend implements: every member of these roles (ADR 26). MemoryStore's own members
 # are its four parts (lifecycle, counts, browse, golden); the rest it has from its three roles.
-# 97 before the roles (issue 38); keyword_search, flush_reinforcement and VectorSearch.total left.
+# 97 before the roles (issue 38); keyword_search and flush_reinforcement left.
 BACKEND_ROLES: dict[type, int] = {
     MemoryRows: 11,
     MemorySearch: 9,
@@ -53,10 +53,10 @@ BACKEND_ROLES: dict[type, int] = {
     CountRows: 6,
     BrowseRows: 4,
     GoldenRows: 9,
-    VectorSearch: 6,
+    VectorSearch: 7,
     TaskRows: 7,
 }
-BACKEND_MEMBERS = 94
+BACKEND_MEMBERS = 95
 # What every process of a deployment shares (the control file, or PostgreSQL's shared tables).
 DEPLOYMENT_ROLES: dict[type, int] = {PassControl: 5, TokenCheck: 2, UiSessions: 4, ConfirmationCodes: 3}
 DEPLOYMENT_MEMBERS = 14

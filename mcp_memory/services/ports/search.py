@@ -44,6 +44,11 @@ class VectorSearch(Protocol):
         """Rows in this process's index of the principal; None until it is loaded."""
         ...
 
+    def total(self) -> int:
+        """Rows in every index this process holds, all principals (the /metrics gauge); 0 for an
+        engine that holds none."""
+        ...
+
 
 class MemorySearch(Protocol):
     """Recall's searches over one principal's memories and the vectors behind them: the vector
