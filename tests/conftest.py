@@ -7,7 +7,7 @@ import logging
 import sqlite3
 import time
 import warnings
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -223,6 +223,18 @@ def deep_tree(levels: int) -> dict[str, Any]:
 
 def hit_texts(result: dict[str, Any]) -> list[str]:
     return [h["text"] for h in result["hits"]]
+
+
+async def remember_all(client: Client, texts: Sequence[str]) -> None:
+    """Remember ``texts`` in one batch; each must be stored as a memory of its own."""
+    stored = await call(client, "remember", {"memories": [{"content": t} for t in texts]})
+    assert stored["stored"] == len(texts), stored
+
+
+async def explained_hits(client: Client, question: str) -> list[dict[str, Any]]:
+    """recall's hits for ``question`` with every signal (explain), nothing reinforced."""
+    result = await call(client, "recall", {"query": question, "reinforce": False, "explain": True})
+    return list(result["hits"])
 
 
 def row_counts(data_dir: Path, principal: str) -> dict[str, int]:

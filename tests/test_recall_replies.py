@@ -3,13 +3,11 @@ evidence, and a turn that asks something else in passing passes nothing on (issu
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from mcp.client import Client
 
 from mcp_memory.services.question import ANSWERS, asking_part
-from tests.conftest import call
+from tests.conftest import explained_hits, remember_all
 
 pytestmark = pytest.mark.anyio
 
@@ -29,19 +27,14 @@ DIALOG = [
 ]
 
 
-async def _recall(client: Client, question: str) -> list[dict[str, Any]]:
-    result = await call(client, "recall", {"query": question, "reinforce": False, "explain": True})
-    return list(result["hits"])
-
-
 @pytest.fixture
 async def dialog(client: Client) -> Client:
-    assert (await call(client, "remember", {"memories": [{"content": t} for t in DIALOG]}))["stored"] == len(DIALOG)
+    await remember_all(client, DIALOG)
     return client
 
 
 async def test_the_reply_to_a_turn_asking_the_question_ranks_first(dialog: Client) -> None:
-    hits = await _recall(dialog, "What kind of counseling services is Caroline interested in pursuing?")
+    hits = await explained_hits(dialog, "What kind of counseling services is Caroline interested in pursuing?")
     texts = [h["text"] for h in hits]
     assert texts[0] == REPLY, texts
     assert ANSWERS in hits[0]["why"]
@@ -54,13 +47,13 @@ async def test_the_reply_to_a_turn_asking_the_question_ranks_first(dialog: Clien
 
 async def test_a_question_asked_in_passing_passes_nothing_on(dialog: Client) -> None:
     """The road trip turn matched with what it said; its closing "Anything new?" is not the question."""
-    hits = await _recall(dialog, "When did Caroline take a road trip?")
+    hits = await explained_hits(dialog, "When did Caroline take a road trip?")
     assert hits[0]["text"] == DIALOG[8]
     assert not any(ANSWERS in h["why"] for h in hits), [(h["text"], h["why"]) for h in hits]
 
 
 async def test_a_statement_is_no_question_to_answer(dialog: Client) -> None:
-    hits = await _recall(dialog, "counseling and mental health services")
+    hits = await explained_hits(dialog, "counseling and mental health services")
     assert not any(ANSWERS in h["why"] for h in hits)
 
 
@@ -72,8 +65,8 @@ async def test_facts_without_speakers_are_not_a_dialog(client: Client) -> None:
         "The user lives in Lisbon.",
         "The user is learning Japanese.",
     ]
-    await call(client, "remember", {"memories": [{"content": t} for t in facts]})
-    hits = await _recall(client, "What editor does the user prefer?")
+    await remember_all(client, facts)
+    hits = await explained_hits(client, "What editor does the user prefer?")
     assert not any(ANSWERS in h["why"] for h in hits)
 
 

@@ -209,7 +209,7 @@ def remove_path(text: str, keys: tuple[str, str]) -> str:
         before = _comma_after(text, members[index - 1].node.end)
         if before is not None:
             text = text[:before] + text[before + 1 :]
-    return _emptied(text, keys[0])
+    return _emptied(text, keys[0]) if len(members) == 1 else text  # the only member went
 
 
 def _emptied(text: str, key: str) -> str:
