@@ -105,6 +105,10 @@ async def test_a_partition_past_the_threshold_is_searched_through_its_index_and_
         assert other.vectors._known(ALICE).indexed
         assert found.hits
         assert found.hits[0].id == canary
+        assert other.vectors.size(ALICE) == 31
+        await _remember(memory, ALICE, "Alice parks her bike behind the library")  # on the other replica
+        await other_memory.recall(ALICE, "Alice's note about the locker code", reinforce=False)
+        assert other.vectors.size(ALICE) == 32  # the index's path counts the partition again once it moved
         vector = (await store.lifecycle.vectors(ALICE, [canary]))[canary]
         full, half = vector.astype("<f4").tobytes()[:64], vector.astype("<f2").tobytes()[:32]
         pgcluster.psql(pg_empty, "CHECKPOINT")

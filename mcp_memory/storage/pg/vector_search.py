@@ -155,12 +155,7 @@ class PgVectorSearch:
         return seen.population - seen.cjk > 0, seen.cjk > 0
 
     async def _count(self, conn: PgConn, seen: _Seen, dim: int) -> None:
-        cur = await conn.conn.execute(
-            sql.SQL(
-                "SELECT count(*), count(*) FILTER (WHERE {cjk}) FROM {v} v JOIN {m} m ON m.n = v.memory_n "
-                "WHERE vector_dims(v.vec) = {dim}"
-            ).format(cjk=sql.SQL(_CJK), dim=sql.Literal(dim), **_parts(conn.key))
-        )
+        cur = await conn.conn.execute(_counts(conn.key, dim))
         population, cjk = (await cur.fetchone()) or (0, 0)
         seen.population, seen.cjk = int(population), int(cjk)
 
@@ -188,9 +183,9 @@ class PgVectorSearch:
             if seen.indexed:
                 if centring is not None and mixed:
                     means = await self._means(conn, seen, dim, centring)
-                    near = await self._approximate(conn, seen, centring.query, means, dim, where, limit, query)
+                    near = await self._approximate(conn, seen, centring.query, means, dim, where, limit, mark, query)
                 else:
-                    near = await self._approximate(conn, seen, query, None, dim, where, limit)
+                    near = await self._approximate(conn, seen, query, None, dim, where, limit, mark)
                 hits, mean, std, visible, cosines = near
                 return DenseHits(
                     hits, mean, std, visible, population=seen.population, centred=bool(mixed), cosines=cosines
@@ -278,53 +273,59 @@ class PgVectorSearch:
         dim: int,
         where: sql.Composable,
         limit: int,
+        mark: object,
         plain: Vector | None = None,
     ) -> tuple[list[tuple[str, float]], float, float, int, dict[str, float]]:
         """Through the HNSW index (iterative: filtered rows are passed over until ``limit`` are
-        found), the candidates scored exactly in float32; the spread from a sample of the
-        partition's pages. Centred on ``means`` (a mixed store), each script's ``limit`` candidates
-        closest to the centred question, scored centred, with their cosines with ``plain``."""
+        found), the candidates scored exactly in float32 as the index hands them over; the spread
+        from a sample of the partition's pages. Centred on ``means`` (a mixed store), each script's
+        ``limit`` candidates closest to the centred question, scored centred, with their cosines
+        with ``plain``. The partition's vectors are counted again only when its rows moved."""
         parts = _parts(conn.key)
         pct = min(100.0, 100.0 * SAMPLE_ROWS / max(seen.population, 1))
         settings = sql.SQL(
             "SELECT set_config('hnsw.ef_search', {}, true), set_config('hnsw.iterative_scan', 'relaxed_order', true)"
         ).format(sql.Literal(str(EF_SEARCH)))
-        nearest = sql.SQL(
-            "(SELECT v.memory_n FROM {v} v JOIN {m} m ON m.n = v.memory_n WHERE vector_dims(v.vec) = {dim} "
-            "AND {where} AND {script} ORDER BY v.vec::halfvec({dim}) <#> {q}::halfvec({dim}) LIMIT {limit})"
-        )
-        scripts = [sql.SQL("true")] if means is None else [sql.SQL(f"NOT {_CJK}"), sql.SQL(_CJK)]
+        # each script's own probe scores its rows as it reads them: no second look-up of 3 x limit rows
         products, score = _score(query, means)
         cosine = sql.SQL("NULL::float8") if plain is None else sql.SQL("-(vec <#> {})").format(_literal(plain))
+        nearest = sql.SQL(
+            "(SELECT m.id, {cjk} AS cjk, {cosine} AS cosine, {products} FROM {v} v JOIN {m} m ON m.n = v.memory_n "
+            "WHERE vector_dims(v.vec) = {dim} AND {where} AND {script} "
+            "ORDER BY v.vec::halfvec({dim}) <#> {q}::halfvec({dim}) LIMIT {limit})"
+        )
+        scripts = [sql.SQL("true")] if means is None else [sql.SQL(f"NOT {_CJK}"), sql.SQL(_CJK)]
         candidates = sql.SQL(
-            "SELECT id, score, cosine FROM (SELECT id, {score} AS score, cosine FROM (SELECT m.id, {cjk} AS cjk, "
-            "{cosine} AS cosine, {products} FROM {v} v JOIN {m} m ON m.n = v.memory_n "
-            "WHERE v.memory_n IN ({nearest}) OFFSET 0) j) c ORDER BY score DESC, id LIMIT {limit}"
+            "SELECT id, {score} AS score, cosine FROM ({nearest}) c ORDER BY score DESC, id LIMIT {limit}"
         ).format(
-            score=score, cjk=sql.SQL(_CJK), cosine=cosine, products=products, limit=sql.Literal(limit),
-            nearest=sql.SQL(" UNION ").join(
+            score=score, limit=sql.Literal(limit),
+            nearest=sql.SQL(" UNION ALL ").join(  # the scripts are disjoint: no row comes twice
                 nearest.format(q=_literal(query), dim=sql.Literal(dim), where=where, script=script,
+                               cjk=sql.SQL(_CJK), cosine=cosine, products=products,
                                limit=sql.Literal(limit * NEAREST_TIMES), **parts)
                 for script in scripts
             ),
-            **parts,
         )  # fmt: skip
         sample = sql.SQL(
             "SELECT avg({score}) FILTER (WHERE shown), stddev_pop({score}) FILTER (WHERE shown), "
-            "count(*) FILTER (WHERE shown), count(*), (SELECT count(*) FROM {v} WHERE vector_dims(vec) = {dim}) "
+            "count(*) FILTER (WHERE shown), count(*) "
             "FROM (SELECT {products}, {where} AS shown, {cjk} AS cjk FROM {v} v TABLESAMPLE SYSTEM ({pct}) "
             "REPEATABLE (35) JOIN {m} m ON m.n = v.memory_n WHERE vector_dims(v.vec) = {dim} OFFSET 0) x"
         ).format(
             score=score, products=products, where=where, cjk=sql.SQL(_CJK), pct=sql.Literal(pct),
             dim=sql.Literal(dim), **parts,
         )  # fmt: skip
-        _, found, [(mean, std, shown, sampled, population)] = await exchange(
-            conn.conn, [s.as_string(conn.conn) for s in (settings, candidates, sample)]
-        )
-        seen.population = int(population)
+        statements: list[sql.Composable] = [settings, candidates, sample]
+        if seen.mark != mark:  # a full scan of the partition (about 5 ms at 10,000): only when it moved
+            statements.append(_counts(conn.key, dim))
+        answers = await exchange(conn.conn, [s.as_string(conn.conn) for s in statements])
+        [(mean, std, shown, sampled)] = answers[2]
+        if len(answers) > 3:
+            [(population, cjk)] = answers[3]
+            seen.population, seen.cjk, seen.mark = int(population), int(cjk), mark
         visible = round(int(shown) * seen.population / max(int(sampled), 1))
-        hits = [(str(i), float(s)) for i, s, _ in found]
-        cosines = {str(i): float(c) for i, _, c in found if c is not None}
+        hits = [(str(i), float(s)) for i, s, _ in answers[1]]
+        cosines = {str(i): float(c) for i, _, c in answers[1] if c is not None}
         return hits, float(mean or 0.0), float(std or 0.0), visible, cosines
 
     async def _means(self, conn: PgConn, seen: _Seen, dim: int, centring: Centring) -> Vector:
@@ -378,6 +379,14 @@ class PgVectorSearch:
         return [sorted(((str(i), float(s)) for i, s in row), key=lambda h: -h[1]) for row in rows]
 
 
+def _counts(key: str, dim: int) -> sql.Composed:
+    """The partition's vectors of the model's dimension, and how many of them are of CJK texts."""
+    return sql.SQL(
+        "SELECT count(*), count(*) FILTER (WHERE {cjk}) FROM {v} v JOIN {m} m ON m.n = v.memory_n "
+        "WHERE vector_dims(v.vec) = {dim}"
+    ).format(cjk=sql.SQL(_CJK), dim=sql.Literal(dim), **_parts(key))
+
+
 def _literal(v: Vector) -> sql.Composable:
     return sql.Literal(_vector(v)) + sql.SQL("::vector")
 
@@ -396,7 +405,7 @@ def _score(query: Vector, means: Vector | None) -> tuple[sql.Composable, sql.Com
         return sql.SQL("-(vec <#> {q}::vector) AS ip").format(q=q), sql.SQL("ip")
     offsets = means @ query
     norm2 = np.einsum("ij,ij->i", means, means)
-    pick = sql.SQL("CASE WHEN cjk THEN {} ELSE {} END")
+    pick = sql.SQL("CASE WHEN cjk THEN {}::float8 ELSE {}::float8 END")  # numeric would be cast on every row
     # each mean a literal cast as itself (a constant, parsed once); both products taken of every row
     products = sql.SQL("-(vec <#> {q}::vector) AS ip, vec <#> {cjk}::vector AS d1, vec <#> {latin}::vector AS d0")
     score = sql.SQL("((ip - {offset}) / sqrt(greatest(1 + 2 * CASE WHEN cjk THEN d1 ELSE d0 END + {norm2}, 1e-6)))")
