@@ -286,26 +286,8 @@ class PgVectorSearch:
         settings = sql.SQL(
             "SELECT set_config('hnsw.ef_search', {}, true), set_config('hnsw.iterative_scan', 'relaxed_order', true)"
         ).format(sql.Literal(str(EF_SEARCH)))
-        # each script's own probe scores its rows as it reads them: no second look-up of 3 x limit rows
+        candidates = _candidates(conn.key, query, means, dim, where, limit, plain)
         products, score = _score(query, means)
-        cosine = sql.SQL("NULL::float8") if plain is None else sql.SQL("-(vec <#> {})").format(_literal(plain))
-        nearest = sql.SQL(
-            "(SELECT m.id, {cjk} AS cjk, {cosine} AS cosine, {products} FROM {v} v JOIN {m} m ON m.n = v.memory_n "
-            "WHERE vector_dims(v.vec) = {dim} AND {where} AND {script} "
-            "ORDER BY v.vec::halfvec({dim}) <#> {q}::halfvec({dim}) LIMIT {limit})"
-        )
-        scripts = [sql.SQL("true")] if means is None else [sql.SQL(f"NOT {_CJK}"), sql.SQL(_CJK)]
-        candidates = sql.SQL(
-            "SELECT id, {score} AS score, cosine FROM ({nearest}) c ORDER BY score DESC, id LIMIT {limit}"
-        ).format(
-            score=score, limit=sql.Literal(limit),
-            nearest=sql.SQL(" UNION ALL ").join(  # the scripts are disjoint: no row comes twice
-                nearest.format(q=_literal(query), dim=sql.Literal(dim), where=where, script=script,
-                               cjk=sql.SQL(_CJK), cosine=cosine, products=products,
-                               limit=sql.Literal(limit * NEAREST_TIMES), **parts)
-                for script in scripts
-            ),
-        )  # fmt: skip
         sample = sql.SQL(
             "SELECT avg({score}) FILTER (WHERE shown), stddev_pop({score}) FILTER (WHERE shown), "
             "count(*) FILTER (WHERE shown), count(*) "
@@ -377,6 +359,34 @@ class PgVectorSearch:
             found = await exchange(conn.conn, statements)
         rows = found[1:] if seen.indexed else found
         return [sorted(((str(i), float(s)) for i, s in row), key=lambda h: -h[1]) for row in rows]
+
+
+def _candidates(
+    key: str, query: Vector, means: Vector | None, dim: int, where: sql.Composable, limit: int, plain: Vector | None
+) -> sql.Composed:
+    """The best ``limit`` of each script's ``NEAREST_TIMES`` x ``limit`` rows nearest ``query`` through
+    the index (one script, or two with ``means``), each probe scoring its rows as it reads them (no
+    second look-up of the candidates)."""
+    parts = _parts(key)
+    products, score = _score(query, means)
+    cosine = sql.SQL("NULL::float8") if plain is None else sql.SQL("-(vec <#> {})").format(_literal(plain))
+    nearest = sql.SQL(
+        "(SELECT m.id, {cjk} AS cjk, {cosine} AS cosine, {products} FROM {v} v JOIN {m} m ON m.n = v.memory_n "
+        "WHERE vector_dims(v.vec) = {dim} AND {where} AND {script} "
+        "ORDER BY v.vec::halfvec({dim}) <#> {q}::halfvec({dim}) LIMIT {limit})"
+    )
+    scripts = [sql.SQL("true")] if means is None else [sql.SQL(f"NOT {_CJK}"), sql.SQL(_CJK)]
+    return sql.SQL(
+        "SELECT id, {score} AS score, cosine FROM ({nearest}) c ORDER BY score DESC, id LIMIT {limit}"
+    ).format(
+        score=score, limit=sql.Literal(limit),
+        nearest=sql.SQL(" UNION ALL ").join(  # the scripts are disjoint: no row comes twice
+            nearest.format(q=_literal(query), dim=sql.Literal(dim), where=where, script=script,
+                           cjk=sql.SQL(_CJK), cosine=cosine, products=products,
+                           limit=sql.Literal(limit * NEAREST_TIMES), **parts)
+            for script in scripts
+        ),
+    )  # fmt: skip
 
 
 def _counts(key: str, dim: int) -> sql.Composed:
