@@ -32,6 +32,7 @@ from mcp_memory.core.models import Criteria, NewMemory, NewOccurrence, Provenanc
 from mcp_memory.core.schemas import Hit, MemoryInput, MemoryOut
 from mcp_memory.core.text import segment_for_index
 from mcp_memory.mcp.server import Server, open_server
+from mcp_memory.mcp.wire_tasks import resume_packet
 from mcp_memory.services import inputs
 from mcp_memory.services.erasure import ErasureService
 from mcp_memory.services.intake import content_hash
@@ -166,7 +167,7 @@ async def test_a_task_resumes_where_it_was_checkpointed_and_a_stale_head_is_refu
         ALICE, "migrate", changes={"variables": {"done": 3}, "snapshot": "step three of nine"}, goal="Migrate billing"
     )
     assert first.created_task
-    packet = await rt.tasks.resume(ALICE, "migrate")
+    packet = resume_packet(await rt.tasks.resume(ALICE, "migrate"))
     assert packet.variables == {"done": 3}
     assert packet.snapshot_excerpt == "step three of nine"
     with pytest.raises(StaleHeadError):

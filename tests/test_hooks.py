@@ -254,7 +254,7 @@ def test_a_task_moved_since_its_last_checkpoint_is_checkpointed_before_compactio
     seed(data, task=True)
 
     async def move() -> None:
-        from mcp_memory.core.task_schemas import TaskEdit
+        from mcp_memory.core.task_model import TaskEdit
 
         async with open_server(load_settings(data_dir=data, principal="local-owner"), warm=False) as runtime:
             edit = TaskEdit.model_validate({"op": "set", "node_id": "root", "notes": "restore is running"})

@@ -118,7 +118,7 @@ def test_a_data_directory_goes_to_postgres_and_back_unchanged(
             hits = await rt.memory.recall(ALICE, "what does the user drink?", reinforce=False)
             assert hits.hits[0].text == PEOPLE["alice"][0]
             assert (await rt.memory.recall(BOB, "数据库", reinforce=False)).hits[0].text == PEOPLE["bob"][1]
-            assert (await rt.tasks.state(ALICE, "trip")).head_seq == 2
+            assert (await rt.tasks.state(ALICE, "trip")).row.head_seq == 2
             await rt.memory.remember(ALICE, [MemoryInput(content="The user's sister is called Mira")], CallContext())
         with closing(TokenStore.for_settings(on_pg)) as tokens, closing(SwitchFile.for_settings(on_pg)) as switch:
             found = await tokens.verify(token, 2_000.0)

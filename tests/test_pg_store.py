@@ -144,7 +144,7 @@ async def test_forget_user_leaves_no_text_in_the_cluster_files_and_the_other_pri
         assert dry.confirmation_code is not None
         done = await erasure.forget_user(ALICE, dry.confirmation_code)
         assert done.counts["memories"] == 2
-        assert "write-ahead log keeps what was written until its segments are recycled" in done.note
+        assert "write-ahead log keeps what was written until its segments are recycled" in done.leaves
         pgcluster.psql(migrated, "CHECKPOINT")
         assert _holding(migrated.data / "base", CANARY) == []  # WAL (pg_wal) keeps it until recycled
         assert _holding(migrated.data / "pg_wal", CANARY), "the receipt's caveat is no longer true: reword it"

@@ -1,14 +1,15 @@
 """The records services and storage exchange: scopes, memory rows, criteria, inserts and merges.
 
-These are plain dataclasses; what the tools take and return is in ``schemas`` (memories) and
-``task_schemas`` (tasks). Times on the wire are ISO 8601 UTC; in storage they are POSIX seconds.
+These are plain dataclasses; the task model is in ``task_model``, and what the tools take and
+return is the MCP face's (``mcp/``), built from these. Times on the wire are ISO 8601 UTC; in
+storage they are POSIX seconds.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -336,3 +337,14 @@ class CheckpointRow:
     size: int
     checksum: str
     envelope: bytes | None = None
+
+
+_Item = TypeVar("_Item")
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[_Item]):
+    """One page of a listing, and the cursor that continues it (None on the last page)."""
+
+    items: list[_Item]
+    next_cursor: str | None

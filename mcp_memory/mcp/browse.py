@@ -8,17 +8,8 @@ from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult
 from pydantic import Field
 
-from mcp_memory.core.schemas import (
-    Bool,
-    CorrectResult,
-    Detail,
-    Float,
-    Int,
-    ListFilters,
-    MemoryDetail,
-    MemoryPage,
-    MemorySort,
-)
+from mcp_memory.core.numbers import Bool, Float, Int
+from mcp_memory.core.schemas import CorrectResult, Detail, ListFilters, MemoryDetail, MemoryPage, MemorySort
 from mcp_memory.mcp.face import Face, compact
 from mcp_memory.mcp.notify import pin_uris
 from mcp_memory.services.intake import CallContext

@@ -14,13 +14,11 @@ from mcp_types import CallToolResult
 from pydantic import Field, ValidationError
 
 from mcp_memory.core.errors import InvalidInputError
+from mcp_memory.core.numbers import Bool, Float, Int
 from mcp_memory.core.schemas import (
-    Bool,
     Detail,
-    Float,
     ForgetFilter,
     ForgetResult,
-    Int,
     MemoryInput,
     PinResult,
     RecallFilters,
@@ -29,9 +27,10 @@ from mcp_memory.core.schemas import (
     StatsResult,
     UndoSummaryResult,
 )
-from mcp_memory.core.templates import recall_lines
 from mcp_memory.mcp.face import Face, compact, problems
 from mcp_memory.mcp.notify import pin_uris
+from mcp_memory.mcp.templates import recall_lines
+from mcp_memory.mcp.wire_upkeep import stats_result
 from mcp_memory.metrics import REMEMBERED
 from mcp_memory.services.memory import CallContext
 
@@ -219,4 +218,4 @@ async def undo_summary(face: Face, ctx: Context, id: str) -> UndoSummaryResult:
 
 
 async def stats(face: Face, ctx: Context) -> StatsResult:
-    return await face.stats.stats(face.scopes.scope(ctx))
+    return stats_result(await face.stats.stats(face.scopes.scope(ctx)))

@@ -23,8 +23,8 @@ from typing import Any
 
 from mcp_memory.core.errors import LlmPausedError, MemoryServerError, UpstreamError
 from mcp_memory.core.models import SCHEDULER, MemoryRecord, Scope, to_datetime
+from mcp_memory.core.prompt_files import template
 from mcp_memory.core.schemas import MemoryInput
-from mcp_memory.core.templates import template
 from mcp_memory.core.text import identifiers, language, normalize
 from mcp_memory.llm.client import LlmClient
 from mcp_memory.services import summarize
