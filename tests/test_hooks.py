@@ -23,8 +23,7 @@ import pytest
 
 from mcp_memory.cli.hooks import TRANSCRIPT_TAIL_LINES, tail
 from mcp_memory.config import load_settings
-from mcp_memory.core.models import Scope
-from mcp_memory.core.schemas import MemoryInput
+from mcp_memory.core.models import MemoryDraft, Scope
 from mcp_memory.mcp.server import open_server
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage.pool import principal_file
@@ -91,8 +90,8 @@ def seed(data: Path, *, namespace: str | None = None, task: bool = False, facts:
         settings = load_settings(data_dir=data, principal="local-owner", namespace=namespace)
         async with open_server(settings, warm=False) as runtime:
             scope = Scope("local-owner", namespace)
-            items = [MemoryInput(content=RULE, kind="instruction", pinned=True)]
-            items += [MemoryInput(content=text) for text in facts]
+            items = [MemoryDraft(content=RULE, kind="instruction", pinned=True)]
+            items += [MemoryDraft(content=text) for text in facts]
             await runtime.memory.remember(scope, items, CallContext())
             if task:
                 tree = {"id": "root", "title": "Move billing to PostgreSQL 16", "status": "in_progress"}

@@ -33,8 +33,8 @@ import orjson
 
 from mcp_memory.compose import Runtime, open_runtime
 from mcp_memory.config import Settings
-from mcp_memory.core.models import Scope
-from mcp_memory.core.schemas import Hit, MemoryInput, MemoryOut
+from mcp_memory.core.models import MemoryDraft, Scope
+from mcp_memory.core.schemas import Hit, MemoryOut
 from mcp_memory.core.task_model import CheckpointReason, Task
 from mcp_memory.core.text import keyword_terms, normalize, script
 from mcp_memory.embed.background import background_z
@@ -201,7 +201,7 @@ async def _capture(runtime: Runtime, scope: Scope, payload: dict[str, Any], reas
     session = str(payload.get("session_id") or "") or None
     statements = notable(_user_texts(payload.get("transcript_path")))
     items = [
-        MemoryInput(
+        MemoryDraft(
             content=text,
             kind="observation",
             tags=["claude-code"],

@@ -348,3 +348,44 @@ class Page(Generic[_Item]):
 
     items: list[_Item]
     next_cursor: str | None
+
+
+# ----- what callers give: a memory to remember, and the filters of recall, forget and lists --------
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryDraft:
+    """One memory as a caller gives it to remember (the remember tool, an import, the memory file, a
+    hook, a fact the LLM read), before intake checks and redacts it."""
+
+    content: str
+    kind: str = "fact"
+    importance: float | None = None  # estimated from the text when absent
+    tags: list[str] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    occurred_at: datetime | None = None  # default: now
+    task_id: str | None = None
+    session_id: str | None = None  # else the server derives one
+    ttl_seconds: int | None = None
+    supersedes: list[str] = field(default_factory=list)
+    key: str | None = None  # a later memory with the same key supersedes this one
+    pinned: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryFilter:
+    """What recall, forget and a listing narrow by; None is "any". The namespace may only narrow to
+    the caller's own (``services.inputs.recall_criteria`` says so)."""
+
+    kinds: list[str] | None = None
+    tags: list[str] | None = None  # memories carrying any of them
+    occurred_after: datetime | None = None
+    occurred_before: datetime | None = None
+    task_id: str | None = None
+    namespace: str | None = None
+    include_superseded: bool = False
+    include_archived: bool = False
+    include_expired: bool = False
+    pinned: bool | None = None  # lists only, as the three below
+    level: int | None = None
+    conflicts: bool | None = None

@@ -12,8 +12,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from mcp_memory.core.errors import InvalidInputError
-from mcp_memory.core.models import Provenance
-from mcp_memory.core.schemas import ListedMemory, ListFilters, MemoryOut
+from mcp_memory.core.models import MemoryFilter, Provenance
+from mcp_memory.core.schemas import ListedMemory, MemoryOut
 from mcp_memory.inspector.auth import Visitor
 from mcp_memory.inspector.base import ROOT, Inspector, form_text, html, notice_of, page, redirect
 from mcp_memory.services.intake import CallContext
@@ -32,7 +32,7 @@ def _day(text: str | None, field: str, end: bool = False) -> datetime | None:
         raise InvalidInputError(field, f"must be a date from 0001-01-01 to 9999-12-30, not {text[:20]!r}") from None
 
 
-def _filters(query: dict[str, str]) -> ListFilters:
+def _filters(query: dict[str, str]) -> MemoryFilter:
     """The browse filters from the form's fields (empty fields filter nothing)."""
     given = {name: value.strip() for name, value in query.items() if name in FILTERS and value.strip()}
     states = given.get("states", "")
@@ -52,7 +52,7 @@ def _filters(query: dict[str, str]) -> ListFilters:
         "include_archived": states in ("all", "archived"),
         "include_expired": states == "all",
     }
-    return ListFilters(**{k: v for k, v in fields.items() if v is not None})
+    return MemoryFilter(**{k: v for k, v in fields.items() if v is not None})
 
 
 @page
@@ -98,7 +98,7 @@ async def memories(request: Request, visitor: Visitor, inspector: Inspector) -> 
     )
 
 
-def _kept(hit: MemoryOut, filters: ListFilters) -> bool:
+def _kept(hit: MemoryOut, filters: MemoryFilter) -> bool:
     """What recall's own filters cannot narrow: pinned, level and flagged conflicts."""
     return (
         (filters.pinned is None or hit.pinned == filters.pinned)
@@ -176,7 +176,7 @@ async def undo_summary(request: Request, visitor: Visitor, inspector: Inspector)
 
 @page
 async def conflicts(request: Request, visitor: Visitor, inspector: Inspector) -> Response:
-    flagged = await inspector.browse.list_memories(visitor.scope, ListFilters(conflicts=True), limit=200)
+    flagged = await inspector.browse.list_memories(visitor.scope, MemoryFilter(conflicts=True), limit=200)
     by_id = {m.id: m for m in flagged.memories}
     pairs, seen = [], set()
     for first in flagged.memories:

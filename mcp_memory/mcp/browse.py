@@ -10,6 +10,7 @@ from pydantic import Field
 
 from mcp_memory.core.numbers import Bool, Float, Int
 from mcp_memory.core.schemas import CorrectResult, Detail, ListFilters, MemoryDetail, MemoryPage, MemorySort
+from mcp_memory.mcp import wire_memory
 from mcp_memory.mcp.face import Face, compact
 from mcp_memory.mcp.notify import pin_uris
 from mcp_memory.services.intake import CallContext
@@ -41,7 +42,13 @@ async def list_memories(
     detail: Annotated[Detail, Field(description="listed entries (default) or full records")] = "lean",
 ) -> Annotated[CallToolResult, MemoryPage]:
     page = await face.browse.list_memories(
-        face.scopes.scope(ctx), filters, sort=sort, descending=descending, cursor=cursor, limit=limit, detail=detail
+        face.scopes.scope(ctx),
+        wire_memory.memory_filter(filters),
+        sort=sort,
+        descending=descending,
+        cursor=cursor,
+        limit=limit,
+        detail=detail,
     )
     return compact(page)
 

@@ -16,16 +16,14 @@ from datetime import datetime
 
 from mcp_memory.core.caution import caution, reveal
 from mcp_memory.core.errors import InvalidInputError, NotFoundError
-from mcp_memory.core.models import Criteria, MemoryHistory, MemoryRecord, Scope, to_datetime
+from mcp_memory.core.models import Criteria, MemoryDraft, MemoryFilter, MemoryHistory, MemoryRecord, Scope, to_datetime
 from mcp_memory.core.schemas import (
     CorrectResult,
     Detail,
     EventOut,
     LinkOut,
     ListedMemory,
-    ListFilters,
     MemoryDetail,
-    MemoryInput,
     MemoryPage,
     MemorySort,
     OccurrenceDetail,
@@ -111,7 +109,7 @@ def _detail(record: MemoryRecord, history: MemoryHistory) -> MemoryDetail:
     )
 
 
-def list_criteria(scope: Scope, filters: ListFilters | None) -> Criteria:
+def list_criteria(scope: Scope, filters: MemoryFilter | None) -> Criteria:
     """A list's filters as storage criteria: recall's, and the pin, level and conflict flags."""
     criteria = inputs.recall_criteria(scope, filters)
     if filters is None:
@@ -130,7 +128,7 @@ class BrowseService:
     async def list_memories(
         self,
         scope: Scope,
-        filters: ListFilters | None = None,
+        filters: MemoryFilter | None = None,
         *,
         sort: MemorySort = "time",
         descending: bool = True,
@@ -282,10 +280,10 @@ def _corrected(
     tags: list[str] | None,
     importance: float | None,
     now: float,
-) -> MemoryInput:
+) -> MemoryDraft:
     """The new version: the changed fields, and everything else as the memory had it."""
     ttl = max(1, math.ceil(record.expires_at - now)) if record.expires_at is not None else None
-    return MemoryInput(
+    return MemoryDraft(
         content=text if text is not None else record.content,
         kind=kind if kind is not None else record.kind,
         importance=importance if importance is not None else record.importance,

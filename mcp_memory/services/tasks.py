@@ -22,8 +22,8 @@ from mcp_memory.core.envelope import (
 )
 from mcp_memory.core.errors import InvalidInputError, LimitExceededError, NotFoundError, StaleHeadError, StorageError
 from mcp_memory.core.ids import new_id
-from mcp_memory.core.models import CheckpointRow, Page, Scope, TaskRow
-from mcp_memory.core.schemas import MemoryOut, RecallFilters
+from mcp_memory.core.models import CheckpointRow, MemoryFilter, Page, Scope, TaskRow
+from mcp_memory.core.schemas import MemoryOut
 from mcp_memory.core.task_model import Checkpointed, CheckpointReason, Resumption, Task, TaskEdit, TaskHead
 from mcp_memory.core.text import strip_query_syntax, task_uri
 from mcp_memory.services import incoming, packet, task_tree
@@ -418,7 +418,7 @@ class TaskService:
             query[: self.limits.max_query_chars],
             k=10,
             budget_tokens=min(budget, self.limits.max_recall_budget_tokens),
-            filters=RecallFilters(task_id=task_id),
+            filters=MemoryFilter(task_id=task_id),
             reinforce=False,
             detail="full",
         )
