@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mcp_memory.core.models import Tier
+from mcp_memory.core.models import MemorySort, Tier
 from mcp_memory.core.numbers import Bool, Float, Int
 
 Outcome = Literal["stored", "merged", "rejected"]
@@ -301,8 +301,6 @@ class ForgetResult(BaseModel):
 
 
 # ----- browsing and correcting -------------------------------------------------------------
-
-MemorySort = Literal["time", "created", "importance", "last_used"]
 
 
 class ListFilters(RecallFilters):

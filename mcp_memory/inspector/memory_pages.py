@@ -16,6 +16,7 @@ from mcp_memory.core.models import MemoryFilter, Provenance
 from mcp_memory.core.schemas import ListedMemory, MemoryOut
 from mcp_memory.inspector.auth import Visitor
 from mcp_memory.inspector.base import ROOT, Inspector, form_text, html, notice_of, page, redirect
+from mcp_memory.mcp.wire_memory import forget_result, memory_detail, memory_page
 from mcp_memory.services.intake import CallContext
 
 FILTERS = ("kind", "tag", "namespace", "level", "pinned", "conflicts", "after", "before", "states")
@@ -80,9 +81,10 @@ async def memories(request: Request, visitor: Visitor, inspector: Inspector) -> 
         if found.below_floor:
             note = f"{found.below_floor} more were left out as no closer to the question than any memory."
     else:
-        listing = await inspector.browse.list_memories(
+        found_page = await inspector.browse.list_memories(
             visitor.scope, filters, cursor=query.get("cursor") or None, limit=50
         )
+        listing = memory_page(found_page, "time", True)
         listed, next_cursor = listing.memories, listing.next_cursor
     return html(
         "memories.html",
@@ -109,7 +111,7 @@ def _kept(hit: MemoryOut, filters: MemoryFilter) -> bool:
 
 @page
 async def memory(request: Request, visitor: Visitor, inspector: Inspector) -> Response:
-    detail = await inspector.browse.get_memory(visitor.scope, request.path_params["memory_id"])
+    detail = memory_detail(await inspector.browse.get_memory(visitor.scope, request.path_params["memory_id"]))
     return html("memory.html", visitor=visitor, detail=detail, notice=notice_of(request, visitor))
 
 
@@ -117,7 +119,7 @@ async def memory(request: Request, visitor: Visitor, inspector: Inspector) -> Re
 async def correct(request: Request, visitor: Visitor, inspector: Inspector) -> Response:
     memory_id = request.path_params["memory_id"]
     form = await request.form()
-    before = (await inspector.browse.get_memory(visitor.scope, memory_id)).memory
+    before = memory_detail(await inspector.browse.get_memory(visitor.scope, memory_id)).memory
     text, kind = str(form.get("text", "")), str(form.get("kind", "")).strip()
     given = str(form.get("tags", ""))
     # The field shows the tags joined by ", ": sent back as shown, they are unchanged, whatever a tag holds.
@@ -158,11 +160,11 @@ async def forget(request: Request, visitor: Visitor, inspector: Inspector) -> Re
     memory_id = request.path_params["memory_id"]
     confirmed = await form_text(request, "confirm") == "yes"
     # A memory goes with the versions it replaced: an earlier wording must not stay behind.
-    detail = await inspector.browse.get_memory(visitor.scope, memory_id)
+    detail = memory_detail(await inspector.browse.get_memory(visitor.scope, memory_id))
     ids = [memory_id, *(v.id for v in detail.replaces)]
     result = await inspector.memory.forget(visitor.scope, ids=ids, dry_run=not confirmed)
     if not confirmed:
-        return html("forget.html", visitor=visitor, memory_id=memory_id, result=result)
+        return html("forget.html", visitor=visitor, memory_id=memory_id, result=forget_result(result))
     said = f"Forgotten: {result.deleted} deleted from every table and index; only a dated record without text remains."
     return redirect(f"{ROOT}/memories", said, visitor)
 
@@ -176,7 +178,9 @@ async def undo_summary(request: Request, visitor: Visitor, inspector: Inspector)
 
 @page
 async def conflicts(request: Request, visitor: Visitor, inspector: Inspector) -> Response:
-    flagged = await inspector.browse.list_memories(visitor.scope, MemoryFilter(conflicts=True), limit=200)
+    flagged = memory_page(
+        await inspector.browse.list_memories(visitor.scope, MemoryFilter(conflicts=True), limit=200), "time", True
+    )
     by_id = {m.id: m for m in flagged.memories}
     pairs, seen = [], set()
     for first in flagged.memories:

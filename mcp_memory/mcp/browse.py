@@ -8,8 +8,9 @@ from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult
 from pydantic import Field
 
+from mcp_memory.core.models import MemorySort
 from mcp_memory.core.numbers import Bool, Float, Int
-from mcp_memory.core.schemas import CorrectResult, Detail, ListFilters, MemoryDetail, MemoryPage, MemorySort
+from mcp_memory.core.schemas import CorrectResult, Detail, ListFilters, MemoryDetail, MemoryPage
 from mcp_memory.mcp import wire_memory
 from mcp_memory.mcp.face import Face, compact
 from mcp_memory.mcp.notify import pin_uris
@@ -48,13 +49,12 @@ async def list_memories(
         descending=descending,
         cursor=cursor,
         limit=limit,
-        detail=detail,
     )
-    return compact(page)
+    return compact(wire_memory.memory_page(page, sort, descending, detail))
 
 
 async def get_memory(face: Face, ctx: Context, id: str) -> Annotated[CallToolResult, MemoryDetail]:
-    return compact(await face.browse.get_memory(face.scopes.scope(ctx), id))
+    return compact(wire_memory.memory_detail(await face.browse.get_memory(face.scopes.scope(ctx), id)))
 
 
 async def correct_memory(
@@ -76,4 +76,4 @@ async def correct_memory(
         importance=importance,
     )
     await face.notifier.changed(pin_uris())
-    return result
+    return wire_memory.correct_result(result)
