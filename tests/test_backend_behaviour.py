@@ -29,7 +29,7 @@ from mcp_memory.config import Settings, load_settings
 from mcp_memory.core.errors import ConflictError, InvalidInputError, NotFoundError, StaleHeadError
 from mcp_memory.core.ids import new_id
 from mcp_memory.core.models import Criteria, MemoryDraft, NewMemory, NewOccurrence, Provenance, Scope
-from mcp_memory.core.schemas import Hit, MemoryOut
+from mcp_memory.core.recall_shapes import Hit, MemoryOut
 from mcp_memory.core.text import segment_for_index
 from mcp_memory.mcp.server import Server, open_server
 from mcp_memory.mcp.wire_tasks import resume_packet

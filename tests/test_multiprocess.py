@@ -28,7 +28,7 @@ from mcp.client import Client
 from mcp_memory.config import load_settings
 from mcp_memory.core.errors import StorageError
 from mcp_memory.core.models import MemoryDraft, Scope
-from mcp_memory.core.schemas import MemoryOut
+from mcp_memory.core.recall_shapes import MemoryOut
 from mcp_memory.mcp.server import open_server
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage.pool import principal_file

@@ -16,7 +16,7 @@ from mcp_memory.compose import embedder_config, second_opinion_config
 from mcp_memory.config import PostgresSettings, Settings, load_settings
 from mcp_memory.core.errors import NotFoundError
 from mcp_memory.core.models import Criteria, MemoryDraft, Scope
-from mcp_memory.core.schemas import Hit
+from mcp_memory.core.recall_shapes import Hit
 from mcp_memory.embed.loader import Embedder
 from mcp_memory.services.memory import CallContext, MemoryService
 from mcp_memory.services.sessions import SessionTracker

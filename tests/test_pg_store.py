@@ -15,7 +15,7 @@ import pytest
 from mcp_memory.compose import embedder_config, second_opinion_config
 from mcp_memory.config import PostgresSettings, Settings, load_settings
 from mcp_memory.core.models import Criteria, MemoryDraft, Scope
-from mcp_memory.core.schemas import Hit, MemoryOut
+from mcp_memory.core.recall_shapes import Hit, MemoryOut
 from mcp_memory.embed.loader import Embedder
 from mcp_memory.services.erasure import ErasureService
 from mcp_memory.services.memory import CallContext, MemoryService

@@ -39,7 +39,7 @@ import anyio
 
 from mcp_memory.config import load_settings
 from mcp_memory.core.models import MemoryDraft, Scope
-from mcp_memory.core.schemas import MemoryOut
+from mcp_memory.core.recall_shapes import MemoryOut
 from mcp_memory.mcp.server import open_server
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage.counts import CountStore

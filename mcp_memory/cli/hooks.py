@@ -34,7 +34,7 @@ import orjson
 from mcp_memory.compose import Runtime, open_runtime
 from mcp_memory.config import Settings
 from mcp_memory.core.models import MemoryDraft, Scope
-from mcp_memory.core.schemas import Hit, MemoryOut
+from mcp_memory.core.recall_shapes import Hit, MemoryOut
 from mcp_memory.core.task_model import CheckpointReason, Task
 from mcp_memory.core.text import keyword_terms, normalize, script
 from mcp_memory.embed.background import background_z

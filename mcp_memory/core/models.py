@@ -42,6 +42,7 @@ class Provenance:
 SCHEDULER = Provenance(client_name="mcp-memory", transport="scheduler")
 
 Tier = Literal["active", "archived"]
+Outcome = Literal["stored", "merged", "rejected"]  # what became of one memory of a remember call
 MemorySort = Literal["time", "created", "importance", "last_used"]  # how a listing orders memories
 RecordOrder = Literal["stored", "importance", "occurred"]  # how select_memories orders what it finds
 # The event left of a memory that is gone (its only one, without content): the deletion receipts.

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from mcp_memory.core.models import CheckpointRow, TaskRow
 from mcp_memory.core.numbers import Bool, Float, Int
-from mcp_memory.core.schemas import MemoryOut
+from mcp_memory.core.recall_shapes import MemoryOut
 
 NodeStatus = Literal["pending", "in_progress", "done", "blocked", "abandoned"]
 CheckpointReason = Literal[

@@ -13,9 +13,10 @@ from starlette.routing import Route
 
 from mcp_memory.core.errors import InvalidInputError
 from mcp_memory.core.models import MemoryFilter, Provenance
-from mcp_memory.core.schemas import ListedMemory, MemoryOut
+from mcp_memory.core.recall_shapes import MemoryOut
 from mcp_memory.inspector.auth import Visitor
 from mcp_memory.inspector.base import ROOT, Inspector, form_text, html, notice_of, page, redirect
+from mcp_memory.mcp.schemas import ListedMemory
 from mcp_memory.mcp.wire_memory import forget_result, memory_detail, memory_page
 from mcp_memory.services.intake import CallContext
 

@@ -10,10 +10,11 @@ from pydantic import Field
 
 from mcp_memory.core.models import MemorySort
 from mcp_memory.core.numbers import Bool, Float, Int
-from mcp_memory.core.schemas import CorrectResult, Detail, ListFilters, MemoryDetail, MemoryPage
+from mcp_memory.core.recall_shapes import Detail
 from mcp_memory.mcp import wire_memory
 from mcp_memory.mcp.face import Face, compact
 from mcp_memory.mcp.notify import pin_uris
+from mcp_memory.mcp.schemas import CorrectResult, ListFilters, MemoryDetail, MemoryPage
 from mcp_memory.services.intake import CallContext
 
 LIST_DOC = """List memories page by page, newest first by default: to browse what is stored, not to answer a

@@ -17,9 +17,9 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.resolve import Elicit
 from pydantic import BaseModel, Field
 
-from mcp_memory.core.schemas import ForgetUserResult
 from mcp_memory.mcp.face import Face
 from mcp_memory.mcp.notify import pin_uris
+from mcp_memory.mcp.schemas import ForgetUserResult
 from mcp_memory.mcp.wire_upkeep import forget_user_result
 
 FORGET_USER_DOC = """Delete everything this user has: memories, occurrences, tasks, checkpoints and pins.

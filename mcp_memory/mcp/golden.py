@@ -8,8 +8,8 @@ from mcp.server.mcpserver import Context
 from pydantic import Field
 
 from mcp_memory.core.numbers import Bool
-from mcp_memory.core.schemas import GoldenQueriesResult
 from mcp_memory.mcp.face import Face
+from mcp_memory.mcp.schemas import GoldenQueriesResult
 from mcp_memory.mcp.wire_upkeep import golden_result
 
 GOLDEN_DOC = """Golden queries: questions with the memory each must find. Every lifecycle pass (decay,

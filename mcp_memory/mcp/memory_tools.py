@@ -15,21 +15,20 @@ from pydantic import Field, ValidationError
 
 from mcp_memory.core.errors import InvalidInputError
 from mcp_memory.core.numbers import Bool, Float, Int
-from mcp_memory.core.schemas import (
-    Detail,
+from mcp_memory.core.recall_shapes import Detail, RecallResult
+from mcp_memory.mcp import wire_memory
+from mcp_memory.mcp.face import Face, compact, problems
+from mcp_memory.mcp.notify import pin_uris
+from mcp_memory.mcp.schemas import (
     ForgetFilter,
     ForgetResult,
     MemoryInput,
     PinResult,
     RecallFilters,
-    RecallResult,
     RememberResult,
     StatsResult,
     UndoSummaryResult,
 )
-from mcp_memory.mcp import wire_memory
-from mcp_memory.mcp.face import Face, compact, problems
-from mcp_memory.mcp.notify import pin_uris
 from mcp_memory.mcp.templates import recall_lines
 from mcp_memory.mcp.wire_upkeep import stats_result
 from mcp_memory.metrics import REMEMBERED

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from mcp_memory.core.schemas import MemoryOut
+from mcp_memory.core.recall_shapes import MemoryOut
 from mcp_memory.mcp import wire_tasks
 from mcp_memory.mcp.face import Face
 from mcp_memory.mcp.task_schemas import TaskState

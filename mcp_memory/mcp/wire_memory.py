@@ -9,9 +9,9 @@ from datetime import datetime
 
 from mcp_memory.core.caution import caution, reveal
 from mcp_memory.core.models import MemoryDraft, MemoryFilter, MemoryHistory, MemoryRecord, MemorySort, Page, to_datetime
-from mcp_memory.core.schemas import (
+from mcp_memory.core.recall_shapes import Detail
+from mcp_memory.mcp.schemas import (
     CorrectResult,
-    Detail,
     EventOut,
     ForgetFilter,
     ForgetItem,

@@ -10,7 +10,7 @@ import orjson
 
 from mcp_memory.core.envelope import Envelope
 from mcp_memory.core.models import CheckpointRow, Page, to_datetime
-from mcp_memory.core.schemas import MemoryOut
+from mcp_memory.core.recall_shapes import MemoryOut
 from mcp_memory.core.task_model import Checkpointed, Resumption, Task, TaskHead, TaskNode, ToolCallRecord
 from mcp_memory.core.text import checkpoint_uri, estimate_tokens
 from mcp_memory.mcp.task_schemas import (

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from mcp_memory.core.models import GoldenCheckRow, GoldenRow, to_datetime
-from mcp_memory.core.schemas import ForgetUserResult, GoldenQueriesResult, GoldenQueryOut, StatsResult
+from mcp_memory.mcp.schemas import ForgetUserResult, GoldenQueriesResult, GoldenQueryOut, StatsResult
 from mcp_memory.services.erasure import CODE_SECONDS, Erasure
 from mcp_memory.services.golden import Measure
 from mcp_memory.services.stats import Stats

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal
 
 from mcp_memory.core.caution import caution
 from mcp_memory.core.ids import new_id
@@ -20,6 +19,7 @@ from mcp_memory.core.models import (
     Merge,
     NewMemory,
     NewOccurrence,
+    Outcome,
     Provenance,
     Scope,
     SecondVector,
@@ -31,8 +31,6 @@ from mcp_memory.services import incoming, inputs, rules
 from mcp_memory.services.relations import Neighbour, Thresholds, relate
 
 MERGED_REASON = "the same memory is already stored; this occurrence was recorded"
-
-Outcome = Literal["stored", "merged", "rejected"]
 
 
 @dataclass(frozen=True, slots=True)

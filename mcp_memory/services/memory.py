@@ -30,7 +30,7 @@ from mcp_memory.core.models import (
     Scope,
     Vector,
 )
-from mcp_memory.core.schemas import Detail, MemoryOut, RecallResult
+from mcp_memory.core.recall_shapes import Detail, MemoryOut, RecallResult
 from mcp_memory.core.text import (
     estimate_tokens,
     keyword_terms,

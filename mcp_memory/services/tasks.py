@@ -23,7 +23,7 @@ from mcp_memory.core.envelope import (
 from mcp_memory.core.errors import InvalidInputError, LimitExceededError, NotFoundError, StaleHeadError, StorageError
 from mcp_memory.core.ids import new_id
 from mcp_memory.core.models import CheckpointRow, MemoryFilter, Page, Scope, TaskRow
-from mcp_memory.core.schemas import MemoryOut
+from mcp_memory.core.recall_shapes import MemoryOut
 from mcp_memory.core.task_model import Checkpointed, CheckpointReason, Resumption, Task, TaskEdit, TaskHead
 from mcp_memory.core.text import strip_query_syntax, task_uri
 from mcp_memory.services import incoming, packet, task_tree
