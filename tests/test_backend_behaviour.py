@@ -28,10 +28,11 @@ from mcp.client import Client
 from mcp_memory.config import Settings, load_settings
 from mcp_memory.core.errors import ConflictError, InvalidInputError, NotFoundError, StaleHeadError
 from mcp_memory.core.ids import new_id
-from mcp_memory.core.models import Criteria, NewMemory, NewOccurrence, Provenance, Scope
-from mcp_memory.core.schemas import Hit, MemoryInput, MemoryOut
+from mcp_memory.core.models import Criteria, MemoryDraft, NewMemory, NewOccurrence, Provenance, Scope
+from mcp_memory.core.recall_shapes import Hit, MemoryOut
 from mcp_memory.core.text import segment_for_index
 from mcp_memory.mcp.server import Server, open_server
+from mcp_memory.mcp.wire_tasks import resume_packet
 from mcp_memory.services import inputs
 from mcp_memory.services.erasure import ErasureService
 from mcp_memory.services.intake import content_hash
@@ -97,7 +98,7 @@ async def rt(open_backend: Callable[[], AbstractAsyncContextManager[Server]]) ->
 
 
 async def remember(rt: Server, scope: Scope, *texts: str) -> list[str]:
-    result = await rt.memory.remember(scope, [MemoryInput(content=t) for t in texts], CallContext())
+    result = await rt.memory.remember(scope, [MemoryDraft(content=t) for t in texts], CallContext())
     return [item.id for item in result.items if item.id]
 
 
@@ -166,7 +167,7 @@ async def test_a_task_resumes_where_it_was_checkpointed_and_a_stale_head_is_refu
         ALICE, "migrate", changes={"variables": {"done": 3}, "snapshot": "step three of nine"}, goal="Migrate billing"
     )
     assert first.created_task
-    packet = await rt.tasks.resume(ALICE, "migrate")
+    packet = resume_packet(await rt.tasks.resume(ALICE, "migrate"))
     assert packet.variables == {"done": 3}
     assert packet.snapshot_excerpt == "step three of nine"
     with pytest.raises(StaleHeadError):
@@ -251,7 +252,7 @@ async def test_two_processes_storing_one_text_at_once_store_it_once(
 def _stored(text: str, importance: float, at: float, dim: int) -> NewMemory:
     """A memory row as remember builds it, with a made-up unit vector (no model call)."""
     vector = np.random.default_rng(len(text) + int(1000 * importance)).normal(size=dim).astype(np.float32)
-    item = MemoryInput(content=text, kind="fact", importance=importance)
+    item = MemoryDraft(content=text, kind="fact", importance=importance)
     record = inputs.new_record(ALICE, item, text, content_hash(None, text), at, at, None, Provenance())
     occurrence = NewOccurrence(new_id(), None, at, {}, Provenance())
     return NewMemory(record, vector / np.linalg.norm(vector), segment_for_index(text), occurrence)
@@ -283,7 +284,7 @@ async def test_a_dialogs_reply_takes_the_evidence_of_the_turn_asking_the_questio
         "Caroline: I finally adopted a puppy from the shelter.",
         "Melanie: We went camping with the whole family last month.",
     ]
-    items = [MemoryInput(content=t, session_id="conv-1") for t in turns]
+    items = [MemoryDraft(content=t, session_id="conv-1") for t in turns]
     await rt.memory.remember(ALICE, items, CallContext())
     result = await rt.memory.recall(ALICE, "What counseling services is Caroline interested in?", reinforce=False)
     first = result.hits[0]

@@ -9,7 +9,7 @@ import pytest
 
 from mcp_memory.core import envelope
 from mcp_memory.core.envelope import CheckpointFormatError, CorruptCheckpointError, encode, unpack
-from mcp_memory.core.task_schemas import TaskHead
+from mcp_memory.core.task_model import TaskHead
 
 GOLDEN = Path(__file__).parent / "fixtures" / "checkpoint_v1.bin"
 

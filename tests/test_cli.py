@@ -15,8 +15,7 @@ import pytest
 from mcp_memory import __version__
 from mcp_memory.cli.command import main
 from mcp_memory.config import Settings, load_settings
-from mcp_memory.core.models import Scope
-from mcp_memory.core.schemas import MemoryInput
+from mcp_memory.core.models import MemoryDraft, Scope
 from mcp_memory.mcp.server import open_server
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage.pool import principal_file
@@ -34,7 +33,7 @@ def _seed(data_dir: Path, provider: str | None = None) -> list[str]:
     async def run() -> list[str]:
         settings = _settings(data_dir, provider)
         async with open_server(settings) as runtime:
-            items = [MemoryInput(content=t, tags=["seed"]) for t in TEXTS]
+            items = [MemoryDraft(content=t, tags=["seed"]) for t in TEXTS]
             result = await runtime.memory.remember(Scope("alice"), items, CallContext())
             return [i.id for i in result.items if i.id]
 

@@ -16,8 +16,7 @@ import pytest
 
 from mcp_memory.cli.command import main
 from mcp_memory.config import Settings, load_settings
-from mcp_memory.core.models import Scope
-from mcp_memory.core.schemas import MemoryInput
+from mcp_memory.core.models import MemoryDraft, Scope
 from mcp_memory.logs import configure_logging
 from mcp_memory.mcp.server import open_server
 from mcp_memory.services.memory import CallContext
@@ -63,7 +62,7 @@ def _a_project(data_dir: Path) -> dict[Path, int]:
 async def _serve_once(settings: Settings) -> Path:
     """Open the server's runtime as serving does, store a memory, close; the principal's file."""
     async with open_server(settings, warm=False) as runtime:
-        await runtime.memory.remember(Scope("alice"), [MemoryInput(content="Alice's cat is Miso")], CallContext())
+        await runtime.memory.remember(Scope("alice"), [MemoryDraft(content="Alice's cat is Miso")], CallContext())
     return principal_file(settings.data_dir, "alice")
 
 

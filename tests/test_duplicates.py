@@ -10,9 +10,9 @@ import pytest
 from mcp.client import Client
 
 from mcp_memory.config import load_settings
-from mcp_memory.core.models import Scope
-from mcp_memory.core.schemas import MemoryInput, RememberItem
+from mcp_memory.core.models import MemoryDraft, Scope
 from mcp_memory.mcp.server import open_server
+from mcp_memory.services.intake import ItemOutcome
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage.pool import principal_file
 from mcp_memory.storage.schema import SCHEMA_VERSION
@@ -34,11 +34,11 @@ async def test_two_stores_writing_the_same_text_at_once_keep_one_copy(tmp_path: 
     data_dir = tmp_path / "data"
     settings = load_settings(data_dir=data_dir, principal="alice")
     async with open_server(settings) as first, open_server(settings) as second:
-        outcomes: list[RememberItem] = []
+        outcomes: list[ItemOutcome] = []
 
         async def say(runtime_index: int, text: str) -> None:
             runtime = (first, second)[runtime_index]
-            result = await runtime.memory.remember(Scope("alice"), [MemoryInput(content=text)], CallContext())
+            result = await runtime.memory.remember(Scope("alice"), [MemoryDraft(content=text)], CallContext())
             outcomes.append(result.items[0])
 
         for text in TEXTS:
@@ -97,7 +97,7 @@ def test_copies_stored_twice_before_the_unique_index_are_folded_into_the_oldest(
     async def seed() -> None:
         settings = load_settings(data_dir=data_dir, principal="alice")
         async with open_server(settings) as runtime:
-            await runtime.memory.remember(Scope("alice"), [MemoryInput(content=TEXTS[0])], CallContext())
+            await runtime.memory.remember(Scope("alice"), [MemoryDraft(content=TEXTS[0])], CallContext())
 
     anyio.run(seed)
     path = principal_file(data_dir, "alice")

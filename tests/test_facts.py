@@ -14,8 +14,7 @@ import pytest
 from mcp.client import Client
 
 from mcp_memory.config import load_settings
-from mcp_memory.core.models import Provenance, Scope
-from mcp_memory.core.schemas import MemoryInput
+from mcp_memory.core.models import MemoryDraft, Provenance, Scope
 from mcp_memory.mcp.server import Server, open_server
 from mcp_memory.services.memory import CallContext
 from tests.conftest import BILLING_SESSION, Clock, call
@@ -490,8 +489,9 @@ async def test_a_fact_stored_but_never_linked_still_goes_with_its_source(data_di
     """A crash between storing an extracted fact and linking it leaves its metadata naming the source."""
     async with served(data_dir, None, clock) as (runtime, client):
         source = (await call(client, "remember", {"content": TRIP, "kind": "message"}))["items"][0]["id"]
-        fact = MemoryInput(content="Prefers aisle seats on long flights.", kind="preference")
-        fact.metadata = {"extracted_from": source}
+        fact = MemoryDraft(
+            content="Prefers aisle seats on long flights.", kind="preference", metadata={"extracted_from": source}
+        )
         scheduler = CallContext(provenance=Provenance(client_name="mcp-memory", transport="scheduler"))
         stored = await runtime.memory.remember(Scope("alice"), [fact], scheduler)  # and then the crash
         assert stored.items[0].outcome == "stored"

@@ -23,8 +23,7 @@ import pytest
 
 from mcp_memory.cli.hooks import TRANSCRIPT_TAIL_LINES, tail
 from mcp_memory.config import load_settings
-from mcp_memory.core.models import Scope
-from mcp_memory.core.schemas import MemoryInput
+from mcp_memory.core.models import MemoryDraft, Scope
 from mcp_memory.mcp.server import open_server
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage.pool import principal_file
@@ -91,8 +90,8 @@ def seed(data: Path, *, namespace: str | None = None, task: bool = False, facts:
         settings = load_settings(data_dir=data, principal="local-owner", namespace=namespace)
         async with open_server(settings, warm=False) as runtime:
             scope = Scope("local-owner", namespace)
-            items = [MemoryInput(content=RULE, kind="instruction", pinned=True)]
-            items += [MemoryInput(content=text) for text in facts]
+            items = [MemoryDraft(content=RULE, kind="instruction", pinned=True)]
+            items += [MemoryDraft(content=text) for text in facts]
             await runtime.memory.remember(scope, items, CallContext())
             if task:
                 tree = {"id": "root", "title": "Move billing to PostgreSQL 16", "status": "in_progress"}
@@ -254,7 +253,7 @@ def test_a_task_moved_since_its_last_checkpoint_is_checkpointed_before_compactio
     seed(data, task=True)
 
     async def move() -> None:
-        from mcp_memory.core.task_schemas import TaskEdit
+        from mcp_memory.core.task_model import TaskEdit
 
         async with open_server(load_settings(data_dir=data, principal="local-owner"), warm=False) as runtime:
             edit = TaskEdit.model_validate({"op": "set", "node_id": "root", "notes": "restore is running"})

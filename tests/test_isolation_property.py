@@ -17,8 +17,7 @@ from hypothesis import strategies as st
 
 from mcp_memory.config import load_settings
 from mcp_memory.core.errors import NotFoundError
-from mcp_memory.core.models import Scope
-from mcp_memory.core.schemas import MemoryInput
+from mcp_memory.core.models import MemoryDraft, Scope
 from mcp_memory.mcp.server import open_server
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage.pg import migrations
@@ -49,7 +48,7 @@ async def _run(ops: list[tuple[str, str, object]], storage: dict[str, Any]) -> N
                 if op == "remember":
                     assert isinstance(arg, list)
                     text = f"Note {n} by someone: " + " ".join(arg)
-                    result = await memory.remember(scope, [MemoryInput(content=text)], CallContext())
+                    result = await memory.remember(scope, [MemoryDraft(content=text)], CallContext())
                     item = result.items[0]
                     assert item.id is not None
                     if item.outcome == "merged":

@@ -11,8 +11,7 @@ from mcp.client import Client
 
 from mcp_memory.cli.command import main
 from mcp_memory.config import LifecycleSettings, load_settings
-from mcp_memory.core.models import Scope
-from mcp_memory.core.schemas import MemoryInput
+from mcp_memory.core.models import MemoryDraft, Scope
 from mcp_memory.mcp.server import Server, open_server
 from mcp_memory.services import scoring
 from mcp_memory.services.lifecycle import retention, strength_hours
@@ -190,7 +189,7 @@ async def test_the_change_log_is_pruned_and_a_process_behind_it_rebuilds_its_ind
         assert (await second.memory.recall(alice, "warm the index", reinforce=False)).hits == []
         for i in range(30):
             text = f"Build {i} of the billing service is tagged v{i}.0"
-            await first.memory.remember(alice, [MemoryInput(content=text)], CallContext())
+            await first.memory.remember(alice, [MemoryDraft(content=text)], CallContext())
         assert await LifecycleStore(first.store).prune_changes(alice, keep=5) == 25
         found = await second.memory.recall(
             alice, "which tag has build 3 of billing", reinforce=False, explain=True, detail="full"

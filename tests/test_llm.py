@@ -14,8 +14,7 @@ from mcp.client import Client
 
 from mcp_memory.config import load_settings
 from mcp_memory.core.errors import LlmPausedError, UpstreamError
-from mcp_memory.core.models import Scope
-from mcp_memory.core.schemas import MemoryInput
+from mcp_memory.core.models import MemoryDraft, Scope
 from mcp_memory.llm.client import LlmClient, LlmConfig
 from mcp_memory.mcp.server import open_server
 from mcp_memory.services import summarize
@@ -163,7 +162,7 @@ async def test_a_configured_key_of_any_shape_never_reaches_an_error_or_a_log(
     assert "[REDACTED:configured-key]" in str(raised.value)  # the positive control: the message was there
     # The operator's view: `mcp-memory maintain` in its own process, its log on stderr.
     async with open_server(load_settings(data_dir=data_dir, principal="alice")) as runtime:
-        chat = MemoryInput(content="A chat turn worth reading for facts.", kind="message")
+        chat = MemoryDraft(content="A chat turn worth reading for facts.", kind="message")
         await runtime.memory.remember(Scope("alice"), [chat], CallContext())
     env = {
         **os.environ,

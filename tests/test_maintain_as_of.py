@@ -14,8 +14,7 @@ import pytest
 from mcp_memory.cli.command import main, parse_as_of
 from mcp_memory.config import load_settings
 from mcp_memory.core.errors import InvalidInputError
-from mcp_memory.core.models import Scope
-from mcp_memory.core.schemas import MemoryInput
+from mcp_memory.core.models import MemoryDraft, Scope
 from mcp_memory.mcp.server import open_server
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage.pool import principal_file
@@ -66,7 +65,7 @@ def test_a_pass_as_of_thirty_days_ahead_archives_an_old_unimportant_memory(
 
     async def seed() -> None:
         async with open_server(load_settings(data_dir=tmp_path, principal="alice")) as runtime:
-            items = [MemoryInput(content=casual, importance=0.3), MemoryInput(content=important, importance=0.9)]
+            items = [MemoryDraft(content=casual, importance=0.3), MemoryDraft(content=important, importance=0.9)]
             await runtime.memory.remember(Scope("alice"), items, CallContext())
 
     anyio.run(seed)
@@ -92,7 +91,7 @@ def test_what_a_pass_as_of_later_writes_is_dated_now(tmp_path: Path, capsys: pyt
 
     async def seed() -> None:
         async with open_server(load_settings(data_dir=tmp_path, principal="alice")) as runtime:
-            items = [MemoryInput(content=t, importance=0.5, session_id="s1") for t in session]
+            items = [MemoryDraft(content=t, importance=0.5, session_id="s1") for t in session]
             await runtime.memory.remember(Scope("alice"), items, CallContext())
 
     anyio.run(seed)

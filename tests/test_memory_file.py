@@ -11,8 +11,7 @@ import pytest
 from mcp.client import Client
 
 from mcp_memory.config import Limits, load_settings
-from mcp_memory.core.models import Scope
-from mcp_memory.core.schemas import MemoryInput
+from mcp_memory.core.models import MemoryDraft, Scope
 from mcp_memory.mcp.server import Server, open_server
 from mcp_memory.services.memory import CallContext
 from mcp_memory.services.memory_file import MemoryFileError, parse
@@ -135,7 +134,7 @@ async def test_an_item_an_agent_already_said_becomes_the_one_current_memory(
 ) -> None:
     said = "Deploys to production need Ingrid's approval"
     scope = Scope("alice")
-    stored = await file_runtime.memory.remember(scope, [MemoryInput(content=said)], CallContext())
+    stored = await file_runtime.memory.remember(scope, [MemoryDraft(content=said)], CallContext())
     _write(memory_file, f"- {said} {{#deploys}}\n")
     await file_runtime.memory_file.sync()
     current = [r for r in await file_runtime.store.export_rows(scope) if r.content == said and r.superseded_by is None]

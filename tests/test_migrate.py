@@ -14,8 +14,7 @@ import pytest
 
 from mcp_memory.cli.command import main
 from mcp_memory.config import Settings, load_settings
-from mcp_memory.core.models import EVERYWHERE, Scope
-from mcp_memory.core.schemas import MemoryInput
+from mcp_memory.core.models import EVERYWHERE, MemoryDraft, Scope
 from mcp_memory.mcp.server import open_server
 from mcp_memory.services.memory import CallContext
 from mcp_memory.services.portability import export_lines
@@ -46,13 +45,13 @@ async def _fill(settings: Settings) -> str:
     with two checkpoints; a token and a switch. Returns the token."""
     async with open_server(settings, warm=False) as rt:
         for name, texts in PEOPLE.items():
-            await rt.memory.remember(Scope(name), [MemoryInput(content=t) for t in texts], CallContext())
-        keyed = [MemoryInput(content=f"The deploy target is {where}", key="deploy-target") for where in ("eu", "us")]
+            await rt.memory.remember(Scope(name), [MemoryDraft(content=t) for t in texts], CallContext())
+        keyed = [MemoryDraft(content=f"The deploy target is {where}", key="deploy-target") for where in ("eu", "us")]
         for item in keyed:
             await rt.memory.remember(ALICE, [item], CallContext())
-        gone = await rt.memory.remember(ALICE, [MemoryInput(content="A note to forget")], CallContext())
+        gone = await rt.memory.remember(ALICE, [MemoryDraft(content="A note to forget")], CallContext())
         await rt.memory.forget(ALICE, ids=[str(gone.items[0].id)], dry_run=False)
-        pinned = await rt.memory.remember(ALICE, [MemoryInput(content="Always answer in English")], CallContext())
+        pinned = await rt.memory.remember(ALICE, [MemoryDraft(content="Always answer in English")], CallContext())
         await rt.memory.pin(ALICE, str(pinned.items[0].id), True)
         await rt.tasks.checkpoint(ALICE, "trip", changes={"current_node": None}, goal="Book the trip to Lisbon")
         await rt.tasks.checkpoint(ALICE, "trip", changes={"variables": {"hotel": "Alfama"}})
@@ -118,8 +117,8 @@ def test_a_data_directory_goes_to_postgres_and_back_unchanged(
             hits = await rt.memory.recall(ALICE, "what does the user drink?", reinforce=False)
             assert hits.hits[0].text == PEOPLE["alice"][0]
             assert (await rt.memory.recall(BOB, "数据库", reinforce=False)).hits[0].text == PEOPLE["bob"][1]
-            assert (await rt.tasks.state(ALICE, "trip")).head_seq == 2
-            await rt.memory.remember(ALICE, [MemoryInput(content="The user's sister is called Mira")], CallContext())
+            assert (await rt.tasks.state(ALICE, "trip")).row.head_seq == 2
+            await rt.memory.remember(ALICE, [MemoryDraft(content="The user's sister is called Mira")], CallContext())
         with closing(TokenStore.for_settings(on_pg)) as tokens, closing(SwitchFile.for_settings(on_pg)) as switch:
             found = await tokens.verify(token, 2_000.0)
             assert found is not None
@@ -164,7 +163,7 @@ def test_a_principal_held_otherwise_is_refused_alone_and_what_moves_takes_only_i
 
     async def more() -> None:
         async with open_server(lite, warm=False) as rt:
-            await rt.memory.remember(ALICE, [MemoryInput(content="Written after the copy")], CallContext())
+            await rt.memory.remember(ALICE, [MemoryDraft(content="Written after the copy")], CallContext())
 
     anyio.run(more)
     before = anyio.run(_tables, on_pg)["alice"]
@@ -191,7 +190,7 @@ def test_a_principal_held_otherwise_is_refused_alone_and_what_moves_takes_only_i
 
     async def dan() -> None:
         async with open_server(lite, warm=False) as rt:
-            await rt.memory.remember(Scope("dan"), [MemoryInput(content="Dan's office is on floor 4")], CallContext())
+            await rt.memory.remember(Scope("dan"), [MemoryDraft(content="Dan's office is on floor 4")], CallContext())
 
     anyio.run(dan)
     with closing(sqlite3.connect(principal_file(data, "dan"))) as db, db:  # as an older import let it through

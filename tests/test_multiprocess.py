@@ -27,8 +27,8 @@ from mcp.client import Client
 
 from mcp_memory.config import load_settings
 from mcp_memory.core.errors import StorageError
-from mcp_memory.core.models import Scope
-from mcp_memory.core.schemas import MemoryInput, MemoryOut
+from mcp_memory.core.models import MemoryDraft, Scope
+from mcp_memory.core.recall_shapes import MemoryOut
 from mcp_memory.mcp.server import open_server
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage.pool import principal_file
@@ -179,7 +179,7 @@ async def test_a_write_cancelled_while_waiting_for_the_lock_leaves_no_open_trans
     settings = load_settings(data_dir=tmp_path / "data", principal="alice", busy_timeout_ms=5_000)
     async with open_server(settings) as runtime:
         scope = Scope("alice")
-        stored = await runtime.memory.remember(scope, [MemoryInput(content="A memory to touch")], CallContext())
+        stored = await runtime.memory.remember(scope, [MemoryDraft(content="A memory to touch")], CallContext())
         other = sqlite3.connect(principal_file(tmp_path / "data", "alice"), isolation_level=None, timeout=5)
         other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
         released = anyio.Event()
@@ -199,7 +199,7 @@ async def test_a_write_cancelled_while_waiting_for_the_lock_leaves_no_open_trans
         writer = (await runtime.store.principal_db(scope)).writer
         assert not writer.in_transaction
         again = await runtime.memory.remember(
-            scope, [MemoryInput(content="Writes still work afterwards")], CallContext()
+            scope, [MemoryDraft(content="Writes still work afterwards")], CallContext()
         )
         assert again.stored == 1
 
@@ -222,7 +222,7 @@ async def test_recall_does_not_wait_for_another_processs_write_transaction(tmp_p
     settings = load_settings(data_dir=data_dir, principal="alice", busy_timeout_ms=300)
     async with open_server(settings) as runtime:
         await runtime.memory.remember(
-            Scope("alice"), [MemoryInput(content="The staging cluster is called blue-falcon")], CallContext()
+            Scope("alice"), [MemoryDraft(content="The staging cluster is called blue-falcon")], CallContext()
         )
         # Another process, in the middle of a write until it reads a line.
         argv = [sys.executable, "-c", _HOLD_THE_WRITE_LOCK, str(principal_file(data_dir, "alice"))]
@@ -232,7 +232,7 @@ async def test_recall_does_not_wait_for_another_processs_write_transaction(tmp_p
             assert (await holder.stdout.receive()).strip() == b"locked"
             with pytest.raises(StorageError, match="busy"):  # positive control: writes do wait, and give up
                 await runtime.memory.remember(
-                    Scope("alice"), [MemoryInput(content="The prod cluster is called red-heron")], CallContext()
+                    Scope("alice"), [MemoryDraft(content="The prod cluster is called red-heron")], CallContext()
                 )
             for _ in range(3):
                 result = await runtime.memory.recall(Scope("alice"), "staging cluster name", detail="full")

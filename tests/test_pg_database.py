@@ -14,8 +14,7 @@ from mcp_memory.cli.command import main
 from mcp_memory.compose import open_runtime
 from mcp_memory.config import PostgresSettings, load_settings
 from mcp_memory.core.errors import InvalidInputError, StorageError
-from mcp_memory.core.models import Scope
-from mcp_memory.core.schemas import MemoryInput
+from mcp_memory.core.models import MemoryDraft, Scope
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage.pg import migrations
 from mcp_memory.storage.pg.connections import PgDatabase
@@ -93,7 +92,7 @@ def test_doctor_checks_the_database_then_the_store_on_it(
         settings = load_settings()
         async with open_runtime(settings) as core:
             await core.memory.remember(
-                Scope(settings.principal), [MemoryInput(content="The user lives in Oslo")], CallContext()
+                Scope(settings.principal), [MemoryDraft(content="The user lives in Oslo")], CallContext()
             )
 
     anyio.run(serve)

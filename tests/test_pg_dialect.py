@@ -15,8 +15,7 @@ import psycopg
 import pytest
 
 from mcp_memory.core.ids import new_id
-from mcp_memory.core.models import Criteria, MemoryRecord, NewMemory, NewOccurrence, Provenance, Scope
-from mcp_memory.core.schemas import MemoryInput
+from mcp_memory.core.models import Criteria, MemoryDraft, MemoryRecord, NewMemory, NewOccurrence, Provenance, Scope
 from mcp_memory.core.text import segment_for_index
 from mcp_memory.services import inputs
 from mcp_memory.services.intake import content_hash
@@ -111,7 +110,7 @@ def test_an_insert_returns_its_number_and_a_delete_takes_what_hangs_on_the_row()
 def _memory(scope: Scope, text: str, *, tags: tuple[str, ...] = (), supersedes: tuple[str, ...] = ()) -> NewMemory:
     at = time.time()
     vector = np.random.default_rng(len(text)).normal(size=8).astype(np.float32)
-    item = MemoryInput(content=text, kind="fact", tags=list(tags))
+    item = MemoryDraft(content=text, kind="fact", tags=list(tags))
     record = inputs.new_record(scope, item, text, content_hash(None, text), at, at, None, Provenance())
     occurrence = NewOccurrence(new_id(), None, at, {}, Provenance())
     return NewMemory(record, vector, segment_for_index(text), occurrence, supersedes=supersedes)

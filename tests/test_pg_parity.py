@@ -14,8 +14,16 @@ import pytest
 
 from mcp_memory.config import PostgresSettings
 from mcp_memory.core.ids import new_id
-from mcp_memory.core.models import Criteria, GoldenCheckRow, GoldenRow, NewMemory, NewOccurrence, Provenance, Scope
-from mcp_memory.core.schemas import MemoryInput
+from mcp_memory.core.models import (
+    Criteria,
+    GoldenCheckRow,
+    GoldenRow,
+    MemoryDraft,
+    NewMemory,
+    NewOccurrence,
+    Provenance,
+    Scope,
+)
 from mcp_memory.core.text import segment_for_index
 from mcp_memory.services import inputs
 from mcp_memory.services.intake import content_hash
@@ -40,7 +48,7 @@ def _memory(text: str, **fields: Any) -> NewMemory:
     at = fields.pop("at", NOW - 3 * DAY)
     supersedes = fields.pop("supersedes", ())
     vector = np.random.default_rng(len(text)).normal(size=8).astype(np.float32)
-    item = MemoryInput(content=text, **fields)
+    item = MemoryDraft(content=text, **fields)
     record = inputs.new_record(ALICE, item, text, content_hash(None, text), at, at, None, Provenance())
     record.session_key = "s1"
     occurrence = NewOccurrence(new_id(), "s1", at, {}, Provenance())

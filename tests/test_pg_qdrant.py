@@ -13,8 +13,7 @@ import psycopg
 import pytest
 
 from mcp_memory.config import Settings, load_settings
-from mcp_memory.core.models import Scope
-from mcp_memory.core.schemas import MemoryInput
+from mcp_memory.core.models import MemoryDraft, Scope
 from mcp_memory.mcp.server import Server, open_server
 from mcp_memory.services.erasure import ErasureService
 from mcp_memory.services.memory import CallContext
@@ -52,7 +51,7 @@ def _settings(data_dir: Path, dsn: str, engine: str = "qdrant") -> Settings:
 
 
 async def remember(rt: Server, scope: Scope, *texts: str) -> list[str]:
-    result = await rt.memory.remember(scope, [MemoryInput(content=t) for t in texts], CallContext())
+    result = await rt.memory.remember(scope, [MemoryDraft(content=t) for t in texts], CallContext())
     return [item.id for item in result.items if item.id]
 
 

@@ -15,8 +15,8 @@ import pytest
 from mcp_memory.compose import embedder_config, second_opinion_config
 from mcp_memory.config import PostgresSettings, Settings, load_settings
 from mcp_memory.core.errors import NotFoundError
-from mcp_memory.core.models import Criteria, Scope
-from mcp_memory.core.schemas import Hit, MemoryInput
+from mcp_memory.core.models import Criteria, MemoryDraft, Scope
+from mcp_memory.core.recall_shapes import Hit
 from mcp_memory.embed.loader import Embedder
 from mcp_memory.services.memory import CallContext, MemoryService
 from mcp_memory.services.sessions import SessionTracker
@@ -69,7 +69,7 @@ async def _round_trips(store: PostgresStore, call: Awaitable[Any]) -> int:
 
 async def _filled(memory: MemoryService) -> None:
     texts = [f"Service host-{i % 13} runs release {i % 7} in region eu-{i % 5} (note {i})" for i in range(60)]
-    await memory.remember(ALICE, [MemoryInput(content=t) for t in texts], CallContext())
+    await memory.remember(ALICE, [MemoryDraft(content=t) for t in texts], CallContext())
     await memory.recall(ALICE, "warm the index", reinforce=False)  # the index loaded: what every later call finds
 
 
@@ -91,7 +91,7 @@ async def test_a_recall_in_a_store_that_mixes_scripts_reads_within_its_round_tri
     store, (memory, _) = services
     await _filled(memory)
     cjk = [f"服务器{i}号在欧洲区域运行第{i % 7}版" for i in range(12)]
-    await memory.remember(ALICE, [MemoryInput(content=t) for t in cjk], CallContext())
+    await memory.remember(ALICE, [MemoryDraft(content=t) for t in cjk], CallContext())
     await memory.recall(ALICE, "warm the index", reinforce=False)
     # the least of five: each pooled connection used within the idle check's reach at least once
     spent = min([await _round_trips(store, memory.recall(ALICE, "which release runs on host-7?", reinforce=False))
@@ -105,9 +105,9 @@ async def test_a_recall_with_pins_and_links_to_follow_reads_within_its_round_tri
     store, (memory, _) = services
     await _filled(memory)
     told = [
-        MemoryInput(content="Always answer in British English", pinned=True),
-        MemoryInput(content="Nadia leads the Falcon project at work", session_id="s1"),
-        MemoryInput(content="Falcon ships its public beta on June 5", session_id="s1"),
+        MemoryDraft(content="Always answer in British English", pinned=True),
+        MemoryDraft(content="Nadia leads the Falcon project at work", session_id="s1"),
+        MemoryDraft(content="Falcon ships its public beta on June 5", session_id="s1"),
     ]
     await memory.remember(ALICE, told, CallContext())
     await memory.recall(ALICE, "warm the index", reinforce=False)  # the writes replayed into it
@@ -123,13 +123,13 @@ async def test_remember_one_and_a_batch_write_in_one_transaction_within_their_ro
 ) -> None:
     store, (memory, _) = services
     await _filled(memory)
-    one = [MemoryInput(content="The user prefers tea over coffee")]
+    one = [MemoryDraft(content="The user prefers tea over coffee")]
     assert (
         0
         < await _round_trips(store, memory.remember(ALICE, one, CallContext()))
         <= REMEMBER_ONE + _searching(store) + IDLE_CHECK
     )
-    five = [MemoryInput(content=f"Deploy window {i} opens on day {i + 1}") for i in range(5)]
+    five = [MemoryDraft(content=f"Deploy window {i} opens on day {i + 1}") for i in range(5)]
     assert (
         0
         < await _round_trips(store, memory.remember(ALICE, five, CallContext()))
@@ -153,7 +153,7 @@ async def test_a_pooled_connection_holds_no_principal_after_a_call(
     pg_empty: pgcluster.Cluster, services: tuple[PostgresStore, Any]
 ) -> None:
     store, (memory, _) = services
-    await memory.remember(ALICE, [MemoryInput(content="Alice parks on level 3")], CallContext())
+    await memory.remember(ALICE, [MemoryDraft(content="Alice parks on level 3")], CallContext())
     await memory.recall(ALICE, "where does Alice park?", reinforce=False)
     pool = store.database.pool
     held = [await pool.getconn() for _ in range(pool.get_stats()["pool_size"])]  # every one it holds
@@ -172,8 +172,8 @@ async def test_inside_a_call_another_principals_read_is_bound_to_that_principal(
     services: tuple[PostgresStore, Any],
 ) -> None:
     store, (memory, _) = services
-    await memory.remember(ALICE, [MemoryInput(content="Alice's locker is number 12")], CallContext())
-    await memory.remember(BOB, [MemoryInput(content="Bob's locker is number 40")], CallContext())
+    await memory.remember(ALICE, [MemoryDraft(content="Alice's locker is number 12")], CallContext())
+    await memory.remember(BOB, [MemoryDraft(content="Bob's locker is number 40")], CallContext())
     async with store.one_transaction(ALICE):
         bobs = await store.select_memories(BOB, Criteria(), 2e9)
         alices = await store.select_memories(ALICE, Criteria(), 2e9)
@@ -185,8 +185,8 @@ async def test_a_write_that_fails_in_a_call_writes_nothing_and_the_call_reads_on
     services: tuple[PostgresStore, Any],
 ) -> None:
     store, (memory, _) = services
-    await memory.remember(ALICE, [MemoryInput(content="The office opens at 8")], CallContext())
-    replacing = [MemoryInput(content="The office opens at 9", supersedes=["m-missing"])]
+    await memory.remember(ALICE, [MemoryDraft(content="The office opens at 8")], CallContext())
+    replacing = [MemoryDraft(content="The office opens at 9", supersedes=["m-missing"])]
     async with store.one_transaction(ALICE):
         with pytest.raises(NotFoundError):  # it supersedes a memory that is not there
             await memory.remember(ALICE, replacing, CallContext())

@@ -14,8 +14,8 @@ import pytest
 
 from mcp_memory.compose import embedder_config, second_opinion_config
 from mcp_memory.config import PostgresSettings, Settings, load_settings
-from mcp_memory.core.models import Criteria, Scope
-from mcp_memory.core.schemas import Hit, MemoryInput, MemoryOut
+from mcp_memory.core.models import Criteria, MemoryDraft, Scope
+from mcp_memory.core.recall_shapes import Hit, MemoryOut
 from mcp_memory.embed.loader import Embedder
 from mcp_memory.services.erasure import ErasureService
 from mcp_memory.services.memory import CallContext, MemoryService
@@ -72,7 +72,7 @@ async def migrated(pg_empty: pgcluster.Cluster) -> pgcluster.Cluster:
 
 
 async def _remember(memory: MemoryService, scope: Scope, *texts: str) -> list[str]:
-    result = await memory.remember(scope, [MemoryInput(content=t) for t in texts], CallContext())
+    result = await memory.remember(scope, [MemoryDraft(content=t) for t in texts], CallContext())
     return [item.id for item in result.items if item.id]
 
 
@@ -95,7 +95,7 @@ async def test_remember_recall_and_forget_through_the_services(migrated: pgclust
         assert (await _texts(memory, ALICE, "What does the user like to drink?"))[0] == "用户喜欢喝乌龙茶，不加糖"
         assert (await _texts(memory, ALICE, "INV-767"))[0] == "Invoice INV-767 was paid on March 2"
         assert await _texts(memory, BOB, "Where does the user live?") == []
-        again = await memory.remember(ALICE, [MemoryInput(content="The user lives in Berlin")], CallContext())
+        again = await memory.remember(ALICE, [MemoryDraft(content="The user lives in Berlin")], CallContext())
         assert again.items[0].outcome == "merged"
         recalled = await memory.recall(ALICE, "vim keybindings")  # reinforces what it returns
         first = recalled.hits[0]
@@ -144,7 +144,7 @@ async def test_forget_user_leaves_no_text_in_the_cluster_files_and_the_other_pri
         assert dry.confirmation_code is not None
         done = await erasure.forget_user(ALICE, dry.confirmation_code)
         assert done.counts["memories"] == 2
-        assert "write-ahead log keeps what was written until its segments are recycled" in done.note
+        assert "write-ahead log keeps what was written until its segments are recycled" in done.leaves
         pgcluster.psql(migrated, "CHECKPOINT")
         assert _holding(migrated.data / "base", CANARY) == []  # WAL (pg_wal) keeps it until recycled
         assert _holding(migrated.data / "pg_wal", CANARY), "the receipt's caveat is no longer true: reword it"
@@ -166,7 +166,7 @@ async def test_export_lists_memories_in_the_order_they_were_written(
     would supersede it (PostgreSQL returns rows in page order, and an update moves a row)."""
     async with replica() as (store, memory):
         for room in ("B2", "C4"):
-            item = MemoryInput(content=f"The standup room is {room}", key="standup-room")
+            item = MemoryDraft(content=f"The standup room is {room}", key="standup-room")
             await memory.remember(ALICE, [item], CallContext())
         pgcluster.psql(
             migrated, f"ANALYZE memories_{store.database.key('alice')}", user=pgcluster.OWNER

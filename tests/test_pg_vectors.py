@@ -16,7 +16,7 @@ import pytest
 from mcp_memory.config import PostgresSettings
 from mcp_memory.core.errors import StorageError
 from mcp_memory.core.models import Scope
-from mcp_memory.core.schemas import Hit, MemoryOut
+from mcp_memory.core.recall_shapes import Hit, MemoryOut
 from mcp_memory.services.erasure import ErasureService
 from mcp_memory.storage.pg import database, migrations, vector_layout, vector_search
 from mcp_memory.storage.pg.store import PgIndexSearch

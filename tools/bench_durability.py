@@ -21,8 +21,7 @@ from pathlib import Path
 import anyio
 
 from mcp_memory.config import load_settings
-from mcp_memory.core.models import Scope
-from mcp_memory.core.schemas import MemoryInput
+from mcp_memory.core.models import MemoryDraft, Scope
 from mcp_memory.mcp.server import open_server
 from mcp_memory.services.memory import CallContext
 
@@ -36,7 +35,7 @@ async def rate(root: Path, durability: str, memories: int, batch: int) -> float:
         texts = [f"Bench memory {i}: the build on runner {i % 7} took {i % 60} minutes" for i in range(memories)]
         started = time.perf_counter()
         for start in range(0, memories, batch):
-            items = [MemoryInput(content=text) for text in texts[start : start + batch]]
+            items = [MemoryDraft(content=text) for text in texts[start : start + batch]]
             await runtime.memory.remember(scope, items, CallContext())
         return memories / (time.perf_counter() - started)
 

@@ -25,8 +25,7 @@ from stats import markdown_table, median, percentile, verdict
 
 from mcp_memory.compose import open_runtime
 from mcp_memory.config import load_settings
-from mcp_memory.core.models import Scope
-from mcp_memory.core.schemas import MemoryInput
+from mcp_memory.core.models import MemoryDraft, Scope
 from mcp_memory.services.memory import CallContext
 
 REPO = Path(__file__).resolve().parent.parent
@@ -42,7 +41,7 @@ def _seed(data: Path, count: int) -> None:
             texts = synth.distinct(synth.memory, count, seed=13)
             batch = settings.limits.max_batch
             for start in range(0, len(texts), batch):
-                items = [MemoryInput(content=t) for t in texts[start : start + batch]]
+                items = [MemoryDraft(content=t) for t in texts[start : start + batch]]
                 await core.memory.remember(Scope("local-owner"), items, CallContext())
 
     anyio.run(run)

@@ -27,8 +27,7 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from mcp_memory.config import Settings, load_settings
-from mcp_memory.core.models import Scope
-from mcp_memory.core.schemas import MemoryInput
+from mcp_memory.core.models import MemoryDraft, Scope
 from mcp_memory.mcp.server import open_server
 from mcp_memory.services.memory import CallContext
 from mcp_memory.services.portability import export_lines
@@ -47,7 +46,7 @@ async def fill(settings: Settings, stores: list[dict[str, Any]]) -> dict[str, di
     ids: dict[str, dict[str, str]] = {}
     async with open_server(settings, warm=False) as rt:
         for store in stores:
-            items = [MemoryInput(content=m["text"], metadata={"file_id": m["id"]}) for m in store["memories"]]
+            items = [MemoryDraft(content=m["text"], metadata={"file_id": m["id"]}) for m in store["memories"]]
             result = await rt.memory.remember(Scope(store["id"]), items, CallContext())
             ids[store["id"]] = {
                 str(item.id): m["id"] for item, m in zip(result.items, store["memories"], strict=True) if item.id

@@ -38,8 +38,8 @@ from pathlib import Path
 import anyio
 
 from mcp_memory.config import load_settings
-from mcp_memory.core.models import Scope
-from mcp_memory.core.schemas import MemoryInput, MemoryOut
+from mcp_memory.core.models import MemoryDraft, Scope
+from mcp_memory.core.recall_shapes import MemoryOut
 from mcp_memory.mcp.server import open_server
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage.counts import CountStore
@@ -212,7 +212,7 @@ async def run(sessions: list[Session], lifecycle: bool, folder: Path, base_hours
                 await runtime.scheduler.run_once(start + day * 86_400)
                 result.pass_ms.append(1000 * (time.perf_counter() - began))
             items = [
-                MemoryInput(content=e.text, session_id=session.key, importance=e.importance, kind=e.kind)
+                MemoryDraft(content=e.text, session_id=session.key, importance=e.importance, kind=e.kind)
                 for e in session.events
             ]
             if items:

@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from mcp_memory.core.task_schemas import TaskHead
+from mcp_memory.core.task_model import TaskHead
 from mcp_memory.services.task_views import serialised_size
 
 PHASES = [

@@ -332,10 +332,11 @@ def _stored(settings: Settings, command: str) -> None:
 async def _stats(settings: Settings) -> int:
     from mcp_memory.compose import open_runtime
     from mcp_memory.core.models import Scope
+    from mcp_memory.mcp.wire_upkeep import stats_result
 
     _stored(settings, "stats")
     async with open_runtime(settings) as runtime:
-        result = await runtime.stats.stats(Scope(settings.principal, settings.namespace))
+        result = stats_result(await runtime.stats.stats(Scope(settings.principal, settings.namespace)))
     _out(orjson.dumps(result.model_dump(mode="json"), option=orjson.OPT_INDENT_2).decode())
     return 0
 

@@ -33,12 +33,13 @@ import orjson
 
 from mcp_memory.compose import Runtime, open_runtime
 from mcp_memory.config import Settings
-from mcp_memory.core.models import Scope
-from mcp_memory.core.schemas import Hit, MemoryInput, MemoryOut
-from mcp_memory.core.task_schemas import CheckpointReason, TaskSummary
-from mcp_memory.core.templates import hint_text, recall_text, resume_text
+from mcp_memory.core.models import MemoryDraft, Scope
+from mcp_memory.core.recall_shapes import Hit, MemoryOut
+from mcp_memory.core.task_model import CheckpointReason, Task
 from mcp_memory.core.text import keyword_terms, normalize, script
 from mcp_memory.embed.background import background_z
+from mcp_memory.mcp.templates import hint_text, recall_text, resume_text
+from mcp_memory.mcp.wire_tasks import resume_packet
 from mcp_memory.services import foreign, rules, strength
 from mcp_memory.services.recall import matched_terms
 from mcp_memory.services.switch import off_reason
@@ -181,17 +182,17 @@ async def _session_start(runtime: Runtime, scope: Scope) -> Answer:
     pinned = await runtime.memory.pinned(scope)
     task = await _task_in_progress(runtime, scope)
     if task is not None:
-        packet = await runtime.tasks.resume(scope, task.task_id, budget_tokens=RESUME_BUDGET_TOKENS)
-        parts.append(resume_text(packet))  # it carries the pinned memories too
+        found = await runtime.tasks.resume(scope, task.row.task_id, budget_tokens=RESUME_BUDGET_TOKENS)
+        parts.append(resume_text(resume_packet(found)))  # it carries the pinned memories too
     elif pinned:
         parts.append(recall_text("what always applies", pinned, []))
     return Answer("\n\n".join(parts) or None)
 
 
-async def _task_in_progress(runtime: Runtime, scope: Scope) -> TaskSummary | None:
+async def _task_in_progress(runtime: Runtime, scope: Scope) -> Task | None:
     """The most recently changed task of the scope that is neither done nor abandoned."""
     page = await runtime.tasks.list_tasks(scope, limit=20)
-    return next((t for t in page.tasks if t.status not in _FINISHED), None)
+    return next((t for t in page.items if (t.head.tree.status if t.head.tree else None) not in _FINISHED), None)
 
 
 async def _capture(runtime: Runtime, scope: Scope, payload: dict[str, Any], reason: CheckpointReason) -> None:
@@ -200,13 +201,13 @@ async def _capture(runtime: Runtime, scope: Scope, payload: dict[str, Any], reas
     session = str(payload.get("session_id") or "") or None
     statements = notable(_user_texts(payload.get("transcript_path")))
     items = [
-        MemoryInput(
+        MemoryDraft(
             content=text,
             kind="observation",
             tags=["claude-code"],
             metadata={"captured_by": "claude-code hook"},
             session_id=f"claude-code:{session}" if session else None,
-            task_id=task.task_id if task is not None else None,
+            task_id=task.row.task_id if task is not None else None,
         )
         for text in statements
     ]
@@ -214,9 +215,9 @@ async def _capture(runtime: Runtime, scope: Scope, payload: dict[str, Any], reas
         outcome = await foreign.bring_in(runtime.memory, scope, items, apply=True)
         log.info("hook: %d statements, %d new, %d already stored", outcome.read, outcome.stored, outcome.present)
     if task is not None:
-        latest = await runtime.tasks.latest_checkpoint(scope, task.task_id)
-        if latest is None or latest.seq < task.head_seq:  # the head moved since it was last saved
-            await runtime.tasks.checkpoint(scope, task.task_id, changes={}, reason=reason)
+        latest = await runtime.tasks.latest_checkpoint(scope, task.row.task_id)
+        if latest is None or latest.seq < task.row.head_seq:  # the head moved since it was last saved
+            await runtime.tasks.checkpoint(scope, task.row.task_id, changes={}, reason=reason)
 
 
 def notable(texts: list[str]) -> list[str]:

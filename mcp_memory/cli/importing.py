@@ -7,14 +7,13 @@ from pathlib import Path
 
 from mcp_memory.config import Settings
 from mcp_memory.core.errors import InvalidInputError
-from mcp_memory.core.models import Scope
-from mcp_memory.core.schemas import MemoryInput
+from mcp_memory.core.models import MemoryDraft, Scope
 from mcp_memory.services import foreign
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 
 
-def read_source(source: str, path: Path, settings: Settings) -> tuple[list[MemoryInput], int]:
+def read_source(source: str, path: Path, settings: Settings) -> tuple[list[MemoryDraft], int]:
     """The memories ``path`` holds in ``source``'s format, and how many of its entries were empty; a
     path that is not there, or not of that kind, is refused with what to give instead."""
     if source == "markdown":

@@ -1,14 +1,15 @@
 """The records services and storage exchange: scopes, memory rows, criteria, inserts and merges.
 
-These are plain dataclasses; what the tools take and return is in ``schemas`` (memories) and
-``task_schemas`` (tasks). Times on the wire are ISO 8601 UTC; in storage they are POSIX seconds.
+These are plain dataclasses; the task model is in ``task_model``, and what the tools take and
+return is the MCP face's (``mcp/``), built from these. Times on the wire are ISO 8601 UTC; in
+storage they are POSIX seconds.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -41,6 +42,8 @@ class Provenance:
 SCHEDULER = Provenance(client_name="mcp-memory", transport="scheduler")
 
 Tier = Literal["active", "archived"]
+Outcome = Literal["stored", "merged", "rejected"]  # what became of one memory of a remember call
+MemorySort = Literal["time", "created", "importance", "last_used"]  # how a listing orders memories
 RecordOrder = Literal["stored", "importance", "occurred"]  # how select_memories orders what it finds
 # The event left of a memory that is gone (its only one, without content): the deletion receipts.
 GONE_EVENTS = ("evicted", "expired", "forgotten", "undone")
@@ -336,3 +339,55 @@ class CheckpointRow:
     size: int
     checksum: str
     envelope: bytes | None = None
+
+
+_Item = TypeVar("_Item")
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[_Item]):
+    """One page of a listing, and the cursor that continues it (None on the last page)."""
+
+    items: list[_Item]
+    next_cursor: str | None
+
+
+# ----- what callers give: a memory to remember, and the filters of recall, forget and lists --------
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryDraft:
+    """One memory as a caller gives it to remember (the remember tool, an import, the memory file, a
+    hook, a fact the LLM read), before intake checks and redacts it."""
+
+    content: str
+    kind: str = "fact"
+    importance: float | None = None  # estimated from the text when absent
+    tags: list[str] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    occurred_at: datetime | None = None  # default: now
+    task_id: str | None = None
+    session_id: str | None = None  # else the server derives one
+    ttl_seconds: int | None = None
+    supersedes: list[str] = field(default_factory=list)
+    key: str | None = None  # a later memory with the same key supersedes this one
+    pinned: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryFilter:
+    """What recall, forget and a listing narrow by; None is "any". The namespace may only narrow to
+    the caller's own (``services.inputs.recall_criteria`` says so)."""
+
+    kinds: list[str] | None = None
+    tags: list[str] | None = None  # memories carrying any of them
+    occurred_after: datetime | None = None
+    occurred_before: datetime | None = None
+    task_id: str | None = None
+    namespace: str | None = None
+    include_superseded: bool = False
+    include_archived: bool = False
+    include_expired: bool = False
+    pinned: bool | None = None  # lists only, as the three below
+    level: int | None = None
+    conflicts: bool | None = None

@@ -33,6 +33,7 @@ from mcp_memory.inspector.base import (
     page,
     redirect,
 )
+from mcp_memory.mcp.wire_upkeep import forget_user_result, stats_result
 from mcp_memory.services.control_ports import UiSessionRecord
 
 DAYS = 30
@@ -110,7 +111,7 @@ async def logout(request: Request, visitor: Visitor, inspector: Inspector) -> Re
 
 
 async def _health(request: Request, visitor: Visitor, inspector: Inspector) -> Response:
-    stats = await inspector.stats.stats(visitor.scope)
+    stats = stats_result(await inspector.stats.stats(visitor.scope))
     now = time.time()
     rows = await inspector.counts.timeline(visitor.scope, DAYS, now)
     days = [time.strftime("%m-%d", time.gmtime(now - ago * 86_400)) for ago in range(DAYS - 1, -1, -1)]
@@ -159,7 +160,7 @@ async def _health(request: Request, visitor: Visitor, inspector: Inspector) -> R
 async def forget_user(request: Request, visitor: Visitor, inspector: Inspector) -> Response:
     code = (await form_text(request, "confirmation_code")).strip() or None
     try:
-        result = await inspector.erasure.forget_user(visitor.scope, code)
+        result = forget_user_result(await inspector.erasure.forget_user(visitor.scope, code))
     except InvalidInputError:
         problem = "That code did not match, and nothing was deleted. Start again for a new code."
         return html("error.html", 400, visitor=visitor, problem=problem)

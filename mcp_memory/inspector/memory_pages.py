@@ -12,10 +12,12 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from mcp_memory.core.errors import InvalidInputError
-from mcp_memory.core.models import Provenance
-from mcp_memory.core.schemas import ListedMemory, ListFilters, MemoryOut
+from mcp_memory.core.models import MemoryFilter, Provenance
+from mcp_memory.core.recall_shapes import MemoryOut
 from mcp_memory.inspector.auth import Visitor
 from mcp_memory.inspector.base import ROOT, Inspector, form_text, html, notice_of, page, redirect
+from mcp_memory.mcp.schemas import ListedMemory
+from mcp_memory.mcp.wire_memory import forget_result, memory_detail, memory_page
 from mcp_memory.services.intake import CallContext
 
 FILTERS = ("kind", "tag", "namespace", "level", "pinned", "conflicts", "after", "before", "states")
@@ -32,7 +34,7 @@ def _day(text: str | None, field: str, end: bool = False) -> datetime | None:
         raise InvalidInputError(field, f"must be a date from 0001-01-01 to 9999-12-30, not {text[:20]!r}") from None
 
 
-def _filters(query: dict[str, str]) -> ListFilters:
+def _filters(query: dict[str, str]) -> MemoryFilter:
     """The browse filters from the form's fields (empty fields filter nothing)."""
     given = {name: value.strip() for name, value in query.items() if name in FILTERS and value.strip()}
     states = given.get("states", "")
@@ -52,7 +54,7 @@ def _filters(query: dict[str, str]) -> ListFilters:
         "include_archived": states in ("all", "archived"),
         "include_expired": states == "all",
     }
-    return ListFilters(**{k: v for k, v in fields.items() if v is not None})
+    return MemoryFilter(**{k: v for k, v in fields.items() if v is not None})
 
 
 @page
@@ -80,9 +82,10 @@ async def memories(request: Request, visitor: Visitor, inspector: Inspector) -> 
         if found.below_floor:
             note = f"{found.below_floor} more were left out as no closer to the question than any memory."
     else:
-        listing = await inspector.browse.list_memories(
+        found_page = await inspector.browse.list_memories(
             visitor.scope, filters, cursor=query.get("cursor") or None, limit=50
         )
+        listing = memory_page(found_page, "time", True)
         listed, next_cursor = listing.memories, listing.next_cursor
     return html(
         "memories.html",
@@ -98,7 +101,7 @@ async def memories(request: Request, visitor: Visitor, inspector: Inspector) -> 
     )
 
 
-def _kept(hit: MemoryOut, filters: ListFilters) -> bool:
+def _kept(hit: MemoryOut, filters: MemoryFilter) -> bool:
     """What recall's own filters cannot narrow: pinned, level and flagged conflicts."""
     return (
         (filters.pinned is None or hit.pinned == filters.pinned)
@@ -109,7 +112,7 @@ def _kept(hit: MemoryOut, filters: ListFilters) -> bool:
 
 @page
 async def memory(request: Request, visitor: Visitor, inspector: Inspector) -> Response:
-    detail = await inspector.browse.get_memory(visitor.scope, request.path_params["memory_id"])
+    detail = memory_detail(await inspector.browse.get_memory(visitor.scope, request.path_params["memory_id"]))
     return html("memory.html", visitor=visitor, detail=detail, notice=notice_of(request, visitor))
 
 
@@ -117,7 +120,7 @@ async def memory(request: Request, visitor: Visitor, inspector: Inspector) -> Re
 async def correct(request: Request, visitor: Visitor, inspector: Inspector) -> Response:
     memory_id = request.path_params["memory_id"]
     form = await request.form()
-    before = (await inspector.browse.get_memory(visitor.scope, memory_id)).memory
+    before = memory_detail(await inspector.browse.get_memory(visitor.scope, memory_id)).memory
     text, kind = str(form.get("text", "")), str(form.get("kind", "")).strip()
     given = str(form.get("tags", ""))
     # The field shows the tags joined by ", ": sent back as shown, they are unchanged, whatever a tag holds.
@@ -158,11 +161,11 @@ async def forget(request: Request, visitor: Visitor, inspector: Inspector) -> Re
     memory_id = request.path_params["memory_id"]
     confirmed = await form_text(request, "confirm") == "yes"
     # A memory goes with the versions it replaced: an earlier wording must not stay behind.
-    detail = await inspector.browse.get_memory(visitor.scope, memory_id)
+    detail = memory_detail(await inspector.browse.get_memory(visitor.scope, memory_id))
     ids = [memory_id, *(v.id for v in detail.replaces)]
     result = await inspector.memory.forget(visitor.scope, ids=ids, dry_run=not confirmed)
     if not confirmed:
-        return html("forget.html", visitor=visitor, memory_id=memory_id, result=result)
+        return html("forget.html", visitor=visitor, memory_id=memory_id, result=forget_result(result))
     said = f"Forgotten: {result.deleted} deleted from every table and index; only a dated record without text remains."
     return redirect(f"{ROOT}/memories", said, visitor)
 
@@ -176,7 +179,9 @@ async def undo_summary(request: Request, visitor: Visitor, inspector: Inspector)
 
 @page
 async def conflicts(request: Request, visitor: Visitor, inspector: Inspector) -> Response:
-    flagged = await inspector.browse.list_memories(visitor.scope, ListFilters(conflicts=True), limit=200)
+    flagged = memory_page(
+        await inspector.browse.list_memories(visitor.scope, MemoryFilter(conflicts=True), limit=200), "time", True
+    )
     by_id = {m.id: m for m in flagged.memories}
     pairs, seen = [], set()
     for first in flagged.memories:

@@ -14,6 +14,7 @@ from starlette.routing import Route
 
 from mcp_memory.inspector.auth import Visitor
 from mcp_memory.inspector.base import ROOT, Inspector, form_text, html, notice_of, page, redirect, url_segment
+from mcp_memory.mcp import wire_tasks
 
 MAX_DIFF_LINES = 2_000
 
@@ -21,7 +22,7 @@ MAX_DIFF_LINES = 2_000
 @page
 async def tasks(request: Request, visitor: Visitor, inspector: Inspector) -> Response:
     found = await inspector.tasks.list_tasks(visitor.scope, request.query_params.get("cursor") or None, limit=50)
-    return html("tasks.html", visitor=visitor, page=found)
+    return html("tasks.html", visitor=visitor, page=wire_tasks.task_page(found))
 
 
 def _lines(checkpoint: dict[str, Any]) -> list[str]:
@@ -31,8 +32,8 @@ def _lines(checkpoint: dict[str, Any]) -> list[str]:
 
 async def _diff(inspector: Inspector, visitor: Visitor, task_id: str, older: str, newer: str) -> list[tuple[str, str]]:
     """The lines that differ between two checkpoints (with context), each marked +, - or blank."""
-    before = await inspector.tasks.read_checkpoint(visitor.scope, task_id, older)
-    after = await inspector.tasks.read_checkpoint(visitor.scope, task_id, newer)
+    before = wire_tasks.checkpoint_document(*await inspector.tasks.read_checkpoint(visitor.scope, task_id, older))
+    after = wire_tasks.checkpoint_document(*await inspector.tasks.read_checkpoint(visitor.scope, task_id, newer))
     lines = difflib.unified_diff(_lines(before), _lines(after), older, newer, lineterm="", n=2)
     marked = [(line[:1] if line[:1] in "+-@" else " ", line) for line in list(lines)[2:]]
     return marked[:MAX_DIFF_LINES]
@@ -41,7 +42,7 @@ async def _diff(inspector: Inspector, visitor: Visitor, task_id: str, older: str
 @page
 async def task(request: Request, visitor: Visitor, inspector: Inspector) -> Response:
     task_id = request.path_params["task_id"]
-    state = await inspector.tasks.state(visitor.scope, task_id)
+    state = wire_tasks.task_state(await inspector.tasks.state(visitor.scope, task_id))
     timeline = await inspector.tasks.list_checkpoints(visitor.scope, task_id, limit=200)
     older, newer = request.query_params.get("a", ""), request.query_params.get("b", "")
     diff = await _diff(inspector, visitor, task_id, older, newer) if older and newer else None
@@ -50,7 +51,7 @@ async def task(request: Request, visitor: Visitor, inspector: Inspector) -> Resp
         "task.html",
         visitor=visitor,
         state=state,
-        checkpoints=timeline.checkpoints,
+        checkpoints=wire_tasks.checkpoint_page(timeline).checkpoints,
         older=older,
         newer=newer,
         diff=diff,
@@ -63,7 +64,7 @@ async def task(request: Request, visitor: Visitor, inspector: Inspector) -> Resp
 async def rollback(request: Request, visitor: Visitor, inspector: Inspector) -> Response:
     task_id, checkpoint_id = await form_text(request, "task_id"), await form_text(request, "checkpoint_id")
     if await form_text(request, "confirm") != "yes":
-        state = await inspector.tasks.state(visitor.scope, task_id)
+        state = wire_tasks.task_state(await inspector.tasks.state(visitor.scope, task_id))
         await inspector.tasks.read_checkpoint(visitor.scope, task_id, checkpoint_id)  # it exists, or "not found"
         return html("rollback.html", visitor=visitor, state=state, checkpoint_id=checkpoint_id)
     row, _head, copied, warnings = await inspector.tasks.rollback(visitor.scope, task_id, checkpoint_id)

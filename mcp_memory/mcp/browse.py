@@ -8,19 +8,13 @@ from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult
 from pydantic import Field
 
-from mcp_memory.core.schemas import (
-    Bool,
-    CorrectResult,
-    Detail,
-    Float,
-    Int,
-    ListFilters,
-    MemoryDetail,
-    MemoryPage,
-    MemorySort,
-)
+from mcp_memory.core.models import MemorySort
+from mcp_memory.core.numbers import Bool, Float, Int
+from mcp_memory.core.recall_shapes import Detail
+from mcp_memory.mcp import wire_memory
 from mcp_memory.mcp.face import Face, compact
 from mcp_memory.mcp.notify import pin_uris
+from mcp_memory.mcp.schemas import CorrectResult, ListFilters, MemoryDetail, MemoryPage
 from mcp_memory.services.intake import CallContext
 
 LIST_DOC = """List memories page by page, newest first by default: to browse what is stored, not to answer a
@@ -50,13 +44,18 @@ async def list_memories(
     detail: Annotated[Detail, Field(description="listed entries (default) or full records")] = "lean",
 ) -> Annotated[CallToolResult, MemoryPage]:
     page = await face.browse.list_memories(
-        face.scopes.scope(ctx), filters, sort=sort, descending=descending, cursor=cursor, limit=limit, detail=detail
+        face.scopes.scope(ctx),
+        wire_memory.memory_filter(filters),
+        sort=sort,
+        descending=descending,
+        cursor=cursor,
+        limit=limit,
     )
-    return compact(page)
+    return compact(wire_memory.memory_page(page, sort, descending, detail))
 
 
 async def get_memory(face: Face, ctx: Context, id: str) -> Annotated[CallToolResult, MemoryDetail]:
-    return compact(await face.browse.get_memory(face.scopes.scope(ctx), id))
+    return compact(wire_memory.memory_detail(await face.browse.get_memory(face.scopes.scope(ctx), id)))
 
 
 async def correct_memory(
@@ -78,4 +77,4 @@ async def correct_memory(
         importance=importance,
     )
     await face.notifier.changed(pin_uris())
-    return result
+    return wire_memory.correct_result(result)

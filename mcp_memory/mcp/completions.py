@@ -33,7 +33,7 @@ def _matching(candidates: list[tuple[str, str]], partial: str) -> Completion:
 
 async def task_ids(face: Face, partial: str) -> Completion:
     page = await face.tasks.list_tasks(face.scopes.scope(), limit=200)
-    return _matching([(t.task_id, t.title) for t in page.tasks], partial)
+    return _matching([(t.row.task_id, t.row.title) for t in page.items], partial)
 
 
 async def checkpoint_ids(face: Face, task_id: str | None, partial: str) -> Completion:
@@ -43,7 +43,7 @@ async def checkpoint_ids(face: Face, task_id: str | None, partial: str) -> Compl
         page = await face.tasks.list_checkpoints(face.scopes.scope(), task_id, limit=200)
     except (NotFoundError, InvalidInputError):  # not a task of this caller's: nothing to reveal
         return Completion(values=[])
-    return _matching([(c.id, c.reason) for c in page.checkpoints], partial)
+    return _matching([(c.id, c.reason) for c in page.items], partial)
 
 
 async def complete(

@@ -17,9 +17,10 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.resolve import Elicit
 from pydantic import BaseModel, Field
 
-from mcp_memory.core.schemas import ForgetUserResult
 from mcp_memory.mcp.face import Face
 from mcp_memory.mcp.notify import pin_uris
+from mcp_memory.mcp.schemas import ForgetUserResult
+from mcp_memory.mcp.wire_upkeep import forget_user_result
 
 FORGET_USER_DOC = """Delete everything this user has: memories, occurrences, tasks, checkpoints and pins.
 
@@ -69,7 +70,7 @@ async def forget_user(
         if isinstance(person, AcceptedElicitation) and person.data is not None and person.data.delete_everything:
             result = await erasure.forget_user(scope, result.confirmation_code)
         else:
-            return await erasure.withdraw(scope, result)
+            return forget_user_result(await erasure.withdraw(scope, result))
     if not result.dry_run:
         await face.notifier.changed([*pin_uris(), "memory://tasks"])
-    return result
+    return forget_user_result(result)

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Annotated
 
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
-from mcp_memory.core.schemas import Bool, GoldenQueriesResult, GoldenQueryOut
+from mcp_memory.core.numbers import Bool
 from mcp_memory.mcp.face import Face
+from mcp_memory.mcp.schemas import GoldenQueriesResult
+from mcp_memory.mcp.wire_upkeep import golden_result
 
 GOLDEN_DOC = """Golden queries: questions with the memory each must find. Every lifecycle pass (decay,
 consolidation, summaries) is checked against them: what answers them is never evicted, and a pass
@@ -33,32 +34,5 @@ async def golden_queries(
     if query is not None or memory_id is not None:
         await golden.add(scope, query or "", memory_id or "")
     rows = await golden.queries(scope)
-    listed = [GoldenQueryOut(id=q.id, query=q.query, memory_id=q.memory_id, namespace=q.namespace) for q in rows]
-    recall_at_k = None
-    if check:
-        measure = await golden.check_now(scope)
-        listed = [
-            GoldenQueryOut(
-                id=p.id, query=p.query, memory_id=p.memory_id, namespace=p.namespace, found=measure.found[p.id]
-            )
-            for p in measure.probes
-        ]
-        recall_at_k = round(measure.recall, 4)
-    recent, rollbacks = await golden.checks(scope)
-    return GoldenQueriesResult(
-        queries=listed,
-        k=golden.settings.golden_k,
-        recall_at_k=recall_at_k,
-        recent_checks=[
-            {
-                "at": datetime.fromtimestamp(c.at, UTC).isoformat(),
-                "queries": c.queries,
-                "recall_before": round(c.before, 4),
-                "recall_after": round(c.after, 4),
-                "rolled_back": c.rolled_back,
-                **c.detail,
-            }
-            for c in recent
-        ],
-        rollbacks=rollbacks,
-    )
+    measure = await golden.check_now(scope) if check else None
+    return golden_result(golden.settings.golden_k, rows, measure, await golden.checks(scope))

@@ -14,24 +14,23 @@ from mcp_types import CallToolResult
 from pydantic import Field, ValidationError
 
 from mcp_memory.core.errors import InvalidInputError
-from mcp_memory.core.schemas import (
-    Bool,
-    Detail,
-    Float,
+from mcp_memory.core.numbers import Bool, Float, Int
+from mcp_memory.core.recall_shapes import Detail, RecallResult
+from mcp_memory.mcp import wire_memory
+from mcp_memory.mcp.face import Face, compact, problems
+from mcp_memory.mcp.notify import pin_uris
+from mcp_memory.mcp.schemas import (
     ForgetFilter,
     ForgetResult,
-    Int,
     MemoryInput,
     PinResult,
     RecallFilters,
-    RecallResult,
     RememberResult,
     StatsResult,
     UndoSummaryResult,
 )
-from mcp_memory.core.templates import recall_lines
-from mcp_memory.mcp.face import Face, compact, problems
-from mcp_memory.mcp.notify import pin_uris
+from mcp_memory.mcp.templates import recall_lines
+from mcp_memory.mcp.wire_upkeep import stats_result
 from mcp_memory.metrics import REMEMBERED
 from mcp_memory.services.memory import CallContext
 
@@ -114,7 +113,7 @@ async def remember(
         raise InvalidInputError("memories", "give either content (one memory) or memories (a batch), not both")
     if memories is None and content is None:
         raise InvalidInputError("content", "is missing; give the text to remember (or memories=[...])")
-    items = (
+    given = (
         list(memories)
         if memories is not None
         else _one_memory(
@@ -132,17 +131,18 @@ async def remember(
             pinned=pinned,
         )
     )
+    items = [wire_memory.draft(item) for item in given]
 
     async def progress(done: int, total: int, what: str) -> None:
         await ctx.report_progress(done, total, f"{done} of {total} memories {what}")
 
     scopes = face.scopes
-    result = await face.memory.remember(scopes.scope(ctx), items, CallContext(scopes.provenance(ctx), progress))
+    done = await face.memory.remember(scopes.scope(ctx), items, CallContext(scopes.provenance(ctx), progress))
     for outcome in ("stored", "merged", "rejected"):
-        REMEMBERED.inc(getattr(result, outcome), result=outcome)
+        REMEMBERED.inc(done.count(outcome), result=outcome)
     if any(item.pinned for item in items):
         await face.notifier.changed(pin_uris())
-    return result
+    return wire_memory.remember_result(done)
 
 
 async def recall(
@@ -176,7 +176,7 @@ async def recall(
         query,
         k=k,
         budget_tokens=budget_tokens,
-        filters=filters,
+        filters=wire_memory.memory_filter(filters),
         explain=explain,
         reinforce=reinforce,
         preset=preset,
@@ -195,22 +195,25 @@ async def forget(
     filters: Annotated[ForgetFilter | None, Field(description="tags, kinds, time range, task")] = None,
     dry_run: Bool = True,
 ) -> ForgetResult:
-    result = await face.memory.forget(face.scopes.scope(ctx), ids=ids, where=filters, dry_run=dry_run)
-    if result.deleted:
+    where = wire_memory.memory_filter(filters)
+    done = await face.memory.forget(face.scopes.scope(ctx), ids=ids, where=where, dry_run=dry_run)
+    if done.deleted:
         await face.notifier.changed(pin_uris())
-    return result
+    return wire_memory.forget_result(done)
 
 
 async def pin(face: Face, ctx: Context, id: str) -> PinResult:
-    result = await face.memory.pin(face.scopes.scope(ctx), id, True)
-    await face.notifier.changed(pin_uris())
-    return result
+    return await _pin(face, ctx, id, True)
 
 
 async def unpin(face: Face, ctx: Context, id: str) -> PinResult:
-    result = await face.memory.pin(face.scopes.scope(ctx), id, False)
+    return await _pin(face, ctx, id, False)
+
+
+async def _pin(face: Face, ctx: Context, memory_id: str, pinned: bool) -> PinResult:
+    total = await face.memory.pin(face.scopes.scope(ctx), memory_id, pinned)
     await face.notifier.changed(pin_uris())
-    return result
+    return wire_memory.pin_result(memory_id, pinned, total, face.memory.limits.pinned_cap_tokens)
 
 
 async def undo_summary(face: Face, ctx: Context, id: str) -> UndoSummaryResult:
@@ -219,4 +222,4 @@ async def undo_summary(face: Face, ctx: Context, id: str) -> UndoSummaryResult:
 
 
 async def stats(face: Face, ctx: Context) -> StatsResult:
-    return await face.stats.stats(face.scopes.scope(ctx))
+    return stats_result(await face.stats.stats(face.scopes.scope(ctx)))

@@ -18,9 +18,11 @@ from typing import Any
 
 import orjson
 
-from mcp_memory.core.schemas import MemoryOut
-from mcp_memory.core.task_schemas import TaskState
+from mcp_memory.core.recall_shapes import MemoryOut
+from mcp_memory.mcp import wire_tasks
 from mcp_memory.mcp.face import Face
+from mcp_memory.mcp.task_schemas import TaskState
+from mcp_memory.mcp.wire_upkeep import stats_result
 from mcp_memory.services import task_tree
 
 
@@ -106,7 +108,7 @@ def task_markdown(state: TaskState) -> str:
 
 
 async def stats_json(face: Face) -> str:
-    return _json((await face.stats.stats(face.scopes.scope())).model_dump(mode="json"))
+    return _json(stats_result(await face.stats.stats(face.scopes.scope())).model_dump(mode="json"))
 
 
 async def pinned_md(face: Face) -> str:
@@ -118,17 +120,19 @@ async def pinned_json(face: Face) -> str:
 
 
 async def task_list(face: Face) -> str:
-    return _json((await face.tasks.list_tasks(face.scopes.scope(), limit=100)).model_dump(mode="json"))
+    page = await face.tasks.list_tasks(face.scopes.scope(), limit=100)
+    return _json(wire_tasks.task_page(page).model_dump(mode="json"))
 
 
 async def task(face: Face, task_id: str) -> str:
-    return task_markdown(await face.tasks.state(face.scopes.scope(), task_id))
+    return task_markdown(wire_tasks.task_state(await face.tasks.state(face.scopes.scope(), task_id)))
 
 
 async def checkpoint_list(face: Face, task_id: str) -> str:
     page = await face.tasks.list_checkpoints(face.scopes.scope(), task_id, limit=200)
-    return _json(page.model_dump(mode="json"))
+    return _json(wire_tasks.checkpoint_page(page).model_dump(mode="json"))
 
 
 async def checkpoint(face: Face, task_id: str, checkpoint_id: str) -> str:
-    return _json(await face.tasks.read_checkpoint(face.scopes.scope(), task_id, checkpoint_id))
+    row, envelope = await face.tasks.read_checkpoint(face.scopes.scope(), task_id, checkpoint_id)
+    return _json(wire_tasks.checkpoint_document(row, envelope))

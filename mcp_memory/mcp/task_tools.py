@@ -7,22 +7,12 @@ from typing import Annotated, Any
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel, Field
 
-from mcp_memory.core.schemas import Bool, Int
-from mcp_memory.core.task_schemas import (
-    CheckpointPage,
-    CheckpointReason,
-    CheckpointResult,
-    PendingAction,
-    ResumePacket,
-    TaskEdit,
-    TaskNode,
-    TaskPage,
-    TaskUpdateResult,
-    TokenUsage,
-    ToolCallRecord,
-)
+from mcp_memory.core.numbers import Bool, Int
+from mcp_memory.core.task_model import CheckpointReason, PendingAction, TaskEdit, TaskNode, TokenUsage, ToolCallRecord
+from mcp_memory.mcp import wire_tasks
 from mcp_memory.mcp.face import Face
 from mcp_memory.mcp.notify import task_uris
+from mcp_memory.mcp.task_schemas import CheckpointPage, CheckpointResult, ResumePacket, TaskPage, TaskUpdateResult
 
 CHECKPOINT_DOC = """Save a long task's state so it can be resumed exactly, later, from any session or client.
 
@@ -87,7 +77,7 @@ async def checkpoint(
         "token_usage": token_usage,
         "iterations": iterations,
     }
-    result = await face.tasks.checkpoint(
+    saved = await face.tasks.checkpoint(
         face.scopes.scope(ctx),
         task_id,
         changes={k: _as_json(v) for k, v in given.items() if v is not None},
@@ -98,8 +88,8 @@ async def checkpoint(
         expected_head=expected_head,
         in_namespace=namespaced,
     )
-    await face.notifier.changed(task_uris(result.checkpoint.task_id, checkpoint=True))
-    return result
+    await face.notifier.changed(task_uris(saved.checkpoint.task_id, checkpoint=True))
+    return wire_tasks.checkpoint_result(saved)
 
 
 async def resume(
@@ -110,25 +100,25 @@ async def resume(
     budget_tokens: Annotated[Int | None, Field(description="token budget (default 4000)")] = None,
 ) -> ResumePacket:
     scope = face.scopes.scope(ctx)
-    packet = await face.tasks.resume(scope, task_id, checkpoint_id=checkpoint_id, budget_tokens=budget_tokens)
-    if packet.rolled_back_to is not None:
+    found = await face.tasks.resume(scope, task_id, checkpoint_id=checkpoint_id, budget_tokens=budget_tokens)
+    if found.rolled_back_to is not None:
         await face.notifier.changed(task_uris(task_id, checkpoint=True))
-    return packet
+    return wire_tasks.resume_packet(found)
 
 
 async def update_task(
     face: Face, ctx: Context, task_id: str, edits: list[TaskEdit], expected_head: Int | None = None
 ) -> TaskUpdateResult:
-    result = await face.tasks.update_task(face.scopes.scope(ctx), task_id, edits, expected_head)
+    task = await face.tasks.update_task(face.scopes.scope(ctx), task_id, edits, expected_head)
     await face.notifier.changed(task_uris(task_id, checkpoint=False))
-    return result
+    return wire_tasks.update_result(task)
 
 
 async def list_tasks(face: Face, ctx: Context, cursor: str | None = None, limit: Int = 20) -> TaskPage:
-    return await face.tasks.list_tasks(face.scopes.scope(ctx), cursor, limit)
+    return wire_tasks.task_page(await face.tasks.list_tasks(face.scopes.scope(ctx), cursor, limit))
 
 
 async def list_checkpoints(
     face: Face, ctx: Context, task_id: str, cursor: str | None = None, limit: Int = 20
 ) -> CheckpointPage:
-    return await face.tasks.list_checkpoints(face.scopes.scope(ctx), task_id, cursor, limit)
+    return wire_tasks.checkpoint_page(await face.tasks.list_checkpoints(face.scopes.scope(ctx), task_id, cursor, limit))

@@ -11,32 +11,26 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 
-from mcp_memory.core.caution import caution, reveal
 from mcp_memory.core.errors import InvalidInputError, NotFoundError
-from mcp_memory.core.models import Criteria, MemoryHistory, MemoryRecord, Scope, to_datetime
-from mcp_memory.core.schemas import (
-    CorrectResult,
-    Detail,
-    EventOut,
-    LinkOut,
-    ListedMemory,
-    ListFilters,
-    MemoryDetail,
-    MemoryInput,
-    MemoryPage,
+from mcp_memory.core.models import (
+    Criteria,
+    MemoryDraft,
+    MemoryFilter,
+    MemoryHistory,
+    MemoryRecord,
     MemorySort,
-    OccurrenceDetail,
-    VersionOut,
+    Page,
+    Scope,
+    to_datetime,
 )
 from mcp_memory.services import inputs
 from mcp_memory.services.checks import text_field
 from mcp_memory.services.intake import CallContext
 from mcp_memory.services.memory import MemoryService
 from mcp_memory.services.ports import MemoryStore
-from mcp_memory.services.recall import memory_out
 from mcp_memory.services.switch import refuse_if_off
 from mcp_memory.services.task_views import from_cursor, to_cursor
 
@@ -51,67 +45,18 @@ def _at(seconds: float) -> datetime:
     return moment
 
 
-def _listed(record: MemoryRecord) -> ListedMemory:
-    flag = caution(record.content)
-    return ListedMemory(
-        id=record.id,
-        text=reveal(record.content) if flag else record.content,
-        caution=flag,
-        kind=record.kind,
-        tags=record.tags,
-        importance=record.importance,
-        pinned=record.pinned,
-        namespace=record.namespace,
-        occurred_at=_at(record.occurred_at),
-        last_used_at=to_datetime(record.last_accessed_at),
-        tier=record.tier,
-        level=record.level,
-        superseded_by=record.superseded_by,
-        expires_at=to_datetime(record.expires_at),
-        conflicts_with=record.conflicts_with or None,
-    )
+@dataclass(frozen=True, slots=True)
+class Correction:
+    """A correction written: the memory that holds now (the new version, or, ``merged``, the stored
+    memory whose text it already was), the one it replaces, and the fields that changed."""
+
+    id: str
+    replaces: str
+    merged: bool
+    changed: list[str]
 
 
-def _version(record: MemoryRecord) -> VersionOut:
-    return VersionOut(
-        id=record.id,
-        text=record.content,
-        kind=record.kind,
-        valid_from=_at(record.valid_from),
-        valid_to=to_datetime(record.valid_to),
-        superseded_by=record.superseded_by,
-    )
-
-
-def _detail(record: MemoryRecord, history: MemoryHistory) -> MemoryDetail:
-    current: str | None = record.id
-    if record.superseded_by is not None:
-        last = history.newer[-1] if history.newer else None
-        current = last.id if last is not None and last.superseded_by is None else None
-    return MemoryDetail(
-        memory=memory_out(record),
-        current_id=current,
-        replaces=[_version(r) for r in history.older],
-        replaced_by=[_version(r) for r in history.newer],
-        occurrences=[
-            OccurrenceDetail(
-                id=o.id,
-                occurred_at=_at(o.occurred_at),
-                recorded_at=_at(o.created_at),
-                session_key=o.session_key,
-                client_name=o.provenance.client_name,
-                transport=o.provenance.transport,
-                metadata=o.metadata,
-            )
-            for o in history.occurrences
-        ],
-        summarized_in=history.summarized_in,
-        links=[LinkOut(id=target, via=via) for via, target in history.links],
-        events=[EventOut(at=_at(at), event=event, detail=detail) for at, event, detail in history.events],
-    )
-
-
-def list_criteria(scope: Scope, filters: ListFilters | None) -> Criteria:
+def list_criteria(scope: Scope, filters: MemoryFilter | None) -> Criteria:
     """A list's filters as storage criteria: recall's, and the pin, level and conflict flags."""
     criteria = inputs.recall_criteria(scope, filters)
     if filters is None:
@@ -130,14 +75,13 @@ class BrowseService:
     async def list_memories(
         self,
         scope: Scope,
-        filters: ListFilters | None = None,
+        filters: MemoryFilter | None = None,
         *,
         sort: MemorySort = "time",
         descending: bool = True,
         cursor: str | None = None,
         limit: int = 20,
-        detail: Detail = "lean",
-    ) -> MemoryPage:
+    ) -> Page[MemoryRecord]:
         """A page of the memories the filters keep, in ``sort`` order; ``next_cursor`` pages on."""
         await refuse_if_off(self.memory.switch, scope, "nothing was read")
         if not 1 <= limit <= MAX_PAGE:
@@ -157,14 +101,9 @@ class BrowseService:
         if len(records) > limit:
             last = page[-1]
             more = to_cursor([sort, descending, _sort_value(last, sort), last.written])
-        return MemoryPage(
-            memories=[memory_out(r) if detail == "full" else _listed(r) for r in page],
-            sort=sort,
-            descending=descending,
-            next_cursor=more,
-        )
+        return Page(page, more)
 
-    async def get_memory(self, scope: Scope, memory_id: str) -> MemoryDetail:
+    async def get_memory(self, scope: Scope, memory_id: str) -> tuple[MemoryRecord, MemoryHistory]:
         """One memory in any state (current, replaced, archived, expired) with its history."""
         text_field("id", memory_id)
         await refuse_if_off(self.memory.switch, scope, "nothing was read")
@@ -180,7 +119,7 @@ class BrowseService:
                     f"it was {went[1]} on {when:%Y-%m-%d %H:%M} UTC; only that record of it remains",
                 )
             raise NotFoundError("memory", memory_id)
-        return _detail(found[0], await self.store.browse.history(scope, found[0]))
+        return found[0], await self.store.browse.history(scope, found[0])
 
     async def correct_memory(
         self,
@@ -192,7 +131,7 @@ class BrowseService:
         kind: str | None = None,
         tags: list[str] | None = None,
         importance: float | None = None,
-    ) -> CorrectResult:
+    ) -> Correction:
         """Write a corrected version of a current memory that supersedes it (history kept)."""
         text_field("id", memory_id)
         record = await self._current(scope, memory_id)
@@ -222,10 +161,7 @@ class BrowseService:
         outcome = result.items[0]
         if outcome.outcome == "rejected" or outcome.id is None:
             raise InvalidInputError("text", f"was not stored: {outcome.reason}")
-        if outcome.outcome == "merged":
-            note = f"the corrected text is already memory {outcome.id!r}: {memory_id!r} now points to it"
-            return CorrectResult(id=outcome.id, replaces=memory_id, outcome="merged", changed=changed, note=note)
-        return CorrectResult(id=outcome.id, replaces=memory_id, outcome="corrected", changed=changed)
+        return Correction(outcome.id, memory_id, outcome.outcome == "merged", changed)
 
     async def receipts(self, scope: Scope, limit: int = 50) -> list[tuple[str, datetime, str]]:
         """What went (memory id, when, how: forgotten, expired, evicted, undone), newest first; for
@@ -282,10 +218,10 @@ def _corrected(
     tags: list[str] | None,
     importance: float | None,
     now: float,
-) -> MemoryInput:
+) -> MemoryDraft:
     """The new version: the changed fields, and everything else as the memory had it."""
     ttl = max(1, math.ceil(record.expires_at - now)) if record.expires_at is not None else None
-    return MemoryInput(
+    return MemoryDraft(
         content=text if text is not None else record.content,
         kind=kind if kind is not None else record.kind,
         importance=importance if importance is not None else record.importance,

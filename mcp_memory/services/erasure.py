@@ -12,15 +12,33 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from mcp_memory.core.errors import AccessDeniedError, InvalidInputError
-from mcp_memory.core.models import Scope, to_datetime
-from mcp_memory.core.schemas import ForgetUserResult
+from mcp_memory.core.models import Scope
 from mcp_memory.services.checks import text_field
 from mcp_memory.services.control_ports import ConfirmationCodes
 from mcp_memory.services.ports import MemoryStore
 
 CODE_SECONDS = 300
+
+
+@dataclass(frozen=True, slots=True)
+class Erasure:
+    """What forget_user counted (a dry run: the code that confirms it, open until ``code_expires_at``,
+    or withdrawn because the person said no) or deleted (``erased_at``; ``leaves`` says what the
+    backend still holds for a while)."""
+
+    counts: dict[str, int]
+    confirmation_code: str | None = None
+    code_expires_at: float | None = None
+    withdrawn: bool = False
+    erased_at: float | None = None
+    leaves: str = ""
+
+    @property
+    def dry_run(self) -> bool:
+        return self.erased_at is None
 
 
 class LocalCodes:
@@ -53,7 +71,7 @@ class ErasureService:
         self.clock = clock
         self.codes: ConfirmationCodes = codes if codes is not None else LocalCodes()
 
-    async def forget_user(self, scope: Scope, confirmation_code: str | None = None) -> ForgetUserResult:
+    async def forget_user(self, scope: Scope, confirmation_code: str | None = None) -> Erasure:
         """Everything of ``scope``'s principal, in every namespace: a caller bound to one namespace,
         which cannot see the others, may neither count nor erase them."""
         if scope.namespace is not None:
@@ -67,29 +85,15 @@ class ErasureService:
             counts = await self.rows.principal_counts(scope)
             code = f"{secrets.token_hex(3)}-{secrets.token_hex(3)}"
             await self.codes.issue(scope.principal, code, now + CODE_SECONDS)
-            return ForgetUserResult(
-                dry_run=True,
-                counts=counts,
-                confirmation_code=code,
-                code_expires_at=to_datetime(now + CODE_SECONDS),
-                note="nothing was deleted. To delete ALL of this user's memories, tasks, checkpoints and pins, "
-                "first confirm with the user, then call forget_user again with this confirmation_code "
-                f"within {CODE_SECONDS // 60} minutes.",
-            )
+            return Erasure(counts, confirmation_code=code, code_expires_at=now + CODE_SECONDS)
         return await self._erase(scope, confirmation_code, now)
 
-    async def withdraw(self, scope: Scope, dry: ForgetUserResult) -> ForgetUserResult:
+    async def withdraw(self, scope: Scope, dry: Erasure) -> Erasure:
         """The person said no: the open code is void, and the dry run says so (without it)."""
         await self.codes.void(scope.principal)
-        return dry.model_copy(
-            update={
-                "confirmation_code": None,
-                "code_expires_at": None,
-                "note": "the user declined: nothing was deleted, and no confirmation code is open",
-            }
-        )
+        return replace(dry, confirmation_code=None, code_expires_at=None, withdrawn=True)
 
-    async def _erase(self, scope: Scope, confirmation_code: str, now: float) -> ForgetUserResult:
+    async def _erase(self, scope: Scope, confirmation_code: str, now: float) -> Erasure:
         text_field("confirmation_code", confirmation_code)
         if not await self.codes.take(scope.principal, confirmation_code, now):
             raise InvalidInputError(
@@ -97,10 +101,4 @@ class ErasureService:
                 "is wrong, used or expired, and nothing was deleted; call forget_user without it to get a new code",
             )
         counts = await self.store.erase_principal(scope, now)
-        return ForgetUserResult(
-            dry_run=False,
-            counts=counts,
-            erased_at=to_datetime(now),
-            note="every memory, occurrence, embedding, index entry, task, checkpoint and pin of this user was "
-            f"deleted, {self.store.erasure_leaves}",
-        )
+        return Erasure(counts, erased_at=now, leaves=self.store.erasure_leaves)

@@ -22,9 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcp_memory.core.errors import LlmPausedError, MemoryServerError, UpstreamError
-from mcp_memory.core.models import SCHEDULER, MemoryRecord, Scope, to_datetime
-from mcp_memory.core.schemas import MemoryInput
-from mcp_memory.core.templates import template
+from mcp_memory.core.models import SCHEDULER, MemoryDraft, MemoryRecord, Scope, to_datetime
+from mcp_memory.core.prompt_files import template
 from mcp_memory.core.text import identifiers, language, normalize
 from mcp_memory.llm.client import LlmClient
 from mcp_memory.services import summarize
@@ -135,7 +134,7 @@ class FactService:
         return ExtractOutcome(facts=stored, refused=refused, skipped=skipped)
 
     async def _store(self, scope: Scope, source: MemoryRecord, kind: str, text: str) -> int:
-        item = MemoryInput(
+        item = MemoryDraft(
             content=text,
             kind=kind,
             importance=max(source.importance, 0.6),

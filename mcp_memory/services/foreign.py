@@ -18,12 +18,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from pydantic import ValidationError
 
 from mcp_memory.config import Limits
 from mcp_memory.core.errors import InvalidInputError
-from mcp_memory.core.models import Provenance, Scope
-from mcp_memory.core.schemas import MemoryInput
+from mcp_memory.core.models import MemoryDraft, Provenance, Scope
 from mcp_memory.services import inputs, intake
 from mcp_memory.services.intake import CallContext, Progress
 from mcp_memory.services.memory import MemoryService
@@ -60,11 +58,11 @@ def _spaced(name: str) -> str:
 # ----- server-memory -----------------------------------------------------------------------
 
 
-def from_server_memory(lines: Sequence[bytes], limits: Limits) -> list[MemoryInput]:
+def from_server_memory(lines: Sequence[bytes], limits: Limits) -> list[MemoryDraft]:
     """The reference server's memory.jsonl: each observation of an entity becomes a memory that names
     it, each relation a memory naming both ends (recall links memories through the names they share);
     names and types are kept as tags and metadata."""
-    items: list[MemoryInput] = []
+    items: list[MemoryDraft] = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -73,12 +71,12 @@ def from_server_memory(lines: Sequence[bytes], limits: Limits) -> list[MemoryInp
             if not isinstance(row, dict):
                 raise ValueError("is not a JSON object")
             items.extend(_graph_row(row, limits))
-        except (orjson.JSONDecodeError, ValueError, TypeError, ValidationError) as exc:
+        except (orjson.JSONDecodeError, ValueError, TypeError) as exc:
             raise InvalidInputError(f"line {number}", f"is not a server-memory entity or relation: {exc}") from None
     return items
 
 
-def _graph_row(row: dict[str, Any], limits: Limits) -> list[MemoryInput]:
+def _graph_row(row: dict[str, Any], limits: Limits) -> list[MemoryDraft]:
     kind = row.get("type")
     if kind == "entity":
         name, entity_type = _text(row, "name"), str(row.get("entityType") or "entity")
@@ -89,14 +87,14 @@ def _graph_row(row: dict[str, Any], limits: Limits) -> list[MemoryInput]:
         tags = [_tag(name, limits), _tag(entity_type, limits)]
         # "Name (type): ..." keeps the name a name: a bare "Name: " reads as a speaker, not a subject.
         texts = [f"{_spaced(name)} ({entity_type}): {o.strip()}" for o in observations if o.strip()]
-        return [MemoryInput(content=t, kind="observation", tags=tags, metadata=meta) for t in texts] or [
-            MemoryInput(content=f"{_spaced(name)} is a {entity_type}", tags=tags, metadata=meta)
+        return [MemoryDraft(content=t, kind="observation", tags=tags, metadata=meta) for t in texts] or [
+            MemoryDraft(content=f"{_spaced(name)} is a {entity_type}", tags=tags, metadata=meta)
         ]
     if kind == "relation":
         source, target, relation = _text(row, "from"), _text(row, "to"), _text(row, "relationType")
         meta = {"imported_from": "server-memory", "relation": relation, "from": source, "to": target}
         content = f"{_spaced(source)} {_spaced(relation)} {_spaced(target)}"
-        return [MemoryInput(content=content, tags=[_tag(source, limits), _tag(target, limits)], metadata=meta)]
+        return [MemoryDraft(content=content, tags=[_tag(source, limits), _tag(target, limits)], metadata=meta)]
     raise ValueError(f'"type" must be "entity" or "relation", not {kind!r}')
 
 
@@ -110,7 +108,7 @@ def _text(row: dict[str, Any], name: str) -> str:
 # ----- mem0 --------------------------------------------------------------------------------
 
 
-def from_mem0(data: bytes, limits: Limits) -> tuple[list[MemoryInput], int]:
+def from_mem0(data: bytes, limits: Limits) -> tuple[list[MemoryDraft], int]:
     """A mem0 export: `get_all`'s {"results": [...]}, {"memories": [...]}, a JSON list, or JSON lines;
     each entry's `memory` is the text, `categories` become tags, `created_at` when it happened. Also
     how many entries hold an empty memory: nothing to keep, they are counted and skipped."""
@@ -136,12 +134,12 @@ def from_mem0(data: bytes, limits: Limits) -> tuple[list[MemoryInput], int]:
             continue
         try:
             items.append(_mem0_entry(entry, limits))
-        except (ValueError, TypeError, ValidationError) as exc:
+        except (ValueError, TypeError) as exc:
             raise InvalidInputError(f"memory {number}", f"is not a mem0 memory: {exc}") from None
     return items, empty
 
 
-def _mem0_entry(entry: Any, limits: Limits) -> MemoryInput:
+def _mem0_entry(entry: Any, limits: Limits) -> MemoryDraft:
     if not isinstance(entry, dict):
         raise ValueError("is not a JSON object")
     text = entry.get("memory", entry.get("text"))
@@ -156,7 +154,7 @@ def _mem0_entry(entry: Any, limits: Limits) -> MemoryInput:
     categories = entry.get("categories") or []
     tags = [_tag(c, limits) for c in categories if isinstance(c, str) and c.strip()]
     when = entry.get("created_at") or entry.get("updated_at")
-    return MemoryInput(content=text, tags=tags, metadata=meta, occurred_at=_moment(when))
+    return MemoryDraft(content=text, tags=tags, metadata=meta, occurred_at=_moment(when))
 
 
 def _moment(value: Any, field: str = "created_at") -> datetime | None:
@@ -181,10 +179,10 @@ class Note:
     modified: float
 
 
-def from_markdown(notes: Iterable[Note], limits: Limits) -> list[MemoryInput]:
+def from_markdown(notes: Iterable[Note], limits: Limits) -> list[MemoryDraft]:
     """One memory per section (a heading and the text under it), or per note without headings; the
     front matter is kept as metadata (its `tags` as tags, `kind` as the kind, `date` as the time)."""
-    items: list[MemoryInput] = []
+    items: list[MemoryDraft] = []
     for note in notes:
         front, body = _front_matter(note.text)
         tags = [_tag(t, limits) for t in _as_list(front.get("tags")) if t.strip()]
@@ -201,7 +199,7 @@ def from_markdown(notes: Iterable[Note], limits: Limits) -> list[MemoryInput]:
             parts = _parts(f"{heading}: {text}" if heading else text, limits.max_content_bytes)
             kind = kind if _KIND_WORD.match(kind) else "note"
             items.extend(
-                MemoryInput(content=part, kind=kind, tags=tags, metadata=meta, occurred_at=moment) for part in parts
+                MemoryDraft(content=part, kind=kind, tags=tags, metadata=meta, occurred_at=moment) for part in parts
             )
     return items
 
@@ -280,7 +278,7 @@ def _parts(text: str, limit: int) -> list[str]:
 async def bring_in(
     memory: MemoryService,
     scope: Scope,
-    items: Sequence[MemoryInput],
+    items: Sequence[MemoryDraft],
     *,
     apply: bool,
     progress: Progress | None = None,

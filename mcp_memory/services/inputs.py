@@ -17,8 +17,7 @@ import orjson
 from mcp_memory.config import Limits, RecallSettings
 from mcp_memory.core.errors import InvalidInputError, LimitExceededError
 from mcp_memory.core.ids import new_id
-from mcp_memory.core.models import Criteria, MemoryRecord, Provenance, Scope, to_seconds
-from mcp_memory.core.schemas import ForgetFilter, MemoryInput, RecallFilters
+from mcp_memory.core.models import Criteria, MemoryDraft, MemoryFilter, MemoryRecord, Provenance, Scope, to_seconds
 from mcp_memory.core.text import language, strip_query_syntax
 from mcp_memory.services import rules, scoring
 from mcp_memory.services.checks import identifier, json_strings, text_field
@@ -27,7 +26,7 @@ _KIND = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 _MAX_TTL = 100 * 365 * 24 * 3600
 
 
-def check_batch(items: Sequence[MemoryInput], limits: Limits) -> None:
+def check_batch(items: Sequence[MemoryDraft], limits: Limits) -> None:
     """The memories of one remember call: at least one, at most ``limits.max_batch``, each well formed."""
     if not items:
         raise InvalidInputError("memories", "is empty; send at least one memory")
@@ -42,7 +41,7 @@ def check_batch(items: Sequence[MemoryInput], limits: Limits) -> None:
         check_memory(i, item, limits)
 
 
-def check_memory(index: int, item: MemoryInput, limits: Limits) -> None:
+def check_memory(index: int, item: MemoryDraft, limits: Limits) -> None:
     """One memory to remember; a failure names ``memories[index]`` and the field."""
     where = f"memories[{index}]"
     _check_content(where, item.content, limits)
@@ -123,7 +122,7 @@ def _check_metadata(where: str, metadata: dict[str, Any], limits: Limits) -> Non
 
 def new_record(
     scope: Scope,
-    item: MemoryInput,
+    item: MemoryDraft,
     content: str,
     h: str,
     occurred: float,
@@ -193,7 +192,7 @@ def check_recall(
     return words, k, budget, preset
 
 
-def recall_criteria(scope: Scope, filters: RecallFilters | None) -> Criteria:
+def recall_criteria(scope: Scope, filters: MemoryFilter | None) -> Criteria:
     """The filters of recall (and forget) as storage criteria; the namespace may only narrow."""
     if filters is None:
         return Criteria()
@@ -230,7 +229,7 @@ def recall_criteria(scope: Scope, filters: RecallFilters | None) -> Criteria:
     )
 
 
-def forget_criteria(scope: Scope, ids: Sequence[str] | None, where: ForgetFilter | None, limits: Limits) -> Criteria:
+def forget_criteria(scope: Scope, ids: Sequence[str] | None, where: MemoryFilter | None, limits: Limits) -> Criteria:
     """What forget deletes: the listed ids, or the filtered memories, in every tier and state."""
     everything = Criteria(include_superseded=True, include_archived=True, include_expired=True)
     if ids is not None:
@@ -254,7 +253,7 @@ def forget_criteria(scope: Scope, ids: Sequence[str] | None, where: ForgetFilter
                 "is empty; give tags, kinds, occurred_after, occurred_before or task_id "
                 "(forgetting everything at once is not offered)",
             )
-        as_recall = RecallFilters(
+        as_recall = MemoryFilter(
             kinds=where.kinds,
             tags=where.tags,
             occurred_after=where.occurred_after,

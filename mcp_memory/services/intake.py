@@ -10,17 +10,64 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from mcp_memory.core.caution import caution
 from mcp_memory.core.ids import new_id
-from mcp_memory.core.models import Merge, NewMemory, NewOccurrence, Provenance, Scope, SecondVector, Vector, to_seconds
-from mcp_memory.core.schemas import MemoryInput, RememberItem
+from mcp_memory.core.models import (
+    MemoryDraft,
+    Merge,
+    NewMemory,
+    NewOccurrence,
+    Outcome,
+    Provenance,
+    Scope,
+    SecondVector,
+    Vector,
+    to_seconds,
+)
 from mcp_memory.core.text import normalize, segment_for_index
 from mcp_memory.services import incoming, inputs, rules
 from mcp_memory.services.relations import Neighbour, Thresholds, relate
 
 MERGED_REASON = "the same memory is already stored; this occurrence was recorded"
+
+
+@dataclass(frozen=True, slots=True)
+class ItemOutcome:
+    """What became of one memory of a remember call (``index``: its position in the call): the
+    memory stored, or the one it merged into, what it superseded and may contradict, and the caution
+    when its text reads as an instruction to the agent."""
+
+    index: int
+    outcome: Outcome
+    id: str | None = None
+    reason: str | None = None
+    superseded: list[str] = field(default_factory=list)
+    conflicts_with: list[str] = field(default_factory=list)
+    caution: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Remembered:
+    """Every item's outcome, in the call's order, and how many were stored, merged and rejected."""
+
+    items: list[ItemOutcome]
+
+    def count(self, outcome: Outcome) -> int:
+        return sum(item.outcome == outcome for item in self.items)
+
+    @property
+    def stored(self) -> int:
+        return self.count("stored")
+
+    @property
+    def merged(self) -> int:
+        return self.count("merged")
+
+    @property
+    def rejected(self) -> int:
+        return self.count("rejected")
 
 
 def content_hash(namespace: str | None, content: str) -> str:
@@ -46,7 +93,7 @@ class Prepared:
     """One item worth keeping: its position in the call, its redacted text and that text's hash."""
 
     index: int
-    item: MemoryInput
+    item: MemoryDraft
     content: str
     hash: str
 
@@ -58,31 +105,30 @@ class Prepared:
 
 @dataclass
 class Intake:
-    results: list[RememberItem | None]  # rejected items already answered; the rest filled by classify
+    results: list[ItemOutcome | None]  # rejected items already answered; the rest filled by classify
     prepared: list[Prepared]
 
 
-def persisted(item: MemoryInput) -> MemoryInput:
+def persisted(item: MemoryDraft) -> MemoryDraft:
     """The one redaction of what a remember stores (DESIGN §7): text, tags and metadata, before the
     text is hashed, embedded or compared, so no copy of a secret reaches the file, an index or a log."""
-    return item.model_copy(
-        update={
-            "content": incoming.redacted(item.content),
-            "tags": incoming.redacted_all(item.tags),
-            "metadata": incoming.redacted_value(item.metadata),
-        }
+    return replace(
+        item,
+        content=incoming.redacted(item.content),
+        tags=incoming.redacted_all(item.tags),
+        metadata=incoming.redacted_value(item.metadata),
     )
 
 
-def prepare(scope: Scope, items: Sequence[MemoryInput]) -> Intake:
+def prepare(scope: Scope, items: Sequence[MemoryDraft]) -> Intake:
     """Redact and normalise every text, answer the throwaways, hash the rest."""
-    results: list[RememberItem | None] = [None] * len(items)
+    results: list[ItemOutcome | None] = [None] * len(items)
     prepared: list[Prepared] = []
     for i, given in enumerate(items):
         item = persisted(given)
         content = normalize(item.content)
         if rules.is_throwaway(content):
-            results[i] = RememberItem(
+            results[i] = ItemOutcome(
                 index=i, outcome="rejected", reason="an acknowledgement carries nothing worth recalling"
             )
             continue
@@ -118,7 +164,7 @@ class Known:
 
 @dataclass
 class Plan:
-    results: list[RememberItem | None]
+    results: list[ItemOutcome | None]
     inserts: list[NewMemory] = field(default_factory=list)
     merges: list[Merge] = field(default_factory=list)
     # Decided earlier in the batch: what a later item must see.
@@ -183,7 +229,7 @@ def _classify_one(
     plan.replaced.update(replaces)
     plan.by_hash[p.hash] = record.id
     plan.inserted.append((vector, record.id, p.content, item.kind))
-    plan.results[p.index] = RememberItem(
+    plan.results[p.index] = ItemOutcome(
         index=p.index, outcome="stored", id=record.id, conflicts_with=conflicts, caution=caution(p.content)
     )
 
@@ -194,6 +240,6 @@ def _merge(p: Prepared, target: str, replaces: list[str], occurrence: NewOccurre
     plan.replaced.update(fresh)
     lasts = now + p.item.ttl_seconds if p.item.ttl_seconds else None
     plan.merges.append(Merge(target_id=target, occurrence=occurrence, seen_at=now, supersedes=fresh, expires_at=lasts))
-    plan.results[p.index] = RememberItem(
+    plan.results[p.index] = ItemOutcome(
         index=p.index, outcome="merged", id=target, reason=MERGED_REASON, caution=caution(p.content)
     )

@@ -28,8 +28,8 @@ from mcp_memory.core.envelope import unpack
 from mcp_memory.core.errors import ConflictError, StorageError, UpstreamError
 from mcp_memory.core.ids import new_id
 from mcp_memory.core.models import SCHEDULER, MemoryRecord, NewMemory, NewOccurrence, Scope, TaskSummaryRow
-from mcp_memory.core.task_schemas import TaskHead
-from mcp_memory.core.templates import template
+from mcp_memory.core.prompt_files import template
+from mcp_memory.core.task_model import TaskHead
 from mcp_memory.core.text import estimate_tokens, language, normalize, segment_for_index
 from mcp_memory.embed.loader import Embedder
 from mcp_memory.llm.client import LlmClient

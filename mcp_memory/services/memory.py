@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import NoReturn
 
@@ -24,24 +24,13 @@ from mcp_memory.core.models import (
     Centring,
     Criteria,
     DenseHits,
+    MemoryDraft,
+    MemoryFilter,
     MemoryRecord,
     Scope,
     Vector,
-    to_datetime,
 )
-from mcp_memory.core.schemas import (
-    Detail,
-    ForgetFilter,
-    ForgetItem,
-    ForgetResult,
-    MemoryInput,
-    MemoryOut,
-    PinResult,
-    RecallFilters,
-    RecallResult,
-    RememberItem,
-    RememberResult,
-)
+from mcp_memory.core.recall_shapes import Detail, MemoryOut, RecallResult
 from mcp_memory.core.text import (
     estimate_tokens,
     keyword_terms,
@@ -71,6 +60,17 @@ log = logging.getLogger(__name__)
 
 def link_words(via: str) -> str:
     return repr(via) if via else "session"
+
+
+@dataclass(frozen=True, slots=True)
+class Forgotten:
+    """What forget matched, oldest first, and (not a dry run) how many went and whether the freed
+    pages were wiped at once (``scrubbed``; else at a later write)."""
+
+    records: list[MemoryRecord]
+    dry_run: bool
+    deleted: int = 0
+    scrubbed: bool = True
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,7 @@ class MemoryService:
     # ----- remember ------------------------------------------------------------------------
 
     @in_one_transaction("store")
-    async def remember(self, scope: Scope, items: Sequence[MemoryInput], ctx: CallContext) -> RememberResult:
+    async def remember(self, scope: Scope, items: Sequence[MemoryDraft], ctx: CallContext) -> intake.Remembered:
         """Prepare the batch, read what is known about it (stored copies, vectors, one neighbour
         search), classify every item, write once, report."""
         inputs.check_batch(items, self.limits)
@@ -194,28 +194,23 @@ class MemoryService:
         )
 
     async def _report(
-        self, scope: Scope, items: Sequence[MemoryInput], plan: intake.Plan, applied: Applied
-    ) -> RememberResult:
+        self, scope: Scope, items: Sequence[MemoryDraft], plan: intake.Plan, applied: Applied
+    ) -> intake.Remembered:
         """Each item's outcome after the write: an insert another process made first is a merge; a
         merge asked to pin pins the memory; what each memory superseded."""
-        final: list[RememberItem] = []
+        final: list[intake.ItemOutcome] = []
         for result in plan.results:
             assert result is not None
             if result.outcome == "stored" and result.id in applied.merged:  # stored meanwhile elsewhere
-                result = RememberItem(
-                    index=result.index, outcome="merged", id=applied.merged[result.id], reason=intake.MERGED_REASON
+                result = intake.ItemOutcome(
+                    result.index, "merged", id=applied.merged[result.id], reason=intake.MERGED_REASON
                 )
             if result.outcome == "merged" and result.id and items[result.index].pinned:
                 await self.pin(scope, result.id, True)  # "remember this, pinned" about a stored memory
             if result.outcome in ("stored", "merged") and result.id in applied.superseded:
-                result = result.model_copy(update={"superseded": applied.superseded[result.id]})
+                result = replace(result, superseded=applied.superseded[result.id])
             final.append(result)
-        return RememberResult(
-            items=final,
-            stored=sum(r.outcome == "stored" for r in final),
-            merged=sum(r.outcome == "merged" for r in final),
-            rejected=sum(r.outcome == "rejected" for r in final),
-        )
+        return intake.Remembered(final)
 
     async def _pinned_tokens(self, scope: Scope, now: float, leaving: set[str] | None = None) -> int:
         pinned = await self.store.select_memories(scope, Criteria(pinned=True), now)
@@ -231,8 +226,9 @@ class MemoryService:
                 limit=cap,
             )
 
-    async def pin(self, scope: Scope, memory_id: str, pinned: bool = True) -> PinResult:
-        """Pin (or unpin) a memory: it then always comes back with recall and resume."""
+    async def pin(self, scope: Scope, memory_id: str, pinned: bool = True) -> int:
+        """Pin (or unpin) a memory: it then always comes back with recall and resume. Returns the
+        tokens of all pinned memories visible here (limits.pinned_cap_tokens caps them)."""
         text_field("id", memory_id)
         await refuse_if_off(self.switch, scope, "nothing was changed")
         now = self.clock()
@@ -248,7 +244,7 @@ class MemoryService:
             total -= estimate_tokens(record.content)
         if record.pinned != pinned:
             await self.store.set_pinned(scope, record.id, pinned)
-        return PinResult(id=memory_id, pinned=pinned, pinned_tokens=total, cap_tokens=self.limits.pinned_cap_tokens)
+        return total
 
     # ----- recall --------------------------------------------------------------------------
 
@@ -260,7 +256,7 @@ class MemoryService:
         *,
         k: int | None = None,
         budget_tokens: int | None = None,
-        filters: RecallFilters | None = None,
+        filters: MemoryFilter | None = None,
         explain: bool = False,
         reinforce: bool = True,
         preset: str | None = None,
@@ -455,9 +451,9 @@ class MemoryService:
         scope: Scope,
         *,
         ids: Sequence[str] | None = None,
-        where: ForgetFilter | None = None,
+        where: MemoryFilter | None = None,
         dry_run: bool = True,
-    ) -> ForgetResult:
+    ) -> Forgotten:
         if (ids is None) == (where is None):
             raise InvalidInputError("ids", "give either ids or filters (exactly one of them)")
         # Memory off: nothing is read (a dry run's previews are text) and nothing goes; forget_user
@@ -470,31 +466,7 @@ class MemoryService:
             missing = [i for i in dict.fromkeys(ids) if i not in {r.id for r in records}]
             if missing:
                 raise NotFoundError("memory", missing[0])
-        items = [
-            ForgetItem(id=r.id, kind=r.kind, preview=r.content[:80], occurred_at=to_datetime(r.occurred_at))
-            for r in records
-        ]
-        summaries = sum(r.level > 0 for r in records)
-        # Forgetting a summary forgets its wording, not what it summarized: say so.
-        held = (
-            f" {summaries} of them are summaries: the memories they hold come back to recall (their ids are in"
-            " source_ids); forget those too to remove that text."
-            if summaries
-            else ""
-        )
         if dry_run:
-            return ForgetResult(
-                dry_run=True,
-                matched=len(records),
-                deleted=0,
-                items=items,
-                note=f"dry run: nothing was deleted; call again with dry_run=false to delete these.{held}",
-            )
+            return Forgotten(records, dry_run=True)
         deleted, scrubbed = await self.store.delete(scope, [r.id for r in records], derived=True)
-        note = "deleted from every table and index; freed pages zeroed and the write-ahead log emptied"
-        if not scrubbed:
-            note = (
-                "deleted from every table and index; another process is reading the store, so the write-ahead "
-                "log keeps old pages until it lets go: they are wiped at a later write"
-            )
-        return ForgetResult(dry_run=False, matched=len(records), deleted=deleted, items=items, note=note + "." + held)
+        return Forgotten(records, dry_run=False, deleted=deleted, scrubbed=scrubbed)

@@ -33,8 +33,7 @@ import anyio
 
 from mcp_memory.config import Limits
 from mcp_memory.core.errors import MemoryServerError
-from mcp_memory.core.models import Criteria, MemoryRecord, Provenance, Scope
-from mcp_memory.core.schemas import MemoryInput
+from mcp_memory.core.models import Criteria, MemoryDraft, MemoryRecord, Provenance, Scope
 from mcp_memory.core.text import TextProblem, check_text, estimate_tokens
 from mcp_memory.services import incoming
 from mcp_memory.services.control_ports import PassControl
@@ -290,7 +289,7 @@ class MemoryFile:
                 await self.memory.remember(
                     self.scope,
                     [
-                        MemoryInput(
+                        MemoryDraft(
                             content=i.text,
                             key=KEY_PREFIX + i.key,
                             pinned=True,

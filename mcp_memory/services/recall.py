@@ -18,7 +18,7 @@ from pydantic import BaseModel
 
 from mcp_memory.core.caution import caution, reveal
 from mcp_memory.core.models import DenseHits, MemoryRecord, to_datetime
-from mcp_memory.core.schemas import Detail, Hit, MemoryOut, Pin, RecallResult, Signals
+from mcp_memory.core.recall_shapes import Detail, Hit, MemoryOut, Pin, RecallResult, Signals
 from mcp_memory.core.text import estimate_tokens, has_cjk, shares_stem
 from mcp_memory.services import incoming, scoring
 from mcp_memory.services.question import DATED_SECONDS, DEMOTIONS, Understanding

@@ -24,7 +24,7 @@ import anyio
 from mcp_memory.config import RecallSettings
 from mcp_memory.core.errors import UpstreamError
 from mcp_memory.core.models import MemoryRecord, to_datetime
-from mcp_memory.core.templates import template
+from mcp_memory.core.prompt_files import template
 from mcp_memory.llm.client import LlmClient
 
 log = logging.getLogger(__name__)

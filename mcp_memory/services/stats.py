@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 from typing import Any
 
-from mcp_memory.core.models import Scope, to_datetime
-from mcp_memory.core.schemas import StatsResult
+from mcp_memory.core.models import GoldenCheckRow, Scope
 from mcp_memory.embed.loader import models_loaded
 from mcp_memory.llm.client import LlmClient
 from mcp_memory.metrics import Process
@@ -16,6 +16,33 @@ from mcp_memory.services.control_ports import PassControl
 from mcp_memory.services.facts import FACT_KINDS
 from mcp_memory.services.ports import MemoryStore
 from mcp_memory.services.switch import SwitchState, off_reason
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    """What this server holds for the caller and how the process is doing (times in seconds)."""
+
+    off_reason: str | None  # why memory is off for the caller (the kill switch); None when on
+    principal_file: str  # the whole path, or only the file's name for a remote caller
+    memories: dict[str, int]
+    events: dict[str, int]
+    tables: dict[str, int]
+    vector_index_rows: int | None
+    vector_engine: str
+    embedding_model: str | None
+    embedding_dimension: int | None
+    models_loaded: int
+    schedulers_running: int
+    process_id: int
+    uptime_seconds: float
+    recent_passes: list[dict[str, Any]]  # without holder or per-principal details
+    pending: dict[str, int]
+    fact_checks_passed: int
+    fact_checks_failed: int
+    llm_usage: dict[str, Any] | None
+    golden_queries: int
+    golden_rollbacks: int
+    last_golden_check: GoldenCheckRow | None
 
 
 class StatsService:
@@ -38,7 +65,7 @@ class StatsService:
         self.control = control
         self.started = time.monotonic()
 
-    async def stats(self, scope: Scope) -> StatsResult:
+    async def stats(self, scope: Scope) -> Stats:
         model_id, dim = await self.store.stored_model(scope)
         path = self.store.path_for(scope)
         pending = await self.counts.pending(scope, summarize.MAX_FAILURES)
@@ -49,9 +76,10 @@ class StatsService:
             pending["memories_not_yet_read_for_facts"] = await self.rows.unread_for_facts(scope, FACT_KINDS)
         # The passes run over every principal of the data directory: their times and outcomes are
         # shown, not their counts (those would tell one user what the others hold).
-        passes = [_pass_out(p) for p in await self.control.recent(5)]
-        return StatsResult(
-            memory_switch=await off_reason(self.switch, scope) or "on",
+        passes = [{k: v for k, v in p.items() if k not in ("details", "holder")} for p in await self.control.recent(5)]
+        recent, rollbacks = await self.store.golden.checks(scope)
+        return Stats(
+            off_reason=await off_reason(self.switch, scope),
             principal_file=str(path if self.full_paths else path.name),
             memories=await self.counts.tier_counts(scope),
             events=await self.counts.event_counts(scope),
@@ -61,47 +89,16 @@ class StatsService:
             vector_engine=self.store.vectors.name,
             embedding_model=model_id,
             embedding_dimension=dim,
-            models_loaded_in_process=models_loaded(),
-            schedulers_running_in_process=Process.schedulers_running,
+            models_loaded=models_loaded(),
+            schedulers_running=Process.schedulers_running,
             process_id=os.getpid(),
-            uptime_seconds=round(time.monotonic() - self.started, 3),
+            uptime_seconds=time.monotonic() - self.started,
             recent_passes=passes,
             pending=pending,
-            fact_check={
-                "passed": passed,
-                "failed": failed,
-                "pass_rate": round(passed / (passed + failed), 3) if passed + failed else None,
-            },
-            llm=await self.llm.usage(scope.principal) if self.llm is not None else None,
-            golden=await self._golden(scope),
+            fact_checks_passed=passed,
+            fact_checks_failed=failed,
+            llm_usage=await self.llm.usage(scope.principal) if self.llm is not None else None,
+            golden_queries=len(await self.store.golden.queries(scope)),
+            golden_rollbacks=rollbacks,
+            last_golden_check=recent[0] if recent else None,
         )
-
-    async def _golden(self, scope: Scope) -> dict[str, Any]:
-        recent, rollbacks = await self.store.golden.checks(scope)
-        last = recent[0] if recent else None
-        return {
-            "queries": len(await self.store.golden.queries(scope)),
-            "rollbacks": rollbacks,
-            "last_check": None
-            if last is None
-            else {
-                "at": _iso(last.at),
-                "recall_before": round(last.before, 4),
-                "recall_after": round(last.after, 4),
-                "rolled_back": last.rolled_back,
-            },
-        }
-
-
-def _pass_out(recorded: dict[str, Any]) -> dict[str, Any]:
-    """A pass as stats shows it: no holder, no per-principal details, times as ISO 8601 like every
-    other time the tools return."""
-    out = {k: v for k, v in recorded.items() if k not in ("details", "holder")}
-    for key in ("started_at", "finished_at"):
-        out[key] = _iso(out.get(key))
-    return out
-
-
-def _iso(seconds: float | None) -> str | None:
-    moment = to_datetime(seconds)
-    return moment.isoformat() if moment is not None else None

@@ -33,7 +33,7 @@ import numpy as np
 
 from mcp_memory.config import RecallSettings
 from mcp_memory.core.models import DenseHits, Scope
-from mcp_memory.core.schemas import Hit, MemoryOut, Signals, Strength
+from mcp_memory.core.recall_shapes import Hit, MemoryOut, Signals, Strength
 from mcp_memory.core.text import looks_like_identifier_query, script
 from mcp_memory.embed.background import background_z
 from mcp_memory.embed.loader import Embedder

@@ -11,7 +11,7 @@ from typing import Protocol
 
 from mcp_memory.core.errors import MemoryOffError
 from mcp_memory.core.models import Scope, describe_switch
-from mcp_memory.core.schemas import RecallResult
+from mcp_memory.core.recall_shapes import RecallResult
 
 
 class SwitchState(Protocol):

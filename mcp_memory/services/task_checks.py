@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from mcp_memory.core.errors import InvalidInputError
 from mcp_memory.core.models import Scope
-from mcp_memory.core.task_schemas import TaskNode
+from mcp_memory.core.task_model import TaskNode
 from mcp_memory.services import task_tree
 from mcp_memory.services.checks import identifier, text_field
 

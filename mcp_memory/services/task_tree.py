@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from mcp_memory.core.errors import InvalidInputError, LimitExceededError
-from mcp_memory.core.task_schemas import NodeStatus, TaskEdit, TaskHead, TaskNode
+from mcp_memory.core.task_model import NodeStatus, TaskEdit, TaskHead, TaskNode
 
 MARK: dict[NodeStatus, str] = {
     "pending": "[ ]",

@@ -1,5 +1,4 @@
-"""How tasks and checkpoints are shown: their resource URIs, checkpoint infos, listing cursors and
-the size the checkpoint limit measures."""
+"""Listing cursors and the size the checkpoint limit measures."""
 
 from __future__ import annotations
 
@@ -9,25 +8,7 @@ from typing import Any
 import orjson
 
 from mcp_memory.core.errors import InvalidInputError
-from mcp_memory.core.models import CheckpointRow, to_datetime
-from mcp_memory.core.task_schemas import CheckpointInfo, TaskHead
-
-
-def dt(seconds: float) -> Any:
-    return to_datetime(seconds)
-
-
-def info(row: CheckpointRow) -> CheckpointInfo:
-    return CheckpointInfo(
-        id=row.id,
-        task_id=row.task_id,
-        seq=row.seq,
-        parent_id=row.parent_id,
-        reason=row.reason,
-        created_at=dt(row.created_at),
-        size=row.size,
-        checksum=row.checksum,
-    )
+from mcp_memory.core.task_model import TaskHead
 
 
 def serialised_size(head: TaskHead) -> int:

@@ -22,29 +22,17 @@ from mcp_memory.core.envelope import (
 )
 from mcp_memory.core.errors import InvalidInputError, LimitExceededError, NotFoundError, StaleHeadError, StorageError
 from mcp_memory.core.ids import new_id
-from mcp_memory.core.models import CheckpointRow, Scope, TaskRow
-from mcp_memory.core.schemas import MemoryOut, RecallFilters
-from mcp_memory.core.task_schemas import (
-    CheckpointInfo,
-    CheckpointPage,
-    CheckpointReason,
-    CheckpointResult,
-    ResumePacket,
-    TaskEdit,
-    TaskHead,
-    TaskPage,
-    TaskState,
-    TaskSummary,
-    TaskUpdateResult,
-)
-from mcp_memory.core.text import checkpoint_uri, strip_query_syntax, task_uri
+from mcp_memory.core.models import CheckpointRow, MemoryFilter, Page, Scope, TaskRow
+from mcp_memory.core.recall_shapes import MemoryOut
+from mcp_memory.core.task_model import Checkpointed, CheckpointReason, Resumption, Task, TaskEdit, TaskHead
+from mcp_memory.core.text import strip_query_syntax, task_uri
 from mcp_memory.services import incoming, packet, task_tree
 from mcp_memory.services.checks import identifier, text_field
 from mcp_memory.services.memory import MemoryService
 from mcp_memory.services.one_call import in_one_transaction
 from mcp_memory.services.task_checks import check_checkpoint
 from mcp_memory.services.task_ports import TaskRows
-from mcp_memory.services.task_views import dt, from_cursor, info, serialised_size, to_cursor
+from mcp_memory.services.task_views import from_cursor, serialised_size, to_cursor
 
 log = logging.getLogger(__name__)
 
@@ -196,7 +184,7 @@ class TaskService:
         reason: CheckpointReason = "manual",
         expected_head: int | None = None,
         in_namespace: bool = False,
-    ) -> CheckpointResult:
+    ) -> Checkpointed:
         """Save the head (creating the task on first use) and an immutable copy of it."""
         check_checkpoint(scope, task_id, title, goal, constraints, changes, in_namespace)
         task_id = task_id or f"task-{new_id()}"
@@ -224,9 +212,7 @@ class TaskService:
                     raise
                 continue  # another client moved the head: re-read and re-apply these fields
             await self.memory.reopen_task(scope, new_row.task_id, head.tree.status if head.tree else None)
-            return CheckpointResult(
-                checkpoint=info(cp), created_task=base_seq is None, head_seq=seq, serialized_size=serialised_size(head)
-            )
+            return Checkpointed(checkpoint=cp, created_task=base_seq is None, serialized_size=serialised_size(head))
         raise StaleHeadError(task_id, -1, None)
 
     async def _base(
@@ -272,7 +258,7 @@ class TaskService:
 
     async def update_task(
         self, scope: Scope, task_id: str, edits: Sequence[TaskEdit], expected_head: int | None = None
-    ) -> TaskUpdateResult:
+    ) -> Task:
         if not edits:
             raise InvalidInputError("edits", "is empty; give at least one edit")
         for _ in range(_RETRIES):
@@ -298,12 +284,7 @@ class TaskService:
                     raise
                 continue
             await self.memory.reopen_task(scope, new_row.task_id, head.tree.status if head.tree else None)
-            return TaskUpdateResult(
-                task_id=task_id,
-                head_seq=new_row.head_seq,
-                current_node=head.current_node,
-                tree=task_tree.outline(head.tree, head.current_node),
-            )
+            return Task(new_row, head)
         raise StaleHeadError(task_id, -1, None)
 
     async def rollback(
@@ -349,37 +330,22 @@ class TaskService:
 
     # ----- reading -------------------------------------------------------------------------
 
-    def _state(self, row: TaskRow, head: TaskHead) -> TaskState:
-        return TaskState(
-            task_id=row.task_id,
-            namespace=row.namespace,
-            title=row.title,
-            goal=row.goal,
-            constraints=row.constraints,
-            head=head,
-            head_seq=row.head_seq,
-            created_at=dt(row.created_at),
-            updated_at=dt(row.updated_at),
-            latest_checkpoint_id=row.latest_checkpoint_id,
-        )
-
-    async def state(self, scope: Scope, task_id: str, warnings: list[str] | None = None) -> TaskState:
+    async def state(self, scope: Scope, task_id: str, warnings: list[str] | None = None) -> Task:
         row = await self._row(scope, task_id)
-        return self._state(row, await self._head(scope, row, warnings if warnings is not None else []))
+        return Task(row, await self._head(scope, row, warnings if warnings is not None else []))
 
     async def heads(self, scope: Scope) -> dict[str, int]:
         """Every task of the principal with its head's sequence number (what a watcher compares)."""
         return await self.tasks.heads(scope)
 
-    async def latest_checkpoint(self, scope: Scope, task_id: str) -> CheckpointInfo | None:
+    async def latest_checkpoint(self, scope: Scope, task_id: str) -> CheckpointRow | None:
         row = await self._row(scope, task_id)
         if row.latest_checkpoint_id is None:
             return None
-        cp = await self.tasks.checkpoint(scope, task_id, row.latest_checkpoint_id)
-        return info(cp) if cp else None
+        return await self.tasks.checkpoint(scope, task_id, row.latest_checkpoint_id)
 
-    async def read_checkpoint(self, scope: Scope, task_id: str, checkpoint_id: str) -> dict[str, Any]:
-        """The complete checkpoint: its description, the structured part and the whole snapshot."""
+    async def read_checkpoint(self, scope: Scope, task_id: str, checkpoint_id: str) -> tuple[CheckpointRow, Envelope]:
+        """The complete checkpoint: its record and its envelope (the structured part and the whole snapshot)."""
         await self._row(scope, task_id)
         row = await self.tasks.checkpoint(scope, task_id, checkpoint_id)
         if row is None or row.envelope is None:
@@ -388,43 +354,20 @@ class TaskService:
             envelope = unpack(row.envelope)
         except (CorruptCheckpointError, CheckpointFormatError) as exc:
             raise StorageError(f"checkpoint {checkpoint_id!r} cannot be read: {exc}") from None
-        return {
-            "checkpoint": info(row).model_dump(mode="json"),
-            "format_version": envelope.format_version,
-            **envelope.structured,
-            "snapshot": envelope.snapshot,
-        }
+        return row, envelope
 
-    async def list_tasks(self, scope: Scope, cursor: str | None = None, limit: int = 20) -> TaskPage:
+    async def list_tasks(self, scope: Scope, cursor: str | None = None, limit: int = 20) -> Page[Task]:
         if not 1 <= limit <= 200:
             raise InvalidInputError("limit", "must be between 1 and 200")
         after = from_cursor(cursor)
         rows = await self.tasks.list_tasks(scope, tuple(after) if after else None, limit + 1)
-        summaries = []
-        for row in rows[:limit]:
-            head = await self._head(scope, row, [])
-            summaries.append(
-                TaskSummary(
-                    task_id=row.task_id,
-                    namespace=row.namespace,
-                    title=row.title,
-                    goal=row.goal,
-                    head_seq=row.head_seq,
-                    current_node=head.current_node,
-                    status=head.tree.status if head.tree else None,
-                    updated_at=dt(row.updated_at),
-                    checkpoints=row.checkpoints,
-                )
-            )
+        tasks = [Task(row, await self._head(scope, row, [])) for row in rows[:limit]]
         more = len(rows) > limit
-        return TaskPage(
-            tasks=summaries,
-            next_cursor=to_cursor([rows[limit - 1].updated_at, rows[limit - 1].task_id]) if more else None,
-        )
+        return Page(tasks, to_cursor([rows[limit - 1].updated_at, rows[limit - 1].task_id]) if more else None)
 
     async def list_checkpoints(
         self, scope: Scope, task_id: str, cursor: str | None = None, limit: int = 20
-    ) -> CheckpointPage:
+    ) -> Page[CheckpointRow]:
         if not 1 <= limit <= 200:
             raise InvalidInputError("limit", "must be between 1 and 200")
         await self._row(scope, task_id)
@@ -433,17 +376,16 @@ class TaskService:
             raise InvalidInputError("cursor", "is not a cursor this server returned; omit it to start over")
         rows = await self.tasks.list_checkpoints(scope, task_id, before, limit + 1)
         more = len(rows) > limit
-        return CheckpointPage(
-            checkpoints=[info(r) for r in rows[:limit]], next_cursor=to_cursor(rows[limit - 1].seq) if more else None
-        )
+        return Page(rows[:limit], to_cursor(rows[limit - 1].seq) if more else None)
 
     # ----- resume --------------------------------------------------------------------------
 
     @in_one_transaction("tasks")
     async def resume(
         self, scope: Scope, task_id: str, *, checkpoint_id: str | None = None, budget_tokens: int | None = None
-    ) -> ResumePacket:
-        """The packet for the task's head, or (with ``checkpoint_id``) for a rollback to that checkpoint."""
+    ) -> Resumption:
+        """What the packet for the task's head is made of, or (with ``checkpoint_id``) for a rollback to
+        that checkpoint; the face packs it into the budget."""
         budget = self.limits.default_resume_budget_tokens if budget_tokens is None else budget_tokens
         if not 200 <= budget <= self.limits.max_recall_budget_tokens:
             raise LimitExceededError(
@@ -456,19 +398,19 @@ class TaskService:
         rolled_back_to = None
         if checkpoint_id is not None:
             row, head, rolled_back_to, warnings = await self.rollback(scope, task_id, checkpoint_id)
-            state = self._state(row, head)
+            state = Task(row, head)
         else:
             state = await self.state(scope, task_id, warnings)
         latest = await self.latest_checkpoint(scope, task_id)
-        if latest is not None and latest.seq < state.head_seq:
+        if latest is not None and latest.seq < state.row.head_seq:
             warnings.append(
                 f"the head changed after the last checkpoint (seq {latest.seq}); {task_uri(task_id)} shows all of it"
             )
-        elapsed = max(self.clock() - state.updated_at.timestamp(), 0.0)
-        query = state.goal
+        elapsed = max(self.clock() - state.row.updated_at, 0.0)
+        query = state.row.goal
         current = task_tree.find(state.head.tree, state.head.current_node) if state.head.current_node else None
         if current is not None:
-            query = f"{current[0].title} {state.goal}"
+            query = f"{current[0].title} {state.row.goal}"
         if not strip_query_syntax(query):  # a goal and title of no words, stored before blanks were refused
             query = f"task {task_id}"
         recalled = await self.memory.recall(
@@ -476,19 +418,18 @@ class TaskService:
             query[: self.limits.max_query_chars],
             k=10,
             budget_tokens=min(budget, self.limits.max_recall_budget_tokens),
-            filters=RecallFilters(task_id=task_id),
+            filters=MemoryFilter(task_id=task_id),
             reinforce=False,
             detail="full",
         )
-        full_uri = checkpoint_uri(task_id, latest.id) if latest else None
-        return packet.build(
-            state,
+        return Resumption(
+            task=state,
             elapsed=elapsed,
             budget=budget,
+            hints=packet.hints(state.head, elapsed),
             checkpoint=latest,
             memories=[hit for hit in recalled.hits if isinstance(hit, MemoryOut)],
             pinned=[pin for pin in recalled.pinned if isinstance(pin, MemoryOut)],
             warnings=warnings,
             rolled_back_to=rolled_back_to,
-            full_uri=full_uri,
         )

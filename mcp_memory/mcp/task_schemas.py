@@ -1,83 +1,25 @@
-"""The task model (ADR 6): the tree, the head a checkpoint copies, and what the task tools return.
+"""What the task tools return and the task resources show: the MCP wire shapes of the task family.
 
-A ``TaskHead`` is both a tool argument and what the durable envelope stores; the rest are the
-task tools' results and the resume packet. Times are ISO 8601 UTC.
+The face builds them from the task service's records in ``wire_tasks``; the head and the tree they
+carry are the task model's own (``core.task_model``). Times are ISO 8601 UTC.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
-from mcp_memory.core.schemas import Bool, Float, Int
-
-NodeStatus = Literal["pending", "in_progress", "done", "blocked", "abandoned"]
-CheckpointReason = Literal[
-    "node_completed",
-    "phase_change",
-    "pause",
-    "before_costly_action",
-    "periodic",
-    "manual",
-    "rollback",
-    "before_rollback",
-    "before_compaction",
-]
-
-
-class TaskNode(BaseModel):
-    """One node of a task tree; the tree is the nested ``children``."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    id: str = Field(description="unique within the task")
-    title: str
-    status: NodeStatus = "pending"
-    blocked_reason: str | None = None
-    notes: str | None = None
-    children: list[TaskNode] = Field(default_factory=list)
-
-
-class PendingAction(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    text: str
-    external: Bool = Field(False, description="acts outside the agent (email, payment, deploy)")
-    irreversible: Bool = False
-    cost: Float | None = Field(None, description="estimated cost in the caller's unit")
-
-
-class ToolCallRecord(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    name: str
-    arguments: dict[str, Any] = Field(default_factory=dict)
-    result: str | None = Field(None, description="a short summary of the outcome")
-    at: datetime | None = None
-
-
-class TokenUsage(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    input: Int = Field(0, ge=0)
-    output: Int = Field(0, ge=0)
-
-
-class TaskHead(BaseModel):
-    """The live state of a task: what a checkpoint copies and a resume restores."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    tree: TaskNode | None = None
-    current_node: str | None = None
-    variables: dict[str, Any] = Field(default_factory=dict)
-    pending_actions: list[PendingAction] = Field(default_factory=list)
-    last_tool_calls: list[ToolCallRecord] = Field(default_factory=list)
-    snapshot: str = Field("", description="working-memory snapshot, free text")
-    token_usage: TokenUsage = Field(default_factory=TokenUsage)
-    iterations: Int = Field(0, ge=0)
+from mcp_memory.core.task_model import (
+    CheckpointReason,
+    NodeStatus,
+    PendingAction,
+    TaskHead,
+    TaskNode,
+    TokenUsage,
+    ToolCallRecord,
+)
 
 
 class TaskState(BaseModel):
@@ -133,22 +75,6 @@ class TaskPage(BaseModel):
 class CheckpointPage(BaseModel):
     checkpoints: list[CheckpointInfo]
     next_cursor: str | None
-
-
-class TaskEdit(BaseModel):
-    """One edit of a task tree; update_task applies a list of them all-or-nothing."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    op: Literal["add", "move", "set", "set_current"]
-    node_id: str | None = Field(None, description="the node to move, change or make current")
-    parent_id: str | None = Field(None, description="add/move: the new parent; add without parent creates the root")
-    position: Int | None = Field(None, ge=0, description="add/move: index among the parent's children (default: last)")
-    node: TaskNode | None = Field(None, description="add: the new node (with any children)")
-    status: NodeStatus | None = None
-    title: str | None = None
-    notes: str | None = None
-    blocked_reason: str | None = None
 
 
 class TaskUpdateResult(BaseModel):

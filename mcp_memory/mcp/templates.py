@@ -1,33 +1,18 @@
-"""Prompt templates by name (the text files of prompts/, mcp_memory/prompts_text in a wheel), and
-the two texts made from them: a task's resume packet and a block of recalled memories. The MCP
-prompts and the Claude Code hooks send the same words."""
+"""The text blocks the face sends beside (or instead of) structured results: a task's resume packet
+and a block of recalled memories, made from the prompt templates (``core.prompt_files``). The MCP
+prompts, recall's text block and the Claude Code hooks send the same words."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
-from pathlib import Path
 
 import orjson
 
 from mcp_memory.core.caution import caution, reveal
-from mcp_memory.core.schemas import Hit, MemoryOut, Pin, RecallResult
-from mcp_memory.core.task_schemas import MemoryBrief, ResumePacket
+from mcp_memory.core.prompt_files import template
+from mcp_memory.core.recall_shapes import Hit, MemoryOut, Pin, RecallResult
 from mcp_memory.core.text import task_uri
-
-_PACKAGE = Path(__file__).parent.parent  # mcp_memory/
-# In a wheel the folder is packaged as mcp_memory/prompts_text; in a checkout it is ../prompts.
-_FOLDERS = (_PACKAGE / "prompts_text", _PACKAGE.parent / "prompts")
-
-
-@functools.cache
-def template(name: str) -> str:
-    """The prompt text called ``name`` (prompts/<name>.md)."""
-    for folder in _FOLDERS:
-        path = folder / f"{name}.md"
-        if path.is_file():
-            return path.read_text(encoding="utf-8")
-    raise FileNotFoundError(f"prompt template {name!r} is missing from {', '.join(str(f) for f in _FOLDERS)}")
+from mcp_memory.mcp.task_schemas import MemoryBrief, ResumePacket
 
 
 def _bullets(items: list[str]) -> str:
