@@ -180,6 +180,27 @@ async def test_a_database_that_is_down_is_named_and_the_next_call_connects_again
         assert await store.known_principals() == []  # the pool replaces what the server ended
 
 
+async def test_a_token_check_queues_behind_no_other_call_of_its_store_and_outlives_a_restart(
+    replicas: Replicas, migrated: pgcluster.Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every HTTP request checks its token: on PostgreSQL the lookup is a read on the event loop's
+    own connection, not queued behind the store's other calls on their worker thread (ADR 28)."""
+    a, b = replicas.both(TokenStore)
+    token, _ = await a.create("alice", None, None, 1_000.0, None)
+    async with b._lock:  # another call of b's in progress (a listing, a revoke)
+        with anyio.fail_after(10):
+            found = await b.verify(token, 1_001.0)
+    assert found is not None
+    assert found.principal == "alice"
+    await _terminate(migrated)
+    with pytest.raises(StorageError, match="shared tables on PostgreSQL"):  # cut while in use: said once
+        await b.verify(token, 1_002.0)
+    assert await b.verify(token, 1_002.0) is not None  # and made again
+    monkeypatch.setattr(shared, "IDLE_CHECK_SECONDS", 0.0)
+    await _terminate(migrated)
+    assert await b.verify(token, 1_003.0) is not None  # an idle connection is checked first
+
+
 async def _terminate(cluster: pgcluster.Cluster) -> None:
     """End every connection of the server's role, as a database restart or a failover does."""
     async with await psycopg.AsyncConnection.connect(cluster.dsn("postgres"), autocommit=True) as admin:

