@@ -129,8 +129,11 @@ class SharedDatabase:
             except psycopg.Error:
                 self._drop_reader()
         if self._reader is None:
-            self._reader = await psycopg.AsyncConnection.connect(autocommit=True, **parts)
-            self._reader_loop = loop
+            made = await psycopg.AsyncConnection.connect(autocommit=True, **parts)
+            if self._reader is not None:  # another request made one while this one connected
+                made.pgconn.finish()
+            else:
+                self._reader, self._reader_loop = made, loop
         return self._reader
 
     def _drop_reader(self) -> None:
