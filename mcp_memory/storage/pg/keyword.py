@@ -210,11 +210,14 @@ def bm25_query(found: list[list[str]], visible: sql.Composable, limit: int, para
     return sql.SQL(
         "WITH hits AS ({hits}), "
         "df AS (SELECT i, count(*) AS n FROM hits GROUP BY i), "
-        "stats AS (SELECT "
+        "stats AS MATERIALIZED (SELECT "  # each count read once, not at each use
         "  coalesce((SELECT value::float8 FROM {meta} WHERE principal = %(p)s AND key = {docs}), 0) AS docs, "
         "  coalesce((SELECT value::float8 FROM {meta} WHERE principal = %(p)s AND key = {tokens}), 0) AS total) "
-        "SELECT m.id, sum(greatest(ln((s.docs - df.n + 0.5) / (df.n + 0.5)), 1e-6) * h.f * {k1plus} "
-        "  / (h.f + {k1} * (1 - {b} + {b} * m.doc_len / greatest(s.total / greatest(s.docs, 1), 1e-9)))) AS score "
+        # float8 throughout: a literal such as 0.5 is numeric, and numeric arithmetic on each of
+        # thousands of hits cost more than the float8 it is cast to (exact here: halves and integers)
+        "SELECT m.id, sum(greatest(ln((s.docs - df.n + 0.5) / (df.n + 0.5::float8)), 1e-6) * h.f * {k1plus} "
+        "  / (h.f + {k1} * (1 - {b} + {b}::float8 * m.doc_len / greatest(s.total / greatest(s.docs, 1), 1e-9)))) "
+        "AS score "
         "FROM hits h JOIN df USING (i) CROSS JOIN stats s "
         # each hit's memory looked up by its key (OFFSET 0: the planner may not turn the join round;
         # without statistics, a partition fresh from a migrate, it scanned every hit per memory: 1 s at 10k)
