@@ -115,7 +115,7 @@ async def test_a_recall_with_pins_and_links_to_follow_reads_within_its_round_tri
     before = store.database.round_trips.count
     found = await memory.recall(ALICE, "Which project does Nadia lead?", reinforce=False)
     assert 0 < store.database.round_trips.count - before <= RECALL_WITH_PINS + _searching(store) + IDLE_CHECK
-    assert [p.text for p in found.pinned] == ["Always answer in British English"]
+    assert [p.content for p in found.pinned] == ["Always answer in British English"]
     assert any("via link" in (h.why or "") and "'falcon'" in (h.why or "") for h in found.hits), found.hits
 
 
