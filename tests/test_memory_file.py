@@ -107,7 +107,7 @@ async def test_add_edit_and_delete_items(file_runtime: Server, memory_file: Path
     assert (outcome.items, outcome.pinned) == (3, 3)
     assert await file_runtime.memory_file.sync() is None  # unchanged: not read again
     pinned = {p.key: p for p in await file_runtime.memory.pinned(Scope("alice"))}
-    assert pinned["file:tea"].text == "用户喜欢喝乌龙茶，不加糖"
+    assert pinned["file:tea"].content == "用户喜欢喝乌龙茶，不加糖"
     assert pinned["file:spelling"].metadata == {"memory_file": str(memory_file), "line": 5}
     old_tea = pinned["file:tea"].id
 
@@ -121,7 +121,7 @@ async def test_add_edit_and_delete_items(file_runtime: Server, memory_file: Path
     now = {p.key: p for p in await file_runtime.memory.pinned(Scope("alice"))}
     assert len(now) == 2
     assert "file:spelling" not in now
-    assert now["file:tea"].text == "用户喜欢喝乌龙茶，加一点蜂蜜"
+    assert now["file:tea"].content == "用户喜欢喝乌龙茶，加一点蜂蜜"
     old = next(r for r in await file_runtime.store.export_rows(Scope("alice")) if r.id == old_tea)
     assert old.superseded_by == now["file:tea"].id  # the edit supersedes, history kept
     assert old.pinned is False  # no longer a pin anywhere (stats count it so)
@@ -150,7 +150,7 @@ async def test_a_broken_file_changes_nothing(file_runtime: Server, memory_file: 
     with pytest.raises(MemoryFileError, match=r"line 2: the key 'home' is already used on line 1"):
         await file_runtime.memory_file.sync(force=True)
     (pin,) = await file_runtime.memory.pinned(Scope("alice"))
-    assert pin.text == "The user lives in Berlin"
+    assert pin.content == "The user lives in Berlin"
     assert "line 2" in file_runtime.memory_file.status
 
 
@@ -219,4 +219,4 @@ async def test_an_edit_that_frees_pins_fits_under_the_cap(data_dir: Path, memory
         assert outcome is not None
         assert (outcome.pinned, outcome.unpinned) == (1, 2)
         (pin,) = await runtime.memory.pinned(Scope("alice"))
-        assert pin.text == "Every server now runs in the cloud"
+        assert pin.content == "Every server now runs in the cloud"

@@ -28,8 +28,9 @@ from mcp.client import Client
 from mcp_memory.config import load_settings
 from mcp_memory.core.errors import StorageError
 from mcp_memory.core.models import MemoryDraft, Scope
-from mcp_memory.core.recall_shapes import MemoryOut
+from mcp_memory.mcp.recall_schemas import MemoryOut
 from mcp_memory.mcp.server import open_server
+from mcp_memory.mcp.wire_recall import recall_result
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage.pool import principal_file
 from mcp_memory.storage.sqlite import SqliteStore
@@ -235,7 +236,9 @@ async def test_recall_does_not_wait_for_another_processs_write_transaction(tmp_p
                     Scope("alice"), [MemoryDraft(content="The prod cluster is called red-heron")], CallContext()
                 )
             for _ in range(3):
-                result = await runtime.memory.recall(Scope("alice"), "staging cluster name", detail="full")
+                result = recall_result(
+                    await runtime.memory.recall(Scope("alice"), "staging cluster name", detail="full")
+                )
             hit = result.hits[0]
             assert isinstance(hit, MemoryOut)  # detail="full"
             assert hit.text == "The staging cluster is called blue-falcon"

@@ -15,6 +15,7 @@ from mcp_memory.compose import open_runtime
 from mcp_memory.config import PostgresSettings, load_settings
 from mcp_memory.core.errors import InvalidInputError, StorageError
 from mcp_memory.core.models import MemoryDraft, Scope
+from mcp_memory.mcp.wire_recall import hit_tokens
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage.pg import migrations
 from mcp_memory.storage.pg.connections import PgDatabase
@@ -90,7 +91,7 @@ def test_doctor_checks_the_database_then_the_store_on_it(
 
     async def serve() -> None:
         settings = load_settings()
-        async with open_runtime(settings) as core:
+        async with open_runtime(settings, hit_cost=hit_tokens) as core:
             await core.memory.remember(
                 Scope(settings.principal), [MemoryDraft(content="The user lives in Oslo")], CallContext()
             )

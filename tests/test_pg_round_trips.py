@@ -16,8 +16,9 @@ from mcp_memory.compose import embedder_config, second_opinion_config
 from mcp_memory.config import PostgresSettings, Settings, load_settings
 from mcp_memory.core.errors import NotFoundError
 from mcp_memory.core.models import Criteria, MemoryDraft, Scope
-from mcp_memory.core.recall_shapes import Hit
 from mcp_memory.embed.loader import Embedder
+from mcp_memory.mcp.recall_schemas import Hit
+from mcp_memory.mcp.wire_recall import hit_tokens, recall_result
 from mcp_memory.services.memory import CallContext, MemoryService
 from mcp_memory.services.sessions import SessionTracker
 from mcp_memory.services.tasks import TaskService
@@ -57,7 +58,7 @@ async def services(pg_empty: pgcluster.Cluster, tmp_path: Path) -> AsyncIterator
     embedder.start()
     await embedder.ready()
     async with PostgresStore(PostgresSettings(dsn=pg_empty.dsn(), pool_max=4)) as store:
-        memory = MemoryService(store, embedder, settings.limits, settings.recall, SessionTracker(1800))
+        memory = MemoryService(store, embedder, settings.limits, settings.recall, SessionTracker(1800), hit_tokens)
         yield store, (memory, TaskService(TaskStore(store), memory, settings.limits))
 
 
@@ -114,7 +115,7 @@ async def test_a_recall_with_pins_and_links_to_follow_reads_within_its_round_tri
     before = store.database.round_trips.count
     found = await memory.recall(ALICE, "Which project does Nadia lead?", reinforce=False)
     assert 0 < store.database.round_trips.count - before <= RECALL_WITH_PINS + _searching(store) + IDLE_CHECK
-    assert [p.text for p in found.pinned] == ["Always answer in British English"]
+    assert [p.content for p in found.pinned] == ["Always answer in British English"]
     assert any("via link" in (h.why or "") and "'falcon'" in (h.why or "") for h in found.hits), found.hits
 
 
@@ -192,6 +193,6 @@ async def test_a_write_that_fails_in_a_call_writes_nothing_and_the_call_reads_on
             await memory.remember(ALICE, replacing, CallContext())
         after = await store.select_memories(ALICE, Criteria(), 2e9)
     assert [r.content for r in after] == ["The office opens at 8"]
-    hits = (await memory.recall(ALICE, "when does the office open?", reinforce=False)).hits
+    hits = recall_result(await memory.recall(ALICE, "when does the office open?", reinforce=False)).hits
     assert isinstance(hits[0], Hit)
     assert hits[0].text == "The office opens at 8"

@@ -15,8 +15,9 @@ import pytest
 from mcp_memory.compose import embedder_config, second_opinion_config
 from mcp_memory.config import PostgresSettings, Settings, load_settings
 from mcp_memory.core.models import Criteria, MemoryDraft, Scope
-from mcp_memory.core.recall_shapes import Hit, MemoryOut
 from mcp_memory.embed.loader import Embedder
+from mcp_memory.mcp.recall_schemas import Hit, MemoryOut
+from mcp_memory.mcp.wire_recall import hit_tokens, recall_result
 from mcp_memory.services.erasure import ErasureService
 from mcp_memory.services.memory import CallContext, MemoryService
 from mcp_memory.services.sessions import SessionTracker
@@ -55,7 +56,13 @@ def replica(pg_empty: pgcluster.Cluster, embedder: Embedder, tmp_path: Path) -> 
                 yield (
                     store,
                     MemoryService(
-                        store, embedder, settings.limits, settings.recall, SessionTracker(1800), switch=switch
+                        store,
+                        embedder,
+                        settings.limits,
+                        settings.recall,
+                        SessionTracker(1800),
+                        hit_tokens,
+                        switch=switch,
                     ),
                 )
             finally:
@@ -77,7 +84,7 @@ async def _remember(memory: MemoryService, scope: Scope, *texts: str) -> list[st
 
 
 async def _texts(memory: MemoryService, scope: Scope, query: str) -> list[str]:
-    result = await memory.recall(scope, query, reinforce=False)
+    result = recall_result(await memory.recall(scope, query, reinforce=False))
     return [hit.text for hit in result.hits if isinstance(hit, Hit | MemoryOut)]
 
 
@@ -97,7 +104,7 @@ async def test_remember_recall_and_forget_through_the_services(migrated: pgclust
         assert await _texts(memory, BOB, "Where does the user live?") == []
         again = await memory.remember(ALICE, [MemoryDraft(content="The user lives in Berlin")], CallContext())
         assert again.items[0].outcome == "merged"
-        recalled = await memory.recall(ALICE, "vim keybindings")  # reinforces what it returns
+        recalled = recall_result(await memory.recall(ALICE, "vim keybindings"))  # reinforces what it returns
         first = recalled.hits[0]
         assert isinstance(first, Hit)
         shown = await store.select_memories(ALICE, Criteria(ids=(first.id,)), time.time())

@@ -16,7 +16,8 @@ import pytest
 from mcp_memory.config import PostgresSettings
 from mcp_memory.core.errors import StorageError
 from mcp_memory.core.models import Scope
-from mcp_memory.core.recall_shapes import Hit, MemoryOut
+from mcp_memory.mcp.recall_schemas import Hit, MemoryOut
+from mcp_memory.mcp.wire_recall import recall_result
 from mcp_memory.services.erasure import ErasureService
 from mcp_memory.storage.pg import database, migrations, vector_layout, vector_search
 from mcp_memory.storage.pg.store import PgIndexSearch
@@ -51,7 +52,7 @@ async def _answers(replica: Opener, scope: Scope) -> tuple[str, list[list[tuple[
     async with replica() as (store, memory):
         answers: list[list[tuple[str, float | None, str | None]]] = []
         for question in QUESTIONS:
-            found = await memory.recall(scope, question, reinforce=False)
+            found = recall_result(await memory.recall(scope, question, reinforce=False))
             answers.append([(h.text, h.score, h.strength) for h in found.hits if isinstance(h, Hit | MemoryOut)])
         return store.vectors.name, answers
 

@@ -46,6 +46,7 @@ from mcp_memory.compose import embedder_config, second_opinion_config
 from mcp_memory.config import Settings, load_settings
 from mcp_memory.core.models import Scope
 from mcp_memory.embed.loader import Embedder, build_model
+from mcp_memory.mcp.wire_recall import hit_tokens
 from mcp_memory.services.memory import MemoryService
 from mcp_memory.services.sessions import SessionTracker
 from mcp_memory.storage.pg import migrations
@@ -108,7 +109,9 @@ async def _recall(settings: Settings, recalls: int, sides: dict[str, Side]) -> s
             embedder = Embedder(embedder_config(settings), second=second_opinion_config(settings))
             embedder.start()
             await embedder.ready()
-            services[name] = MemoryService(store, embedder, settings.limits, settings.recall, SessionTracker(1800))
+            services[name] = MemoryService(
+                store, embedder, settings.limits, settings.recall, SessionTracker(1800), hit_tokens
+            )
         for i, question in enumerate(questions):
             for name in BACKENDS if i % 2 else reversed(BACKENDS):  # each goes first half the time
                 before = pg.database.round_trips.count

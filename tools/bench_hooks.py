@@ -26,6 +26,7 @@ from stats import markdown_table, median, percentile, verdict
 from mcp_memory.compose import open_runtime
 from mcp_memory.config import load_settings
 from mcp_memory.core.models import MemoryDraft, Scope
+from mcp_memory.mcp.wire_recall import hit_tokens
 from mcp_memory.services.memory import CallContext
 
 REPO = Path(__file__).resolve().parent.parent
@@ -36,7 +37,7 @@ TARGET_SECONDS = 1.5
 def _seed(data: Path, count: int) -> None:
     async def run() -> None:
         settings = load_settings(data_dir=data, principal="local-owner")
-        async with open_runtime(settings) as core:
+        async with open_runtime(settings, hit_cost=hit_tokens) as core:
             core.embedder.start()
             texts = synth.distinct(synth.memory, count, seed=13)
             batch = settings.limits.max_batch

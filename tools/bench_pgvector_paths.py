@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from mcp_memory.compose import embedder_config, second_opinion_config
 from mcp_memory.config import Settings, load_settings
 from mcp_memory.embed.loader import Embedder, build_model
+from mcp_memory.mcp.wire_recall import hit_tokens
 from mcp_memory.services.memory import MemoryService
 from mcp_memory.services.sessions import SessionTracker
 from mcp_memory.storage.pg.store import PostgresStore
@@ -83,7 +84,9 @@ async def compare(settings: Settings, questions: list[str]) -> list[list[str]]:
         for name, store in (("exact", a), ("index", b)):
             assert isinstance(store.vectors, PgVectorSearch)
             _timed(store.vectors, times[name], exact=name == "exact")
-            services[name] = MemoryService(store, embedder, settings.limits, settings.recall, SessionTracker(1800))
+            services[name] = MemoryService(
+                store, embedder, settings.limits, settings.recall, SessionTracker(1800), hit_tokens
+            )
         for question in questions[:3]:  # the models loaded, the means summed
             for service in services.values():
                 await service.recall(PRINCIPAL, question, k=10, reinforce=False)

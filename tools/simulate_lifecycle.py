@@ -39,8 +39,9 @@ import anyio
 
 from mcp_memory.config import load_settings
 from mcp_memory.core.models import MemoryDraft, Scope
-from mcp_memory.core.recall_shapes import MemoryOut
+from mcp_memory.mcp.recall_schemas import MemoryOut
 from mcp_memory.mcp.server import open_server
+from mcp_memory.mcp.wire_recall import recall_result
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage.counts import CountStore
 
@@ -184,8 +185,10 @@ async def run(sessions: list[Session], lifecycle: bool, folder: Path, base_hours
 
         async def ask(current: dict[str, str]) -> None:
             for subject, value in current.items():
-                answer = await runtime.memory.recall(
-                    scope, f"What {subject} does the user prefer now?", k=5, reinforce=False, detail="full"
+                answer = recall_result(
+                    await runtime.memory.recall(
+                        scope, f"What {subject} does the user prefer now?", k=5, reinforce=False, detail="full"
+                    )
                 )
                 result.asked += 1
                 said = next((_answer(h.text, subject) for h in answer.hits if _named(h.text, subject)), None)

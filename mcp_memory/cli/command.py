@@ -332,10 +332,11 @@ def _stored(settings: Settings, command: str) -> None:
 async def _stats(settings: Settings) -> int:
     from mcp_memory.compose import open_runtime
     from mcp_memory.core.models import Scope
+    from mcp_memory.mcp.wire_recall import hit_tokens
     from mcp_memory.mcp.wire_upkeep import stats_result
 
     _stored(settings, "stats")
-    async with open_runtime(settings) as runtime:
+    async with open_runtime(settings, hit_cost=hit_tokens) as runtime:
         result = stats_result(await runtime.stats.stats(Scope(settings.principal, settings.namespace)))
     _out(orjson.dumps(result.model_dump(mode="json"), option=orjson.OPT_INDENT_2).decode())
     return 0
@@ -344,10 +345,11 @@ async def _stats(settings: Settings) -> int:
 async def _export(settings: Settings) -> list[bytes]:
     from mcp_memory.compose import open_runtime
     from mcp_memory.core.models import Scope
+    from mcp_memory.mcp.wire_recall import hit_tokens
     from mcp_memory.services.portability import export_lines
 
     _stored(settings, "export")
-    async with open_runtime(settings) as runtime:
+    async with open_runtime(settings, hit_cost=hit_tokens) as runtime:
         return [line async for line in export_lines(runtime.store, Scope(settings.principal, settings.namespace))]
 
 
@@ -382,9 +384,10 @@ def _read_import(file: Path) -> list[bytes]:
 async def _import(settings: Settings, lines: list[bytes]) -> int:
     from mcp_memory.compose import open_runtime
     from mcp_memory.core.models import Scope
+    from mcp_memory.mcp.wire_recall import hit_tokens
     from mcp_memory.services.portability import import_lines
 
-    async with open_runtime(settings) as runtime:
+    async with open_runtime(settings, hit_cost=hit_tokens) as runtime:
         imported, skipped = await import_lines(
             runtime.store,
             runtime.embedder,
@@ -399,9 +402,10 @@ async def _import(settings: Settings, lines: list[bytes]) -> int:
 async def _reindex(settings: Settings, check: bool) -> int:
     from mcp_memory.compose import open_runtime
     from mcp_memory.core.models import Scope
+    from mcp_memory.mcp.wire_recall import hit_tokens
     from mcp_memory.services.portability import reindex
 
-    async with open_runtime(settings) as runtime:
+    async with open_runtime(settings, hit_cost=hit_tokens) as runtime:
         if check:
             found = await runtime.store.vectors.repair(Scope(settings.principal))
             _err(f"vector engine: wrote {found['missing']} missing point(s), removed {found['orphans']} orphan(s)")
@@ -423,9 +427,10 @@ def parse_as_of(text: str, now: float) -> float:
 
 async def _maintain(settings: Settings, as_of: float | None) -> int:
     from mcp_memory.compose import open_runtime
+    from mcp_memory.mcp.wire_recall import hit_tokens
 
     _stored(settings, "maintain")
-    async with open_runtime(settings) as runtime:
+    async with open_runtime(settings, hit_cost=hit_tokens) as runtime:
         report = await runtime.scheduler.run_once(as_of=as_of)
     if as_of is not None:
         report["as_of"] = when(as_of)

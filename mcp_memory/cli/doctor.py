@@ -43,6 +43,7 @@ def _out(text: str) -> None:
 async def run(settings: Settings, explicit: Path | None) -> int:
     from mcp_memory.compose import open_runtime
     from mcp_memory.core.models import Scope
+    from mcp_memory.mcp.wire_recall import hit_tokens
 
     path = config_path(explicit)
     _out(f"mcp-memory {__version__}")
@@ -60,7 +61,7 @@ async def run(settings: Settings, explicit: Path | None) -> int:
 
         ok = await database.doctor(settings.storage.postgres, _out) and ok
     try:
-        async with open_runtime(settings) as runtime:
+        async with open_runtime(settings, hit_cost=hit_tokens) as runtime:
             ok = await _runtime_checks(runtime, scope, bool(loose)) and ok
     except MemoryServerError as exc:
         ok = False

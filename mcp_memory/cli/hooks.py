@@ -34,11 +34,12 @@ import orjson
 from mcp_memory.compose import Runtime, open_runtime
 from mcp_memory.config import Settings
 from mcp_memory.core.models import MemoryDraft, Scope
-from mcp_memory.core.recall_shapes import Hit, MemoryOut
 from mcp_memory.core.task_model import CheckpointReason, Task
 from mcp_memory.core.text import keyword_terms, normalize, script
 from mcp_memory.embed.background import background_z
+from mcp_memory.mcp.recall_schemas import Hit, MemoryOut
 from mcp_memory.mcp.templates import hint_text, recall_text, resume_text
+from mcp_memory.mcp.wire_recall import hit_tokens, memory_out, recall_result
 from mcp_memory.mcp.wire_tasks import resume_packet
 from mcp_memory.services import foreign, rules, strength
 from mcp_memory.services.recall import matched_terms
@@ -125,7 +126,7 @@ async def _answer_in_time(settings: Settings, event: str, payload: dict[str, Any
 
 async def _answer(settings: Settings, event: str, payload: dict[str, Any]) -> Answer:
     scope = Scope(settings.principal, settings.namespace)
-    async with open_runtime(settings) as runtime:
+    async with open_runtime(settings, hit_cost=hit_tokens) as runtime:
         if await off_reason(runtime.memory.switch, scope) is not None:  # the kill switch: quietly nothing
             return Answer()
         if event == "UserPromptSubmit":
@@ -144,8 +145,10 @@ async def _prompt(runtime: Runtime, scope: Scope, prompt: str, settings: Setting
     question = prompt.strip()[: settings.limits.max_query_chars]
     if not question:
         return Answer()
-    result = await runtime.memory.recall(
-        scope, question, k=PROMPT_K, budget_tokens=PROMPT_BUDGET_TOKENS, reinforce=False, floor=True, explain=True
+    result = recall_result(
+        await runtime.memory.recall(
+            scope, question, k=PROMPT_K, budget_tokens=PROMPT_BUDGET_TOKENS, reinforce=False, floor=True, explain=True
+        )
     )
     size = runtime.store.vectors.size(scope)  # the principal's index, loaded by the recall
     if size is not None and size < STORE_STATS_MIN:
@@ -185,7 +188,7 @@ async def _session_start(runtime: Runtime, scope: Scope) -> Answer:
         found = await runtime.tasks.resume(scope, task.row.task_id, budget_tokens=RESUME_BUDGET_TOKENS)
         parts.append(resume_text(resume_packet(found)))  # it carries the pinned memories too
     elif pinned:
-        parts.append(recall_text("what always applies", pinned, []))
+        parts.append(recall_text("what always applies", [memory_out(p) for p in pinned], []))
     return Answer("\n\n".join(parts) or None)
 
 

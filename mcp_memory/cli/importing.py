@@ -59,9 +59,10 @@ async def _bar(done: int, total: int, what: str) -> None:
 
 async def run(settings: Settings, source: str, path: Path, apply: bool) -> int:
     from mcp_memory.compose import open_runtime
+    from mcp_memory.mcp.wire_recall import hit_tokens
 
     items, empty = read_source(source, path, settings)
-    async with open_runtime(settings) as runtime:
+    async with open_runtime(settings, hit_cost=hit_tokens) as runtime:
         outcome = await foreign.bring_in(
             runtime.memory,
             Scope(settings.principal, settings.namespace),

@@ -15,9 +15,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mcp_memory.core.models import CheckpointRow, TaskRow
+from mcp_memory.core.models import CheckpointRow, MemoryRecord, TaskRow
 from mcp_memory.core.numbers import Bool, Float, Int
-from mcp_memory.core.recall_shapes import MemoryOut
+from mcp_memory.core.recalled import Recalled
 
 NodeStatus = Literal["pending", "in_progress", "done", "blocked", "abandoned"]
 CheckpointReason = Literal[
@@ -131,7 +131,7 @@ class Resumption:
     budget: int
     hints: list[str]
     checkpoint: CheckpointRow | None
-    memories: list[MemoryOut]
-    pinned: list[MemoryOut]
+    memories: list[Recalled]
+    pinned: list[MemoryRecord]
     warnings: list[str]
     rolled_back_to: str | None

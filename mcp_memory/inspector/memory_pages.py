@@ -13,11 +13,12 @@ from starlette.routing import Route
 
 from mcp_memory.core.errors import InvalidInputError
 from mcp_memory.core.models import MemoryFilter, Provenance
-from mcp_memory.core.recall_shapes import MemoryOut
 from mcp_memory.inspector.auth import Visitor
 from mcp_memory.inspector.base import ROOT, Inspector, form_text, html, notice_of, page, redirect
+from mcp_memory.mcp.recall_schemas import MemoryOut
 from mcp_memory.mcp.schemas import ListedMemory
 from mcp_memory.mcp.wire_memory import forget_result, memory_detail, memory_page
+from mcp_memory.mcp.wire_recall import recall_result
 from mcp_memory.services.intake import CallContext
 
 FILTERS = ("kind", "tag", "namespace", "level", "pinned", "conflicts", "after", "before", "states")
@@ -67,15 +68,17 @@ async def memories(request: Request, visitor: Visitor, inspector: Inspector) -> 
     listed: list[ListedMemory | MemoryOut] = []
     note = next_cursor = None
     if words:
-        found = await inspector.memory.recall(
-            visitor.scope,
-            words,
-            k=20,
-            budget_tokens=inspector.memory.limits.max_recall_budget_tokens,
-            filters=filters,
-            explain=True,
-            reinforce=False,
-            detail="full",
+        found = recall_result(
+            await inspector.memory.recall(
+                visitor.scope,
+                words,
+                k=20,
+                budget_tokens=inspector.memory.limits.max_recall_budget_tokens,
+                filters=filters,
+                explain=True,
+                reinforce=False,
+                detail="full",
+            )
         )
         hits = [h for h in found.hits if isinstance(h, MemoryOut) and _kept(h, filters)]
         pinned = [p for p in found.pinned if isinstance(p, MemoryOut) and _kept(p, filters)]  # recall gives them apart

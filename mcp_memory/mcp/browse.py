@@ -10,7 +10,7 @@ from pydantic import Field
 
 from mcp_memory.core.models import MemorySort
 from mcp_memory.core.numbers import Bool, Float, Int
-from mcp_memory.core.recall_shapes import Detail
+from mcp_memory.core.recalled import Detail
 from mcp_memory.mcp import wire_memory
 from mcp_memory.mcp.face import Face, compact
 from mcp_memory.mcp.notify import pin_uris

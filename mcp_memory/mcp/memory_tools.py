@@ -15,10 +15,11 @@ from pydantic import Field, ValidationError
 
 from mcp_memory.core.errors import InvalidInputError
 from mcp_memory.core.numbers import Bool, Float, Int
-from mcp_memory.core.recall_shapes import Detail, RecallResult
-from mcp_memory.mcp import wire_memory
+from mcp_memory.core.recalled import Detail
+from mcp_memory.mcp import wire_memory, wire_recall
 from mcp_memory.mcp.face import Face, compact, problems
 from mcp_memory.mcp.notify import pin_uris
+from mcp_memory.mcp.recall_schemas import RecallResult
 from mcp_memory.mcp.schemas import (
     ForgetFilter,
     ForgetResult,
@@ -171,7 +172,7 @@ async def recall(
         Bool, Field(description="leave out memories no closer to the question than the ordinary (default true)")
     ] = True,
 ) -> Annotated[CallToolResult, RecallResult]:
-    result = await face.memory.recall(
+    found = await face.memory.recall(
         face.scopes.scope(ctx),
         query,
         k=k,
@@ -184,6 +185,7 @@ async def recall(
         as_of=as_of,
         floor=floor,
     )
+    result = wire_recall.recall_result(found)
     # Asked for whole records or every signal: the text block carries them too, as JSON.
     return compact(result, None if explain or detail == "full" else recall_lines(result))
 

@@ -203,7 +203,7 @@ class ChangeWatcher:
         if before is not None and mark == before.mark:
             pinned = before.pinned
         else:
-            pinned = tuple((m.id, m.text) for m in await self.memory.pinned(scope))
+            pinned = tuple((m.id, m.content) for m in await self.memory.pinned(scope))
         now = _Seen(mark, pinned, await self.tasks.heads(scope), rest)
         self._seen[principal] = now
         if before is None:

@@ -6,6 +6,7 @@ from mcp.server.mcpserver.prompts.base import Message, UserMessage
 
 from mcp_memory.mcp.face import Face
 from mcp_memory.mcp.templates import recall_text, resume_text
+from mcp_memory.mcp.wire_recall import recall_result
 from mcp_memory.mcp.wire_tasks import resume_packet
 
 RESUME_TASK_DOC = "The messages that put an agent back on track with a task"
@@ -18,5 +19,5 @@ async def resume_task(face: Face, task_id: str) -> list[Message]:
 
 
 async def recall_context(face: Face, query: str) -> list[Message]:
-    result = await face.memory.recall(face.scopes.scope(), query, reinforce=False)
+    result = recall_result(await face.memory.recall(face.scopes.scope(), query, reinforce=False))
     return [UserMessage(recall_text(query, result.pinned, result.hits))]

@@ -18,10 +18,11 @@ from typing import Any
 
 import orjson
 
-from mcp_memory.core.recall_shapes import MemoryOut
 from mcp_memory.mcp import wire_tasks
 from mcp_memory.mcp.face import Face
+from mcp_memory.mcp.recall_schemas import MemoryOut
 from mcp_memory.mcp.task_schemas import TaskState
+from mcp_memory.mcp.wire_recall import memory_out
 from mcp_memory.mcp.wire_upkeep import stats_result
 from mcp_memory.services import task_tree
 
@@ -112,11 +113,11 @@ async def stats_json(face: Face) -> str:
 
 
 async def pinned_md(face: Face) -> str:
-    return pinned_markdown(await face.memory.pinned(face.scopes.scope()))
+    return pinned_markdown([memory_out(m) for m in await face.memory.pinned(face.scopes.scope())])
 
 
 async def pinned_json(face: Face) -> str:
-    return _json([m.model_dump(mode="json") for m in await face.memory.pinned(face.scopes.scope())])
+    return _json([memory_out(m).model_dump(mode="json") for m in await face.memory.pinned(face.scopes.scope())])
 
 
 async def task_list(face: Face) -> str:

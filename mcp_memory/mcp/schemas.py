@@ -1,4 +1,4 @@
-"""What the memory tools take and return (recall's results aside: ``core.recall_shapes``): pydantic
+"""What the memory tools take and return (recall's results: ``recall_schemas``): pydantic
 models, the MCP structured input and output. The face builds the results from the services' records
 in ``wire_memory`` and ``wire_upkeep``, and the arguments into the services' commands there too.
 
@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from mcp_memory.core.models import MemorySort, Outcome, Tier
 from mcp_memory.core.numbers import Bool, Float, Int
-from mcp_memory.core.recall_shapes import MemoryOut
+from mcp_memory.mcp.recall_schemas import MemoryOut
 
 
 class _Input(BaseModel):

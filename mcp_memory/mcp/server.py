@@ -27,6 +27,7 @@ from mcp_memory.mcp.face import Face
 from mcp_memory.mcp.guards import principal_lease, prompt_argument_guard, unknown_argument_guard, unknown_name_guard
 from mcp_memory.mcp.notify import ChangeWatcher, ResourceNotifier
 from mcp_memory.mcp.stdio import run_stdio
+from mcp_memory.mcp.wire_recall import hit_tokens
 from mcp_memory.scope import ScopeResolver, record_request
 
 INSTRUCTIONS = """mcp-memory gives you long-term memory across sessions and clients.
@@ -55,7 +56,7 @@ async def open_server(
 ) -> AsyncIterator[Server]:
     """The runtime (``compose.open_runtime``) served over MCP; with ``warm``, the background work
     runs beside the requests until the server closes."""
-    async with open_runtime(settings, transport=transport, clock=clock) as runtime:
+    async with open_runtime(settings, hit_cost=hit_tokens, transport=transport, clock=clock) as runtime:
         runtime.embedder.start()  # in the background: the handshake never waits for the model
         tokens = transport != "stdio" and settings.http.auth == "tokens"
         scopes = ScopeResolver(settings.principal, settings.namespace, transport=transport, tokens=tokens)

@@ -10,8 +10,8 @@ import orjson
 
 from mcp_memory.core.caution import caution, reveal
 from mcp_memory.core.prompt_files import template
-from mcp_memory.core.recall_shapes import Hit, MemoryOut, Pin, RecallResult
 from mcp_memory.core.text import task_uri
+from mcp_memory.mcp.recall_schemas import Hit, MemoryOut, Pin, RecallResult
 from mcp_memory.mcp.task_schemas import MemoryBrief, ResumePacket
 
 

@@ -9,7 +9,7 @@ from datetime import datetime
 
 from mcp_memory.core.caution import caution, reveal
 from mcp_memory.core.models import MemoryDraft, MemoryFilter, MemoryHistory, MemoryRecord, MemorySort, Page, to_datetime
-from mcp_memory.core.recall_shapes import Detail
+from mcp_memory.core.recalled import Detail
 from mcp_memory.mcp.schemas import (
     CorrectResult,
     EventOut,
@@ -29,10 +29,10 @@ from mcp_memory.mcp.schemas import (
     RememberResult,
     VersionOut,
 )
+from mcp_memory.mcp.wire_recall import memory_out
 from mcp_memory.services.browse import Correction
 from mcp_memory.services.intake import Remembered
 from mcp_memory.services.memory import Forgotten
-from mcp_memory.services.recall import memory_out
 
 
 def draft(item: MemoryInput) -> MemoryDraft:

@@ -10,9 +10,9 @@ import orjson
 
 from mcp_memory.core.envelope import Envelope
 from mcp_memory.core.models import CheckpointRow, Page, to_datetime
-from mcp_memory.core.recall_shapes import MemoryOut
 from mcp_memory.core.task_model import Checkpointed, Resumption, Task, TaskHead, TaskNode, ToolCallRecord
 from mcp_memory.core.text import checkpoint_uri, estimate_tokens
+from mcp_memory.mcp.recall_schemas import MemoryOut
 from mcp_memory.mcp.task_schemas import (
     CheckpointInfo,
     CheckpointPage,
@@ -24,6 +24,7 @@ from mcp_memory.mcp.task_schemas import (
     TaskSummary,
     TaskUpdateResult,
 )
+from mcp_memory.mcp.wire_recall import memory_out
 from mcp_memory.services import task_tree
 
 _OMITTED = "(omitted for the budget; see the full checkpoint)"
@@ -128,7 +129,7 @@ def resume_packet(found: Resumption) -> ResumePacket:
     used += _tokens([a.model_dump(mode="json") for a in head.pending_actions])
     tree_text = _tree(head, max(budget - used, 0))
     used += _tokens(tree_text)
-    kept_memories = _briefs(found.memories, budget - used)
+    kept_memories = _briefs([memory_out(m.record) for m in found.memories], budget - used)
     used += sum(_tokens(b.model_dump(mode="json")) for b in kept_memories)
 
     variables = head.variables if _tokens(head.variables) <= budget - used else dict.fromkeys(head.variables, _OMITTED)
@@ -160,7 +161,7 @@ def resume_packet(found: Resumption) -> ResumePacket:
         elapsed_seconds=round(found.elapsed, 3),
         hints=found.hints,
         memories=kept_memories,
-        pinned=[_brief(m) for m in found.pinned],
+        pinned=[_brief(memory_out(m)) for m in found.pinned],
         snapshot_excerpt=excerpt,
         snapshot_chars=len(head.snapshot),
         full_checkpoint_uri=checkpoint_uri(row.task_id, latest.id) if latest else None,

@@ -30,7 +30,7 @@ from mcp_memory.core.models import (
     Scope,
     Vector,
 )
-from mcp_memory.core.recall_shapes import Detail, MemoryOut, RecallResult
+from mcp_memory.core.recalled import Detail, HitCost, Recollection
 from mcp_memory.core.text import (
     estimate_tokens,
     keyword_terms,
@@ -47,7 +47,7 @@ from mcp_memory.services.intake import Progress
 from mcp_memory.services.keywords import keyword_ranking
 from mcp_memory.services.one_call import in_one_transaction
 from mcp_memory.services.ports import MemoryStore
-from mcp_memory.services.recall import concurrently, fit_budget, floored, memory_out, score
+from mcp_memory.services.recall import concurrently, fit_budget, floored, score
 from mcp_memory.services.relations import Thresholds, stored_neighbours
 from mcp_memory.services.replies import answered as replies_to
 from mcp_memory.services.rules import says_stopped
@@ -89,11 +89,13 @@ class MemoryService:
         limits: Limits,
         recall_config: RecallSettings,
         sessions: SessionTracker,
+        hit_cost: HitCost,
         clock: Callable[[], float] = time.time,
         llm: LlmClient | None = None,
         switch: SwitchState | None = None,
     ) -> None:
         self.clock = clock
+        self.hit_cost = hit_cost  # a hit as the caller receives it, in tokens: the face's measure
         self.switch = switch  # the kill switch (None: always on)
         self.llm = llm
         self.llm_stage = rerank.LlmStage(llm, recall_config)  # recall's optional LLM parts
@@ -263,10 +265,10 @@ class MemoryService:
         detail: Detail = "lean",
         as_of: datetime | None = None,
         floor: bool = True,
-    ) -> RecallResult:
+    ) -> Recollection:
         words, k, budget, preset = inputs.check_recall(query, k, budget_tokens, preset, self.limits, self.config)
         if (off := await off_reason(self.switch, scope)) is not None:
-            return nothing_recalled(redacted(query), preset, budget, off)
+            return nothing_recalled(redacted(query), preset, budget, off, detail)
         criteria = inputs.recall_criteria(scope, filters)
         terms, now = keyword_terms(words), self.clock()
         said_from, offset, span = when.asked(words, as_of, now, self.config.timezone)
@@ -298,10 +300,11 @@ class MemoryService:
         below, scored = floored(scored, dense.visible, found.entity_linked, floor)
         scored, rerank_note = await self.llm_stage.rerank(scope.principal, words, scored, left)
         telling = recall.telling_terms(terms, found.records.values())  # the words a hit's reason may cite
+        fit = (self.hit_cost, detail)  # each hit measured as the caller receives it
         hits, used, omitted = fit_budget(
-            scored, k, budget, terms=telling, detail=detail, explain=explain, now=said_from, offset=offset
+            scored, k, budget, cost=fit, terms=telling, explain=explain, now=said_from, offset=offset
         )
-        hits, used = await with_strength(self.store, self.embedder, scope, words, dense, scored, hits, self.config)
+        hits, used = await with_strength(self.store, self.embedder, scope, words, dense, scored, hits, self.config, fit)
         if reinforce and hits:
             await self.store.reinforce(scope, recall.reinforced(scored, hits), now)
         counts = {"k": k, "budget": budget, "used": used, "omitted": omitted, "below": below}
@@ -345,7 +348,7 @@ class MemoryService:
 
     async def _searches(
         self, scope: Scope, words: str, terms: list[str], criteria: Criteria, depth: int, now: float
-    ) -> tuple[DenseHits, list[tuple[str, float]], list[MemoryOut]]:
+    ) -> tuple[DenseHits, list[tuple[str, float]], list[MemoryRecord]]:
         """The dense ranking, the keyword ranking and the pins; the keyword search and the pins need
         no vector, so they run while the question is embedded."""
         (dense, keyword), pinned = await concurrently(
@@ -433,16 +436,15 @@ class MemoryService:
         """Moves with every write of any process to the principal's memories (a lifecycle pass too)."""
         return await self.store.change_mark(scope)
 
-    async def pinned(self, scope: Scope) -> list[MemoryOut]:
+    async def pinned(self, scope: Scope) -> list[MemoryRecord]:
         """Every pinned memory visible in the scope, most important first (none while memory is off)."""
         if await off_reason(self.switch, scope) is not None:
             return []
         return await self._pins(scope)
 
-    async def _pins(self, scope: Scope) -> list[MemoryOut]:
+    async def _pins(self, scope: Scope) -> list[MemoryRecord]:
         """The pinned memories, for a caller that has checked the switch already."""
-        records = await self.store.select_memories(scope, Criteria(pinned=True), self.clock(), order="importance")
-        return [memory_out(r) for r in records]
+        return await self.store.select_memories(scope, Criteria(pinned=True), self.clock(), order="importance")
 
     # ----- forget --------------------------------------------------------------------------
 

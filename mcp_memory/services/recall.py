@@ -1,25 +1,23 @@
 """How recall ranks what its two searches found and fits the best into the token budget.
 
 MemoryService.recall runs the searches and reads the records; here are the steps after: the value
-function per candidate, the newer side of a supersession first, packing hits into the budget, and
-how a record goes out on the wire (``memory_out``).
+function per candidate, the newer side of a supersession first, packing hits into the budget (each
+measured by the caller's ``HitCost``: the hit as it is sent) and the reason given for each.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 import anyio
-import orjson
-from pydantic import BaseModel
 
-from mcp_memory.core.caution import caution, reveal
-from mcp_memory.core.models import DenseHits, MemoryRecord, to_datetime
-from mcp_memory.core.recall_shapes import Detail, Hit, MemoryOut, Pin, RecallResult, Signals
-from mcp_memory.core.text import estimate_tokens, has_cjk, shares_stem
+from mcp_memory.core.models import DenseHits, MemoryRecord
+from mcp_memory.core.recalled import Detail, HitCost, Recalled, Recollection, Signals
+from mcp_memory.core.text import has_cjk, shares_stem
 from mcp_memory.services import incoming, scoring
 from mcp_memory.services.question import DATED_SECONDS, DEMOTIONS, Understanding
 from mcp_memory.services.when import Span, said
@@ -121,12 +119,12 @@ def _conflicts_placed(scored: list[Scored]) -> list[Scored]:
             else:
                 said = "a later statement conflicts"
             reasons = "; ".join(filter(None, (said, signals.understood)))  # first: it explains the place
-            signals = signals.model_copy(update={"understood": reasons, "value": round(value, 6)})
+            signals = replace(signals, understood=reasons, value=round(value, 6))
         out.append((value, record, signals))
     return out
 
 
-def reinforced(scored: Sequence[Scored], hits: Sequence[Hit | MemoryOut]) -> list[str]:
+def reinforced(scored: Sequence[Scored], hits: Sequence[Recalled]) -> list[str]:
     """The hits recall judged answers, which it strengthens: those within one rare word's worth of
     evidence of the best (scoring.BOOST_REACH). Strengthening the padding too would make it fresher
     and more frequent with every call, until it outranked a new statement of the answer."""
@@ -190,8 +188,8 @@ def floor_note(returned: int, k: int, below: int, omitted: int = 0, budget: int 
 
 def answer(
     query: str,
-    hits: list[Hit | MemoryOut],
-    pinned: list[MemoryOut],
+    hits: list[Recalled],
+    pinned: list[MemoryRecord],
     *,
     k: int,
     budget: int,
@@ -201,16 +199,17 @@ def answer(
     detail: Detail,
     preset: str,
     notes: Sequence[str | None] = (),
-) -> RecallResult:
+) -> Recollection:
     """What recall sends: the question redacted (the answer is stored in a transcript: no secret is
     echoed back), the hits and pins, and one note of what the floor, the budget and the LLM did, and
     that nothing stands out when no hit is strong."""
     strong = any(h.strength == "strong" for h in hits)
     weak = None if strong or not hits else NOTHING_STANDS_OUT
-    return RecallResult(
+    return Recollection(
         query=incoming.redacted(query),
         hits=hits,
-        pinned=pins_as(detail, pinned),
+        pinned=pinned,
+        detail=detail,
         preset=preset,
         budget_tokens=budget,
         used_tokens=used,
@@ -233,90 +232,36 @@ def fit_budget(
     k: int,
     budget: int,
     *,
+    cost: tuple[HitCost, Detail],
     terms: Sequence[str],
-    detail: Detail,
     explain: bool,
     now: float,
     offset: float = 0.0,
-) -> tuple[list[Hit | MemoryOut], int, int]:
+) -> tuple[list[Recalled], int, int]:
     """The best ``k`` hits whose tokens fit the budget: (hits, tokens used, hits left out for the budget).
 
-    What counts is the hit as it is sent: compact JSON without the fields that are not set. A reason
-    cites ``terms`` in their order (``telling_terms``); ``now`` and ``offset`` (the asker's UTC
-    offset) say when each hit was said in the asker's days."""
-    hits: list[Hit | MemoryOut] = []
+    What counts is the hit as it is sent, lean or whole (``cost``: the measure and the detail).
+    A reason cites ``terms`` in their order (``telling_terms``); ``now`` and ``offset`` (the asker's
+    UTC offset) say when each hit was said in the asker's days."""
+    measure, detail = cost
+    hits: list[Recalled] = []
     used = 0
     omitted = 0
     for value, record, signals in scored:
         if len(hits) >= k:
             break
         reason = why(record, signals, terms, now, offset)
-        extra = signals if explain else None
-        hit: Hit | MemoryOut
         # counted strong, the longer word: its strength is judged after (services/strength.py)
-        if detail == "full":
-            hit = memory_out(record)
-            hit = hit.model_copy(
-                update={"score": round(value, 3), "why": reason, "strength": "strong", "signals": extra}
-            )
-            tokens = hit.tokens = wire_tokens(hit)
-        else:
-            hit = lean_hit(record, round(value, 3), reason, extra)
-            tokens = wire_tokens(hit)
+        hit = Recalled(record, round(value, 3), reason, "strong", signals if explain else None)
+        tokens = measure(hit, detail)
         if used + tokens > budget:
             omitted += 1
             continue
         used += tokens
-        hits.append(hit)
+        hits.append(replace(hit, tokens=tokens))
     if len(hits) < k:  # a budget too small for k hits: what it left out is counted within k, not over every candidate
         omitted = min(omitted, k - len(hits))
     return hits, used, omitted
-
-
-def wire_tokens(model: BaseModel) -> int:
-    """The tokens of ``model`` as the tools send it: compact JSON, unset fields left out."""
-    return estimate_tokens(orjson.dumps(model.model_dump(mode="json", exclude_none=True)).decode())
-
-
-def lean_hit(record: MemoryRecord, value: float, reason: str, signals: Signals | None) -> Hit:
-    flag = caution(record.content)
-    return Hit(
-        id=record.id,
-        text=reveal(record.content) if flag else record.content,
-        caution=flag,
-        kind=record.kind,
-        occurred_at=_second(record.occurred_at),
-        score=value,
-        why=reason,
-        strength="strong",
-        conflicts_with=record.conflicts_with or None,
-        superseded_by=record.superseded_by,
-        source_ids=record.source_ids or None,
-        signals=signals,
-    )
-
-
-def pins_as(detail: Detail, pins: list[MemoryOut]) -> list[Pin | MemoryOut]:
-    """The pinned memories recall returns: the rule and what to beware of, or (``full``) the records."""
-    if detail == "full":
-        return list(pins)
-    return [
-        Pin(
-            id=p.id,
-            text=p.text,
-            kind=p.kind,
-            occurred_at=p.occurred_at.replace(microsecond=0),
-            conflicts_with=p.conflicts_with or None,
-            caution=p.caution,
-        )
-        for p in pins
-    ]
-
-
-def _second(seconds: float) -> datetime:
-    moment = to_datetime(int(seconds))
-    assert moment is not None
-    return moment
 
 
 def telling_terms(terms: Sequence[str], candidates: Iterable[MemoryRecord]) -> list[str]:
@@ -411,48 +356,3 @@ def _when(record: MemoryRecord, now: float, offset: float) -> str:
     if record.occurred_at > record.created_at + DATED_SECONDS:
         return f"happens {moment}"
     return "said " + datetime.fromtimestamp(record.occurred_at + offset, UTC).date().isoformat()
-
-
-def memory_out(record: MemoryRecord) -> MemoryOut:
-    """A record as the tools return it, with the tokens it costs a budget."""
-
-    def dt(seconds: float) -> datetime:
-        moment = to_datetime(seconds)
-        assert moment is not None
-        return moment
-
-    flag = caution(record.content)
-    out = MemoryOut(
-        id=record.id,
-        text=reveal(record.content) if flag else record.content,
-        caution=flag,
-        kind=record.kind,
-        tags=record.tags,
-        metadata=record.metadata,
-        importance=record.importance,
-        pinned=record.pinned,
-        namespace=record.namespace,
-        key=record.key,
-        occurred_at=dt(record.occurred_at),
-        created_at=dt(record.created_at),
-        last_accessed_at=to_datetime(record.last_accessed_at),
-        access_count=record.access_count,
-        valid_from=dt(record.valid_from),
-        valid_to=to_datetime(record.valid_to),
-        superseded_by=record.superseded_by,
-        expires_at=to_datetime(record.expires_at),
-        tier=record.tier,
-        level=record.level,
-        language=record.language,
-        session_key=record.session_key,
-        task_id=record.task_id,
-        client_name=record.provenance.client_name,
-        transport=record.provenance.transport,
-        occurrence_ids=record.occurrence_ids,
-        conflicts_with=record.conflicts_with,
-        source_ids=record.source_ids,
-        tokens=0,
-    )
-    # What a budget counts: the hit as the caller receives it, every field included.
-    out.tokens = estimate_tokens(orjson.dumps(out.model_dump(mode="json")).decode())
-    return out

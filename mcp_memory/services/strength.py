@@ -28,17 +28,18 @@ The answer is strong when one of its hits is.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
 
 from mcp_memory.config import RecallSettings
 from mcp_memory.core.models import DenseHits, Scope
-from mcp_memory.core.recall_shapes import Hit, MemoryOut, Signals, Strength
+from mcp_memory.core.recalled import Detail, HitCost, Recalled, Signals, Strength
 from mcp_memory.core.text import looks_like_identifier_query, script
 from mcp_memory.embed.background import background_z
 from mcp_memory.embed.loader import Embedder
 from mcp_memory.services.ports import MemoryStore
-from mcp_memory.services.recall import Scored, wire_tokens
+from mcp_memory.services.recall import Scored
 
 STRONG_EVIDENCE = 3.0
 STANDS_OUT = 2.0  # one rare word's worth above the store's ordinary (recall.keyword_weight)
@@ -63,11 +64,13 @@ async def with_strength(
     question: str,
     dense: DenseHits,
     scored: Sequence[Scored],
-    hits: list[Hit | MemoryOut],
+    hits: list[Recalled],
     config: RecallSettings,
-) -> tuple[list[Hit | MemoryOut], int]:
+    cost: tuple[HitCost, Detail],
+) -> tuple[list[Recalled], int]:
     """``hits`` with their strength (and, asked to explain, the evidence it was judged on), and the
-    tokens they now cost (no more than ``fit_budget`` counted: it counted each hit as strong)."""
+    tokens they now cost, as ``cost`` measures them (no more than ``fit_budget`` counted: it counted
+    each hit as strong)."""
     if not hits:
         return hits, 0
     signals = {record.id: s for _, record, s in scored}
@@ -76,19 +79,15 @@ async def with_strength(
     identifier = looks_like_identifier_query(question)
     weight = config.identifier_keyword_weight if identifier else config.keyword_weight
     asked = script(question)
-    out: list[Hit | MemoryOut] = []
+    measure, detail = cost
+    out: list[Recalled] = []
     for hit in hits:
         own = evidence(signals[hit.id], similarity.get(hit.id), model_id, (asked, script(hit.text)), weight)
-        update: dict[str, object] = {"strength": strength(own, signals[hit.id].fused, dense.visible)}
+        judged = replace(hit, strength=strength(own, signals[hit.id].fused, dense.visible))
         if hit.signals is not None:
-            update["signals"] = hit.signals.model_copy(update={"evidence": round(own, 3)})
-        out.append(hit.model_copy(update=update))
-    used = 0
-    for hit in out:
-        if isinstance(hit, MemoryOut):
-            hit.tokens = wire_tokens(hit)
-        used += hit.tokens if isinstance(hit, MemoryOut) else wire_tokens(hit)
-    return out, used
+            judged = replace(judged, signals=replace(hit.signals, evidence=round(own, 3)))
+        out.append(replace(judged, tokens=measure(judged, detail)))
+    return out, sum(hit.tokens for hit in out)
 
 
 def margin(own_evidence: float, fused: float, visible: int) -> float:

@@ -11,7 +11,7 @@ from typing import Protocol
 
 from mcp_memory.core.errors import MemoryOffError
 from mcp_memory.core.models import Scope, describe_switch
-from mcp_memory.core.recall_shapes import RecallResult
+from mcp_memory.core.recalled import Detail, Recollection
 
 
 class SwitchState(Protocol):
@@ -45,12 +45,13 @@ async def refuse_if_off(switch: SwitchState | None, scope: Scope, what: str = "n
         raise MemoryOffError(f"{what}: {reason}")
 
 
-def nothing_recalled(query: str, preset: str, budget: int, reason: str) -> RecallResult:
+def nothing_recalled(query: str, preset: str, budget: int, reason: str, detail: Detail) -> Recollection:
     """Recall's answer while memory is off: no memories, and why."""
-    return RecallResult(
+    return Recollection(
         query=query,
         hits=[],
         pinned=[],
+        detail=detail,
         preset=preset,
         budget_tokens=budget,
         used_tokens=0,

@@ -23,7 +23,6 @@ from mcp_memory.core.envelope import (
 from mcp_memory.core.errors import InvalidInputError, LimitExceededError, NotFoundError, StaleHeadError, StorageError
 from mcp_memory.core.ids import new_id
 from mcp_memory.core.models import CheckpointRow, MemoryFilter, Page, Scope, TaskRow
-from mcp_memory.core.recall_shapes import MemoryOut
 from mcp_memory.core.task_model import Checkpointed, CheckpointReason, Resumption, Task, TaskEdit, TaskHead
 from mcp_memory.core.text import strip_query_syntax, task_uri
 from mcp_memory.services import incoming, packet, task_tree
@@ -428,8 +427,8 @@ class TaskService:
             budget=budget,
             hints=packet.hints(state.head, elapsed),
             checkpoint=latest,
-            memories=[hit for hit in recalled.hits if isinstance(hit, MemoryOut)],
-            pinned=[pin for pin in recalled.pinned if isinstance(pin, MemoryOut)],
+            memories=recalled.hits,
+            pinned=recalled.pinned,
             warnings=warnings,
             rolled_back_to=rolled_back_to,
         )
