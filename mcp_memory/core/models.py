@@ -148,6 +148,11 @@ def to_datetime(seconds: float | None) -> datetime | None:
     return None if seconds is None else datetime.fromtimestamp(seconds, UTC)
 
 
+def at(seconds: float) -> datetime:
+    """A moment that is always set (``to_datetime`` of a time that cannot be missing)."""
+    return datetime.fromtimestamp(seconds, UTC)
+
+
 def to_seconds(moment: datetime) -> float:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)

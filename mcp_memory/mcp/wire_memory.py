@@ -5,10 +5,18 @@ to the agent included)."""
 from __future__ import annotations
 
 from dataclasses import asdict
-from datetime import datetime
 
 from mcp_memory.core.caution import caution, reveal
-from mcp_memory.core.models import MemoryDraft, MemoryFilter, MemoryHistory, MemoryRecord, MemorySort, Page, to_datetime
+from mcp_memory.core.models import (
+    MemoryDraft,
+    MemoryFilter,
+    MemoryHistory,
+    MemoryRecord,
+    MemorySort,
+    Page,
+    at,
+    to_datetime,
+)
 from mcp_memory.core.recalled import Detail
 from mcp_memory.mcp.schemas import (
     CorrectResult,
@@ -87,12 +95,6 @@ def forget_result(done: Forgotten) -> ForgetResult:
 # ----- browsing and correcting -------------------------------------------------------------
 
 
-def _at(seconds: float) -> datetime:
-    moment = to_datetime(seconds)
-    assert moment is not None
-    return moment
-
-
 def _listed(record: MemoryRecord) -> ListedMemory:
     flag = caution(record.content)
     return ListedMemory(
@@ -104,7 +106,7 @@ def _listed(record: MemoryRecord) -> ListedMemory:
         importance=record.importance,
         pinned=record.pinned,
         namespace=record.namespace,
-        occurred_at=_at(record.occurred_at),
+        occurred_at=at(record.occurred_at),
         last_used_at=to_datetime(record.last_accessed_at),
         tier=record.tier,
         level=record.level,
@@ -119,7 +121,7 @@ def _version(record: MemoryRecord) -> VersionOut:
         id=record.id,
         text=record.content,
         kind=record.kind,
-        valid_from=_at(record.valid_from),
+        valid_from=at(record.valid_from),
         valid_to=to_datetime(record.valid_to),
         superseded_by=record.superseded_by,
     )
@@ -138,8 +140,8 @@ def _detail(record: MemoryRecord, history: MemoryHistory) -> MemoryDetail:
         occurrences=[
             OccurrenceDetail(
                 id=o.id,
-                occurred_at=_at(o.occurred_at),
-                recorded_at=_at(o.created_at),
+                occurred_at=at(o.occurred_at),
+                recorded_at=at(o.created_at),
                 session_key=o.session_key,
                 client_name=o.provenance.client_name,
                 transport=o.provenance.transport,
@@ -149,7 +151,7 @@ def _detail(record: MemoryRecord, history: MemoryHistory) -> MemoryDetail:
         ],
         summarized_in=history.summarized_in,
         links=[LinkOut(id=target, via=via) for via, target in history.links],
-        events=[EventOut(at=_at(at), event=event, detail=detail) for at, event, detail in history.events],
+        events=[EventOut(at=at(when), event=event, detail=detail) for when, event, detail in history.events],
     )
 
 

@@ -5,14 +5,13 @@ that recall's budget counts with (the entry points hand it to ``MemoryService``)
 from __future__ import annotations
 
 from dataclasses import asdict
-from datetime import datetime
 
 import orjson
 from pydantic import BaseModel
 
 from mcp_memory.core import recalled
 from mcp_memory.core.caution import caution, reveal
-from mcp_memory.core.models import MemoryRecord, to_datetime
+from mcp_memory.core.models import MemoryRecord, at, to_datetime
 from mcp_memory.core.recalled import Detail, Recalled, Recollection
 from mcp_memory.core.text import estimate_tokens
 from mcp_memory.mcp.recall_schemas import Hit, MemoryOut, Pin, RecallResult, Signals
@@ -51,7 +50,7 @@ def hit_out(hit: Recalled, detail: Detail) -> Hit | MemoryOut:
         text=reveal(record.content) if flag else record.content,
         caution=flag,
         kind=record.kind,
-        occurred_at=_second(record.occurred_at),
+        occurred_at=at(int(record.occurred_at)),
         score=hit.score,
         why=hit.why,
         strength=hit.strength,
@@ -89,20 +88,8 @@ def _signals(signals: recalled.Signals | None) -> Signals | None:
     return None if signals is None else Signals(**asdict(signals))
 
 
-def _second(seconds: float) -> datetime:
-    moment = to_datetime(int(seconds))
-    assert moment is not None
-    return moment
-
-
 def memory_out(record: MemoryRecord) -> MemoryOut:
     """A record as the tools return it, with the tokens it costs a budget."""
-
-    def dt(seconds: float) -> datetime:
-        moment = to_datetime(seconds)
-        assert moment is not None
-        return moment
-
     flag = caution(record.content)
     out = MemoryOut(
         id=record.id,
@@ -115,11 +102,11 @@ def memory_out(record: MemoryRecord) -> MemoryOut:
         pinned=record.pinned,
         namespace=record.namespace,
         key=record.key,
-        occurred_at=dt(record.occurred_at),
-        created_at=dt(record.created_at),
+        occurred_at=at(record.occurred_at),
+        created_at=at(record.created_at),
         last_accessed_at=to_datetime(record.last_accessed_at),
         access_count=record.access_count,
-        valid_from=dt(record.valid_from),
+        valid_from=at(record.valid_from),
         valid_to=to_datetime(record.valid_to),
         superseded_by=record.superseded_by,
         expires_at=to_datetime(record.expires_at),

@@ -24,6 +24,7 @@ from mcp_memory.core.models import (
     MemorySort,
     Page,
     Scope,
+    at,
     to_datetime,
 )
 from mcp_memory.services import inputs
@@ -37,12 +38,6 @@ from mcp_memory.services.task_views import from_cursor, to_cursor
 MAX_PAGE = 200
 MAX_LEVEL = 3
 _EVERY_STATE = Criteria(include_superseded=True, include_archived=True, include_expired=True)
-
-
-def _at(seconds: float) -> datetime:
-    moment = to_datetime(seconds)
-    assert moment is not None
-    return moment
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +163,7 @@ class BrowseService:
         principal-wide callers only (the records name no namespace)."""
         if scope.namespace is not None:
             return []
-        return [(i, _at(at), how) for i, at, how in await self.store.browse.receipts(scope, limit)]
+        return [(i, at(when), how) for i, when, how in await self.store.browse.receipts(scope, limit)]
 
     async def settle_conflict(self, scope: Scope, first: str, second: str, keep: str) -> str:
         """A person's verdict on a flagged pair: ``keep`` one id (the other is superseded by it,
