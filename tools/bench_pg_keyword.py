@@ -10,9 +10,11 @@ read only what this schema still keeps (``memories.doc_len`` is still written). 
 recalled once (k=10, reinforce=false) to learn the keyword searches recall asks of the store; then
 those searches are run again through ``PostgresStore.keyword_searches`` (one transaction, the
 statements in one message) with the old and the new ``bm25_query``, alternating which goes first,
-and each question recalled whole with each. Printed: medians of both, their ratio (new / old), and
-whether every result list is identical, ids, order and scores (exact float equality), and so every
-recall's hits. Markdown to stdout, progress to stderr.
+and each question recalled whole with each. Printed: medians of both, their ratio (new / old), how many answers
+are identical (ids, order and scores, exact float equality), how many lists hold the same ids in
+the same order and agree at 12 significant digits (ties by id), the largest relative difference of
+a memory's score, and how many recalls return the same hits with the same scores. Markdown to
+stdout, progress to stderr.
 """
 
 from __future__ import annotations
@@ -69,6 +71,12 @@ async def _fill(cluster: pgcluster.Cluster, work: Path, memories: int) -> Settin
     return settings
 
 
+def _canonical(found: list[tuple[str, float]]) -> list[tuple[float, str]]:
+    """A list as its scores to 12 significant digits, ties in order of id: what stays when the last
+    bits of a sum, which depend on the order it was added in, are set aside."""
+    return sorted((-float(f"{score:.12g}"), memory) for memory, score in found)
+
+
 async def compare(settings: Settings, questions: list[str], old: ModuleType) -> tuple[list[list[str]], int]:
     """The table's rows and how many keyword searches were replayed."""
     async with PostgresStore(settings.storage.postgres) as store:
@@ -89,7 +97,8 @@ async def compare(settings: Settings, questions: list[str], old: ModuleType) -> 
         store.keyword_searches = searches  # type: ignore[method-assign]
         times: dict[str, list[float]] = {"old": [], "new": []}
         recalls: dict[str, list[float]] = {"old": [], "new": []}
-        same_lists = same_hits = 0
+        same_lists = same_hits = same_order = same_canon = lists = 0
+        apart = 0.0
         builds = {"old": old.bm25_query, "new": NEW}
         for i, args in enumerate(asked):
             found = {}
@@ -99,6 +108,11 @@ async def compare(settings: Settings, questions: list[str], old: ModuleType) -> 
                 found[name] = await store.keyword_searches(*args)
                 times[name].append(1000 * (time.perf_counter() - started))
             same_lists += found["old"] == found["new"]
+            for a, b in zip(found["old"], found["new"], strict=True):
+                same_order += [m for m, _ in a] == [m for m, _ in b]
+                same_canon += _canonical(a) == _canonical(b)
+                lists += 1
+                apart = max(apart, *(abs(x - dict(b).get(m, x)) / max(abs(x), 1e-300) for m, x in a), 0.0)
         for i, question in enumerate(questions):
             hits = {}
             for name in ("old", "new") if i % 2 else ("new", "old"):
@@ -113,7 +127,10 @@ async def compare(settings: Settings, questions: list[str], old: ModuleType) -> 
     for label, kept_times in (("keyword_searches p50 ms", times), ("recall p50 ms", recalls)):
         a, b = statistics.median(kept_times["old"]), statistics.median(kept_times["new"])
         rows.append([label, f"{a:.2f}", f"{b:.2f}", f"{b / a:.2f}"])
-    rows.append(["keyword result lists identical", "", f"{same_lists} / {len(asked)}", ""])
+    rows.append(["keyword_searches answers identical (both lists)", "", f"{same_lists} / {len(asked)}", ""])
+    rows.append(["result lists: same ids in the same order", "", f"{same_order} / {lists}", ""])
+    rows.append(["result lists: same at 12 digits, ties by id", "", f"{same_canon} / {lists}", ""])
+    rows.append(["largest relative score difference", "", f"{apart:.1e}", ""])
     rows.append(["recall hits identical", "", f"{same_hits} / {len(questions)}", ""])
     return rows, len(asked)
 
