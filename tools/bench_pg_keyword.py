@@ -10,7 +10,8 @@ read only what this schema still keeps (``memories.doc_len`` is still written). 
 recalled once (k=10, reinforce=false) to learn the keyword searches recall asks of the store; then
 those searches are run again through ``PostgresStore.keyword_searches`` (one transaction, the
 statements in one message) with the old and the new ``bm25_query``, alternating which goes first,
-and each question recalled whole with each. Printed: medians of both, their ratio (new / old), how many answers
+and each question recalled whole with each (its embedding then cached by the first pass, so the
+recall's figure is its work besides the model). Printed: medians of both, their ratio (new / old), how many answers
 are identical (ids, order and scores, exact float equality), how many lists hold the same ids in
 the same order and agree at 12 significant digits (ties by id), the largest relative difference of
 a memory's score, and how many recalls return the same hits with the same scores. Markdown to
