@@ -126,8 +126,8 @@ async def compare(settings: Settings, questions: list[str], old: ModuleType) -> 
         keyword.bm25_query = NEW
     rows = []
     for label, kept_times in (("keyword_searches p50 ms", times), ("recall p50 ms", recalls)):
-        a, b = statistics.median(kept_times["old"]), statistics.median(kept_times["new"])
-        rows.append([label, f"{a:.2f}", f"{b:.2f}", f"{b / a:.2f}"])
+        was, now = statistics.median(kept_times["old"]), statistics.median(kept_times["new"])
+        rows.append([label, f"{was:.2f}", f"{now:.2f}", f"{now / was:.2f}"])
     rows.append(["keyword_searches answers identical (both lists)", "", f"{same_lists} / {len(asked)}", ""])
     rows.append(["result lists: same ids in the same order", "", f"{same_order} / {lists}", ""])
     rows.append(["result lists: same at 12 digits, ties by id", "", f"{same_canon} / {lists}", ""])
