@@ -59,23 +59,29 @@ async def _pg_index(cluster: pgcluster.Cluster) -> psycopg.AsyncConnection:
     async with await psycopg.AsyncConnection.connect(cluster.dsn(pgcluster.OWNER), autocommit=True) as owner:
         await migrations.migrate(owner, pgcluster.SERVER)
     conn = await psycopg.AsyncConnection.connect(cluster.dsn())
+    await _write(conn, KEY, TEXTS)
+    return conn
+
+
+async def _write(conn: psycopg.AsyncConnection, key: str, texts: list[str], *, with_lengths: bool = True) -> None:
+    """The texts as memories m00, m01, ... (m02 archived), indexed; ``with_lengths=False``: their
+    postings as schema 3 wrote them."""
     async with conn.transaction():
-        await migrations.as_principal(conn, KEY)
-        await conn.execute("SELECT mcp_open_principal(%s, %s)", (KEY, "someone"))
+        await migrations.as_principal(conn, key)
+        await conn.execute("SELECT mcp_open_principal(%s, %s)", (key, "someone"))
         rows: dict[int, str] = {}
-        for i, text in enumerate(TEXTS):
+        for i, text in enumerate(texts):
             row = await (
                 await conn.execute(
                     "INSERT INTO memories (principal, id, kind, content, importance, occurred_at, created_at, "
                     "valid_from, language, content_hash, tier) VALUES (%s, %s, 'fact', %s, 0.5, 0, 0, 0, 'en', %s, %s) "
                     "RETURNING n",
-                    (KEY, f"m{i:02d}", text, f"h{i}", "archived" if i == 2 else "active"),
+                    (key, f"m{i:02d}", text, f"h{i}", "archived" if i == 2 else "active"),
                 )
             ).fetchone()
             assert row is not None
             rows[int(row[0])] = text
-        await keyword.index(conn, KEY, rows)
-    return conn
+        await keyword.index(conn, key, rows, with_lengths=with_lengths)
 
 
 def _fts5() -> sqlite3.Connection:
@@ -169,10 +175,16 @@ async def test_the_upgrade_to_schema_2_indexes_the_stems_of_stored_memories(
                 )
             ).fetchone()
             assert row is not None
-            await keyword.index_segmented(owner, KEY, {int(row[0]): "the user wants game recommendations"})
+            await keyword.index_segmented(
+                owner, KEY, {int(row[0]): "the user wants game recommendations"}, with_lengths=False
+            )
         async with owner.transaction():
             await migrations.as_principal(owner, KEY)
-            assert await keyword.search(owner, KEY, stem_terms(["games"]), 10) == []
+            stems = [token for phrase in keyword.phrases(stem_terms(["games"])) for token in phrase]
+            held = await (
+                await owner.execute("SELECT count(*) FROM postings WHERE term = ANY(%s)", (stems,))
+            ).fetchone()
+            assert held == (0,)  # (schema 1's postings have no doc_len for the search of this code to read)
         assert await migrations.migrate(owner, pgcluster.SERVER) == migrations.SCHEMA_VERSION
         async with owner.transaction():
             await migrations.as_principal(owner, KEY)
@@ -186,3 +198,59 @@ async def test_the_upgrade_to_schema_2_indexes_the_stems_of_stored_memories(
         )
         assert [m for m, _ in found] == [m for m, _ in written] == ["m00"]
         assert dict(written) == pytest.approx(_sqlite_scores(db, ["recommendations"]))  # one memory, counted once
+
+
+async def _all_scores(conn: psycopg.AsyncConnection, key: str) -> list[list[tuple[str, float]]]:
+    async with conn.transaction():
+        await migrations.as_principal(conn, key)
+        asked = [keyword_terms(q) for q in QUESTIONS] + [stem_terms(keyword_terms(q)) for q in QUESTIONS]
+        return await keyword.searches(conn, key, asked, 100)
+
+
+async def test_the_upgrade_to_schema_4_gives_each_posting_its_memorys_length_and_scores_as_fresh(
+    pg_empty: pgcluster.Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with await psycopg.AsyncConnection.connect(pg_empty.dsn(pgcluster.OWNER), autocommit=True) as owner:
+        monkeypatch.setattr(migrations, "SCHEMA_VERSION", 3)
+        await migrations.migrate(owner, pgcluster.SERVER)
+        monkeypatch.undo()
+        await _write(owner, KEY, TEXTS, with_lengths=False)  # a principal of schema 3, its partitions made then
+        assert await migrations.migrate(owner, pgcluster.SERVER) == migrations.SCHEMA_VERSION == 4
+        late = hashlib.sha256(b"bob").hexdigest()[:32]
+        await _write(owner, late, TEXTS)  # a principal whose partitions schema 4 makes
+        for key in (KEY, late):
+            async with owner.transaction():
+                await migrations.as_principal(owner, key)
+                row = await (
+                    await owner.execute(
+                        "SELECT count(*), count(*) FILTER (WHERE p.doc_len = m.doc_len AND p.doc_len > 0) "
+                        "FROM postings p JOIN memories m ON m.principal = p.principal AND m.n = p.memory_n"
+                    )
+                ).fetchone()
+            assert row is not None
+            assert row[0] > 100, key
+            assert row[0] == row[1], key  # every posting holds its memory's length
+        migrated, fresh = await _all_scores(owner, KEY), await _all_scores(owner, late)
+    assert migrated == fresh  # ids, order and scores, to the last bit
+    assert sum(map(len, migrated)) > 30  # positive control: the questions match
+    db = _fts5()
+    expected = _sqlite_scores(db, keyword_terms(QUESTIONS[0]))
+    assert dict(migrated[0]) == pytest.approx(expected, rel=1e-9, abs=1e-12)
+
+
+async def test_exact_ties_of_several_phrases_come_in_order_of_id(pg_empty: pgcluster.Cluster) -> None:
+    """The same text scores the same to the last bit whatever order the plan adds a memory's phrases
+    in (the phrases' order, as FTS5 adds them), so the id breaks the tie."""
+    texts = [f"orion release notes for the weekly sync, copy {i}" for i in range(40)]
+    texts += ["weekly notes", "orion sync", "release"] * 20
+    async with await _pg_index(pg_empty) as conn:
+        await _write(conn, late := hashlib.sha256(b"carol").hexdigest()[:32], texts)
+        terms = ["orion", "release", "notes", "weekly", "sync"]
+        for plan in ("on", "off"):  # a hash aggregate and a sort: two orders of the same rows
+            async with conn.transaction():
+                await migrations.as_principal(conn, late)
+                await conn.execute(f"SET LOCAL enable_hashagg = {plan}")
+                found = await keyword.search(conn, late, terms, 30)
+            tied = found[:30]
+            assert len({score for _, score in tied}) == 1, plan
+            assert [m for m, _ in tied] == sorted(m for m, _ in tied), plan

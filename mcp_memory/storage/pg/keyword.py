@@ -14,6 +14,7 @@ tokens (``inv-767``) is matched as a phrase, as FTS5 matches a quoted term. The 
 ``bm25()`` over the principal's whole index (every tier, as FTS5 holds every row): for each term,
 idf = ln((N - n + 0.5) / (n + 0.5)), floored at 1e-6, times f * (k1 + 1) / (f + k1 * (1 - b + b * D
 / avgdl)), with k1 = 1.2 and b = 0.75. N and the total of tokens are kept in ``meta``; ``D`` is
+the memory's token count, kept in each of its postings (``postings.doc_len``, schema 4) as in
 ``memories.doc_len``; ``n`` is counted from the term's postings as FTS5 reads its doclist.
 """
 
@@ -93,13 +94,21 @@ def _part(table: str, principal: str) -> sql.Identifier:
     return sql.Identifier(f"{table}_{principal}")
 
 
-async def index(conn: psycopg.AsyncConnection, principal: str, rows: Mapping[int, str]) -> None:
+async def index(
+    conn: psycopg.AsyncConnection, principal: str, rows: Mapping[int, str], *, with_lengths: bool = True
+) -> None:
     """Index memories (row number -> text) inside the caller's transaction."""
-    await index_segmented(conn, principal, {n: segment_for_index(text) for n, text in rows.items()})
+    await index_segmented(
+        conn, principal, {n: segment_for_index(text) for n, text in rows.items()}, with_lengths=with_lengths
+    )
 
 
-async def index_segmented(conn: psycopg.AsyncConnection, principal: str, rows: Mapping[int, str]) -> None:
-    """Index memories (row number -> ``text.segment_for_index`` of their text), as FTS5 is fed."""
+async def index_segmented(
+    conn: psycopg.AsyncConnection, principal: str, rows: Mapping[int, str], *, with_lengths: bool = True
+) -> None:
+    """Index memories (row number -> ``text.segment_for_index`` of their text), as FTS5 is fed.
+    ``with_lengths=False``: postings as schema 1 to 3 wrote them, without ``doc_len`` (the upgrade
+    to schema 2 writes them before schema 4 adds the column, and fills it)."""
     terms: list[str] = []
     numbers: list[int] = []
     places: list[str] = []  # each posting's positions as an array literal: unnest takes no ragged arrays
@@ -111,12 +120,13 @@ async def index_segmented(conn: psycopg.AsyncConnection, principal: str, rows: M
             numbers.append(n)
             places.append("{" + ",".join(map(str, at)) + "}")
     # two statements for any number of memories (a `migrate` brings thousands at once)
+    length = sql.SQL(", doc_len") if with_lengths else sql.SQL("")
     await conn.execute(
         sql.SQL(
-            "INSERT INTO {} (principal, term, memory_n, positions) "
-            "SELECT %s, t, n, p::integer[] FROM unnest(%s::text[], %s::bigint[], %s::text[]) AS u(t, n, p)"
-        ).format(_part("postings", principal)),
-        (principal, terms, numbers, places),
+            "INSERT INTO {} (principal, term, memory_n, positions{length}) SELECT %s, t, n, p::integer[]{d} "
+            "FROM unnest(%s::text[], %s::bigint[], %s::text[], %s::integer[]) AS u(t, n, p, d)"
+        ).format(_part("postings", principal), length=length, d=sql.SQL(", d") if with_lengths else sql.SQL("")),
+        (principal, terms, numbers, places, [lengths[n] for n in numbers]),
     )
     await conn.execute(
         sql.SQL(
@@ -182,7 +192,7 @@ def _phrase_hits(i: int, phrase: list[str], params: dict[str, Any]) -> sql.Compo
         params[f"t{i}_{j}"] = token
     if len(phrase) == 1:
         return sql.SQL(
-            "SELECT {i} AS i, memory_n, cardinality(positions) AS f FROM {postings} "
+            "SELECT {i} AS i, memory_n, cardinality(positions) AS f, doc_len FROM {postings} "
             "WHERE principal = %(p)s AND term = %(t{i}_0)s"
         ).format(i=sql.Literal(i), postings=postings)
     joins = sql.SQL(" ").join(
@@ -196,7 +206,7 @@ def _phrase_hits(i: int, phrase: list[str], params: dict[str, Any]) -> sql.Compo
         sql.SQL("x + {j} = ANY(a{j}.positions)").format(j=sql.Literal(j)) for j in range(1, len(phrase))
     )
     return sql.SQL(
-        "SELECT i, memory_n, f FROM (SELECT {i} AS i, a0.memory_n, "
+        "SELECT i, memory_n, f, doc_len FROM (SELECT {i} AS i, a0.memory_n, a0.doc_len, "
         "(SELECT count(*) FROM unnest(a0.positions) AS x WHERE {follows}) AS f "
         "FROM {postings} a0 {joins} WHERE a0.principal = %(p)s AND a0.term = %(t{i}_0)s) h WHERE f > 0"
     ).format(i=sql.Literal(i), follows=follows, joins=joins, postings=postings)
@@ -209,23 +219,34 @@ def bm25_query(found: list[list[str]], visible: sql.Composable, limit: int, para
     params["limit"] = limit
     return sql.SQL(
         "WITH hits AS ({hits}), "
-        "df AS (SELECT i, count(*) AS n FROM hits GROUP BY i), "
-        "stats AS MATERIALIZED (SELECT "  # each count read once, not at each use
+        "stats AS MATERIALIZED (SELECT docs, greatest(total / greatest(docs, 1), 1e-9) AS avgdl FROM (SELECT "
         "  coalesce((SELECT value::float8 FROM {meta} WHERE principal = %(p)s AND key = {docs}), 0) AS docs, "
-        "  coalesce((SELECT value::float8 FROM {meta} WHERE principal = %(p)s AND key = {tokens}), 0) AS total) "
+        "  coalesce((SELECT value::float8 FROM {meta} WHERE principal = %(p)s AND key = {tokens}), 0) AS total) c), "
         # float8 throughout: a literal such as 0.5 is numeric, and numeric arithmetic on each of
         # thousands of hits cost more than the float8 it is cast to (exact here: halves and integers)
-        "SELECT m.id, sum(greatest(ln((s.docs - df.n + 0.5) / (df.n + 0.5::float8)), 1e-6) * h.f * {k1plus} "
-        "  / (h.f + {k1} * (1 - {b} + {b}::float8 * m.doc_len / greatest(s.total / greatest(s.docs, 1), 1e-9)))) "
-        "AS score "
-        "FROM hits h JOIN df USING (i) CROSS JOIN stats s "
-        # each hit's memory looked up by its key (OFFSET 0: the planner may not turn the join round;
-        # without statistics, a partition fresh from a migrate, it scanned every hit per memory: 1 s at 10k)
-        "CROSS JOIN LATERAL (SELECT m.id, m.doc_len FROM {memories} m "
-        "WHERE m.principal = %(p)s AND m.n = h.memory_n AND {visible} OFFSET 0) m "
-        "GROUP BY m.id ORDER BY score DESC, m.id LIMIT %(limit)s"
+        "idf AS (SELECT i, greatest(ln((s.docs - df.n + 0.5) / (df.n + 0.5::float8)), 1e-6) AS idf "
+        "  FROM (SELECT i, count(*) AS n FROM hits GROUP BY i) df CROSS JOIN stats s), "
+        # each hit's weight from its posting alone (which carries the memory's length, schema 4)
+        "weights AS (SELECT h.i, h.memory_n, idf.idf * h.f * {k1plus} "
+        "  / (h.f + {k1} * (1 - {b} + {b}::float8 * h.doc_len / s.avgdl)) AS w "
+        "  FROM hits h JOIN idf USING (i) CROSS JOIN stats s OFFSET 0), "  # OFFSET 0: once, not once per phrase
+        # a memory's score added up in the phrases' order, as FTS5 adds it: sum() adds in whatever
+        # order the plan brings the rows, and the last bit that changes breaks exact ties at random
+        "scored AS (SELECT memory_n, {total} AS score FROM weights GROUP BY memory_n ORDER BY score DESC) "
+        "SELECT m.id, sc.score FROM scored sc "
+        # then the memories looked up by key in that order, only until ``limit`` visible ones and
+        # their ties are found (an incremental sort on the id, within each score, stops there);
+        # OFFSET 0: the planner may not turn the join round (a partition fresh from a migrate has
+        # no statistics, and a scan of every hit per memory cost 1 s at 10k)
+        "CROSS JOIN LATERAL (SELECT m.id FROM {memories} m "
+        "WHERE m.principal = %(p)s AND m.n = sc.memory_n AND {visible} OFFSET 0) m "
+        "ORDER BY sc.score DESC, m.id LIMIT %(limit)s"
     ).format(
         hits=hits,
+        total=sql.SQL(" + ").join(
+            sql.SQL("coalesce(max(w) FILTER (WHERE i = {}), 0::float8)").format(sql.Literal(i))
+            for i in range(len(found))
+        ),
         docs=sql.Literal(DOCS),
         tokens=sql.Literal(TOKENS),
         k1plus=sql.Literal(K1 + 1),

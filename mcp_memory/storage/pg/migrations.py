@@ -17,8 +17,10 @@ from mcp_memory import __version__
 from mcp_memory.core.errors import SchemaVersionError, StorageError
 from mcp_memory.storage.pg import keyword, vector_layout
 
-SCHEMA_VERSION = 3
-MIN_CODE_SCHEMA = 1  # the oldest code that may open a database of this version
+SCHEMA_VERSION = 4
+MIN_CODE_SCHEMA = (
+    4  # the oldest code that may open a database of this version: schema 3 code writes postings without doc_len
+)
 PGVECTOR_MIN_CODE = 3  # ... and of one whose vectors are in pgvector: older code would write them as bytes
 _ROLE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
@@ -54,13 +56,15 @@ async def migrate(conn: psycopg.AsyncConnection, server_role: str, vectors: str 
             await conn.execute(sql.SQL(script.replace("{server}", server_role)))
             if number == 2:
                 await _resegment(conn)
+            if number == 4:
+                await _posting_lengths(conn)
             await conn.execute(
                 "UPDATE schema_version SET version = %s, min_code = %s, written_by = %s",
                 (number, MIN_CODE_SCHEMA, f"mcp-memory {__version__}"),
             )
             await conn.execute(sql.SQL("GRANT SELECT ON schema_version TO {}").format(sql.Identifier(server_role)))
     layout = await vector_layout.settle(conn, server_role, vectors)
-    least = PGVECTOR_MIN_CODE if layout == vector_layout.PGVECTOR else MIN_CODE_SCHEMA
+    least = max(MIN_CODE_SCHEMA, PGVECTOR_MIN_CODE if layout == vector_layout.PGVECTOR else 0)
     await conn.execute("UPDATE schema_version SET min_code = %s", (least,))
     return SCHEMA_VERSION
 
@@ -74,7 +78,19 @@ async def _resegment(conn: psycopg.AsyncConnection) -> None:
             await conn.execute(sql.SQL("SELECT n, content FROM {}").format(sql.Identifier(f"memories_{key}")))
         ).fetchall()
         await keyword.unindex_all(conn, str(key))
-        await keyword.index(conn, str(key), {int(n): str(content) for n, content in rows})
+        # the postings of schema 2, without their length: schema 4 adds the column and fills it
+        await keyword.index(conn, str(key), {int(n): str(content) for n, content in rows}, with_lengths=False)
+
+
+async def _posting_lengths(conn: psycopg.AsyncConnection) -> None:
+    """Schema 4: each principal's postings given their memory's token count (memories.doc_len)."""
+    for (key,) in await (await conn.execute("SELECT principal FROM principals")).fetchall():
+        await as_principal(conn, str(key))
+        await conn.execute(
+            sql.SQL("UPDATE {} AS p SET doc_len = m.doc_len FROM {} AS m WHERE m.n = p.memory_n").format(
+                sql.Identifier(f"postings_{key}"), sql.Identifier(f"memories_{key}")
+            )
+        )
 
 
 async def role_problems(conn: psycopg.AsyncConnection) -> list[str]:
