@@ -273,8 +273,17 @@ async def client(
 
 
 async def drive(
-    replicas: Sequence[Server], cluster: pgcluster.Cluster, tokens: list[str], args: argparse.Namespace, clients: int
+    replicas: Sequence[Server],
+    cluster: pgcluster.Cluster,
+    tokens: list[str],
+    args: argparse.Namespace,
+    clients: int,
+    run: int = 0,
 ) -> Tally:
+    """``clients`` clients on ``replicas`` for ``args.seconds``; client c draws its principals and texts
+    from seed (run, c): each server of a run gets the same calls, and a later run on the same replicas
+    new ones (the same seeds again found every question in the embedder's cache: recall p50 fell
+    from 70 to 35 ms between the first and the third run on a replica)."""
     tally = Tally(len(replicas))
     before = Snapshot(replicas, cluster)
     started = time.monotonic()
@@ -282,7 +291,7 @@ async def drive(
     async with anyio.create_task_group() as group:
         for c in range(clients):
             r = c % len(replicas)
-            group.start_soon(client, replicas[r], tokens, args, until, c, tally, tally.served[r])
+            group.start_soon(client, replicas[r], tokens, args, until, run * 1_000 + c, tally, tally.served[r])
         group.start_soon(sample_rss, replicas, tally, started, until)
     tally.costs = Snapshot(replicas, cluster).minus(before)
     return tally
@@ -374,7 +383,8 @@ def _runs(
                 for turn in range(args.rounds):  # the servers' order alternates: A B, B A, A B, ...
                     for name, replicas in list(sets.items())[:: -1 if turn % 2 else 1]:
                         _progress(f"{name}: {count} replica(s), {clients} clients for {args.seconds:.0f} s")
-                        tally = anyio.run(drive, replicas, cluster, tokens, args, clients)
+                        run = (count * 1_000 + clients) * 1_000 + turn
+                        tally = anyio.run(drive, replicas, cluster, tokens, args, clients, run)
                         rows.append([name, *_row(count, clients, tally, args.seconds, replicas)])
                         costs.append([name, *_cost_row(count, clients, tally)])
                         rss += [[name, *row] for row in _rss_rows(count, clients, tally)]
