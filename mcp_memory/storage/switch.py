@@ -49,18 +49,14 @@ class SwitchFile(ControlFile):
         """The config key's state, only where no state was ever recorded (the CLI's wins)."""
         await self._call(self._seed, row_target, state, now)
 
-    @staticmethod
-    def _off(conn: sqlite3.Connection, targets: list[str]) -> list[tuple[str, float]]:
-        marks = ",".join("?" * len(targets))
-        rows = conn.execute(
-            f"SELECT target, changed_at FROM switches WHERE state = 'off' AND target IN ({marks})", targets
-        ).fetchall()
-        return [(str(r[0]), float(r[1])) for r in rows]
-
     async def off_for(self, scope: Scope) -> list[tuple[str, float]]:
         """The switches covering ``scope`` that are off (none: memory is on), with when they went off."""
-        found: list[tuple[str, float]] = await self._read(self._off, switch_targets(scope))
-        return found
+        targets = switch_targets(scope)
+        marks = ",".join("?" * len(targets))
+        rows = await self._select(
+            f"SELECT target, changed_at FROM switches WHERE state = 'off' AND target IN ({marks})", *targets
+        )
+        return [(str(r[0]), float(r[1])) for r in rows]
 
     @staticmethod
     def _all(conn: sqlite3.Connection) -> list[tuple[str, str, float, str]]:
@@ -71,15 +67,12 @@ class SwitchFile(ControlFile):
         found: list[tuple[str, str, float, str]] = await self._call(self._all)
         return found
 
-    @staticmethod
-    def _off_within(conn: sqlite3.Connection, principal: str) -> bool:
-        prefix = switch_target(principal, "")
-        rows = conn.execute(  # fetchall: the statement ends here, on a connection that stays open
-            "SELECT 1 FROM switches WHERE state = 'off' AND (target IN (?, ?) OR substr(target, 1, ?) = ?) LIMIT 1",
-            (EVERYWHERE, principal, len(prefix), prefix),
-        ).fetchall()
-        return bool(rows)
-
     async def off_within(self, principal: str) -> bool:
         """Whether memory is off anywhere in ``principal``'s store (a namespace of it included)."""
-        return bool(await self._read(self._off_within, principal))
+        prefix = switch_target(principal, "")
+        return bool(
+            await self._select(
+                "SELECT 1 FROM switches WHERE state = 'off' AND (target IN (?, ?) OR substr(target, 1, ?) = ?) LIMIT 1",
+                EVERYWHERE, principal, len(prefix), prefix,
+            )
+        )  # fmt: skip

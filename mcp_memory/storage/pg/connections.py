@@ -35,12 +35,41 @@ def principal_key(deployment: str, principal: str) -> str:
     return hashlib.sha256(f"{deployment}\0{principal}".encode()).hexdigest()[:32]
 
 
+class WarmFirstPool(AsyncConnectionPool[CountedConnection]):
+    """The pool, handing out the connection given back last, at once (ADR 29).
+
+    psycopg_pool hands out the connection given back first, and with a ``reset`` callback it takes
+    each one back on a worker task, after the caller has moved on: a call that followed another at
+    once found its connection not yet back and took the next. Every connection then served every
+    principal in turn, each server process loading the partitions' catalog entries again. Given
+    back at once and handed out last-in first-out, a replica serving one call at a time keeps using
+    one connection while the others idle until the pool closes them (``max_idle``). When each was
+    given back (``given_back``) is noted here instead of in a ``reset`` callback.
+
+    Statements are not prepared (``prepare_threshold`` None): each names its principal's partitions
+    (dialect.py), so psycopg prepared one at its sixth run in a principal's burst of calls, which
+    the server still planned afresh (custom plans for a prepared statement's first five runs), and
+    evicted it with a DEALLOCATE round trip once a hundred principals' statements had passed."""
+
+    def __init__(self, *args: Any, given_back: weakref.WeakKeyDictionary[Any, float], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.given_back = given_back
+
+    async def putconn(self, conn: CountedConnection) -> None:
+        self.given_back[conn] = time.monotonic()
+        await super().putconn(conn)
+
+    async def _get_ready_connection(self, timeout: float | None) -> CountedConnection | None:  # noqa: ASYNC109 (psycopg_pool's)
+        self._pool.rotate(1)  # the last given back first: psycopg_pool takes from the left
+        return await super()._get_ready_connection(timeout)
+
+
 class PgDatabase:
     """The pool, the deployment's id, and each principal's transactions and reads."""
 
     def __init__(self, settings: PostgresSettings) -> None:
         self.settings = settings
-        self._pool: AsyncConnectionPool[CountedConnection] | None = None
+        self._pool: WarmFirstPool | None = None
         self.round_trips = RoundTrips()  # what a test, `stats` and the benchmark read
         self._deployment = ""
         self.opened: set[str] = set()  # principals whose partitions exist
@@ -50,16 +79,17 @@ class PgDatabase:
 
     async def open(self) -> None:
         parts = database.server_parts(self.settings)
-        pool = AsyncConnectionPool(
+        pool = WarmFirstPool(
             "",
             connection_class=CountedConnection,
-            kwargs=parts | {"autocommit": True},  # every transaction says BEGIN itself (transactions.py)
+            # every transaction says BEGIN itself (transactions.py); nothing is prepared (WarmFirstPool)
+            kwargs=parts | {"autocommit": True, "prepare_threshold": None},
             min_size=self.settings.pool_min,
             max_size=self.settings.pool_max,
             open=False,
             check=self._check,
             configure=self._configure,
-            reset=self._returned,
+            given_back=self._last_used,
         )
         try:
             await pool.open(wait=True, timeout=15)
@@ -91,9 +121,6 @@ class PgDatabase:
         if time.monotonic() - self._last_used.get(conn, 0.0) > IDLE_CHECK_SECONDS:
             await AsyncConnectionPool.check_connection(conn)
 
-    async def _returned(self, conn: psycopg.AsyncConnection) -> None:
-        self._last_used[conn] = time.monotonic()
-
     async def close(self) -> None:
         if self._pool is not None:
             with anyio.CancelScope(shield=True):
@@ -108,7 +135,7 @@ class PgDatabase:
         await self.close()
 
     @property
-    def pool(self) -> AsyncConnectionPool[CountedConnection]:
+    def pool(self) -> WarmFirstPool:
         if self._pool is None:
             raise StorageError("the PostgreSQL pool is not open")
         return self._pool
