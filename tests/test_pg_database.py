@@ -40,14 +40,14 @@ def test_migrate_then_status_as_the_server_role(empty: pgcluster.Cluster, capsys
     assert "database role: bound by row-level security" in out
 
     assert main(["database", "migrate"]) == 0
-    assert "migrated from version 0 to version 3" in capsys.readouterr().out
+    assert f"migrated from version 0 to version {migrations.SCHEMA_VERSION}" in capsys.readouterr().out
     assert main(["database", "migrate"]) == 0
-    assert "already at version 3" in capsys.readouterr().out
+    assert f"already at version {migrations.SCHEMA_VERSION}" in capsys.readouterr().out
 
     assert main(["database", "status"]) == 0
     out = capsys.readouterr().out
     assert ("database: PostgreSQL 18." if empty.variant == "pgvector" else "database: PostgreSQL 15.") in out
-    assert "database schema: version 3, every table present" in out
+    assert f"database schema: version {migrations.SCHEMA_VERSION}, every table present" in out
     engine = "pgvector: the vectors are searched in PostgreSQL" if empty.variant == "pgvector" else "in-process"
     assert f"vector engine: {engine}" in out
     assert "PROBLEM" not in out
@@ -80,7 +80,7 @@ def test_doctor_checks_the_database_then_the_store_on_it(
     assert main(["doctor"]) == 0
     out = capsys.readouterr().out
     assert "secret-5" not in out
-    assert "database schema: version 3, every table present" in out
+    assert f"database schema: version {migrations.SCHEMA_VERSION}, every table present" in out
     assert "embedding model:" in out
     assert "'postings': 0" in out  # the store's counts, read from PostgreSQL
     assert out.rstrip().endswith("status: OK")

@@ -17,7 +17,7 @@ from mcp_memory import __version__
 from mcp_memory.core.errors import SchemaVersionError, StorageError
 from mcp_memory.storage.pg import keyword, vector_layout
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 MIN_CODE_SCHEMA = 1  # the oldest code that may open a database of this version
 PGVECTOR_MIN_CODE = 3  # ... and of one whose vectors are in pgvector: older code would write them as bytes
 _ROLE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
