@@ -30,7 +30,7 @@ from mcp_memory.core.errors import StorageError
 
 PGVECTOR, IN_PROCESS = "pgvector", "in-process"
 LAYOUTS = (PGVECTOR, IN_PROCESS)
-HNSW_ROWS = 20_000  # a partition past this many vectors is searched through an HNSW index (ADR 25)
+HNSW_ROWS = 7_500  # a partition past this many vectors is searched through its HNSW graphs (ADR 25)
 _COPY_BATCH = 2_000
 
 

@@ -5,9 +5,9 @@ A search is one statement in the call's transaction, on the principal's own part
 row-level security and ``mcp.principal`` bind it as every other read). A partition of up to
 ``HNSW_ROWS`` vectors is scanned exactly: every visible row scored, the best ``limit`` returned with
 the mean and spread of the scores over all of them, as the in-process index gives them. A larger one
-is searched through its HNSW index (made in the background, once, after the first search that
-finds it missing), the candidates scored in float32, and the spread estimated from a sample of the
-partition's pages.
+is searched through its HNSW index, one graph per script (``vectors.cjk``; made in the background,
+once, after the first search that finds it missing): each script's probe walks its own graph, the
+candidates scored in float32, and the spread estimated from a sample of the partition's pages.
 
 A store that mixes Latin and CJK texts measures similarity between vectors centred on their
 script's mean (ADR 10): the means are summed in PostgreSQL, kept here for ``SCRIPTS_SECONDS``, and
