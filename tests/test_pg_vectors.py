@@ -6,6 +6,7 @@ and says so."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import anyio
@@ -16,7 +17,7 @@ from psycopg import sql
 
 from mcp_memory.config import PostgresSettings
 from mcp_memory.core.errors import StorageError
-from mcp_memory.core.models import Scope
+from mcp_memory.core.models import Criteria, Scope
 from mcp_memory.mcp.recall_schemas import Hit, MemoryOut
 from mcp_memory.mcp.wire_recall import recall_result
 from mcp_memory.services.erasure import ErasureService
@@ -221,6 +222,19 @@ async def test_each_script_has_its_own_graph_for_a_migrated_and_a_new_principal_
             for script in ("latin", "cjk"):
                 assert f"Index Scan using vectors_{key}_hnsw_384_{script}" in plan, plan
             assert f"vectors_{key}_hnsw_384 " not in plan
+            # a new memory's neighbours (relations.py) come from both graphs, as the exact scan finds them
+            engine = store.vectors
+            assert isinstance(engine, PgVectorSearch)
+            assert engine._known(scope).indexed
+            ids = await _remember(memory, scope, "团队每周五开会讨论发布", "Release 8 moves billing to the cluster")
+            vectors = await store.lifecycle.vectors(scope, ids)
+            queries = np.stack([vectors[i] for i in ids])
+            criteria, now = Criteria(namespace_only=True), time.time()
+            through = await engine.neighbours(scope, queries, criteria, 5, now)
+            engine._known(scope).indexed = False
+            exactly = await engine.neighbours(scope, queries, criteria, 5, now)
+            assert [[i for i, _ in row] for row in through] == [[i for i, _ in row] for row in exactly]
+            assert [row[0][0] for row in through] == ids
 
 
 async def _indexed(cluster: pgcluster.Cluster, key: str) -> bool:
