@@ -243,3 +243,26 @@ async def test_the_server_role_holds_the_least_it_needs(schema: pgcluster.Cluste
     # emptied, and with pgvector (ADR 25) the HNSW index of its vectors built
     doors = {"mcp_drop_principal", "mcp_open_principal"}
     assert doors <= {name for (name,) in functions} <= doors | {"mcp_vector_index"}
+
+
+async def test_a_vector_carries_its_memorys_script_whichever_is_written_first(schema: pgcluster.Cluster) -> None:
+    """Schema 5: `vectors.cjk`, which the per-script HNSW indexes are partial on (ADR 25), follows
+    the memory's language: written after its memory, before it (a move between backends copies
+    tables in its own order), and when the language changes."""
+    memory = (
+        "INSERT INTO memories (principal, n, id, kind, content, importance, occurred_at, created_at, valid_from, "
+        "language, content_hash) VALUES (%s, %s, %s, 'fact', 'text', 0.5, 0, 0, 0, %s, %s)"
+    )
+    async with await _server(schema) as conn:
+        await _remember(conn, ALICE, "a first memory, so the principal's partitions exist")
+        async with conn.transaction():
+            await migrations.as_principal(conn, ALICE)
+            await conn.execute("INSERT INTO vectors (memory_n, vec) VALUES (101, '[1,0,0]')")  # before its memory
+            for n, language in ((101, "zh"), (102, "en"), (103, "ja")):
+                await conn.execute(memory, (ALICE, n, f"m{n}", language, f"h{n}"))
+            await conn.execute("INSERT INTO vectors (memory_n, vec) VALUES (102, '[0,1,0]'), (103, '[0,0,1]')")
+            read = "SELECT memory_n, cjk FROM vectors WHERE memory_n > 100 ORDER BY memory_n"
+            assert await (await conn.execute(read)).fetchall() == [(101, True), (102, False), (103, True)]
+            await conn.execute("UPDATE memories SET language = 'en' WHERE n = 103")
+            await conn.execute("UPDATE memories SET language = 'ko' WHERE n = 102")
+            assert await (await conn.execute(read)).fetchall() == [(101, True), (102, True), (103, False)]

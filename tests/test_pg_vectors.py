@@ -6,16 +6,18 @@ and says so."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import anyio
 import numpy as np
 import psycopg
 import pytest
+from psycopg import sql
 
 from mcp_memory.config import PostgresSettings
 from mcp_memory.core.errors import StorageError
-from mcp_memory.core.models import Scope
+from mcp_memory.core.models import Criteria, Scope
 from mcp_memory.mcp.recall_schemas import Hit, MemoryOut
 from mcp_memory.mcp.wire_recall import recall_result
 from mcp_memory.services.erasure import ErasureService
@@ -178,11 +180,68 @@ async def test_a_mixed_store_sums_its_script_means_again_only_after_its_rows_mov
         assert not np.allclose(seen.sums[0], latin)  # the new Latin memory is in its script's sum
 
 
+@pytest.mark.pg_variant("pgvector")
+async def test_each_script_has_its_own_graph_for_a_migrated_and_a_new_principal_and_a_probe_walks_its_own(
+    pg_empty: pgcluster.Cluster, replica: Opener, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Schema 5: a vector row carries its memory's script, and the HNSW index is one partial index
+    per script, so a probe of one script walks only that script's graph (through one graph of both,
+    a Latin question's probe of the CJK rows walked ~4,770 index entries to find 300). Alice's
+    vectors are written under schema 4 (with its one graph of both scripts) and migrated; Bob is
+    made after the migration."""
+    monkeypatch.setattr(migrations, "SCHEMA_VERSION", 4)
+    await _layout(pg_empty, None)
+    async with replica() as (store, memory):
+        await _remember(
+            memory, ALICE, *TEXTS, *(f"Ticket {i} was closed by team {i % 4} on day {i}" for i in range(25))
+        )
+        alice = store.database.key(ALICE.principal)
+    pgcluster.psql(pg_empty, f"CREATE INDEX vectors_{alice}_hnsw_384 ON vectors_{alice} USING hnsw "
+                   "((vec::halfvec(384)) halfvec_ip_ops) WHERE vector_dims(vec) = 384")  # fmt: skip
+    monkeypatch.setattr(migrations, "SCHEMA_VERSION", 5)
+    await _layout(pg_empty, None)
+    monkeypatch.setattr(vector_search, "HNSW_ROWS", 20)
+    async with replica() as (store, memory):
+        await _remember(memory, BOB, *TEXTS, *(f"Bob's ticket {i} went to team {i % 3}" for i in range(25)))
+        for scope in (ALICE, BOB):
+            key = store.database.key(scope.principal)
+            cjk = f"SELECT count(*) FROM vectors_{key} v JOIN memories_{key} m ON m.n = v.memory_n WHERE v.cjk"
+            languages = f"SELECT count(*) FROM memories_{key} WHERE language IN ('zh', 'ja', 'ko')"
+            assert pgcluster.psql(pg_empty, f"SET mcp.principal = '{key}'; {cjk}").splitlines()[-1] == "1"
+            assert pgcluster.psql(pg_empty, f"SET mcp.principal = '{key}'; {languages}").splitlines()[-1] == "1"
+            await memory.recall(scope, QUESTIONS[0], reinforce=False)  # past the threshold: the graphs are made
+            assert await _indexed(pg_empty, key)
+            names = pgcluster.psql(pg_empty, f"SELECT indexname FROM pg_indexes WHERE tablename = 'vectors_{key}'")
+            assert {f"vectors_{key}_hnsw_384_latin", f"vectors_{key}_hnsw_384_cjk"} <= set(names.splitlines())
+            async with store.database.transaction(scope, write=False) as conn:
+                probe = vector_search._candidates(
+                    key, np.full(384, 384**-0.5, dtype=np.float32), None, 384, sql.SQL("true"), 10, None
+                )
+                await conn.conn.execute("SET LOCAL enable_seqscan = off")  # 32 rows: a scan would be cheaper
+                plan = "\n".join(r[0] for r in await (await conn.conn.execute(sql.SQL("EXPLAIN ") + probe)).fetchall())
+            for script in ("latin", "cjk"):
+                assert f"Index Scan using vectors_{key}_hnsw_384_{script}" in plan, plan
+            assert f"vectors_{key}_hnsw_384 " not in plan
+            # a new memory's neighbours (relations.py) come from both graphs, as the exact scan finds them
+            engine = store.vectors
+            assert isinstance(engine, PgVectorSearch)
+            assert engine._known(scope).indexed
+            ids = await _remember(memory, scope, "团队每周五开会讨论发布", "Release 8 moves billing to the cluster")
+            vectors = await store.lifecycle.vectors(scope, ids)
+            queries = np.stack([vectors[i] for i in ids])
+            criteria, now = Criteria(namespace_only=True), time.time()
+            through = await engine.neighbours(scope, queries, criteria, 5, now)
+            engine._known(scope).indexed = False
+            exactly = await engine.neighbours(scope, queries, criteria, 5, now)
+            assert [[i for i, _ in row] for row in through] == [[i for i, _ in row] for row in exactly]
+            assert [row[0][0] for row in through] == ids
+
+
 async def _indexed(cluster: pgcluster.Cluster, key: str) -> bool:
     """Whether the principal's partition has its HNSW index within a few seconds (made in the background)."""
     for _ in range(100):
         found = pgcluster.psql(cluster, f"SELECT count(*) FROM pg_indexes WHERE indexname LIKE 'vectors_{key}_hnsw_%'")
-        if found == "1":
+        if found == "2":  # one graph per script (schema 5)
             return True
         await anyio.sleep(0.1)
     return False

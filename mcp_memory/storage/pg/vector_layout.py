@@ -6,7 +6,7 @@ connection reads and writes each, and how `mcp-memory database migrate` moves be
   ``vector`` extension (pgvector) has.
 - ``pgvector``: ``vectors.vec`` is pgvector's ``vector`` (float32: the same numbers, bit for bit)
   and the search runs in PostgreSQL (pg/vector_search.py); a principal's partition past
-  ``HNSW_ROWS`` rows gets an HNSW index over the vectors in half precision.
+  ``HNSW_ROWS`` rows gets an HNSW index over the vectors in half precision, one graph per script.
 
 The storage code is the same for both (ADR 20): on a ``pgvector`` connection a ``vector`` reads back
 as the bytes SQLite holds (a loader), and the bytes a statement writes into ``vectors`` are sent as
@@ -30,7 +30,7 @@ from mcp_memory.core.errors import StorageError
 
 PGVECTOR, IN_PROCESS = "pgvector", "in-process"
 LAYOUTS = (PGVECTOR, IN_PROCESS)
-HNSW_ROWS = 20_000  # a partition past this many vectors is searched through an HNSW index (ADR 25)
+HNSW_ROWS = 7_500  # a partition past this many vectors is searched through its HNSW graphs (ADR 25)
 _COPY_BATCH = 2_000
 
 
@@ -166,23 +166,34 @@ async def _functions(conn: psycopg.AsyncConnection, server_role: str) -> None:
 
 # The index is over the vectors in half precision (half the size of float32, ADR 25), of one
 # dimension (a reindex under another model writes vectors of another length beside them for a
-# while); the search orders by the same expression, then scores its candidates in float32.
+# while), one graph per script (`vectors.cjk`, schema 5): recall probes each script apart, and a
+# probe walks only its own script's graph. The search orders by the same expression, with the same
+# script filter, then scores its candidates in float32. The CJK graph is made last: its name says
+# the index is whole (index_name).
 _INDEX_FUNCTION = """
 CREATE OR REPLACE FUNCTION mcp_vector_index(p text, dim int) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
+DECLARE
+    script text;
 BEGIN
     PERFORM public.mcp_own_principal(p);
     IF dim IS NULL OR dim < 1 OR dim > 4000 THEN
         RAISE EXCEPTION 'a vector dimension is between 1 and 4000';
     END IF;
-    EXECUTE format(
-        'CREATE INDEX IF NOT EXISTS %I ON public.%I USING hnsw ((vec::halfvec(%s)) halfvec_ip_ops) '
-        'WHERE vector_dims(vec) = %s', 'vectors_' || p || '_hnsw_' || dim, 'vectors_' || p, dim, dim);
+    FOREACH script IN ARRAY ARRAY['latin', 'cjk'] LOOP
+        EXECUTE format(
+            'CREATE INDEX IF NOT EXISTS %I ON public.%I USING hnsw ((vec::halfvec(%s)) halfvec_ip_ops) '
+            'WHERE vector_dims(vec) = %s AND %s', 'vectors_' || p || '_hnsw_' || dim || '_' || script,
+            'vectors_' || p, dim, dim, CASE script WHEN 'cjk' THEN 'cjk' ELSE 'NOT cjk' END);
+    END LOOP;
 END $$;
 REVOKE ALL ON FUNCTION mcp_vector_index(text, int) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mcp_vector_index(text, int) TO {server};
 """
 
+SCRIPTS = ("latin", "cjk")  # the per-script graphs, by the suffix of their names
 
-def index_name(key: str, dim: int) -> str:
-    return f"vectors_{key}_hnsw_{dim}"
+
+def index_name(key: str, dim: int, script: str = "cjk") -> str:
+    """A script's HNSW index of the partition; the CJK one (made last) says both are there."""
+    return f"vectors_{key}_hnsw_{dim}_{script}"

@@ -5,9 +5,9 @@ A search is one statement in the call's transaction, on the principal's own part
 row-level security and ``mcp.principal`` bind it as every other read). A partition of up to
 ``HNSW_ROWS`` vectors is scanned exactly: every visible row scored, the best ``limit`` returned with
 the mean and spread of the scores over all of them, as the in-process index gives them. A larger one
-is searched through its HNSW index (made in the background, once, after the first search that
-finds it missing), the candidates scored in float32, and the spread estimated from a sample of the
-partition's pages.
+is searched through its HNSW index, one graph per script (``vectors.cjk``; made in the background,
+once, after the first search that finds it missing): each script's probe walks its own graph, the
+candidates scored in float32, and the spread estimated from a sample of the partition's pages.
 
 A store that mixes Latin and CJK texts measures similarity between vectors centred on their
 script's mean (ADR 10): the means are summed in PostgreSQL, kept here for ``SCRIPTS_SECONDS``, and
@@ -30,7 +30,7 @@ from psycopg import sql
 
 from mcp_memory.core.models import Centring, Criteria, DenseHits, Scope, Vector
 from mcp_memory.storage.pg.messages import exchange
-from mcp_memory.storage.pg.vector_layout import HNSW_ROWS, index_name
+from mcp_memory.storage.pg.vector_layout import HNSW_ROWS, SCRIPTS, index_name
 
 if TYPE_CHECKING:
     from mcp_memory.storage.pg.connections import PgDatabase
@@ -44,6 +44,7 @@ NEAREST_TIMES = 3  # candidates per script taken through the index, per hit aske
 SAMPLE_ROWS = 2_000  # about how many rows a large partition's spread is estimated from
 SEEN_PRINCIPALS = 1_024  # principals whose few figures this process keeps (a few hundred bytes each)
 _CJK = "m.language IN ('zh', 'ja', 'ko')"
+_SCRIPT = {"latin": "NOT v.cjk", "cjk": "v.cjk"}  # a probe's filter: its script's partial index (schema 5)
 _NESTED_LOOPS = "SELECT set_config('enable_nestloop', '{}', true)"  # off around the exact scan (_exact)
 
 
@@ -348,17 +349,7 @@ class PgVectorSearch:
         dim = int(queries.shape[1])
         where = _visible(scope, criteria, now, None)
         async with self.store.database.transaction(scope, write=False) as conn:
-            order = "v.vec::halfvec({dim}) <#> {q}::halfvec({dim})" if seen.indexed else "v.vec <#> {q}::vector"
-            statements = [
-                sql.SQL(
-                    "SELECT m.id, -(v.vec <#> {q}::vector) AS score FROM {v} v JOIN {m} m ON m.n = v.memory_n "
-                    "WHERE vector_dims(v.vec) = {dim} AND {where} ORDER BY " + order + " LIMIT {limit}"
-                ).format(
-                    q=sql.Literal(_vector(q)), dim=sql.Literal(dim), where=where, limit=sql.Literal(limit),
-                    **_parts(conn.key),
-                ).as_string(conn.conn)
-                for q in queries
-            ]  # fmt: skip
+            statements = [_nearest(conn.key, q, dim, where, limit, seen.indexed).as_string(conn.conn) for q in queries]
             if seen.indexed:
                 statements.insert(0, f"SELECT set_config('hnsw.ef_search', '{EF_SEARCH}', true)")
             found = await exchange(conn.conn, statements)
@@ -370,28 +361,49 @@ def _candidates(
     key: str, query: Vector, means: Vector | None, dim: int, where: sql.Composable, limit: int, plain: Vector | None
 ) -> sql.Composed:
     """The best ``limit`` of each script's ``NEAREST_TIMES`` x ``limit`` rows nearest ``query`` through
-    the index (one script, or two with ``means``), each probe scoring its rows as it reads them (no
-    second look-up of the candidates)."""
+    its own graph (the partial index of its script, ``vectors.cjk``), each probe scoring its rows as it
+    reads them (no second look-up of the candidates); centred on ``means`` or not, the same two probes."""
     parts = _parts(key)
     products, score = _score(query, means)
     cosine = sql.SQL("NULL::float8") if plain is None else sql.SQL("-(vec <#> {})").format(_literal(plain))
     nearest = sql.SQL(
-        "(SELECT m.id, {cjk} AS cjk, {cosine} AS cosine, {products} FROM {v} v JOIN {m} m ON m.n = v.memory_n "
-        "WHERE vector_dims(v.vec) = {dim} AND {where} AND {script} "
+        "(SELECT m.id, v.cjk, {cosine} AS cosine, {products} FROM {v} v JOIN {m} m ON m.n = v.memory_n "
+        "WHERE vector_dims(v.vec) = {dim} AND {script} AND {where} "
         "ORDER BY v.vec::halfvec({dim}) <#> {q}::halfvec({dim}) LIMIT {limit})"
     )
-    scripts = [sql.SQL("true")] if means is None else [sql.SQL(f"NOT {_CJK}"), sql.SQL(_CJK)]
+    scripts = [sql.SQL(_SCRIPT[script]) for script in SCRIPTS]
     return sql.SQL(
         "SELECT id, {score} AS score, cosine FROM ({nearest}) c ORDER BY score DESC, id LIMIT {limit}"
     ).format(
         score=score, limit=sql.Literal(limit),
         nearest=sql.SQL(" UNION ALL ").join(  # the scripts are disjoint: no row comes twice
             nearest.format(q=_literal(query), dim=sql.Literal(dim), where=where, script=script,
-                           cjk=sql.SQL(_CJK), cosine=cosine, products=products,
+                           cosine=cosine, products=products,
                            limit=sql.Literal(limit * NEAREST_TIMES), **parts)
             for script in scripts
         ),
     )  # fmt: skip
+
+
+def _nearest(key: str, query: Vector, dim: int, where: sql.Composable, limit: int, indexed: bool) -> sql.Composed:
+    """The ``limit`` visible rows nearest ``query`` (not centred): exactly, or through each
+    script's graph (two probes, merged by score)."""
+    probe = sql.SQL(
+        "SELECT m.id, -(v.vec <#> {q}::vector) AS score FROM {v} v JOIN {m} m ON m.n = v.memory_n "
+        "WHERE vector_dims(v.vec) = {dim} AND {script} AND {where} ORDER BY {order} LIMIT {limit}"
+    )
+    order = sql.SQL("v.vec::halfvec({dim}) <#> {q}::halfvec({dim})" if indexed else "v.vec <#> {q}::vector")
+    fill = {"q": sql.Literal(_vector(query)), "dim": sql.Literal(dim), "where": where, "limit": sql.Literal(limit)}
+    if not indexed:
+        return probe.format(order=order.format(**fill), script=sql.SQL("true"), **fill, **_parts(key))
+    probes = [
+        sql.SQL("(") + probe.format(order=order.format(**fill), script=sql.SQL(_SCRIPT[s]), **fill, **_parts(key))
+        + sql.SQL(")")
+        for s in SCRIPTS
+    ]  # fmt: skip
+    return sql.SQL("SELECT id, score FROM ({}) c ORDER BY score DESC LIMIT {}").format(
+        sql.SQL(" UNION ALL ").join(probes), sql.Literal(limit)
+    )
 
 
 def _counts(key: str, dim: int) -> sql.Composed:
