@@ -160,7 +160,7 @@ def test_export_and_import_name_a_wrong_path_or_format_without_a_traceback(
 ) -> None:
     where = ["--data-dir", str(tmp_path / "data"), "--principal", "alice"]
     assert main([*where, "export", str(tmp_path / "out.jsonl")]) == 2  # nothing stored: no empty store made
-    assert "data' does not exist: nothing to export" in capsys.readouterr().err
+    assert "data' does not exist: `export` has no store to work on" in capsys.readouterr().err
     assert not (tmp_path / "data").exists()
     _seed(tmp_path / "data")
     assert main([*where, "stats"]) == 0

@@ -168,7 +168,10 @@ def _upkeep_commands(sub: Commands, common: Parents) -> None:
     )
     sub.add_parser("stats", help="print what the stats tool returns for the principal, as JSON", parents=common)
     maintain = sub.add_parser(
-        "maintain", help="run one lifecycle pass (decay, compression) now and print what it did", parents=common
+        "maintain",
+        help="run one lifecycle pass (decay, compression) now over every principal of the data directory "
+        "and print what it did",
+        parents=common,
     )
     maintain.add_argument(
         "--as-of",
@@ -336,12 +339,13 @@ def _stored(settings: Settings, command: str) -> None:
         return
     if not settings.data_dir.is_dir():
         raise InvalidInputError(
-            "data dir", f"{str(settings.data_dir)!r} does not exist: nothing to {command}; check --data-dir"
+            "data dir",
+            f"{str(settings.data_dir)!r} does not exist: `{command}` has no store to work on; check --data-dir",
         )
     if command != "maintain" and not principal_file(settings.data_dir, settings.principal).exists():
         raise InvalidInputError(
             "principal",
-            f"{settings.principal!r} has no store in {str(settings.data_dir)!r}: nothing to {command}; "
+            f"{settings.principal!r} has no store in {str(settings.data_dir)!r} for `{command}` to work on; "
             "check --principal (or MCP_MEMORY_PRINCIPAL) and --data-dir",
         )
 
