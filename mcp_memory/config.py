@@ -432,8 +432,7 @@ def config_path(explicit: Path | None = None) -> Path | None:
 def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
     """Build the settings in effect, or raise InvalidInputError naming every bad key."""
     path = config_path(config_file)
-    # /dev/null is the usual way to say "no file": read as empty, as it is.
-    if path is not None and not path.is_file() and path != Path(os.devnull):
+    if path is not None and not path.is_file() and path != Path(os.devnull):  # /dev/null: no file, read as empty
         fix = "fix the --config path" if config_file is not None else f"create it or unset {CONFIG_ENV}"
         what = "does not exist" if not path.exists() else "is not a file"
         raise InvalidInputError("config", f"{str(path)!r} {what}; {fix}")
