@@ -432,9 +432,10 @@ def config_path(explicit: Path | None = None) -> Path | None:
 def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
     """Build the settings in effect, or raise InvalidInputError naming every bad key."""
     path = config_path(config_file)
-    if path is not None and not path.is_file():
+    if path is not None and not path.is_file() and path != Path(os.devnull):  # /dev/null: no file, read as empty
         fix = "fix the --config path" if config_file is not None else f"create it or unset {CONFIG_ENV}"
-        raise InvalidInputError("config", f"file {str(path)!r} does not exist; {fix}")
+        what = "does not exist" if not path.exists() else "is not a file"
+        raise InvalidInputError("config", f"{str(path)!r} {what}; {fix}")
     _reject_unknown_env()
     token = _toml_path.set(path)
     try:

@@ -92,6 +92,8 @@ BAD_INPUTS: list[tuple[str, dict[str, Any], list[str]]] = [
     ("checkpoint", {"task_id": "   ", "goal": "Ship it"}, ["task_id", "1 to 200"]),
     ("checkpoint", {"task_id": "t" * 201, "goal": "Ship it"}, ["task_id", "1 to 200"]),
     ("checkpoint", {"goal": "Ship it", "tree": DEEP_TREE}, ["tree", "deep", "limits.max_tree_depth"]),
+    # A tree sent as its list of steps is told it must be one object (the root), not pydantic's words.
+    ("checkpoint", {"goal": "Ship it", "tree": [{"id": "a", "title": "A"}]}, ["tree", "is a list", "one JSON object"]),
     ("forget", {}, ["ids", "filter"]),
     ("forget", {"ids": []}, ["ids", "empty"]),
     ("forget", {"ids": [UNKNOWN_ID], "dry_run": False}, [UNKNOWN_ID]),

@@ -57,6 +57,22 @@ def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) 
     assert __version__ in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("command", [["switch"], ["serve"], ["token", "create"], ["install"]])
+def test_a_command_s_help_says_what_the_command_does(command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    listed = capsys.readouterr().out
+    with pytest.raises(SystemExit) as done:
+        main([*command, "--help"])
+    assert done.value.code == 0
+    rest = capsys.readouterr().out.partition("\n\n")[2]  # after the usage lines
+    description = rest.partition("\n\n")[0].replace("\n", " ")
+    assert description
+    assert not description.startswith(("options:", "positional arguments:")), rest
+    if len(command) == 1:  # the same words the command list shows for it
+        assert " ".join(description.split()[:3]) in " ".join(listed.split())
+
+
 def test_doctor_reports_a_healthy_setup(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _seed(tmp_path)
     assert main(["--data-dir", str(tmp_path), "--principal", "alice", "doctor"]) == 0
@@ -144,7 +160,7 @@ def test_export_and_import_name_a_wrong_path_or_format_without_a_traceback(
 ) -> None:
     where = ["--data-dir", str(tmp_path / "data"), "--principal", "alice"]
     assert main([*where, "export", str(tmp_path / "out.jsonl")]) == 2  # nothing stored: no empty store made
-    assert "data' does not exist: nothing to export" in capsys.readouterr().err
+    assert "data' does not exist: `export` has no store to work on" in capsys.readouterr().err
     assert not (tmp_path / "data").exists()
     _seed(tmp_path / "data")
     assert main([*where, "stats"]) == 0

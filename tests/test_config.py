@@ -76,6 +76,12 @@ def test_a_missing_config_file_is_an_error(tmp_path: Path) -> None:
         load_settings(tmp_path / "nope.toml")
 
 
+def test_a_folder_as_config_file_is_named_as_such_and_dev_null_reads_as_no_file(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInputError, match="is not a file; fix the --config path"):
+        load_settings(tmp_path)
+    assert load_settings(Path(os.devnull), data_dir=tmp_path).limits == Settings.model_fields["limits"].default
+
+
 def test_the_example_file_is_valid_and_documents_every_key() -> None:
     settings = load_settings(EXAMPLE)
     assert settings.limits == Settings.model_fields["limits"].default

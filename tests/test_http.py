@@ -93,6 +93,7 @@ async def test_a_request_without_a_token_gets_401_with_the_metadata_to_find_out_
     assert wrong.status_code == 401
     assert 'error="invalid_token"' in wrong.headers["www-authenticate"]
     assert "token create" in wrong.json()["error_description"]
+    assert "JWT" not in wrong.json()["error_description"]  # this server takes none: no use asking for one
 
 
 async def test_health_needs_no_token_and_metrics_count_tool_calls(

@@ -102,6 +102,7 @@ async def test_jwts_from_the_configured_issuer_name_the_principal_and_nothing_el
             for why, token in refused.items():
                 answer = post(srv, body, {**headers, "authorization": f"Bearer {token}"})
                 assert answer.status_code == 401, why
+                assert f"a JWT from {ISSUER}" in answer.json()["error_description"], why
 
             metadata = get(srv, "/.well-known/oauth-protected-resource/mcp").json()
             assert metadata["authorization_servers"] == [ISSUER]

@@ -334,6 +334,17 @@ async def test_a_secret_told_by_its_company_never_reaches_the_data_files(client:
     assert "the vault passphrase [REDACTED:secret]" in [h["text"] for h in result["hits"]]
 
 
+async def test_remember_tells_the_caller_a_credential_was_not_kept(client: Client) -> None:
+    key = f"sk-proj-{random_part(40)}"
+    told = await call(client, "remember", {"content": f"The staging deploy key is {key}"})
+    again = await call(client, "remember", {"content": f"The staging deploy key is {key}"})
+    plain = await call(client, "remember", {"content": "The staging deploy runs every Friday"})
+    assert "[REDACTED:...]" in told["items"][0]["reason"]
+    assert again["items"][0]["outcome"] == "merged"
+    assert "[REDACTED:...]" in again["items"][0]["reason"]
+    assert plain["items"][0].get("reason") is None
+
+
 def test_the_qdrant_api_key_is_redacted_once_configured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A key of no known shape, sent to Qdrant: an error that quotes it back reaches no log or
     tool error as it is (ADR 24)."""

@@ -51,7 +51,20 @@ def _parser() -> argparse.ArgumentParser:
     _data_commands(sub, common, files)
     _upkeep_commands(sub, common)
     install.add_parsers(sub)
+    _describe(parser)
     return parser
+
+
+def _describe(parser: argparse.ArgumentParser) -> None:
+    """Each command's own --help opens with the line the command list shows for it: argparse takes
+    a subcommand's ``help`` for the list only, and `mcp-memory switch --help` said nothing of what
+    the command does."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for listed in action._choices_actions:
+                command = action.choices[listed.dest]
+                command.description = command.description or listed.help
+                _describe(command)
 
 
 Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
@@ -135,14 +148,18 @@ def _upkeep_commands(sub: Commands, common: Parents) -> None:
         "notable statements and a checkpoint at PreCompact and Stop",
         parents=common,
     )
-    hook.add_argument("event", choices=("SessionStart", "UserPromptSubmit", "PreCompact", "Stop"))
+    hook.add_argument(
+        "event", choices=("SessionStart", "UserPromptSubmit", "PreCompact", "Stop"), help="the hook's event name"
+    )
     switch = sub.add_parser(
         "switch",
         help="the kill switch: off drops every agent to no memory at once (the whole data directory, or "
         "--principal / --namespace), on brings it back with nothing lost; status lists the switches",
         parents=common,
     )
-    switch.add_argument("state", choices=("off", "on", "status"))
+    switch.add_argument(
+        "state", choices=("off", "on", "status"), help="off: no memory; on: memory back; status: list the switches"
+    )
     reindex = sub.add_parser(
         "reindex", help="re-embed every memory with the configured embedding model", parents=common
     )
@@ -151,7 +168,10 @@ def _upkeep_commands(sub: Commands, common: Parents) -> None:
     )
     sub.add_parser("stats", help="print what the stats tool returns for the principal, as JSON", parents=common)
     maintain = sub.add_parser(
-        "maintain", help="run one lifecycle pass (decay, compression) now and print what it did", parents=common
+        "maintain",
+        help="run one lifecycle pass (decay, compression) now over every principal of the data directory "
+        "and print what it did",
+        parents=common,
     )
     maintain.add_argument(
         "--as-of",
@@ -319,12 +339,13 @@ def _stored(settings: Settings, command: str) -> None:
         return
     if not settings.data_dir.is_dir():
         raise InvalidInputError(
-            "data dir", f"{str(settings.data_dir)!r} does not exist: nothing to {command}; check --data-dir"
+            "data dir",
+            f"{str(settings.data_dir)!r} does not exist: `{command}` has no store to work on; check --data-dir",
         )
     if command != "maintain" and not principal_file(settings.data_dir, settings.principal).exists():
         raise InvalidInputError(
             "principal",
-            f"{settings.principal!r} has no store in {str(settings.data_dir)!r}: nothing to {command}; "
+            f"{settings.principal!r} has no store in {str(settings.data_dir)!r} for `{command}` to work on; "
             "check --principal (or MCP_MEMORY_PRINCIPAL) and --data-dir",
         )
 

@@ -152,7 +152,8 @@ async def run_bridge(url: str, token_env: str) -> int:
     secret = secret_from_environment(token_env)
     if secret is None:
         raise InvalidInputError(
-            "token", f"environment variable {token_env} is empty; set it to a token from `mcp-memory token create`"
+            "token",
+            f"environment variable {token_env} is not set (or empty); set it to a token from `mcp-memory token create`",
         )
     token = secret.get_secret_value()
     if threading.current_thread() is threading.main_thread():

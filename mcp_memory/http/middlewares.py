@@ -392,11 +392,15 @@ class Authenticate:
 
     async def _unauthorized(self, scope: Scope, send: Send) -> None:
         given = _bearer(scope) is not None
+        # Only the kinds of token this server takes: a JWT named to a user of `token create` alone misleads.
+        kinds = [
+            *(["one made with `mcp-memory token create`"] if self.identify.tokens is not None else []),
+            *([f"a JWT from {self.identify.jwt_issuer or 'the configured issuer'}"] if self.identify.jwt else []),
+        ]
         description = (
-            "this server does not accept the bearer token (unknown, revoked or expired); "
-            "ask for one made with `mcp-memory token create`, or a JWT from the configured issuer"
+            f"this server does not accept the bearer token (unknown, revoked or expired); ask for {' or '.join(kinds)}"
             if given
-            else "send Authorization: Bearer <token> (create one with `mcp-memory token create`)"
+            else f"send Authorization: Bearer <token> ({' or '.join(kinds)})"
         )
         metadata = base_url(scope, self.http) + METADATA_PATH + resource_path(self.transport, self.http)
         challenge = f'Bearer realm="mcp-memory", resource_metadata="{metadata}"'

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import orjson
 from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from mcp_memory.mcp.notify import ResourceNotifier
 from mcp_memory.scope import ScopeResolver
@@ -47,7 +48,13 @@ def compact(result: BaseModel, text: str | None = None) -> CallToolResult:
 
 def problems(field: str, exc: ValidationError) -> str:
     """Each failure as "where: what", without pydantic's "Value error, " prefix or link."""
-    return "; ".join(
-        f"{'.'.join(str(p) for p in err['loc']) or field}: {err['msg'].removeprefix('Value error, ')}"
-        for err in exc.errors(include_input=False, include_url=False)
-    )
+    return "; ".join(_problem(field, err) for err in exc.errors(include_url=False))
+
+
+def _problem(field: str, err: ErrorDetails) -> str:
+    where = ".".join(str(p) for p in err["loc"]) or field
+    if err["type"] == "model_type" and isinstance(err.get("input"), list):
+        # A model wants one object; a list is the likely slip (a tree sent as its list of steps),
+        # and pydantic's "valid dictionary or instance of TaskNode" does not say that.
+        return f"{where}: is a list; send one JSON object ({err.get('ctx', {}).get('class_name', 'object')})"
+    return f"{where}: {err['msg'].removeprefix('Value error, ')}"

@@ -55,7 +55,9 @@ async def checkpoint(
     goal: Annotated[str | None, Field(description="what the task is for (required on creation)")] = None,
     title: str | None = None,
     constraints: list[str] | None = None,
-    tree: Annotated[TaskNode | None, Field(description="the whole task tree (one root)")] = None,
+    tree: Annotated[
+        TaskNode | None, Field(description="the whole task tree: one root node, the steps in its children")
+    ] = None,
     current_node: str | None = None,
     variables: dict[str, Any] | None = None,
     pending_actions: list[PendingAction] | None = None,

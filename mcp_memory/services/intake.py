@@ -31,6 +31,8 @@ from mcp_memory.services import incoming, inputs, rules
 from mcp_memory.services.relations import Neighbour, Thresholds, relate
 
 MERGED_REASON = "the same memory is already stored; this occurrence was recorded"
+# Said when a credential was taken out: an agent that is not told may count on recalling the secret later.
+REDACTED_REASON = "a credential in the text was stored as [REDACTED:...]: the secret itself is not kept"
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +98,7 @@ class Prepared:
     item: MemoryDraft
     content: str
     hash: str
+    redacted: bool = False  # the redaction took a credential out of the text, tags or metadata
 
     @property
     def plain(self) -> bool:
@@ -132,7 +135,7 @@ def prepare(scope: Scope, items: Sequence[MemoryDraft]) -> Intake:
                 index=i, outcome="rejected", reason="an acknowledgement carries nothing worth recalling"
             )
             continue
-        prepared.append(Prepared(i, item, content, content_hash(scope.namespace, content)))
+        prepared.append(Prepared(i, item, content, content_hash(scope.namespace, content), item != given))
     return Intake(results, prepared)
 
 
@@ -229,8 +232,14 @@ def _classify_one(
     plan.replaced.update(replaces)
     plan.by_hash[p.hash] = record.id
     plan.inserted.append((vector, record.id, p.content, item.kind))
+    reason = REDACTED_REASON if p.redacted else None
     plan.results[p.index] = ItemOutcome(
-        index=p.index, outcome="stored", id=record.id, conflicts_with=conflicts, caution=caution(p.content)
+        index=p.index,
+        outcome="stored",
+        id=record.id,
+        reason=reason,
+        conflicts_with=conflicts,
+        caution=caution(p.content),
     )
 
 
@@ -240,6 +249,7 @@ def _merge(p: Prepared, target: str, replaces: list[str], occurrence: NewOccurre
     plan.replaced.update(fresh)
     lasts = now + p.item.ttl_seconds if p.item.ttl_seconds else None
     plan.merges.append(Merge(target_id=target, occurrence=occurrence, seen_at=now, supersedes=fresh, expires_at=lasts))
+    reason = f"{MERGED_REASON}; {REDACTED_REASON}" if p.redacted else MERGED_REASON
     plan.results[p.index] = ItemOutcome(
-        index=p.index, outcome="merged", id=target, reason=MERGED_REASON, caution=caution(p.content)
+        index=p.index, outcome="merged", id=target, reason=reason, caution=caution(p.content)
     )

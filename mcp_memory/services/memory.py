@@ -204,8 +204,9 @@ class MemoryService:
         for result in plan.results:
             assert result is not None
             if result.outcome == "stored" and result.id in applied.merged:  # stored meanwhile elsewhere
+                told = "; ".join(r for r in (intake.MERGED_REASON, result.reason) if r)  # a redaction stays said
                 result = intake.ItemOutcome(
-                    result.index, "merged", id=applied.merged[result.id], reason=intake.MERGED_REASON
+                    result.index, "merged", id=applied.merged[result.id], reason=told, caution=result.caution
                 )
             if result.outcome == "merged" and result.id and items[result.index].pinned:
                 await self.pin(scope, result.id, True)  # "remember this, pinned" about a stored memory
