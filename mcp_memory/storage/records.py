@@ -24,12 +24,9 @@ from mcp_memory.storage import links, second, writes
 from mcp_memory.storage.reinforcement import REINFORCE_FLUSH_SECONDS
 from mcp_memory.storage.rows import (
     MEMORY_COLUMNS,
-    attach,
     attach_occurrences,
-    attachment_reads,
     blob,
     live_by_hash,
-    read_together,
     replaced_by_hash,
     row_to_record,
     rows_of,
@@ -50,8 +47,6 @@ _ORDER_KEYS: dict[str, Callable[[MemoryRecord], tuple[float, ...]]] = {
     "occurred": lambda r: (r.occurred_at, r.written),
 }
 IN_LIST = 500  # ids per IN list (SQLite's limit on variables can be as low as 999)
-# ids read with what they carry in one exchange (four IN lists of them: still under SQLite's 999)
-TOGETHER = 200
 
 
 class RecordStore:
@@ -222,13 +217,8 @@ class RecordStore:
         sql = f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE {where} ORDER BY {_ORDERS[order]}"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
-        if among is not None and len(among) <= TOGETHER:  # the rows and what they carry in one exchange
-            rows, *attached = await read_together(conn, [(sql, params), *attachment_reads(among)])
-            records = [row_to_record(r) for r in rows]
-            attach(records, *attached)
-        else:
-            records = [row_to_record(r) for r in await conn.execute_fetchall(sql, params)]
-            await attach_occurrences(conn, records)
+        records = [row_to_record(r) for r in await conn.execute_fetchall(sql, params)]
+        await attach_occurrences(conn, records)
         await self._overlay(scope, records)
         return records
 

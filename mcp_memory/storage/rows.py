@@ -155,41 +155,6 @@ async def rows_of(conn: aiosqlite.Connection, ids: Sequence[str]) -> dict[str, i
     return {str(r[1]): int(r[0]) for r in await rows_in(conn, "SELECT n, id FROM memories WHERE id IN ({marks})", ids)}
 
 
-_CONFLICTS = "SELECT c.memory_id, c.other_id FROM {} AND c.memory_id IN ({{marks}}) ORDER BY c.other_id"
-_SOURCES = "SELECT summary_id, source_id FROM summary_sources WHERE summary_id IN ({marks}) ORDER BY source_id"
-
-
-def attachment_reads(ids: Sequence[str], *, every_flag: bool = False) -> list[tuple[str, list[Any]]]:
-    """The reads of what the memories ``ids`` carry besides their rows (``attach``'s occurrences,
-    conflicts and summary sources), by id: they can go out with the rows' own read, in one message."""
-    reads = (
-        "SELECT o.memory_n, o.id, o.occurred_at FROM occurrences o JOIN memories m ON m.n = o.memory_n "
-        "WHERE m.id IN ({marks}) ORDER BY o.occurred_at, o.id",
-        _CONFLICTS.format(ALL_CONFLICTS if every_flag else STANDING_CONFLICTS),
-        _SOURCES,
-    )
-    return [chunk for sql in reads for chunk in in_chunks(sql, ids)]
-
-
-def attach(
-    records: list[MemoryRecord], occurrences: Iterable[Any], conflicts: Iterable[Any], sources: Iterable[Any]
-) -> None:
-    """The rows ``attachment_reads`` (or ``attach_occurrences``) read, onto those of ``records``
-    they belong to (rows of memories not among ``records`` are passed over)."""
-    by_n = {r.written: r for r in records}
-    by_id = {r.id: r for r in records}
-    for memory_n, occ_id, occurred_at in occurrences:
-        if (record := by_n.get(int(memory_n))) is not None:
-            record.occurrence_ids.append(str(occ_id))
-            record.last_seen_at = float(occurred_at)
-    for memory_id, other_id in conflicts:
-        if (record := by_id.get(str(memory_id))) is not None:
-            record.conflicts_with.append(str(other_id))
-    for summary_id, source_id in sources:
-        if (record := by_id.get(str(summary_id))) is not None:
-            record.source_ids.append(str(source_id))
-
-
 async def attach_occurrences(
     conn: aiosqlite.Connection, records: list[MemoryRecord], *, every_flag: bool = False
 ) -> None:
@@ -197,17 +162,35 @@ async def attach_occurrences(
     conflicts that still stand (STANDING_CONFLICTS), or ``every_flag`` (an export keeps them all)."""
     if not records:
         return
-    ids = [r.id for r in records]
-    occurrences = (
-        "SELECT memory_n, id, occurred_at FROM occurrences WHERE memory_n IN ({marks}) ORDER BY occurred_at, id"
+    by_n = {r.written: r for r in records}
+    by_id = {r.id: r for r in records}
+    occurrences, conflicts, sources = await rows_in_each(
+        conn,
+        [
+            (
+                "SELECT memory_n, id, occurred_at FROM occurrences WHERE memory_n IN ({marks}) "
+                "ORDER BY occurred_at, id",
+                list(by_n),
+            ),
+            (
+                f"SELECT c.memory_id, c.other_id FROM {ALL_CONFLICTS if every_flag else STANDING_CONFLICTS} "
+                "AND c.memory_id IN ({marks}) ORDER BY c.other_id",
+                list(by_id),
+            ),
+            (
+                "SELECT summary_id, source_id FROM summary_sources WHERE summary_id IN ({marks}) ORDER BY source_id",
+                list(by_id),
+            ),
+        ],
     )
-    conflicts = _CONFLICTS.format(ALL_CONFLICTS if every_flag else STANDING_CONFLICTS)
-    reads: list[tuple[str, Sequence[Any]]] = [
-        (occurrences, [r.written for r in records]),
-        (conflicts, ids),
-        (_SOURCES, ids),
-    ]
-    attach(records, *await rows_in_each(conn, reads))
+    for memory_n, occ_id, occurred_at in occurrences:
+        record = by_n[int(memory_n)]
+        record.occurrence_ids.append(str(occ_id))
+        record.last_seen_at = float(occurred_at)
+    for memory_id, other_id in conflicts:
+        by_id[str(memory_id)].conflicts_with.append(str(other_id))
+    for summary_id, source_id in sources:
+        by_id[str(summary_id)].source_ids.append(str(source_id))
 
 
 async def live_by_hash(conn: aiosqlite.Connection, scope: Scope, hashes: Sequence[str], now: float) -> dict[str, str]:
