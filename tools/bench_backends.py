@@ -97,6 +97,11 @@ async def _fill(cluster: pgcluster.Cluster, work: Path, memories: int, sides: di
         await into("sqlite", lite)
     async with PostgresStore(settings.storage.postgres) as pg:
         await into("postgres", pg)
+    # The planner's statistics, as autovacuum keeps them on a database in use: the recalls would
+    # otherwise start on a just-filled database it has not analysed yet (without them, recall p50
+    # measured 81.8 ms against 76.1 analysed, tools/profile_recall.py's store).
+    async with await psycopg.AsyncConnection.connect(cluster.dsn("postgres"), autocommit=True) as superuser:
+        await superuser.execute("ANALYZE")
     return settings
 
 
