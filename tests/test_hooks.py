@@ -154,6 +154,39 @@ def test_a_first_session_store_of_one_rule_and_one_fact_gives_the_fact_and_noise
         assert done.stdout == b"", (prompt, done.stdout)
 
 
+# A first week's store of technical notes: with e5, every one of them stands three background
+# deviations above unrelated everyday texts for any technical prompt.
+TECHNICAL = [
+    "The user prefers tabs over spaces in Python code",
+    "The app's config lives in /etc/orbit/config.toml on every server",
+    "The deploy key for staging is kept in the team vault, do not share it",
+    "The database password rotates every ninety days",
+    "Robert's ticket about the DROP TABLE bug was closed",
+    "我们决定下周三把账单数据库迁移到 PostgreSQL 16",
+]
+
+
+def test_a_small_store_of_technical_notes_gives_a_prompt_what_stands_above_the_others(tmp_path: Path) -> None:
+    """Fewer memories than the store's statistics need, all close to any technical prompt: a hit
+    goes beside the prompt only when it also stands above the store's other memories (their median
+    closeness in the model's background deviations), not for being technical like the prompt."""
+    data = tmp_path / "data"
+    seed(data, facts=TECHNICAL)
+    for prompt, wanted in (
+        ("what are my coding style preferences?", TECHNICAL[0]),
+        ("where is the config file of the app?", TECHNICAL[1]),
+    ):
+        text = context_of(
+            hook(data, "UserPromptSubmit", base(data, "UserPromptSubmit", prompt=prompt)), "UserPromptSubmit"
+        )
+        listed = [line for line in text.splitlines() if line.startswith("- ")]
+        assert len(listed) == 1, (prompt, listed)
+        assert wanted in listed[0], (prompt, listed)
+    done = hook(data, "UserPromptSubmit", base(data, "UserPromptSubmit", prompt="how do I reverse a list in Rust?"))
+    assert done.returncode == 0
+    assert done.stdout == b"", done.stdout
+
+
 def test_the_namespace_comes_from_the_hook_command(tmp_path: Path) -> None:
     data = tmp_path / "data"
     seed(data, namespace="proj-a")

@@ -6,7 +6,7 @@ transcript_path, cwd, hook_event_name and the event's own fields) and reads the 
 - SessionStart: the pinned memories and the resume packet of the task in progress, as context.
 - UserPromptSubmit: the memories recall finds for the prompt, within a small budget, that stand
   clearly out of the store (HINT_MIN_Z; nothing rather than noise), as context; in a store too small
-  to stand out of (STORE_STATS_MIN), those that stand out on their own evidence (OWN_MIN_Z).
+  to stand out of (STORE_STATS_MIN), those recall calls strong on their own evidence.
 - PreCompact and Stop: the user's notable statements of the session (decisions, preferences,
   identifiers, "remember ...") are remembered, tied to the task in progress, and the task's head is
   checkpointed when it moved since its last checkpoint. Nothing is printed.
@@ -35,14 +35,11 @@ from mcp_memory.compose import Runtime, open_runtime
 from mcp_memory.config import Settings
 from mcp_memory.core.models import MemoryDraft, Scope
 from mcp_memory.core.task_model import CheckpointReason, Task
-from mcp_memory.core.text import keyword_terms, normalize, script
-from mcp_memory.embed.background import background_z
-from mcp_memory.mcp.recall_schemas import Hit, MemoryOut
+from mcp_memory.core.text import normalize
 from mcp_memory.mcp.templates import hint_text, recall_text, resume_text
 from mcp_memory.mcp.wire_recall import hit_tokens, memory_out, recall_result
 from mcp_memory.mcp.wire_tasks import resume_packet
 from mcp_memory.services import foreign, rules, strength
-from mcp_memory.services.recall import matched_terms
 from mcp_memory.services.switch import off_reason
 
 log = logging.getLogger(__name__)
@@ -57,14 +54,10 @@ PROMPT_BUDGET_TOKENS = 800
 HINT_MIN_Z = strength.STANDS_OUT
 # Below this many memories the store's own mean and spread say nothing (of n memories the best stands at
 # most sqrt(n - 1) deviations above their mean, and a spread of a handful is noise): there a hit is judged
-# on its own evidence instead, against the embedding model's background (embed.background), not the store's.
+# on its own evidence instead, against the embedding model's background (embed.background), not the store's:
+# the hits recall calls strong (services/strength.py: their closeness in background deviations and the rare
+# words they share, above the other memories' median closeness), so what recall calls strong is what goes.
 STORE_STATS_MIN = strength.STORE_STATS_MIN
-# That evidence: the hit's closeness in background standard deviations (on meaning alone about one
-# unrelated pair in a thousand reaches 3 with e5), plus recall.keyword_weight of them for each content word
-# of the prompt the memory contains, so one shared word needs a meaning at least somewhat close (1).
-OWN_MIN_Z = strength.STRONG_EVIDENCE  # recall calls a hit strong on the same rules (services/strength.py)
-# Words agents write into every memory about a person: found in the memory they set nothing apart.
-_EVERYWHERE_WORDS = frozenset({"user", "users", "用户"})
 RESUME_BUDGET_TOKENS = 2_000
 TRANSCRIPT_TAIL_LINES = 2_000  # the session's recent turns: a long transcript is not read whole
 TRANSCRIPT_TAIL_BYTES = 32 << 20  # nor more than this of its end, however long its lines (tool results)
@@ -151,33 +144,11 @@ async def _prompt(runtime: Runtime, scope: Scope, prompt: str, settings: Setting
         )
     )
     size = runtime.store.vectors.size(scope)  # the principal's index, loaded by the recall
-    if size is not None and size < STORE_STATS_MIN:
-        hits = await _on_own_evidence(runtime, scope, question, result.hits, settings.recall.keyword_weight)
+    if size is not None and size < STORE_STATS_MIN:  # recall's strength: its own evidence (services/strength.py)
+        hits = [h for h in result.hits if h.strength == "strong"]
     else:  # nobody asked: only what stands clearly out of the store goes beside the prompt
         hits = [h for h in result.hits if h.signals is not None and h.signals.fused >= HINT_MIN_Z]
     return Answer(hint_text(hits) if hits else None)
-
-
-async def _on_own_evidence(
-    runtime: Runtime, scope: Scope, question: str, hits: list[Hit | MemoryOut], word_weight: float
-) -> list[Hit | MemoryOut]:
-    """The hits that stand out on their own evidence (OWN_MIN_Z), in a store too small to measure them
-    against: their closeness to the prompt above the model's unrelated pairs, and the prompt's content
-    words they contain (no stopword, no single CJK character, no word every memory of a person has)."""
-    if not hits:
-        return []
-    model = await runtime.embedder.ready()
-    query = await runtime.embedder.query(question, scope.principal)
-    vectors = await runtime.embedder.passages([h.text for h in hits], scope.principal)
-    words = [t for t in keyword_terms(question) if len(t) > 1 and t not in _EVERYWHERE_WORDS]
-    asked = script(question)
-    kept: list[Hit | MemoryOut] = []
-    for hit, vector in zip(hits, vectors, strict=True):
-        closeness = background_z(model.model_id, asked, script(hit.text), float(vector @ query))
-        shared = matched_terms(hit.text, words)
-        if (closeness or 0.0) + word_weight * len(shared) >= OWN_MIN_Z:
-            kept.append(hit)
-    return kept
 
 
 async def _session_start(runtime: Runtime, scope: Scope) -> Answer:

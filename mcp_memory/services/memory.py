@@ -30,7 +30,7 @@ from mcp_memory.core.models import (
     Scope,
     Vector,
 )
-from mcp_memory.core.recalled import Detail, HitCost, Recollection
+from mcp_memory.core.recalled import Detail, HitCost, Recalled, Recollection
 from mcp_memory.core.text import (
     estimate_tokens,
     keyword_terms,
@@ -47,7 +47,7 @@ from mcp_memory.services.intake import Progress
 from mcp_memory.services.keywords import keyword_ranking
 from mcp_memory.services.one_call import in_one_transaction
 from mcp_memory.services.ports import MemoryStore
-from mcp_memory.services.recall import concurrently, fit_budget, floored, score
+from mcp_memory.services.recall import Scored, concurrently, fit_budget, floored, score
 from mcp_memory.services.relations import Thresholds, stored_neighbours
 from mcp_memory.services.replies import answered as replies_to
 from mcp_memory.services.rules import says_stopped
@@ -305,12 +305,27 @@ class MemoryService:
         hits, used, omitted = fit_budget(
             scored, k, budget, cost=fit, terms=telling, explain=explain, now=said_from, offset=offset
         )
-        hits, used = await with_strength(self.store, self.embedder, scope, words, dense, scored, hits, self.config, fit)
+        hits, used = await self._strengthened(scope, words, (dense, scored, found.records), hits, fit)
         if reinforce and hits:
             await self.store.reinforce(scope, recall.reinforced(scored, hits), now)
         counts = {"k": k, "budget": budget, "used": used, "omitted": omitted, "below": below}
         notes = (rewrite_note, rerank_note)
         return recall.answer(query, hits, pinned, **counts, detail=detail, preset=preset, notes=notes)
+
+    async def _strengthened(
+        self,
+        scope: Scope,
+        words: str,
+        evidence: tuple[DenseHits, list[Scored], dict[str, MemoryRecord]],
+        hits: list[Recalled],
+        fit: tuple[HitCost, Detail],
+    ) -> tuple[list[Recalled], int]:
+        """``hits`` judged strong or weak (services/strength.py) on the dense search, the scored
+        candidates and the records read (whose texts give a small store's ordinary its scripts)."""
+        dense, scored, records = evidence
+        return await with_strength(
+            self.store, self.embedder, scope, words, dense, scored, hits, self.config, fit, records
+        )
 
     async def _fuse(
         self,
