@@ -196,8 +196,10 @@ async def test_each_script_has_its_own_graph_for_a_migrated_and_a_new_principal_
             memory, ALICE, *TEXTS, *(f"Ticket {i} was closed by team {i % 4} on day {i}" for i in range(25))
         )
         alice = store.database.key(ALICE.principal)
-    pgcluster.psql(pg_empty, f"CREATE INDEX vectors_{alice}_hnsw_384 ON vectors_{alice} USING hnsw "
-                   "((vec::halfvec(384)) halfvec_ip_ops) WHERE vector_dims(vec) = 384")  # fmt: skip
+    served = f"SET mcp.principal = '{alice}'; SELECT max(vector_dims(vec)) FROM vectors_{alice}"
+    dim = int(pgcluster.psql(pg_empty, served).splitlines()[-1])  # the model's (the fallback's differs)
+    pgcluster.psql(pg_empty, f"CREATE INDEX vectors_{alice}_hnsw_{dim} ON vectors_{alice} USING hnsw "
+                   f"((vec::halfvec({dim})) halfvec_ip_ops) WHERE vector_dims(vec) = {dim}")  # fmt: skip
     monkeypatch.setattr(migrations, "SCHEMA_VERSION", 5)
     await _layout(pg_empty, None)
     monkeypatch.setattr(vector_search, "HNSW_ROWS", 20)
@@ -212,16 +214,16 @@ async def test_each_script_has_its_own_graph_for_a_migrated_and_a_new_principal_
             await memory.recall(scope, QUESTIONS[0], reinforce=False)  # past the threshold: the graphs are made
             assert await _indexed(pg_empty, key)
             names = pgcluster.psql(pg_empty, f"SELECT indexname FROM pg_indexes WHERE tablename = 'vectors_{key}'")
-            assert {f"vectors_{key}_hnsw_384_latin", f"vectors_{key}_hnsw_384_cjk"} <= set(names.splitlines())
+            assert {f"vectors_{key}_hnsw_{dim}_latin", f"vectors_{key}_hnsw_{dim}_cjk"} <= set(names.splitlines())
             async with store.database.transaction(scope, write=False) as conn:
                 probe = vector_search._candidates(
-                    key, np.full(384, 384**-0.5, dtype=np.float32), None, 384, sql.SQL("true"), 10, None
+                    key, np.full(dim, dim**-0.5, dtype=np.float32), None, dim, sql.SQL("true"), 10, None
                 )
                 await conn.conn.execute("SET LOCAL enable_seqscan = off")  # 32 rows: a scan would be cheaper
                 plan = "\n".join(r[0] for r in await (await conn.conn.execute(sql.SQL("EXPLAIN ") + probe)).fetchall())
             for script in ("latin", "cjk"):
-                assert f"Index Scan using vectors_{key}_hnsw_384_{script}" in plan, plan
-            assert f"vectors_{key}_hnsw_384 " not in plan
+                assert f"Index Scan using vectors_{key}_hnsw_{dim}_{script}" in plan, plan
+            assert f"vectors_{key}_hnsw_{dim} " not in plan
             # a new memory's neighbours (relations.py) come from both graphs, as the exact scan finds them
             engine = store.vectors
             assert isinstance(engine, PgVectorSearch)
