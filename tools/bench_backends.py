@@ -48,6 +48,7 @@ from mcp_memory.core.models import Scope
 from mcp_memory.embed.loader import Embedder, build_model
 from mcp_memory.mcp.wire_recall import hit_tokens
 from mcp_memory.services.memory import MemoryService
+from mcp_memory.services.ports import MemoryStore
 from mcp_memory.services.sessions import SessionTracker
 from mcp_memory.storage.pg import migrations
 from mcp_memory.storage.pg.store import PostgresStore
@@ -105,18 +106,20 @@ async def _fill(cluster: pgcluster.Cluster, work: Path, memories: int, sides: di
     return settings
 
 
+async def recall_service(settings: Settings, store: MemoryStore) -> MemoryService:
+    """The recall of one store with an embedder of its own, its models loaded (so neither backend
+    finds the other's question already embedded)."""
+    embedder = Embedder(embedder_config(settings), second=second_opinion_config(settings))
+    embedder.start()
+    await embedder.ready()
+    return MemoryService(store, embedder, settings.limits, settings.recall, SessionTracker(1800), hit_tokens)
+
+
 async def _recall(settings: Settings, recalls: int, sides: dict[str, Side]) -> str:
     """Each question asked of both stores in turn; the engine PostgreSQL's dense side used."""
     questions = synth.distinct(synth.question, recalls + 10, seed=5)
     async with SqliteStore(settings.data_dir) as lite, PostgresStore(settings.storage.postgres) as pg:
-        services = {}
-        for name, store in (("sqlite", lite), ("postgres", pg)):
-            embedder = Embedder(embedder_config(settings), second=second_opinion_config(settings))
-            embedder.start()
-            await embedder.ready()
-            services[name] = MemoryService(
-                store, embedder, settings.limits, settings.recall, SessionTracker(1800), hit_tokens
-            )
+        services = {"sqlite": await recall_service(settings, lite), "postgres": await recall_service(settings, pg)}
         for i, question in enumerate(questions):
             for name in BACKENDS if i % 2 else reversed(BACKENDS):  # each goes first half the time
                 before = pg.database.round_trips.count

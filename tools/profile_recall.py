@@ -36,14 +36,10 @@ from stats import markdown_table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mcp_memory.compose import embedder_config, second_opinion_config
 from mcp_memory.config import Settings
 from mcp_memory.embed import loader
-from mcp_memory.embed.loader import Embedder
-from mcp_memory.mcp.wire_recall import hit_tokens
 from mcp_memory.services import memory, question, scoring, second
 from mcp_memory.services.memory import MemoryService
-from mcp_memory.services.sessions import SessionTracker
 from mcp_memory.storage.pg import dialect, keyword, transactions, vector_search
 from mcp_memory.storage.pg.store import PostgresStore
 from mcp_memory.storage.records import RecordStore
@@ -133,12 +129,7 @@ async def _recalls(settings: Settings, recalls: int) -> dict[str, list[tuple[flo
         services = {}
         for name, store in (("sqlite", lite), ("postgres", pg)):
             probe_store(store)
-            embedder = Embedder(embedder_config(settings), second=second_opinion_config(settings))
-            embedder.start()
-            await embedder.ready()
-            services[name] = MemoryService(
-                store, embedder, settings.limits, settings.recall, SessionTracker(1800), hit_tokens
-            )
+            services[name] = await bench_backends.recall_service(settings, store)
         for i, question in enumerate(questions):
             for name in bench_backends.BACKENDS if i % 2 else reversed(bench_backends.BACKENDS):
                 TIMELINE.events, TIMELINE.began, cpu = [], time.perf_counter(), time.thread_time()

@@ -70,9 +70,8 @@ class SwitchFile(ControlFile):
     async def off_within(self, principal: str) -> bool:
         """Whether memory is off anywhere in ``principal``'s store (a namespace of it included)."""
         prefix = switch_target(principal, "")
-        return bool(
-            await self._select(
-                "SELECT 1 FROM switches WHERE state = 'off' AND (target IN (?, ?) OR substr(target, 1, ?) = ?) LIMIT 1",
-                EVERYWHERE, principal, len(prefix), prefix,
-            )
+        found = await self._lookup(
+            "SELECT 1 FROM switches WHERE state = 'off' AND (target IN (?, ?) OR substr(target, 1, ?) = ?) LIMIT 1",
+            EVERYWHERE, principal, len(prefix), prefix,
         )  # fmt: skip
+        return found is not None
