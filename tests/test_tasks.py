@@ -90,6 +90,19 @@ async def test_a_long_pause_is_flagged_with_the_elapsed_time(data_dir: Path, mod
     assert any("paused 3.0 days" in h for h in packet["hints"])
 
 
+async def test_resume_says_what_to_do_when_the_plan_is_finished_but_the_task_is_not(client: Client) -> None:
+    finished = {**TREE, "children": [{**c, "status": "done"} for c in TREE["children"]]}
+    await call(client, "checkpoint", first_checkpoint(tree=finished, current_node="email"))
+    packet = await call(client, "resume", {"task_id": "billing-v2"})
+    [hint] = [h for h in packet["hints"] if "'root'" in h]
+    assert "Every step under 'root' is done" in hint
+    assert "in_progress" in hint
+    await call(client, "checkpoint", first_checkpoint(tree={**finished, "status": "done"}, current_node="email"))
+    packet = await call(client, "resume", {"task_id": "billing-v2"})
+    assert not [h for h in packet["hints"] if "'root'" in h]
+    assert any("The current node 'email' is done" in h for h in packet["hints"])
+
+
 async def test_rollback_writes_a_new_checkpoint_and_keeps_history(client: Client) -> None:
     first = await call(client, "checkpoint", first_checkpoint())
     await call(
