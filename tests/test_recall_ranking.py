@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import orjson
 import pytest
@@ -70,7 +71,7 @@ LEAN_FIELDS = {
     "occurred_at",
     "score",
     "why",
-    "strength",
+    "strong",
     "conflicts_with",
     "superseded_by",
     "source_ids",
@@ -84,10 +85,43 @@ async def test_a_default_hit_is_lean_and_says_why(new_user: Client) -> None:
         assert set(hit) <= LEAN_FIELDS
         assert isinstance(hit["why"], str)
         assert hit["why"]
-        # Beyond its text a hit's JSON costs its id, kind, time, score and strength (137 characters with
-        # the keys) and a reason of at most 70.
-        sent = orjson.dumps(hit).decode()
-        assert len(sent) - len(orjson.dumps(hit["text"]).decode()) <= 137 + 70, sent
+    # what is at its default is left out: a fact says no kind, a weak hit no strength
+    assert [h.get("strong", False) for h in result["hits"]] == [True] + [False] * (len(NEW_USER) - 1)
+    assert not any("kind" in h for h in result["hits"])
+
+
+def _overheads(result: CallToolResult) -> list[tuple[int, int, dict[str, Any]]]:
+    """Per hit: what its line in the text block costs beyond its text, what its JSON in the
+    structured content costs beyond its text and the words of its reason, and the hit."""
+    lines = _text_block(result).splitlines()
+    hits = (result.structured_content or {})["hits"]
+    costs = []
+    for hit, line in zip(hits, lines, strict=False):
+        beyond = len(orjson.dumps(hit).decode()) - len(orjson.dumps(hit["text"]).decode()) - len(hit["why"])
+        costs.append((len(line) - len(hit["text"]), beyond, hit))
+    return costs
+
+
+async def test_a_hit_costs_at_most_120_characters_beyond_its_text_in_each_block(new_user: Client) -> None:
+    """Issue 37: a fact's line in the text block (its reason included) and its JSON in the structured
+    content (id, time, score, strength and the keys; the reason's words are the reason's) each cost
+    at most 120 characters beyond its text. Another kind adds its name."""
+    await call(new_user, "remember", {"content": "The user prefers green tea over coffee", "kind": "preference"})
+    costs = []
+    for question in ("ThinkPad", "Does the user like green tea?"):
+        asked = {"query": question, "k": 4, "reinforce": False, "floor": False}
+        costs += _overheads(await new_user.call_tool("recall", asked))
+    assert costs[0][2]["why"].startswith("matches 'thinkpad'; close in meaning; said"), costs[0]  # a realistic reason
+    for line_cost, json_cost, hit in costs:
+        assert len(hit["why"]) <= 70, hit
+        assert line_cost <= 120, (line_cost, hit)
+        named = len(orjson.dumps({"kind": hit["kind"]})) - 1 if "kind" in hit else 0  # ,"kind":"preference"
+        assert json_cost - named <= 120, (json_cost, hit)
+    strong = {(hit["text"], hit.get("kind")) for _, _, hit in costs if hit.get("strong")}  # both costs paid
+    assert {
+        ("The user's laptop is a ThinkPad X1 Carbon", None),
+        ("The user prefers green tea over coffee", "preference"),
+    } <= strong
 
 
 def _text_block(result: CallToolResult) -> str:

@@ -51,10 +51,11 @@ earlier, history kept) or `supersedes` with the ids it replaces. Secrets are red
 RECALL_DOC = """Find the memories that matter for a question, within k and a token budget.
 
 Hybrid search (meaning + keywords) ranked by relevance, recency, use and importance. Each hit
-carries its id, text, kind, when it happened, a score and why it was recalled (plus conflicts,
-replacements and summary sources when set); the text block gives each hit one line (text, date,
-why, id). detail="full" returns whole records, explain=true adds every signal's score (both as
-JSON in the text block too). Pinned memories come back in `pinned` and do not count against k.
+carries its id, text, when it happened, a score and why it was recalled, plus only what is not at
+its default: kind (unless fact), strong=true, conflicts, replacements, summary sources. The text
+block gives each hit one line (text, date, why, id). detail="full" returns whole records,
+explain=true adds every signal's score (both as JSON in the text block too). Pinned memories
+come back in `pinned` and do not count against k.
 Recall strengthens what it returns unless reinforce=false. Quotes, brackets, * and AND/OR/NOT
 in the question are searched as words."""
 
