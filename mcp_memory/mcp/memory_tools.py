@@ -17,7 +17,7 @@ from mcp_memory.core.errors import InvalidInputError
 from mcp_memory.core.numbers import Bool, Float, Int
 from mcp_memory.core.recalled import Detail
 from mcp_memory.mcp import wire_memory, wire_recall
-from mcp_memory.mcp.face import Face, compact, problems
+from mcp_memory.mcp.face import Face, compact, problems, shown
 from mcp_memory.mcp.notify import pin_uris
 from mcp_memory.mcp.recall_schemas import RecallResult
 from mcp_memory.mcp.schemas import (
@@ -30,7 +30,7 @@ from mcp_memory.mcp.schemas import (
     StatsResult,
     UndoSummaryResult,
 )
-from mcp_memory.mcp.templates import recall_lines
+from mcp_memory.mcp.templates import recall_lines, remember_lines
 from mcp_memory.mcp.wire_upkeep import stats_result
 from mcp_memory.metrics import REMEMBERED
 from mcp_memory.services.memory import CallContext
@@ -110,7 +110,7 @@ async def remember(
         list[MemoryInput] | None,
         Field(description="several memories at once, each with the fields above (content required)"),
     ] = None,
-) -> RememberResult:
+) -> Annotated[CallToolResult, RememberResult]:
     if memories is not None and content is not None:
         raise InvalidInputError("memories", "give either content (one memory) or memories (a batch), not both")
     if memories is None and content is None:
@@ -144,7 +144,8 @@ async def remember(
         REMEMBERED.inc(done.count(outcome), result=outcome)
     if any(item.pinned for item in items):
         await face.notifier.changed(pin_uris())
-    return wire_memory.remember_result(done)
+    result = wire_memory.remember_result(done)
+    return shown(result, remember_lines(result))
 
 
 async def recall(
