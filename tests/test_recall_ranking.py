@@ -10,6 +10,7 @@ import pytest
 from mcp.client import Client
 from mcp_types import CallToolResult
 
+from mcp_memory.services.recall import cited_words
 from tests.conftest import Clock, call
 
 pytestmark = pytest.mark.anyio
@@ -62,6 +63,24 @@ async def test_a_rare_word_still_finds_its_memory_by_keyword(new_user: Client) -
     result = await call(new_user, "recall", {"query": "ThinkPad", "k": 3, "reinforce": False})
     assert result["hits"][0]["text"] == "The user's laptop is a ThinkPad X1 Carbon"
     assert "'thinkpad'" in result["hits"][0]["why"]
+
+
+async def test_a_chinese_reason_cites_the_runs_question_and_memory_share_not_their_bigrams(new_user: Client) -> None:
+    """户每 and 每天 were cited for 用户每天几点起床: two artificial bigrams of one shared run."""
+    result = await call(new_user, "recall", {"query": "用户每天几点起床？", "k": 1, "reinforce": False})
+    hit = result["hits"][0]
+    assert hit["text"] == "用户每天早上六点起床跑步"
+    assert hit["why"].startswith("matches '用户每天', '点起床';"), hit["why"]
+
+
+def test_a_cited_chinese_run_grows_only_through_matched_bigrams_the_memory_holds_in_a_row() -> None:
+    memory, question = "用户喜欢喝乌龙茶，不加糖", "用户喜欢喝什么茶？"
+    # 用户 common in the store: not matched, so the run does not grow through 户喜 into it
+    assert cited_words(memory, question, ["喜欢", "欢喝"]) == ["喜欢喝"]
+    assert cited_words(memory, question, ["茶", "欢喝", "用户", "户喜", "喜欢"]) == ["茶", "用户喜欢喝"]
+    # 喝什 is not in the memory, and 喜欢 and 什么 of "喜欢什么" are two runs there: 喜欢什么 is not
+    assert cited_words("喜欢的东西是什么", "喜欢什么", ["喜欢", "什么"]) == ["喜欢", "什么"]
+    assert cited_words(memory, question, ["tea", "喜欢"]) == ["tea", "喜欢"]  # nothing beside it matched
 
 
 LEAN_FIELDS = {
