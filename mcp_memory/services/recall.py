@@ -309,8 +309,8 @@ def forms_matched(content: str, terms: Sequence[str]) -> list[str]:
 
 
 # A hit's line in recall's text block costs at most 120 characters beyond its text: the quotes, date,
-# id and punctuation take 49, so its reason gets what is left (in the JSON a lean hit's other fields
-# take about 117).
+# id and punctuation take 49, so its reason gets what is left (in the JSON a lean fact's other fields
+# and the keys take 103, or 116 when it is strong: mcp/recall_schemas.py).
 WHY_CHARS = 70
 
 
