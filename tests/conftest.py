@@ -53,7 +53,7 @@ MODEL_INDEPENDENT = frozenset(
     test_pg_database test_pg_dialect test_pg_keyword test_pg_parity test_pg_schema test_migrate test_pg_replicas
     test_pg_shared test_pg_tasks test_pool test_readme test_resources_prompts test_scheduler_processes
     test_secrets test_stdio test_stdio_unreadable test_switch test_tasks test_tasks_stdio test_use_lean test_watch
-    test_data_dir_permissions test_pg_round_trips""".split()
+    test_data_dir_permissions test_pg_round_trips test_text_blocks""".split()
 )
 
 

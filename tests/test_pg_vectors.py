@@ -48,14 +48,14 @@ async def _layout(cluster: pgcluster.Cluster, vectors: str | None) -> str:
         return vector_layout.PGVECTOR if await vector_layout.vector_type(owner) else vector_layout.IN_PROCESS
 
 
-async def _answers(replica: Opener, scope: Scope) -> tuple[str, list[list[tuple[str, float | None, str | None]]]]:
-    """Each question's hits as (text, score, strength): the strength judged on the model's plain
+async def _answers(replica: Opener, scope: Scope) -> tuple[str, list[list[tuple[str, float | None, bool]]]]:
+    """Each question's hits as (text, score, strong): the strength judged on the model's plain
     cosine, which a centred pgvector search returns and the in-process engine reads back."""
     async with replica() as (store, memory):
-        answers: list[list[tuple[str, float | None, str | None]]] = []
+        answers: list[list[tuple[str, float | None, bool]]] = []
         for question in QUESTIONS:
             found = recall_result(await memory.recall(scope, question, reinforce=False))
-            answers.append([(h.text, h.score, h.strength) for h in found.hits if isinstance(h, Hit | MemoryOut)])
+            answers.append([(h.text, h.score, h.strong) for h in found.hits if isinstance(h, Hit | MemoryOut)])
         return store.vectors.name, answers
 
 

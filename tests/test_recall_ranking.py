@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import orjson
 import pytest
 from mcp.client import Client
 from mcp_types import CallToolResult
 
+from mcp_memory.services.recall import cited_words
 from tests.conftest import Clock, call
 
 pytestmark = pytest.mark.anyio
@@ -63,6 +65,24 @@ async def test_a_rare_word_still_finds_its_memory_by_keyword(new_user: Client) -
     assert "'thinkpad'" in result["hits"][0]["why"]
 
 
+async def test_a_chinese_reason_cites_the_runs_question_and_memory_share_not_their_bigrams(new_user: Client) -> None:
+    """户每 and 每天 were cited for 用户每天几点起床: two artificial bigrams of one shared run."""
+    result = await call(new_user, "recall", {"query": "用户每天几点起床？", "k": 1, "reinforce": False})
+    hit = result["hits"][0]
+    assert hit["text"] == "用户每天早上六点起床跑步"
+    assert hit["why"].startswith("matches '用户每天', '点起床';"), hit["why"]
+
+
+def test_a_cited_chinese_run_grows_only_through_matched_bigrams_the_memory_holds_in_a_row() -> None:
+    memory, question = "用户喜欢喝乌龙茶，不加糖", "用户喜欢喝什么茶？"
+    # 用户 common in the store: not matched, so the run does not grow through 户喜 into it
+    assert cited_words(memory, question, ["喜欢", "欢喝"]) == ["喜欢喝"]
+    assert cited_words(memory, question, ["茶", "欢喝", "用户", "户喜", "喜欢"]) == ["茶", "用户喜欢喝"]
+    # 喝什 is not in the memory, and 喜欢 and 什么 of "喜欢什么" are two runs there: 喜欢什么 is not
+    assert cited_words("喜欢的东西是什么", "喜欢什么", ["喜欢", "什么"]) == ["喜欢", "什么"]
+    assert cited_words(memory, question, ["tea", "喜欢"]) == ["tea", "喜欢"]  # nothing beside it matched
+
+
 LEAN_FIELDS = {
     "id",
     "text",
@@ -70,7 +90,7 @@ LEAN_FIELDS = {
     "occurred_at",
     "score",
     "why",
-    "strength",
+    "strong",
     "conflicts_with",
     "superseded_by",
     "source_ids",
@@ -84,10 +104,43 @@ async def test_a_default_hit_is_lean_and_says_why(new_user: Client) -> None:
         assert set(hit) <= LEAN_FIELDS
         assert isinstance(hit["why"], str)
         assert hit["why"]
-        # Beyond its text a hit's JSON costs its id, kind, time, score and strength (137 characters with
-        # the keys) and a reason of at most 70.
-        sent = orjson.dumps(hit).decode()
-        assert len(sent) - len(orjson.dumps(hit["text"]).decode()) <= 137 + 70, sent
+    # what is at its default is left out: a fact says no kind, a weak hit no strength
+    assert [h.get("strong", False) for h in result["hits"]] == [True] + [False] * (len(NEW_USER) - 1)
+    assert not any("kind" in h for h in result["hits"])
+
+
+def _overheads(result: CallToolResult) -> list[tuple[int, int, dict[str, Any]]]:
+    """Per hit: what its line in the text block costs beyond its text, what its JSON in the
+    structured content costs beyond its text and the words of its reason, and the hit."""
+    lines = _text_block(result).splitlines()
+    hits = (result.structured_content or {})["hits"]
+    costs = []
+    for hit, line in zip(hits, lines, strict=False):
+        beyond = len(orjson.dumps(hit).decode()) - len(orjson.dumps(hit["text"]).decode()) - len(hit["why"])
+        costs.append((len(line) - len(hit["text"]), beyond, hit))
+    return costs
+
+
+async def test_a_hit_costs_at_most_120_characters_beyond_its_text_in_each_block(new_user: Client) -> None:
+    """Issue 37: a fact's line in the text block (its reason included) and its JSON in the structured
+    content (id, time, score, strength and the keys; the reason's words are the reason's) each cost
+    at most 120 characters beyond its text. Another kind adds its name."""
+    await call(new_user, "remember", {"content": "The user prefers green tea over coffee", "kind": "preference"})
+    costs = []
+    for question in ("ThinkPad", "Does the user like green tea?"):
+        asked = {"query": question, "k": 4, "reinforce": False, "floor": False}
+        costs += _overheads(await new_user.call_tool("recall", asked))
+    assert costs[0][2]["why"].startswith("matches 'thinkpad'; close in meaning; said"), costs[0]  # a realistic reason
+    for line_cost, json_cost, hit in costs:
+        assert len(hit["why"]) <= 70, hit
+        assert line_cost <= 120, (line_cost, hit)
+        named = len(orjson.dumps({"kind": hit["kind"]})) - 1 if "kind" in hit else 0  # ,"kind":"preference"
+        assert json_cost - named <= 120, (json_cost, hit)
+    strong = {(hit["text"], hit.get("kind")) for _, _, hit in costs if hit.get("strong")}  # both costs paid
+    assert {
+        ("The user's laptop is a ThinkPad X1 Carbon", None),
+        ("The user prefers green tea over coffee", "preference"),
+    } <= strong
 
 
 def _text_block(result: CallToolResult) -> str:

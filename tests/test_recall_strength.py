@@ -44,17 +44,17 @@ async def test_a_clear_answer_is_strong_and_the_text_says_nothing_of_weakness(st
     result = await store.call_tool("recall", {"query": "What is the name of the user's dog?", "reinforce": False})
     found = result.structured_content or {}
     assert found["hits"][0]["text"] == "The user has a dog named Pixel"
-    assert found["hits"][0]["strength"] == "strong"
+    assert found["hits"][0]["strong"] is True
     assert found["strength"] == "strong"
     assert "nothing stands out" not in _text_block(result)
     # a fact that only shares the store's template ("The user's ...") is not strong beside it
-    assert all(h["strength"] == "weak" for h in found["hits"] if "Maya" in h["text"])
+    assert not any(h.get("strong") for h in found["hits"] if "Maya" in h["text"])
 
 
 async def test_a_chinese_question_about_a_chinese_fact_is_strong(store: Client) -> None:
     found = await call(store, "recall", {"query": "用户对什么过敏？", "reinforce": False})
     assert found["hits"][0]["text"] == "用户对花生过敏"
-    assert [found["hits"][0]["strength"], found["strength"]] == ["strong", "strong"]
+    assert [found["hits"][0]["strong"], found["strength"]] == [True, "strong"]
 
 
 @pytest.mark.parametrize("question", ["What is the capital of Peru?", "How do I bake sourdough bread?"])
@@ -62,7 +62,7 @@ async def test_an_unrelated_question_gets_weak_hits_and_nothing_stands_out(store
     result = await store.call_tool("recall", {"query": question, "reinforce": False, "explain": True})
     found = result.structured_content or {}
     assert found["hits"]  # recall still returns the nearest: the agent decides
-    assert {h["strength"] for h in found["hits"]} == {"weak"}
+    assert not any("strong" in h for h in found["hits"])  # a weak hit leaves the flag out
     assert all(h["signals"]["evidence"] < 3 for h in found["hits"])
     assert found["strength"] == "weak"
     assert found["note"].startswith("nothing stands out")

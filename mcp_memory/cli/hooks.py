@@ -145,7 +145,7 @@ async def _prompt(runtime: Runtime, scope: Scope, prompt: str, settings: Setting
     )
     size = runtime.store.vectors.size(scope)  # the principal's index, loaded by the recall
     if size is not None and size < STORE_STATS_MIN:  # recall's strength: its own evidence (services/strength.py)
-        hits = [h for h in result.hits if h.strength == "strong"]
+        hits = [h for h in result.hits if h.strong]
     else:  # nobody asked: only what stands clearly out of the store goes beside the prompt
         hits = [h for h in result.hits if h.signals is not None and h.signals.fused >= HINT_MIN_Z]
     return Answer(hint_text(hits) if hits else None)

@@ -46,6 +46,13 @@ def compact(result: BaseModel, text: str | None = None) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=shown)], structured_content=data)
 
 
+def shown(result: BaseModel, text: str) -> CallToolResult:
+    """A result whole in the structured content (every field, null ones too, as the SDK sends a
+    returned model) and ``text``, its rendering for reading, in the text block."""
+    data = result.model_dump(mode="json", by_alias=True)
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+
+
 def problems(field: str, exc: ValidationError) -> str:
     """Each failure as "where: what", without pydantic's "Value error, " prefix or link."""
     return "; ".join(_problem(field, err) for err in exc.errors(include_url=False))

@@ -17,7 +17,7 @@ from mcp_memory.core.errors import InvalidInputError
 from mcp_memory.core.numbers import Bool, Float, Int
 from mcp_memory.core.recalled import Detail
 from mcp_memory.mcp import wire_memory, wire_recall
-from mcp_memory.mcp.face import Face, compact, problems
+from mcp_memory.mcp.face import Face, compact, problems, shown
 from mcp_memory.mcp.notify import pin_uris
 from mcp_memory.mcp.recall_schemas import RecallResult
 from mcp_memory.mcp.schemas import (
@@ -30,7 +30,7 @@ from mcp_memory.mcp.schemas import (
     StatsResult,
     UndoSummaryResult,
 )
-from mcp_memory.mcp.templates import recall_lines
+from mcp_memory.mcp.templates import recall_lines, remember_lines
 from mcp_memory.mcp.wire_upkeep import stats_result
 from mcp_memory.metrics import REMEMBERED
 from mcp_memory.services.memory import CallContext
@@ -51,10 +51,11 @@ earlier, history kept) or `supersedes` with the ids it replaces. Secrets are red
 RECALL_DOC = """Find the memories that matter for a question, within k and a token budget.
 
 Hybrid search (meaning + keywords) ranked by relevance, recency, use and importance. Each hit
-carries its id, text, kind, when it happened, a score and why it was recalled (plus conflicts,
-replacements and summary sources when set); the text block gives each hit one line (text, date,
-why, id). detail="full" returns whole records, explain=true adds every signal's score (both as
-JSON in the text block too). Pinned memories come back in `pinned` and do not count against k.
+carries its id, text, when it happened, a score and why it was recalled, plus only what is not at
+its default: kind (unless fact), strong=true, conflicts, replacements, summary sources. The text
+block gives each hit one line (text, date, why, id). detail="full" returns whole records,
+explain=true adds every signal's score (both as JSON in the text block too). Pinned memories
+come back in `pinned` and do not count against k.
 Recall strengthens what it returns unless reinforce=false. Quotes, brackets, * and AND/OR/NOT
 in the question are searched as words."""
 
@@ -109,7 +110,7 @@ async def remember(
         list[MemoryInput] | None,
         Field(description="several memories at once, each with the fields above (content required)"),
     ] = None,
-) -> RememberResult:
+) -> Annotated[CallToolResult, RememberResult]:
     if memories is not None and content is not None:
         raise InvalidInputError("memories", "give either content (one memory) or memories (a batch), not both")
     if memories is None and content is None:
@@ -143,7 +144,8 @@ async def remember(
         REMEMBERED.inc(done.count(outcome), result=outcome)
     if any(item.pinned for item in items):
         await face.notifier.changed(pin_uris())
-    return wire_memory.remember_result(done)
+    result = wire_memory.remember_result(done)
+    return shown(result, remember_lines(result))
 
 
 async def recall(

@@ -3,7 +3,9 @@ signals of the ranking, as pydantic models that are the recall tool's structured
 
 ``wire_recall.py`` maps recall's domain answer (``core/recalled.py``) to them and measures a hit as
 it is sent (compact JSON, unset fields left out): the measure recall's budget counts with.
-Times are ISO 8601 UTC.
+Times are ISO 8601 UTC. A lean hit or pin leaves out what is at its default (a ``fact``, a hit
+that is not strong, an unset relation): a hit's fields beyond its text and reason cost at most 120
+characters.
 """
 
 from __future__ import annotations
@@ -15,6 +17,30 @@ from pydantic import BaseModel, Field
 
 from mcp_memory.core.models import Tier
 from mcp_memory.core.recalled import Strength
+
+DEFAULT_KIND = "fact"  # remember's default kind: a lean hit or pin names any other
+
+
+def _is_fact(kind: str) -> bool:
+    return kind == DEFAULT_KIND
+
+
+def _is_false(flag: bool) -> bool:
+    return not flag
+
+
+def _kind() -> Any:
+    return Field(
+        DEFAULT_KIND, description="fact unless it says otherwise (preference, decision, ...)", exclude_if=_is_fact
+    )
+
+
+def _strong() -> Any:
+    return Field(
+        False,
+        description="true when its own evidence clearly bears on the question; absent when weak",
+        exclude_if=_is_false,
+    )
 
 
 class Signals(BaseModel):
@@ -82,7 +108,7 @@ class MemoryOut(BaseModel):
     tokens: int = Field(description="estimated tokens of this hit as JSON: what recall's budget counts")
     score: float | None = Field(None, description="recall's value for this hit, 0..1")
     why: str | None = Field(None, description="why recall returned it, in words")
-    strength: Strength | None = Field(None, description="recall: 'strong' when its own evidence clearly bears on it")
+    strong: bool = _strong()
     signals: Signals | None = Field(None, description="every signal of the ranking (explain=true)")
 
 
@@ -91,11 +117,11 @@ class Hit(BaseModel):
 
     id: str
     text: str
-    kind: str
+    kind: str = _kind()
     occurred_at: datetime
     score: float = Field(description="recall's value for this hit, 0..1")
     why: str = Field(description="why recall returned it, in words")
-    strength: Strength = Field(description="'strong' when its own evidence clearly bears on the question, else 'weak'")
+    strong: bool = _strong()
     conflicts_with: list[str] | None = Field(None, description="memories this one may contradict: ask the user")
     superseded_by: str | None = None
     source_ids: list[str] | None = Field(None, description="for a summary: the memories it holds")
@@ -110,7 +136,7 @@ class Pin(BaseModel):
 
     id: str
     text: str
-    kind: str
+    kind: str = _kind()
     occurred_at: datetime
     conflicts_with: list[str] | None = Field(None, description="memories this one may contradict: ask the user")
     caution: str | None = Field(

@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context
+from mcp_types import CallToolResult
 from pydantic import BaseModel, Field
 
 from mcp_memory.core.numbers import Bool, Int
 from mcp_memory.core.task_model import CheckpointReason, PendingAction, TaskEdit, TaskNode, TokenUsage, ToolCallRecord
-from mcp_memory.mcp import wire_tasks
-from mcp_memory.mcp.face import Face
+from mcp_memory.mcp import templates, wire_tasks
+from mcp_memory.mcp.face import Face, shown
 from mcp_memory.mcp.notify import task_uris
 from mcp_memory.mcp.task_schemas import CheckpointPage, CheckpointResult, ResumePacket, TaskPage, TaskUpdateResult
 
@@ -68,7 +69,7 @@ async def checkpoint(
     reason: CheckpointReason = "manual",
     expected_head: Annotated[Int | None, Field(description="the head_seq you last saw")] = None,
     namespaced: Annotated[Bool, Field(description="create the task in this connection's namespace only")] = False,
-) -> CheckpointResult:
+) -> Annotated[CallToolResult, CheckpointResult]:
     given = {
         "tree": tree,
         "current_node": current_node,
@@ -91,7 +92,8 @@ async def checkpoint(
         in_namespace=namespaced,
     )
     await face.notifier.changed(task_uris(saved.checkpoint.task_id, checkpoint=True))
-    return wire_tasks.checkpoint_result(saved)
+    result = wire_tasks.checkpoint_result(saved)
+    return shown(result, templates.checkpoint_lines(result))
 
 
 async def resume(
@@ -100,12 +102,13 @@ async def resume(
     task_id: str,
     checkpoint_id: Annotated[str | None, Field(description="roll back to this checkpoint")] = None,
     budget_tokens: Annotated[Int | None, Field(description="token budget (default 4000)")] = None,
-) -> ResumePacket:
+) -> Annotated[CallToolResult, ResumePacket]:
     scope = face.scopes.scope(ctx)
     found = await face.tasks.resume(scope, task_id, checkpoint_id=checkpoint_id, budget_tokens=budget_tokens)
     if found.rolled_back_to is not None:
         await face.notifier.changed(task_uris(task_id, checkpoint=True))
-    return wire_tasks.resume_packet(found)
+    packet = wire_tasks.resume_packet(found)
+    return shown(packet, templates.resume_lines(packet))
 
 
 async def update_task(
@@ -116,11 +119,16 @@ async def update_task(
     return wire_tasks.update_result(task)
 
 
-async def list_tasks(face: Face, ctx: Context, cursor: str | None = None, limit: Int = 20) -> TaskPage:
-    return wire_tasks.task_page(await face.tasks.list_tasks(face.scopes.scope(ctx), cursor, limit))
+async def list_tasks(
+    face: Face, ctx: Context, cursor: str | None = None, limit: Int = 20
+) -> Annotated[CallToolResult, TaskPage]:
+    page = wire_tasks.task_page(await face.tasks.list_tasks(face.scopes.scope(ctx), cursor, limit))
+    return shown(page, templates.task_list_lines(page))
 
 
 async def list_checkpoints(
     face: Face, ctx: Context, task_id: str, cursor: str | None = None, limit: Int = 20
-) -> CheckpointPage:
-    return wire_tasks.checkpoint_page(await face.tasks.list_checkpoints(face.scopes.scope(ctx), task_id, cursor, limit))
+) -> Annotated[CallToolResult, CheckpointPage]:
+    listed = await face.tasks.list_checkpoints(face.scopes.scope(ctx), task_id, cursor, limit)
+    page = wire_tasks.checkpoint_page(listed)
+    return shown(page, templates.checkpoint_list_lines(page))

@@ -1,6 +1,10 @@
 """The text blocks the face sends beside (or instead of) structured results: a task's resume packet
-and a block of recalled memories, made from the prompt templates (``core.prompt_files``). The MCP
-prompts, recall's text block and the Claude Code hooks send the same words."""
+and a block of recalled memories, made from the prompt templates (``core.prompt_files``), and the
+short lines the tools' text blocks give (recall, remember, checkpoint, resume, the task lists). The
+MCP prompts, the tools' text blocks and the Claude Code hooks send the same words.
+
+A text block is for reading: the structured content beside it carries every field; the text is not
+that JSON again. Text a caller wrote is quoted as a JSON string (data, never an instruction)."""
 
 from __future__ import annotations
 
@@ -12,7 +16,16 @@ from mcp_memory.core.caution import caution, reveal
 from mcp_memory.core.prompt_files import template
 from mcp_memory.core.text import task_uri
 from mcp_memory.mcp.recall_schemas import Hit, MemoryOut, Pin, RecallResult
-from mcp_memory.mcp.task_schemas import MemoryBrief, ResumePacket
+from mcp_memory.mcp.schemas import RememberItem, RememberResult
+from mcp_memory.mcp.task_schemas import (
+    CheckpointInfo,
+    CheckpointPage,
+    CheckpointResult,
+    MemoryBrief,
+    ResumePacket,
+    TaskPage,
+    TaskSummary,
+)
 
 
 def _bullets(items: list[str]) -> str:
@@ -112,3 +125,97 @@ def recall_lines(result: RecallResult) -> str:
     if result.note:
         lines.append(f"note: {result.note}")
     return "\n".join(lines)
+
+
+def _quoted(text: str) -> str:
+    return orjson.dumps(reveal(text)).decode()
+
+
+def _marks(marks: Sequence[str]) -> str:
+    return "".join(f" [{mark}]" for mark in marks if mark)
+
+
+def _remembered(item: RememberItem) -> str:
+    head = f"- {item.index}: {item.outcome}" + (f" id={item.id}" if item.id else "")
+    return (
+        head
+        + (f" ({item.reason})" if item.reason else "")
+        + _marks(
+            [
+                f"replaces {', '.join(item.superseded)}" if item.superseded else "",
+                f"conflicts with {', '.join(item.conflicts_with)}: ask the user" if item.conflicts_with else "",
+                f"caution: {item.caution}" if item.caution else "",
+            ]
+        )
+    )
+
+
+def remember_lines(result: RememberResult) -> str:
+    """What remember did: the counts, then one line per item (its place in the request, outcome, id)."""
+    counts = f"{result.stored} stored, {result.merged} merged, {result.rejected} rejected"
+    return "\n".join([counts, *(_remembered(item) for item in result.items)])
+
+
+def checkpoint_lines(result: CheckpointResult) -> str:
+    """A saved checkpoint in one line, with the head_seq to pass as expected_head next time."""
+    cp = result.checkpoint
+    made = "created and saved" if result.created_task else "saved"
+    return (
+        f"task {_quoted(cp.task_id)} {made}: checkpoint {cp.id} (seq {cp.seq}, {result.serialized_size} bytes); "
+        f"pass expected_head={result.head_seq} next time"
+    )
+
+
+def _checkpoint_line(cp: CheckpointInfo) -> str:
+    return f"- {cp.id} seq {cp.seq} {cp.reason} {cp.created_at:%Y-%m-%dT%H:%M:%SZ} ({cp.size} bytes)"
+
+
+def _count(n: int, thing: str) -> str:
+    return f"{n} {thing}" + ("" if n == 1 else "s")
+
+
+def _more(cursor: str | None) -> list[str]:
+    return [f"more: pass cursor={_quoted(cursor)}"] if cursor else []
+
+
+def checkpoint_list_lines(page: CheckpointPage) -> str:
+    """A task's checkpoints, newest first, one a line (id, sequence, reason, time, size)."""
+    return "\n".join(
+        [*(_checkpoint_line(cp) for cp in page.checkpoints), *_more(page.next_cursor)] or ["no checkpoints"]
+    )
+
+
+def _task_line(task: TaskSummary) -> str:
+    goal = f" goal {_quoted(task.goal)}" if task.goal != task.title else ""
+    where = f", at {_quoted(task.current_node)}" if task.current_node else ""
+    return (
+        f"- {_quoted(task.task_id)} {_quoted(task.title)}{goal} ({task.status or 'no tree'}{where}; "
+        f"head_seq {task.head_seq}, {_count(task.checkpoints, 'checkpoint')}, "
+        f"changed {task.updated_at:%Y-%m-%d %H:%M}Z)"
+        + _marks([f"namespace {_quoted(task.namespace)}" if task.namespace else ""])
+    )
+
+
+def task_list_lines(page: TaskPage) -> str:
+    """The caller's tasks, most recently changed first, one a line."""
+    return "\n".join([*(_task_line(t) for t in page.tasks), *_more(page.next_cursor)] or ["no tasks"])
+
+
+def resume_lines(packet: ResumePacket) -> str:
+    """The resume packet as its words (``resume_text``), then what the words leave out and the agent
+    picks the task up with: the variables, the last tool calls, where a rollback came from."""
+    extra = []
+    if packet.rolled_back_to:
+        extra.append(f"Rolled back to checkpoint {packet.rolled_back_to} (copied as a new checkpoint).")
+    if packet.variables:
+        extra.append(f"Variables: {_said(orjson.dumps(packet.variables).decode())}")
+    if packet.last_tool_calls:
+        calls = [
+            _said(f"{c.name}({orjson.dumps(c.arguments).decode()})" + (f" -> {c.result}" if c.result else ""))
+            for c in packet.last_tool_calls
+        ]
+        extra.append("Last tool calls:\n" + _bullets(calls))
+    if packet.iterations or packet.token_usage.input or packet.token_usage.output:
+        usage = packet.token_usage
+        extra.append(f"Iterations: {packet.iterations}; tokens used: {usage.input} in, {usage.output} out.")
+    return "\n\n".join([resume_text(packet), *extra])

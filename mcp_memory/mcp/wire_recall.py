@@ -41,7 +41,12 @@ def hit_tokens(hit: Recalled, detail: Detail) -> int:
 def hit_out(hit: Recalled, detail: Detail) -> Hit | MemoryOut:
     if detail == "full":
         out = memory_out(hit.record)
-        update = {"score": hit.score, "why": hit.why, "strength": hit.strength, "signals": _signals(hit.signals)}
+        update = {
+            "score": hit.score,
+            "why": hit.why,
+            "strong": hit.strength == "strong",
+            "signals": _signals(hit.signals),
+        }
         return out.model_copy(update={**update, "tokens": hit.tokens or out.tokens})
     record = hit.record
     flag = caution(record.content)
@@ -53,7 +58,7 @@ def hit_out(hit: Recalled, detail: Detail) -> Hit | MemoryOut:
         occurred_at=at(int(record.occurred_at)),
         score=hit.score,
         why=hit.why,
-        strength=hit.strength,
+        strong=hit.strength == "strong",
         conflicts_with=record.conflicts_with or None,
         superseded_by=record.superseded_by,
         source_ids=record.source_ids or None,

@@ -303,7 +303,7 @@ class MemoryService:
         telling = recall.telling_terms(terms, found.records.values())  # the words a hit's reason may cite
         fit = (self.hit_cost, detail)  # each hit measured as the caller receives it
         hits, used, omitted = fit_budget(
-            scored, k, budget, cost=fit, terms=telling, explain=explain, now=said_from, offset=offset
+            scored, k, budget, cost=fit, terms=telling, explain=explain, now=said_from, offset=offset, question=words
         )
         hits, used = await self._strengthened(scope, words, (dense, scored, found.records), hits, fit)
         if reinforce and hits:

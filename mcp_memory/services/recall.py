@@ -237,12 +237,14 @@ def fit_budget(
     explain: bool,
     now: float,
     offset: float = 0.0,
+    question: str = "",
 ) -> tuple[list[Recalled], int, int]:
     """The best ``k`` hits whose tokens fit the budget: (hits, tokens used, hits left out for the budget).
 
     What counts is the hit as it is sent, lean or whole (``cost``: the measure and the detail).
-    A reason cites ``terms`` in their order (``telling_terms``); ``now`` and ``offset`` (the asker's
-    UTC offset) say when each hit was said in the asker's days."""
+    A reason cites ``terms`` in their order (``telling_terms``), Chinese ones as the runs ``question``
+    shares with the hit; ``now`` and ``offset`` (the asker's UTC offset) say when each hit was said in
+    the asker's days."""
     measure, detail = cost
     hits: list[Recalled] = []
     used = 0
@@ -250,7 +252,7 @@ def fit_budget(
     for value, record, signals in scored:
         if len(hits) >= k:
             break
-        reason = why(record, signals, terms, now, offset)
+        reason = why(record, signals, terms, now, offset, question)
         # counted strong, the longer word: its strength is judged after (services/strength.py)
         hit = Recalled(record, round(value, 3), reason, "strong", signals if explain else None)
         tokens = measure(hit, detail)
@@ -307,15 +309,18 @@ def forms_matched(content: str, terms: Sequence[str]) -> list[str]:
 
 
 # A hit's line in recall's text block costs at most 120 characters beyond its text: the quotes, date,
-# id and punctuation take 49, so its reason gets what is left (in the JSON a lean hit's other fields
-# take about 117).
+# id and punctuation take 49, so its reason gets what is left (in the JSON a lean fact's other fields
+# and the keys take 103, or 116 when it is strong: mcp/recall_schemas.py).
 WHY_CHARS = 70
 
 
-def why(record: MemoryRecord, signals: Signals, terms: Sequence[str], now: float, offset: float = 0.0) -> str:
+def why(
+    record: MemoryRecord, signals: Signals, terms: Sequence[str], now: float, offset: float = 0.0, question: str = ""
+) -> str:
     """Why a hit was returned, in a few words, the strongest reasons first: the words it matched
-    (the first of ``terms`` first), its closeness in meaning, what the question's time, people or a
-    link added, when it was said (in the days of ``offset``)."""
+    (the first of ``terms`` first; Chinese as the whole runs it shares with ``question``), its
+    closeness in meaning, what the question's time, people or a link added, when it was said (in the
+    days of ``offset``)."""
     parts: list[str] = []
     # Words nearly every memory contains ("user") carry no evidence and are no reason.
     evidence = signals.keyword_evidence or 0.0
@@ -323,7 +328,7 @@ def why(record: MemoryRecord, signals: Signals, terms: Sequence[str], now: float
     if not matched and evidence >= 0.3 * scoring.STEM_WEIGHT:  # found by a stem: its evidence counts half
         matched = forms_matched(record.content, terms)
     if matched:
-        parts.append("matches " + ", ".join(f"'{t}'" for t in matched[:2]))
+        parts.append("matches " + ", ".join(f"'{t}'" for t in cited_words(record.content, question, matched)[:2]))
     # the question's time, people and form, then a link (in that order from question.adjustments)
     parts.extend(signals.understood.split("; ") if signals.understood else [])
     z = signals.dense_z
@@ -345,6 +350,35 @@ def why(record: MemoryRecord, signals: Signals, terms: Sequence[str], now: float
         if len("; ".join([*kept, part])) <= WHY_CHARS:
             kept.append(part)
     return "; ".join(kept)
+
+
+def cited_words(content: str, question: str, matched: Sequence[str]) -> list[str]:
+    """The matched ``terms`` as a reason cites them, in their order: a Chinese bigram as the whole run
+    of matched bigrams around it that ``question`` and ``content`` share (of 用户喜欢喝什么茶 and
+    用户喜欢喝乌龙茶, 用户喜欢喝 rather than 户喜 and 喜欢), every other term as it is."""
+    text, asked = content.lower(), question.lower()
+    bigrams = {t for t in matched if len(t) == 2 and has_cjk(t)}
+    cited: list[str] = []
+    for term in matched:
+        if term not in bigrams:
+            cited.append(term)
+        elif not any(term in run for run in cited):
+            cited.append(_shared_run(term, asked, text, bigrams))
+    return list(dict.fromkeys(cited))
+
+
+def _shared_run(bigram: str, asked: str, text: str, bigrams: set[str]) -> str:
+    """``bigram`` grown, one character at a time either way through the question, while the next
+    bigram is matched too and the run is still in the memory."""
+    start = asked.find(bigram)
+    if start < 0:  # a question the terms were not cut from: the bigram alone
+        return bigram
+    end = start + 2
+    while start > 0 and asked[start - 1 : start + 1] in bigrams and asked[start - 1 : end] in text:
+        start -= 1
+    while end < len(asked) and asked[end - 1 : end + 1] in bigrams and asked[start : end + 1] in text:
+        end += 1
+    return asked[start:end]
 
 
 def _when(record: MemoryRecord, now: float, offset: float) -> str:

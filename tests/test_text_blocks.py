@@ -1,0 +1,105 @@
+"""The text block of remember, checkpoint, resume, list_tasks and list_checkpoints is a short
+rendering for reading, not the structured content as JSON again; the structured content keeps
+every field. Through a real MCP client, in both protocol generations."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+from mcp.client import Client
+from mcp_types import CallToolResult
+
+from mcp_memory.mcp.schemas import RememberItem
+from mcp_memory.mcp.task_schemas import CheckpointInfo, ResumePacket, TaskSummary
+from tests.conftest import Clock
+
+pytestmark = pytest.mark.anyio
+
+TREE = {"id": "root", "title": "Release 2.4", "children": [{"id": "tag", "title": "Tag the release"}]}
+
+
+async def _shown(client: Client, tool: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The text block and the structured content of a call that must succeed; the text says less
+    than the JSON and is not it."""
+    result: CallToolResult = await client.call_tool(tool, args)
+    assert not result.is_error, result.content
+    assert len(result.content) == 1
+    block = result.content[0]
+    assert block.type == "text"
+    data = result.structured_content or {}
+    assert len(block.text) < len(orjson.dumps(data)), block.text
+    assert not block.text.startswith("{"), block.text
+    return block.text, data
+
+
+async def test_remember_says_per_item_what_happened_in_a_line(client: Client) -> None:
+    batch = {"memories": [{"content": "The user's cat is named Biscuit"}, {"content": "ok"}]}
+    text, data = await _shown(client, "remember", batch)
+    stored, rejected = data["items"]
+    assert set(stored) == set(RememberItem.model_fields)  # every field, unset ones as null or []
+    assert text.splitlines() == [
+        "1 stored, 0 merged, 1 rejected",
+        f"- 0: stored id={stored['id']}",
+        f"- 1: rejected ({rejected['reason']})",
+    ]
+
+
+async def test_checkpoint_names_the_checkpoint_and_the_head_to_pass_next_time(client: Client) -> None:
+    text, data = await _shown(client, "checkpoint", {"task_id": "release", "goal": "Ship 2.4", "tree": TREE})
+    cp = data["checkpoint"]
+    assert set(cp) == set(CheckpointInfo.model_fields)  # checksum, parent_id (null) and all
+    assert text == (
+        f'task "release" created and saved: checkpoint {cp["id"]} (seq 1, {data["serialized_size"]} bytes); '
+        "pass expected_head=1 next time"
+    )
+
+
+async def test_resume_reads_as_the_resume_prompt_with_the_variables_and_tool_calls(client: Client) -> None:
+    state = {
+        "task_id": "release",
+        "goal": "Ship 2.4",
+        "tree": TREE,
+        "current_node": "tag",
+        "variables": {"branch": "release/2.4"},
+        "last_tool_calls": [{"name": "git_tag", "arguments": {"tag": "v2.4.0"}, "result": "tagged"}],
+    }
+    await client.call_tool("checkpoint", state)
+    text, data = await _shown(client, "resume", {"task_id": "release"})
+    assert set(data) == set(ResumePacket.model_fields)
+    assert text.startswith('You are resuming the task "Ship 2.4" (task id `release`)')
+    assert "Current step: tag: Tag the release" in text
+    assert 'Variables: {"branch":"release/2.4"}' in text
+    assert 'git_tag({"tag":"v2.4.0"}) -> tagged' in text
+    assert "expected_head 1" in text
+
+
+async def test_the_task_lists_give_one_line_each_and_how_to_page_on(client: Client, clock: Clock) -> None:
+    await client.call_tool("checkpoint", {"task_id": "release", "goal": "Ship 2.4", "tree": TREE})
+    clock.advance(60)
+    await client.call_tool("checkpoint", {"task_id": "release", "current_node": "tag", "reason": "phase_change"})
+    clock.advance(60)
+    await client.call_tool("checkpoint", {"task_id": "docs", "goal": "Write the 2.4 notes", "title": "Notes"})
+    text, data = await _shown(client, "list_tasks", {"limit": 1})
+    (task,) = data["tasks"]
+    assert set(task) == set(TaskSummary.model_fields)
+    cursor = orjson.dumps(data["next_cursor"]).decode()
+    assert text.splitlines() == [
+        f'- "docs" "Notes" goal "Write the 2.4 notes" (no tree; head_seq 1, 1 checkpoint, '
+        f"changed {task['updated_at'][:10]} {task['updated_at'][11:16]}Z)",
+        f"more: pass cursor={cursor}",
+    ]
+    text, data = await _shown(client, "list_tasks", {"cursor": data["next_cursor"]})
+    assert text.splitlines()[0].startswith('- "release" "Ship 2.4" (pending, at "tag"; head_seq 2, 2 checkpoints, ')
+    assert data["next_cursor"] is None  # the last page says so in the structured content, and nothing in the text
+    assert len(text.splitlines()) == 1
+
+    text, data = await _shown(client, "list_checkpoints", {"task_id": "release"})
+    newest, first = data["checkpoints"]
+    assert newest["parent_id"] == first["id"]  # the structured content keeps the chain
+    assert [line.split()[1:4] for line in text.splitlines()] == [
+        [newest["id"], "seq", "2"],
+        [first["id"], "seq", "1"],
+    ]
+    assert text.splitlines()[0].startswith(f"- {newest['id']} seq 2 phase_change {newest['created_at'][:19]}Z (")
