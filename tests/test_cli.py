@@ -83,6 +83,32 @@ def test_doctor_reports_a_healthy_setup(tmp_path: Path, capsys: pytest.CaptureFi
     assert "'memories': 3" in out
 
 
+def test_doctor_on_a_mistyped_data_directory_creates_nothing_and_says_how_to_fix_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    typo = tmp_path / "mcp-memroy"
+    assert main(["--data-dir", str(typo), "--principal", "alice", "doctor"]) == 1
+    out = capsys.readouterr().out
+    assert f"store: NONE: the data directory {typo} does not exist; nothing was created" in out
+    assert "embedding model:" in out  # the model is still checked, without a store
+    assert "status: NO STORE: check the path (--data-dir, MCP_MEMORY_DATA_DIR" in out
+    assert "`mcp-memory serve` creates the store on its first run" in out
+    assert "status: OK" not in out
+    assert not typo.exists()
+
+
+def test_doctor_on_a_directory_without_the_principal_s_store_creates_none(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _seed(tmp_path)
+    assert main(["--data-dir", str(tmp_path), "--principal", "alcie", "doctor"]) == 1
+    out = capsys.readouterr().out
+    assert f"store: NONE: {tmp_path} holds no store of the principal 'alcie'; nothing was created" in out
+    assert "status: NO STORE" in out
+    assert not principal_file(tmp_path, "alcie").exists()
+    assert principal_file(tmp_path, "alice").exists()  # positive control: the path names files there
+
+
 def test_a_data_directory_open_to_others_is_reported_and_made_owner_only(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -12,6 +12,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 
 from mcp_memory.cli.command import main
@@ -152,6 +153,7 @@ def test_doctor_names_foreign_files_without_calling_them_a_problem(
     data_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     theirs = _a_project(data_dir)
+    anyio.run(_serve_once, load_settings(data_dir=data_dir, principal="alice"))  # a store to check
     assert main(["--data-dir", str(data_dir), "--principal", "alice", "doctor"]) == 0
     out = capsys.readouterr().out
     assert "permissions: note: the data directory" in out

@@ -127,7 +127,7 @@ def test_uninstall_of_our_own_continue_block_file_removes_the_file(tmp_path: Pat
     assert yaml.safe_load(target.read_text())["schema"] == "v1"
     assert run("uninstall", "continue", "--client-config", str(target)) == 0
     assert not target.exists()
-    assert len(backups(target)) == 1
+    assert backups(target) == []  # it held our entry and nothing else: nothing to keep
 
 
 @pytest.mark.parametrize("client", ["vscode", "zed"])
@@ -151,19 +151,22 @@ def test_jsonc_comments_and_layout_stay(tmp_path: Path, client: str) -> None:
     assert list(servers(client, target)) == ["other"]
 
 
-@pytest.mark.parametrize("client", ["cursor", "vscode"])
-def test_uninstall_of_the_only_server_leaves_an_empty_object(tmp_path: Path, client: str) -> None:
-    target = tmp_path / "config.json"
+@pytest.mark.parametrize("client", ["cursor", "vscode", "zed", "codex"])
+def test_uninstall_removes_the_file_install_created_and_keeps_one_that_holds_more(tmp_path: Path, client: str) -> None:
+    target = tmp_path / "config"
+    assert run("install", client, "--client-config", str(target)) == 0
+    assert target.is_file()  # positive control: install created it
+    assert run("uninstall", client, "--client-config", str(target)) == 0
+    assert sorted(tmp_path.iterdir()) == []  # as before install: no emptied file, no copy of our entry
+    kept = {
+        "toml": 'model = "o3"\n',
+        "json": f'{{\n  "{CLIENTS[client].servers_key}": {{}},\n  "theme": "dark"\n}}\n',
+        "jsonc": f'{{\n  "{CLIENTS[client].servers_key}": {{\n    // mine\n  }}\n}}\n',
+    }[CLIENTS[client].format]
+    target.write_text(kept, encoding="utf-8")
     assert run("install", client, "--client-config", str(target)) == 0
     assert run("uninstall", client, "--client-config", str(target)) == 0
-    assert target.read_text(encoding="utf-8") == f'{{\n  "{CLIENTS[client].servers_key}": {{}}\n}}\n'
-    if CLIENTS[client].format != "jsonc":
-        return
-    commented = f'{{\n  "{CLIENTS[client].servers_key}": {{\n    // mine\n  }}\n}}\n'
-    target.write_text(commented, encoding="utf-8")
-    assert run("install", client, "--client-config", str(target)) == 0
-    assert run("uninstall", client, "--client-config", str(target)) == 0
-    assert "// mine" in target.read_text(encoding="utf-8")  # an object holding a comment is left as it is
+    assert target.read_text(encoding="utf-8") == kept  # what was there before, comments and keys kept
 
 
 def test_an_existing_entry_keeps_the_fields_the_client_added(tmp_path: Path) -> None:
@@ -303,7 +306,7 @@ def test_claude_code_hooks_are_added_once_and_removed_alone(tmp_path: Path) -> N
     assert settings.read_bytes() == first
     assert run("uninstall", "claude-code", *argv) == 0
     assert orjson.loads(settings.read_bytes()) == {"model": "opus", "hooks": {"Stop": [theirs]}}
-    assert servers("claude-code", tmp_path / "claude.json") == {}
+    assert not (tmp_path / "claude.json").exists()  # install created it for our entry alone
 
 
 def test_the_readme_blocks_say_what_install_writes() -> None:

@@ -325,14 +325,14 @@ def test_revoking_the_token_ends_its_inspector_session(world: World, visit: Watc
 
 
 def test_mcp_memory_ui_opens_a_one_time_link_for_the_local_principal(tmp_path: Path, browser: Browser) -> None:
-    log = tmp_path / "ui.log"
-    with log.open("wb") as sink:
+    log, out = tmp_path / "ui.log", tmp_path / "ui.out"  # the links come alone on stdout
+    with log.open("wb") as sink, out.open("wb") as links_sink:
         process = subprocess.Popen(
-            [str(SERVER_BIN), "ui", "--no-browser"], env=server_env(tmp_path / "data"), stderr=sink
+            [str(SERVER_BIN), "ui", "--no-browser"], env=server_env(tmp_path / "data"), stdout=links_sink, stderr=sink
         )
     try:
         deadline = time.monotonic() + 60
-        while (found := re.search(r"open (http://\S+once=\S+)", log.read_text())) is None:
+        while (found := re.search(r"^(http://\S+once=\S+)$", out.read_text(), re.M)) is None:
             assert process.poll() is None, log.read_text()
             assert time.monotonic() < deadline, log.read_text()
             time.sleep(0.05)
@@ -347,7 +347,7 @@ def test_mcp_memory_ui_opens_a_one_time_link_for_the_local_principal(tmp_path: P
         expect(again.get_by_role("alert")).to_contain_text("used already")
         again.get_by_role("button", name="Print a new link there").click()
         expect(again.get_by_role("status")).to_contain_text("A new sign-in link was printed")
-        links = re.findall(r"open (http://\S+once=\S+)", log.read_text())
+        links = re.findall(r"^(http://\S+once=\S+)$", out.read_text(), re.M)
         assert len(links) == 2
         assert links[1] != link
         again.goto(links[1])  # the new one opens a session

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import orjson
 
 from mcp_memory import __version__
-from mcp_memory.config import Settings, config_path, environment_snapshot
+from mcp_memory.config import ENV_PREFIX, Settings, config_path, environment_snapshot
 from mcp_memory.core.errors import MemoryServerError
 from mcp_memory.storage.permissions import file_mode, loose_paths, settings_files, survey
 
@@ -54,6 +54,15 @@ async def run(settings: Settings, explicit: Path | None) -> int:
     _out(orjson.dumps(settings.model_dump(mode="json"), option=orjson.OPT_INDENT_2).decode())
     scope = Scope(settings.principal, settings.namespace)
     _out(_descriptors(settings))
+    missing = _no_store(settings)
+    if missing is not None:  # opening the runtime would create one: a mistyped path would pass
+        _out(f"store: NONE: {missing}; nothing was created")
+        await _model_alone(settings)
+        _out(
+            f"status: NO STORE: check the path (--data-dir, {ENV_PREFIX}DATA_DIR or data_dir in the config file); "
+            "if it is the one you meant, `mcp-memory serve` creates the store on its first run"
+        )
+        return 1
     loose = _permissions(settings)
     ok = not loose  # a problem even once fixed below: other users could read the memories until now
     if settings.storage.backend == "postgres":
@@ -68,6 +77,35 @@ async def run(settings: Settings, explicit: Path | None) -> int:
         _out(f"store: FAILED: {exc}")
     _out("status: OK" if ok else "status: BROKEN")
     return 0 if ok else 1
+
+
+def _no_store(settings: Settings) -> str | None:
+    """Why the data directory has no store of the principal's to check (SQLite), or None."""
+    from mcp_memory.storage.pool import principal_file
+
+    if settings.storage.backend != "sqlite":
+        return None
+    where = settings.data_dir
+    if not where.exists():
+        return f"the data directory {where} does not exist"
+    if not where.is_dir():
+        return f"the data directory {where} is not a directory"
+    if not principal_file(where, settings.principal).exists():
+        return f"{where} holds no store of the principal {settings.principal!r}"
+    return None
+
+
+async def _model_alone(settings: Settings) -> None:
+    """The embedding model, loaded without a store: whether it works before the first run."""
+    from mcp_memory.compose import embedder_config
+    from mcp_memory.embed.loader import Embedder
+
+    embedder = Embedder(embedder_config(settings))
+    try:
+        model = await embedder.ready()
+        _out(f"embedding model: {model.model_id} (dimension {model.dim}) loads")
+    except MemoryServerError as exc:
+        _out(f"embedding model: FAILED: {exc}")
 
 
 async def _runtime_checks(runtime: Runtime, scope: Scope, loose: bool) -> bool:

@@ -7,6 +7,7 @@ settings stay, JSONC comments stay (the edit touches only our entry's text), and
 changes nothing. The entry starts this very installation: the absolute path of the `mcp-memory`
 command being run (or the one beside this Python), with ``serve`` and the --data-dir / --namespace
 given. An existing file is copied to ``FILE.bak-<time>`` before it changes, and replaced atomically.
+Uninstalling from a file that holds nothing else (the one install created) removes the file.
 Every file is read and checked before any is written: an invalid one is named, with the fix, and
 nothing changes. --dry-run prints the change as a unified diff and writes nothing.
 """
@@ -148,7 +149,8 @@ def _apply(change: Change, verb: str, dry_run: bool) -> None:
         sys.stdout.write(diff(change))
         return
     try:
-        copy = backup(change.path) if change.old is not None else None
+        # A file that goes held our entry and nothing else (documents.uninstall_text): no copy to keep.
+        copy = backup(change.path) if change.old is not None and change.new is not None else None
         if change.new is None:
             change.path.unlink()
         else:

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias, TypeVar
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:  # numpy loads with the model, off the path to the handshake: annotations only here
+    import numpy as np
+    import numpy.typing as npt
 
-# One embedding (or a matrix of them, one per row), unit length.
-Vector = npt.NDArray[np.float32]
+    # One embedding (or a matrix of them, one per row), unit length.
+    Vector: TypeAlias = npt.NDArray[np.float32]
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,11 +13,14 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.to_thread
 
-from mcp_memory.core.models import Vector
+if TYPE_CHECKING:
+    from mcp_memory.core.models import Vector
+
 
 # A passage call of at most this many tokens (a memory or two, about 40 ms of e5) may run on a
 # question's engine while no question waits: questions wait at most that long for it.

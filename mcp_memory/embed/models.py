@@ -10,14 +10,16 @@ import copy
 import hashlib
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import platformdirs
 
 from mcp_memory.core.errors import UpstreamError
-from mcp_memory.core.models import Vector
 from mcp_memory.core.text import estimate_tokens
+
+if TYPE_CHECKING:
+    from mcp_memory.core.models import Vector
 
 
 def _file_hash(path: Path) -> str:

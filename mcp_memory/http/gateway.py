@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import socket
 import sys
@@ -96,7 +97,7 @@ def _listen(http: HttpSettings) -> socket.socket:
 
 async def serve_ui(settings: Settings, open_browser: bool = True) -> None:
     """`mcp-memory ui`: the web inspector alone, on loopback, for the local principal, entered
-    through a one-time link printed on stderr (and opened in the browser)."""
+    through a one-time link printed on stdout (and opened in the browser)."""
     http = settings.http.model_copy(update={"host": "127.0.0.1", "port": settings.ui.port, "auth": "none"})
     settings = settings.model_copy(update={"http": http, "ui": settings.ui.model_copy(update={"enabled": True})})
     listener = _listen(http)
@@ -224,7 +225,7 @@ async def _announce(
 ) -> None:
     """One log line with the bound address (port 0 picks one), for people and tests: written at any
     log level, in the log's own format (a JSON line on the network transports). For one local
-    principal, the inspector's one-time sign-in link goes to stderr only, never to a log file."""
+    principal, the inspector's one-time sign-in link goes to stdout (``_tell_link``), never to a log file."""
     while not server.started:  # noqa: ASYNC110 -- uvicorn exposes a flag, not an event
         await anyio.sleep(0.02)
     host, port = server.servers[0].sockets[0].getsockname()[:2]
@@ -238,6 +239,15 @@ async def _announce(
 
 
 def _tell_link(link: str) -> None:
-    """A one-time sign-in link goes to the terminal (stderr) only, never to a log file."""
-    sys.stderr.write(f"mcp-memory inspector: open {link} (a one-time link, good for 10 minutes)\n")
+    """A one-time sign-in link goes to stdout alone, a line of its own to pipe (`mcp-memory ui
+    --no-browser | ...`), its note to stderr with the logs; never to a log file. Once stdout is
+    gone (a pipe read the first link and closed), later links are told on stderr."""
+    note = "mcp-memory inspector: a one-time sign-in link, good for 10 minutes, is on stdout"
+    try:
+        sys.stdout.write(link + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second failure at exit
+        note = f"mcp-memory inspector: open {link} (a one-time link, good for 10 minutes)"
+    sys.stderr.write(note + "\n")
     sys.stderr.flush()

@@ -4,8 +4,8 @@ the text kept) and YAML (Continue: a list of servers; PyYAML keeps no comments, 
 any is refused rather than stripped).
 
 Each function takes the file's text (None when the file does not exist) and returns the new text:
-the same string when nothing needs to change, None when the file should go (our own Continue block
-file, emptied). A text that cannot be read as the client's format raises InvalidInputError naming
+the same string when nothing needs to change, None when the file should go (one install created,
+emptied). A text that cannot be read as the client's format raises InvalidInputError naming
 the file and the fix, before anything is written.
 """
 
@@ -46,15 +46,20 @@ def install_text(client: Client, text: str | None, path: Path, name: str, entry:
 
 
 def uninstall_text(client: Client, text: str | None, path: Path, name: str) -> str | None:
+    """``text`` without our entry; None when the file should go: what is left is exactly what
+    ``install`` writes into a file it creates, less the entry (the file install created, or one that
+    said as little: a copy is kept as for every change)."""
     if text is None:
         return None
     if client.format == "toml":
-        return _toml_uninstall(text, path, name)
+        left = _toml_uninstall(text, path, name)
+        return None if left != text and left == "" else left
     if client.format == "yaml":
         return _yaml_uninstall(text, path, name)
     if not text.strip() or name not in _json_servers(client, text, path):
         return text
-    return jsonc.remove_path(text, (client.servers_key, name))
+    left = jsonc.remove_path(text, (client.servers_key, name))
+    return None if left == jsonc.render({client.servers_key: {}}, 0, "  ") + "\n" else left
 
 
 def _json_servers(client: Client, text: str, path: Path) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Which memories state the same fact: the grouping step of the consolidation pass.
+"""Which memories state the same fact, and the one memory each group becomes: the consolidation pass's steps.
 
 Two memories are one statement when they are close (cosine at the model's "related" level) and
 ``rules.same_facts`` holds (ADR 5). Only the memories new since the last pass are compared, each
@@ -7,10 +7,16 @@ with every memory of its namespace and kind, in blocks so memory stays bounded.
 
 from __future__ import annotations
 
-import numpy as np
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from mcp_memory.core.models import MemoryRecord, Vector
+from mcp_memory.core.ids import new_id
+from mcp_memory.core.models import SCHEDULER, MemoryRecord, NewMemory, NewOccurrence
+from mcp_memory.core.text import segment_for_index
 from mcp_memory.services import rules
+
+if TYPE_CHECKING:
+    from mcp_memory.core.models import Vector
 
 # New memories per matrix product: 256 x (all of one kind) floats at a time.
 COMPARE_BLOCK = 256
@@ -21,6 +27,8 @@ def same_fact_groups(
 ) -> list[list[MemoryRecord]]:
     """Groups of two or more ``records`` that state one fact, each joined through a new memory
     (its id in ``fresh``); ``vectors`` by id."""
+    import numpy as np
+
     group = list(range(len(records)))
 
     def root(i: int) -> int:
@@ -48,3 +56,58 @@ def same_fact_groups(
     for i, record in enumerate(records):
         groups.setdefault(root(i), []).append(record)
     return [members for members in groups.values() if len(members) > 1]
+
+
+def consolidated_fact(
+    members: list[MemoryRecord],
+    occurrences: dict[str, list[NewOccurrence]],
+    vectors: dict[str, Vector],
+    now: float,
+) -> NewMemory:
+    """The one memory a group of ``members`` stating the same fact becomes: the latest said wording,
+    every occurrence of every source, the sources summarized under it."""
+    import numpy as np
+
+    copies = sorted(
+        (replace(o, id=new_id()) for m in members for o in occurrences.get(m.id, [])),
+        key=lambda o: o.occurred_at,
+    )
+    said = {m.id: max((o.occurred_at for o in occurrences.get(m.id, [])), default=0) for m in members}
+    last = max(members, key=lambda m: (said[m.id], m.written))
+    ids = {m.id for m in members}
+    record = MemoryRecord(
+        id=new_id(),
+        namespace=last.namespace,
+        kind=last.kind,
+        content=last.content,
+        key=None,
+        tags=sorted({t for m in members for t in m.tags}),
+        metadata={**last.metadata, "consolidated_from": len(members)},
+        importance=max(m.importance for m in members),
+        pinned=False,
+        occurred_at=min(m.occurred_at for m in members),
+        created_at=now,
+        # the fact is as fresh and as used as its sources were, not new
+        last_accessed_at=max(m.last_accessed_at or m.created_at for m in members),
+        access_count=sum(m.access_count for m in members),
+        valid_from=min(m.valid_from for m in members),
+        valid_to=None,
+        superseded_by=None,
+        expires_at=None,
+        tier="active",
+        level=1,
+        language=last.language,
+        session_key=last.session_key,
+        task_id=last.task_id,
+        provenance=SCHEDULER,
+        content_hash=last.content_hash,
+    )
+    return NewMemory(
+        record=record,
+        vector=np.asarray(vectors[last.id], np.float32),
+        segmented=segment_for_index(last.content),
+        occurrence=copies[0],
+        more_occurrences=tuple(copies[1:]),
+        summarizes=tuple(m.id for m in members),
+        conflicts=tuple(sorted({c for m in members for c in m.conflicts_with} - ids)),
+    )

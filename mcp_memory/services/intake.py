@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from mcp_memory.core.caution import caution
 from mcp_memory.core.ids import new_id
@@ -23,12 +24,14 @@ from mcp_memory.core.models import (
     Provenance,
     Scope,
     SecondVector,
-    Vector,
     to_seconds,
 )
 from mcp_memory.core.text import normalize, segment_for_index
 from mcp_memory.services import incoming, inputs, rules
 from mcp_memory.services.relations import Neighbour, Thresholds, relate
+
+if TYPE_CHECKING:
+    from mcp_memory.core.models import Vector
 
 MERGED_REASON = "the same memory is already stored; this occurrence was recorded"
 # Said when a credential was taken out: an agent that is not told may count on recalling the secret later.

@@ -18,10 +18,10 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import anyio
-import numpy as np
 
 from mcp_memory.config import LifecycleSettings
 from mcp_memory.core.envelope import unpack
@@ -36,6 +36,9 @@ from mcp_memory.llm.client import LlmClient
 from mcp_memory.services import consolidation, scoring, second, summarize
 from mcp_memory.services.intake import content_hash
 from mcp_memory.services.ports import MemoryStore
+
+if TYPE_CHECKING:
+    import numpy as np
 
 log = logging.getLogger(__name__)
 MIN_GROUP = 3
@@ -332,7 +335,9 @@ class LifecycleService:
             occurrences = await self.rows.occurrences(scope, [m.id for m in members])
             if len({o.session_key for found in occurrences.values() for o in found}) < 2:
                 continue  # said twice in one session is not yet a fact the user holds
-            fact = self._fact(members, occurrences, vectors, now if written_at is None else written_at)
+            fact = consolidation.consolidated_fact(
+                members, occurrences, vectors, now if written_at is None else written_at
+            )
             try:
                 await self.store.apply(scope, [fact], [])
             except ConflictError:
@@ -344,57 +349,6 @@ class LifecycleService:
         if done:
             await self.rows.mark_consolidated(scope, max(r.written for r in new_ones))
         return ConsolidateOutcome(facts=facts, consolidated=consolidated, made=made)
-
-    @staticmethod
-    def _fact(
-        members: list[MemoryRecord],
-        occurrences: dict[str, list[NewOccurrence]],
-        vectors: dict[str, np.ndarray],
-        now: float,
-    ) -> NewMemory:
-        copies = sorted(
-            (replace(o, id=new_id()) for m in members for o in occurrences.get(m.id, [])),
-            key=lambda o: o.occurred_at,
-        )
-        said = {m.id: max((o.occurred_at for o in occurrences.get(m.id, [])), default=0) for m in members}
-        last = max(members, key=lambda m: (said[m.id], m.written))
-        ids = {m.id for m in members}
-        record = MemoryRecord(
-            id=new_id(),
-            namespace=last.namespace,
-            kind=last.kind,
-            content=last.content,
-            key=None,
-            tags=sorted({t for m in members for t in m.tags}),
-            metadata={**last.metadata, "consolidated_from": len(members)},
-            importance=max(m.importance for m in members),
-            pinned=False,
-            occurred_at=min(m.occurred_at for m in members),
-            created_at=now,
-            # the fact is as fresh and as used as its sources were, not new
-            last_accessed_at=max(m.last_accessed_at or m.created_at for m in members),
-            access_count=sum(m.access_count for m in members),
-            valid_from=min(m.valid_from for m in members),
-            valid_to=None,
-            superseded_by=None,
-            expires_at=None,
-            tier="active",
-            level=1,
-            language=last.language,
-            session_key=last.session_key,
-            task_id=last.task_id,
-            provenance=SCHEDULER,
-            content_hash=last.content_hash,
-        )
-        return NewMemory(
-            record=record,
-            vector=np.asarray(vectors[last.id], np.float32),
-            segmented=segment_for_index(last.content),
-            occurrence=copies[0],
-            more_occurrences=tuple(copies[1:]),
-            summarizes=tuple(m.id for m in members),
-            conflicts=tuple(sorted({c for m in members for c in m.conflicts_with} - ids)),
-        )
 
     async def _summarize(self, scope: Scope, texts: list[str], group: _Group) -> summarize.Summary:
         """The LLM's summary when it is configured, answers and passes the check; else the extractive one."""
@@ -430,6 +384,8 @@ class LifecycleService:
         task_id: str | None = None,
     ) -> NewMemory:
         """A summary of ``members``; it belongs to ``task_id``, else to their task if they share one."""
+        import numpy as np
+
         tasks = {m.task_id for m in members}
         first = min(m.occurred_at for m in members)
         record = MemoryRecord(

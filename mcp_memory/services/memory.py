@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from mcp_memory.config import Limits, RecallSettings
 from mcp_memory.core.errors import InvalidInputError, LimitExceededError, NotFoundError
@@ -28,7 +28,6 @@ from mcp_memory.core.models import (
     MemoryFilter,
     MemoryRecord,
     Scope,
-    Vector,
 )
 from mcp_memory.core.recalled import Detail, HitCost, Recalled, Recollection
 from mcp_memory.core.text import (
@@ -54,6 +53,9 @@ from mcp_memory.services.rules import says_stopped
 from mcp_memory.services.sessions import SessionTracker
 from mcp_memory.services.strength import with_strength
 from mcp_memory.services.switch import SwitchState, nothing_recalled, off_reason, refuse_if_off
+
+if TYPE_CHECKING:
+    from mcp_memory.core.models import Vector
 
 log = logging.getLogger(__name__)
 

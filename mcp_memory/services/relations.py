@@ -8,10 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from mcp_memory.core.models import Criteria, Scope, Vector
+from mcp_memory.core.models import Criteria, Scope
 from mcp_memory.services import rules
 from mcp_memory.services.ports import MemoryStore
+
+if TYPE_CHECKING:
+    from mcp_memory.core.models import Vector
 
 # Stored memories compared with each new one: the closest few decide.
 NEIGHBOURS = 5

@@ -11,12 +11,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar, cast
 
-import numpy as np
-
-from mcp_memory.core.models import Centring, DenseHits, MemoryRecord, Vector
+from mcp_memory.core.models import Centring, DenseHits, MemoryRecord
 from mcp_memory.core.text import CJK_LANGUAGES, has_cjk
 
 if TYPE_CHECKING:
+    from mcp_memory.core.models import Vector
     from mcp_memory.embed.languages import LanguageMeans
 
 _Hit = TypeVar("_Hit", bound=tuple[float, MemoryRecord, object])
@@ -86,6 +85,8 @@ CENTRING_PRIOR_WEIGHT = 8.0
 def centring(means: LanguageMeans | None, question_script: int, query: Vector) -> Centring | None:
     """What takes the language out of the dense search in a store that mixes scripts (ADR 10): the
     question without its script's mean, and the passages' means to shrink each store's towards."""
+    import numpy as np
+
     if means is None:
         return None
     shifted = query - means.query[question_script]

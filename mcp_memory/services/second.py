@@ -18,14 +18,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from mcp_memory.core.errors import UpstreamError
-from mcp_memory.core.models import Scope, SecondVector, Vector
+from mcp_memory.core.models import Scope, SecondVector
 from mcp_memory.core.text import script
 from mcp_memory.embed.loader import Embedder
 from mcp_memory.services.ports import MemorySearch, MemoryStore
+
+if TYPE_CHECKING:
+    from mcp_memory.core.models import Vector
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,8 @@ async def _model_id(embedder: Embedder) -> str | None:
 async def question(embedder: Embedder | None, words: str, owner: str, script: int) -> Question | None:
     """The second model's vector of ``words`` (``script`` 0 Latin, 1 CJK), or None without one. A
     model not loaded yet starts loading and is not waited for: this recall goes without."""
+    import numpy as np
+
     if embedder is None:
         return None
     if not embedder.loaded:
@@ -123,6 +127,8 @@ async def opinion(
 ) -> dict[str, float]:
     """How many standard deviations the second model puts each of the first ``candidates`` above
     the others (those with a second vector); empty without a question or with too few."""
+    import numpy as np
+
     if asked is None:
         return {}
     first = sorted(fused, key=lambda m: -fused[m])[:candidates]

@@ -34,8 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from mcp_memory.config import RecallSettings
 from mcp_memory.core.models import DenseHits, MemoryRecord, Scope
@@ -45,6 +44,9 @@ from mcp_memory.embed.background import background_z
 from mcp_memory.embed.loader import Embedder
 from mcp_memory.services.ports import MemoryStore
 from mcp_memory.services.recall import Scored
+
+if TYPE_CHECKING:
+    pass
 
 STRONG_EVIDENCE = 3.0
 STANDS_OUT = 2.0  # one rare word's worth above the store's ordinary (recall.keyword_weight)
@@ -122,6 +124,8 @@ def _small_store_ordinary(
     the median closeness to the question of the store's other memories, in background deviations
     (each pair of scripts measured against its own background); empty for a model the background
     table does not know, and for a memory with no other beside it."""
+    import numpy as np
+
     meaning: dict[str, float] = {}
     for memory_id, cosine in similarity.items():
         record = records.get(memory_id)
@@ -138,6 +142,8 @@ async def _similarities(
     store that mixes scripts, centred (ADR 10), the plain cosines it measured beside), or, where it
     did not measure one (found by a word or a link), from the stored vectors and the question's
     (cached) one."""
+    import numpy as np
+
     plain = dense.cosines if dense.centred else dict(dense.hits)
     found = {m: plain[m] for m in ids if m in plain}
     missing = [m for m in ids if m not in found]

@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import aiosqlite
-import numpy as np
 import orjson
 
 from mcp_memory.core.models import SCHEDULER, MemoryRecord, NewOccurrence, Provenance, Scope, TaskSummaryRow
@@ -21,6 +20,8 @@ from mcp_memory.storage.counts import fact_check_key
 from mcp_memory.storage.rows import MEMORY_COLUMNS, attach_occurrences, row_to_record, rows_in, rows_of
 
 if TYPE_CHECKING:  # the store builds this one around itself
+    import numpy as np
+
     from mcp_memory.storage.records import RecordStore
 
 
@@ -136,6 +137,8 @@ class LifecycleStore:
             )
 
     async def vectors(self, scope: Scope, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        import numpy as np
+
         rows = await rows_in(
             await self.store.reader(scope),
             "SELECT m.id, v.vec FROM vectors v JOIN memories m ON m.n = v.memory_n WHERE m.id IN ({marks})",

@@ -13,14 +13,15 @@ import logging
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiosqlite
 import anyio
-import numpy as np
 
 from mcp_memory.storage.reinforcement import Reinforcement
-from mcp_memory.storage.vectors import IndexColumns, IndexRow, VectorIndex
+
+if TYPE_CHECKING:  # the index and numpy load with the first search, not before the handshake
+    from mcp_memory.storage.vectors import IndexColumns, IndexRow, VectorIndex
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +79,8 @@ class PrincipalDb:
 
     async def sync(self, dim: int) -> VectorIndex:
         """The principal's index, loaded on first use and caught up with other processes."""
+        from mcp_memory.storage.vectors import VectorIndex
+
         version_rows = await self.reader.execute_fetchall("PRAGMA data_version")
         version = int(next(iter(version_rows))[0])
         if self.index is None:
@@ -119,6 +122,8 @@ async def replay_changes(conn: aiosqlite.Connection, index: VectorIndex, last_se
     again, or every row when the log no longer reaches back that far (pruned). SQLite numbers the
     log without gaps (AUTOINCREMENT, rolled back with its transaction), so a gap means pruning.
     Returns the index (a new one after a full read) and the log position it reached."""
+    from mcp_memory.storage.vectors import VectorIndex
+
     rows = list(
         await conn.execute_fetchall("SELECT seq, memory_n FROM changes WHERE seq > ? ORDER BY seq", (last_seq,))
     )
@@ -138,6 +143,10 @@ async def replay_changes(conn: aiosqlite.Connection, index: VectorIndex, last_se
 
 async def index_rows(conn: aiosqlite.Connection, ns: Sequence[int]) -> list[IndexRow]:
     """The index rows of the memories ``ns`` (a replay of the change log)."""
+    import numpy as np
+
+    from mcp_memory.storage.vectors import IndexRow
+
     rows: list[Any] = []
     for start in range(0, len(ns), 500):
         chunk = ns[start : start + 500]
@@ -160,6 +169,10 @@ async def index_rows(conn: aiosqlite.Connection, ns: Sequence[int]) -> list[Inde
 
 async def index_columns(conn: aiosqlite.Connection, dim: int) -> IndexColumns:
     """Every row of the index, read as columns: one buffer of vectors, not an object per row."""
+    import numpy as np
+
+    from mcp_memory.storage.vectors import IndexColumns
+
     # 100k rows arrive as 700k objects at once: a full pass of the cyclic collector over the
     # whole heap in the middle of it once doubled the load. Nothing here makes a cycle.
     collecting = gc.isenabled()

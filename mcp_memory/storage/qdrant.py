@@ -18,7 +18,7 @@ import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pydantic import TypeAdapter
@@ -27,8 +27,10 @@ from qdrant_client import models as qm
 from qdrant_client.http.exceptions import UnexpectedResponse
 
 from mcp_memory.core.errors import StorageError
-from mcp_memory.core.models import Vector
 from mcp_memory.storage.vectors import IndexRow
+
+if TYPE_CHECKING:
+    from mcp_memory.core.models import Vector
 
 NEVER = 1e18  # the expiry of a memory that never expires: a payload holds no infinity
 PUT_BATCH = 256  # points in one upsert

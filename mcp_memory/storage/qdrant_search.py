@@ -36,13 +36,14 @@ from qdrant_client import models as qm
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from mcp_memory.core.errors import StorageError
-from mcp_memory.core.models import Centring, Criteria, DenseHits, Scope, Vector
+from mcp_memory.core.models import Centring, Criteria, DenseHits, Scope
 from mcp_memory.storage import qdrant_follow as follow
 from mcp_memory.storage.principal import index_columns, index_rows
 from mcp_memory.storage.qdrant import Found, Mark, QdrantPoints, Where, collection_name
 from mcp_memory.storage.vectors import IndexRow
 
 if TYPE_CHECKING:
+    from mcp_memory.core.models import Vector
     from mcp_memory.storage.records import RecordStore
 
 log = logging.getLogger(__name__)

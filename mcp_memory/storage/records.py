@@ -13,13 +13,13 @@ import logging
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import anyio
 from anyio.abc import TaskGroup
 
 from mcp_memory.core.errors import ModelMismatchError, StorageError
-from mcp_memory.core.models import Applied, Criteria, Link, MemoryRecord, Merge, NewMemory, RecordOrder, Scope, Vector
+from mcp_memory.core.models import Applied, Criteria, Link, MemoryRecord, Merge, NewMemory, RecordOrder, Scope
 from mcp_memory.storage import links, second, writes
 from mcp_memory.storage.reinforcement import REINFORCE_FLUSH_SECONDS
 from mcp_memory.storage.rows import (
@@ -32,6 +32,9 @@ from mcp_memory.storage.rows import (
     rows_of,
     visible_clause,
 )
+
+if TYPE_CHECKING:
+    from mcp_memory.core.models import Vector
 
 log = logging.getLogger(__name__)
 

@@ -7,13 +7,15 @@ Plain functions over an open connection: SqliteStore and LifecycleStore share th
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiosqlite
-import numpy as np
 import orjson
 
-from mcp_memory.core.models import Criteria, MemoryRecord, Provenance, Scope, Vector
+from mcp_memory.core.models import Criteria, MemoryRecord, Provenance, Scope
+
+if TYPE_CHECKING:
+    from mcp_memory.core.models import Vector
 
 # One list of a memory row's columns, in order: the SELECT, the INSERT and both mappings follow it.
 RECORD_FIELDS = (
@@ -31,6 +33,8 @@ INSERT_MEMORY = f"INSERT INTO memories ({', '.join(RECORD_FIELDS)}) VALUES ({','
 
 def blob(vector: Vector) -> bytes:
     """A vector as a row stores it: float32, native order."""
+    import numpy as np
+
     return np.asarray(vector, dtype=np.float32).tobytes()
 
 

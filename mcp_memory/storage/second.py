@@ -10,12 +10,15 @@ lifecycle pass.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import aiosqlite
-import numpy as np
 
-from mcp_memory.core.models import NewMemory, Vector
+from mcp_memory.core.models import NewMemory
 from mcp_memory.storage.rows import blob, in_chunks, read_together, rows_of
+
+if TYPE_CHECKING:
+    from mcp_memory.core.models import Vector
 
 MODEL_KEY = "second_model"
 
@@ -50,6 +53,8 @@ async def insert(conn: aiosqlite.Connection, n: int, item: NewMemory, model_id: 
 async def read(conn: aiosqlite.Connection, ids: Sequence[str], model_id: str) -> dict[str, Vector]:
     """The vectors of memories ``ids`` from ``model_id``; none when the file's are another model's.
     The file's model and the vectors are read together (on PostgreSQL, one round trip)."""
+    import numpy as np
+
     if not ids:
         return {}
     vectors = "SELECT m.id, s.vec FROM second_vectors s JOIN memories m ON m.n = s.memory_n WHERE m.id IN ({marks})"

@@ -43,10 +43,10 @@ from mcp_memory.storage.principal import PrincipalDb
 from mcp_memory.storage.records import RecordStore
 from mcp_memory.storage.rows import fts_match, rows_of, visible_clause
 from mcp_memory.storage.vector_search import InProcessSearch
-from mcp_memory.storage.vectors import VectorIndex
 
-if TYPE_CHECKING:  # an optional engine (the qdrant extra)
+if TYPE_CHECKING:  # an optional engine (the qdrant extra); the index loads with the first search
     from mcp_memory.storage.qdrant_search import QdrantVectorSearch
+    from mcp_memory.storage.vectors import VectorIndex
 
     SqliteVectors: TypeAlias = "ExactVectorSearch | QdrantVectorSearch"  # the first is defined below
 

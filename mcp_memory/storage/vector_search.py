@@ -14,13 +14,13 @@ import functools
 from typing import TYPE_CHECKING
 
 import anyio
-import numpy as np
 
-from mcp_memory.core.models import Centring, Criteria, DenseHits, Scope, Vector
-from mcp_memory.storage.vectors import VectorIndex, scan
+from mcp_memory.core.models import Centring, Criteria, DenseHits, Scope
 
 if TYPE_CHECKING:
+    from mcp_memory.core.models import Vector
     from mcp_memory.storage.records import RecordStore
+    from mcp_memory.storage.vectors import VectorIndex
 
 
 class InProcessSearch:
@@ -71,6 +71,8 @@ class InProcessSearch:
         now: float,
         centring: Centring | None = None,
     ) -> DenseHits:
+        import numpy as np
+
         lock, index = await self._synced(scope, query.shape[0])
         allow = None
         if criteria.narrows:
@@ -87,6 +89,8 @@ class InProcessSearch:
             allow=allow,
             centring=centring,
         )
+        from mcp_memory.storage.vectors import scan  # with numpy, at the first search
+
         return await scan(run, len(index), lock)
 
     async def neighbours(
@@ -103,6 +107,8 @@ class InProcessSearch:
             now=now,
             exact_namespace=criteria.namespace_only,
         )
+        from mcp_memory.storage.vectors import scan  # with numpy, at the first search
+
         return await scan(run, len(index) * len(queries), lock)
 
     async def scripts(self, scope: Scope, dim: int) -> tuple[bool, bool]:

@@ -13,14 +13,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.to_thread
 import numpy as np
 import numpy.typing as npt
 
-from mcp_memory.core.models import Centring, DenseHits, Vector
+from mcp_memory.core.models import Centring, DenseHits
+
+if TYPE_CHECKING:
+    from mcp_memory.core.models import Vector
 
 T = TypeVar("T")
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
-
-import numpy as np
+from typing import TYPE_CHECKING, Protocol
 
 from mcp_memory.core.models import MemoryRecord, NewOccurrence, Scope, TaskSummaryRow
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class LifecycleRows(Protocol):

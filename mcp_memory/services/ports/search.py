@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from mcp_memory.core.models import Centring, Criteria, DenseHits, Scope, Vector
+from mcp_memory.core.models import Centring, Criteria, DenseHits, Scope
+
+if TYPE_CHECKING:
+    from mcp_memory.core.models import Vector
 
 
 class VectorSearch(Protocol):

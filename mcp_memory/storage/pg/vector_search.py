@@ -28,11 +28,12 @@ import numpy as np
 import numpy.typing as npt
 from psycopg import sql
 
-from mcp_memory.core.models import Centring, Criteria, DenseHits, Scope, Vector
+from mcp_memory.core.models import Centring, Criteria, DenseHits, Scope
 from mcp_memory.storage.pg.messages import exchange
 from mcp_memory.storage.pg.vector_layout import HNSW_ROWS, SCRIPTS, index_name
 
 if TYPE_CHECKING:
+    from mcp_memory.core.models import Vector
     from mcp_memory.storage.pg.connections import PgDatabase
     from mcp_memory.storage.pg.dialect import PgConn
 
