@@ -97,6 +97,20 @@ def test_doctor_on_a_mistyped_data_directory_creates_nothing_and_says_how_to_fix
     assert not typo.exists()
 
 
+def test_doctor_before_the_first_serve_at_the_default_place_is_fine_and_creates_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))  # where platformdirs puts the default data_dir
+    monkeypatch.delenv("MCP_MEMORY_DATA_DIR", raising=False)
+    monkeypatch.setenv("MCP_MEMORY_CONFIG", "/dev/null")
+    assert main(["--principal", "alice", "doctor"]) == 0
+    out = capsys.readouterr().out
+    assert f"store: none yet: the data directory {tmp_path / 'mcp-memory'} does not exist" in out
+    assert "status: OK (no store yet)" in out
+    assert "embedding model:" in out
+    assert not (tmp_path / "mcp-memory").exists()
+
+
 def test_doctor_on_a_directory_without_the_principal_s_store_creates_none(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

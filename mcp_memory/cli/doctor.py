@@ -56,6 +56,11 @@ async def run(settings: Settings, explicit: Path | None) -> int:
     _out(_descriptors(settings))
     missing = _no_store(settings)
     if missing is not None:  # opening the runtime would create one: a mistyped path would pass
+        if "data_dir" not in settings.model_fields_set:  # the default place, before the first serve
+            _out(f"store: none yet: {missing}; `mcp-memory serve` creates it there on its first run")
+            await _model_alone(settings)
+            _out("status: OK (no store yet)")
+            return 0
         _out(f"store: NONE: {missing}; nothing was created")
         await _model_alone(settings)
         _out(
