@@ -294,3 +294,28 @@ async def test_a_vector_finds_its_memory_by_key_however_small_the_partition_was_
             await conn.execute(vectors, (1_001, 3_000))
             [(after,)] = await (await conn.execute(read, (f"memories_{ALICE}",))).fetchall()
     assert after - before <= 2 * 2_000  # one memory read per vector; the kept plan read about 2,000,000
+
+
+@pytest.mark.pg_variant("pgvector")
+async def test_a_partitions_graphs_being_built_by_one_replica_are_not_built_again_by_another(
+    schema: pgcluster.Cluster,
+) -> None:
+    """mcp_vector_index (ADR 25) while another transaction builds the same partition's graphs returns
+    at once without them: a second build beside the first would cost the same again and then wait
+    for the first's commit, to fail on the index's name."""
+    index = f"vectors_{ALICE}_hnsw_3_cjk"
+    async with await _server(schema) as first, await _server(schema) as second:
+        await _remember(first, ALICE, "a first memory, so the principal's partitions exist")
+        async with first.transaction():
+            await migrations.as_principal(first, ALICE)
+            await first.execute("SELECT mcp_vector_index(%s, 3)", (ALICE,))  # built, not yet committed
+            async with second.transaction():
+                await migrations.as_principal(second, ALICE)
+                with anyio.fail_after(10):
+                    await second.execute("SELECT mcp_vector_index(%s, 3)", (ALICE,))
+                made = await (await second.execute("SELECT to_regclass(%s)", (index,))).fetchone()
+                assert made == (None,)
+        async with second.transaction():
+            await migrations.as_principal(second, ALICE)
+            made = await (await second.execute("SELECT to_regclass(%s)::text", (index,))).fetchone()
+            assert made == (index,)

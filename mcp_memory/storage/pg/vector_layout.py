@@ -169,7 +169,8 @@ async def _functions(conn: psycopg.AsyncConnection, server_role: str) -> None:
 # while), one graph per script (`vectors.cjk`, schema 5): recall probes each script apart, and a
 # probe walks only its own script's graph. The search orders by the same expression, with the same
 # script filter, then scores its candidates in float32. The CJK graph is made last: its name says
-# the index is whole (index_name).
+# the index is whole (index_name). A call while another transaction builds the partition's graphs
+# returns at once, without them (the caller reads whether they are there).
 _INDEX_FUNCTION = """
 CREATE OR REPLACE FUNCTION mcp_vector_index(p text, dim int) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
@@ -179,6 +180,11 @@ BEGIN
     PERFORM public.mcp_own_principal(p);
     IF dim IS NULL OR dim < 1 OR dim > 4000 THEN
         RAISE EXCEPTION 'a vector dimension is between 1 and 4000';
+    END IF;
+    -- one build of a partition at a time, whichever replica asks: another's is left to finish (its
+    -- commit makes the index) instead of built again beside it, to fail on the name at the end
+    IF NOT pg_try_advisory_xact_lock(hashtext('mcp_vector_index'), hashtext(p)) THEN
+        RETURN;
     END IF;
     FOREACH script IN ARRAY ARRAY['latin', 'cjk'] LOOP
         EXECUTE format(
