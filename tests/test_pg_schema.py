@@ -319,3 +319,37 @@ async def test_a_partitions_graphs_being_built_by_one_replica_are_not_built_agai
             await migrations.as_principal(second, ALICE)
             made = await (await second.execute("SELECT to_regclass(%s)::text", (index,))).fetchone()
             assert made == (index,)
+
+
+@pytest.mark.pg_variant("pgvector")
+async def test_a_partitions_graph_is_built_in_memory_whatever_the_sessions_maintenance_work_mem(
+    schema: pgcluster.Cluster,
+) -> None:
+    """mcp_vector_index sizes maintenance_work_mem for the graph it builds: one that no longer fits
+    is built on disk, tuple by tuple (60,000 vectors of 384 dimensions took twice as long)."""
+    memories = (
+        "INSERT INTO memories (principal, n, id, kind, content, importance, occurred_at, created_at, valid_from, "
+        "language, content_hash) SELECT %s, n, 'm' || n, 'fact', 'text', 0.5, n, 0, 0, 'en', 'h' || n "
+        "FROM generate_series(1001, 6000) n"
+    )
+    vectors = (
+        "INSERT INTO vectors (memory_n, vec) SELECT n, format('[%s,%s,%s]', random(), random(), random())::vector "
+        "FROM generate_series(1001, 6000) n"
+    )
+    notices: list[str] = []
+    async with await _server(schema) as conn:
+        await _remember(conn, ALICE, "a first memory, so the principal's partitions exist")
+        conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+        async with conn.transaction():
+            await migrations.as_principal(conn, ALICE)
+            await conn.execute(memories, (ALICE,))
+            await conn.execute(vectors)
+            await conn.execute("SET LOCAL maintenance_work_mem = '1MB'")  # the least PostgreSQL takes
+            await conn.execute("SELECT mcp_vector_index(%s, 3)", (ALICE,))
+            graphs = await (
+                await conn.execute("SELECT to_regclass(%s)::text", (f"vectors_{ALICE}_hnsw_3_cjk",))
+            ).fetchone()
+            left = await (await conn.execute("SELECT current_setting('maintenance_work_mem')")).fetchone()
+    assert graphs == (f"vectors_{ALICE}_hnsw_3_cjk",)
+    assert not [n for n in notices if "maintenance_work_mem" in n]
+    assert left == ("1MB",)  # the session's own setting is the session's again after the build
