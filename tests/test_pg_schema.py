@@ -266,3 +266,90 @@ async def test_a_vector_carries_its_memorys_script_whichever_is_written_first(sc
             await conn.execute("UPDATE memories SET language = 'en' WHERE n = 103")
             await conn.execute("UPDATE memories SET language = 'ko' WHERE n = 102")
             assert await (await conn.execute(read)).fetchall() == [(101, True), (102, True), (103, False)]
+
+
+async def test_a_vector_finds_its_memory_by_key_however_small_the_partition_was_when_the_session_began(
+    schema: pgcluster.Cluster,
+) -> None:
+    """Schema 6: the script trigger's look-up of a vector's memory is planned for the partition as it
+    is. A session that wrote its first vectors into a nearly empty partition kept PL/pgSQL's generic
+    plan made then, which read every memory of the partition for each vector (through an index on the
+    principal alone): filling 10,000 memories spent 15 s in the trigger."""
+    memories = (
+        "INSERT INTO memories (principal, n, id, kind, content, importance, occurred_at, created_at, valid_from, "
+        "language, content_hash) SELECT %s, n, 'm' || n, 'fact', 'text', 0.5, n, 0, 0, 'en', 'h' || n "
+        "FROM generate_series(%s::bigint, %s::bigint) n"
+    )
+    vectors = "INSERT INTO vectors (memory_n, vec) SELECT n, '[1,0,0]' FROM generate_series(%s::bigint, %s::bigint) n"
+    read = "SELECT coalesce(idx_tup_fetch, 0) + seq_tup_read FROM pg_stat_xact_user_tables WHERE relname = %s"
+    async with await _server(schema) as conn:
+        await _remember(conn, ALICE, "a first memory, so the principal's partitions exist")
+        async with conn.transaction():
+            await migrations.as_principal(conn, ALICE)
+            for n in range(101, 111):  # a vector at a time, past the five runs that settle a plan
+                await conn.execute(memories, (ALICE, n, n))
+                await conn.execute(vectors, (n, n))
+            await conn.execute(memories, (ALICE, 1_001, 3_000))
+            [(before,)] = await (await conn.execute(read, (f"memories_{ALICE}",))).fetchall()
+            await conn.execute(vectors, (1_001, 3_000))
+            [(after,)] = await (await conn.execute(read, (f"memories_{ALICE}",))).fetchall()
+    assert after - before <= 2 * 2_000  # one memory read per vector; the kept plan read about 2,000,000
+
+
+@pytest.mark.pg_variant("pgvector")
+async def test_a_partitions_graphs_being_built_by_one_replica_are_not_built_again_by_another(
+    schema: pgcluster.Cluster,
+) -> None:
+    """mcp_vector_index (ADR 25) while another transaction builds the same partition's graphs returns
+    at once without them: a second build beside the first would cost the same again and then wait
+    for the first's commit, to fail on the index's name."""
+    index = f"vectors_{ALICE}_hnsw_3_cjk"
+    async with await _server(schema) as first, await _server(schema) as second:
+        await _remember(first, ALICE, "a first memory, so the principal's partitions exist")
+        async with first.transaction():
+            await migrations.as_principal(first, ALICE)
+            await first.execute("SELECT mcp_vector_index(%s, 3)", (ALICE,))  # built, not yet committed
+            async with second.transaction():
+                await migrations.as_principal(second, ALICE)
+                with anyio.fail_after(10):
+                    await second.execute("SELECT mcp_vector_index(%s, 3)", (ALICE,))
+                made = await (await second.execute("SELECT to_regclass(%s)", (index,))).fetchone()
+                assert made == (None,)
+        async with second.transaction():
+            await migrations.as_principal(second, ALICE)
+            made = await (await second.execute("SELECT to_regclass(%s)::text", (index,))).fetchone()
+            assert made == (index,)
+
+
+@pytest.mark.pg_variant("pgvector")
+async def test_a_partitions_graph_is_built_in_memory_whatever_the_sessions_maintenance_work_mem(
+    schema: pgcluster.Cluster,
+) -> None:
+    """mcp_vector_index sizes maintenance_work_mem for the graph it builds: one that no longer fits
+    is built on disk, tuple by tuple (60,000 vectors of 384 dimensions took twice as long)."""
+    memories = (
+        "INSERT INTO memories (principal, n, id, kind, content, importance, occurred_at, created_at, valid_from, "
+        "language, content_hash) SELECT %s, n, 'm' || n, 'fact', 'text', 0.5, n, 0, 0, 'en', 'h' || n "
+        "FROM generate_series(1001, 6000) n"
+    )
+    vectors = (
+        "INSERT INTO vectors (memory_n, vec) SELECT n, format('[%s,%s,%s]', random(), random(), random())::vector "
+        "FROM generate_series(1001, 6000) n"
+    )
+    notices: list[str] = []
+    async with await _server(schema) as conn:
+        await _remember(conn, ALICE, "a first memory, so the principal's partitions exist")
+        conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+        async with conn.transaction():
+            await migrations.as_principal(conn, ALICE)
+            await conn.execute(memories, (ALICE,))
+            await conn.execute(vectors)
+            await conn.execute("SET LOCAL maintenance_work_mem = '1MB'")  # the least PostgreSQL takes
+            await conn.execute("SELECT mcp_vector_index(%s, 3)", (ALICE,))
+            graphs = await (
+                await conn.execute("SELECT to_regclass(%s)::text", (f"vectors_{ALICE}_hnsw_3_cjk",))
+            ).fetchone()
+            left = await (await conn.execute("SELECT current_setting('maintenance_work_mem')")).fetchone()
+    assert graphs == (f"vectors_{ALICE}_hnsw_3_cjk",)
+    assert not [n for n in notices if "maintenance_work_mem" in n]
+    assert left == ("1MB",)  # the session's own setting is the session's again after the build

@@ -169,23 +169,45 @@ async def _functions(conn: psycopg.AsyncConnection, server_role: str) -> None:
 # while), one graph per script (`vectors.cjk`, schema 5): recall probes each script apart, and a
 # probe walks only its own script's graph. The search orders by the same expression, with the same
 # script filter, then scores its candidates in float32. The CJK graph is made last: its name says
-# the index is whole (index_name).
+# the index is whole (index_name). A call while another transaction builds the partition's graphs
+# returns at once, without them (the caller reads whether they are there).
 _INDEX_FUNCTION = """
 CREATE OR REPLACE FUNCTION mcp_vector_index(p text, dim int) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     script text;
+    graph text;
+    predicate text;
+    counted bigint;
+    need bigint;
+    given text := current_setting('maintenance_work_mem');
 BEGIN
     PERFORM public.mcp_own_principal(p);
     IF dim IS NULL OR dim < 1 OR dim > 4000 THEN
         RAISE EXCEPTION 'a vector dimension is between 1 and 4000';
     END IF;
+    -- one build of a partition at a time, whichever replica asks: another's is left to finish (its
+    -- commit makes the index) instead of built again beside it, to fail on the name at the end
+    IF NOT pg_try_advisory_xact_lock(hashtext('mcp_vector_index'), hashtext(p)) THEN
+        RETURN;
+    END IF;
     FOREACH script IN ARRAY ARRAY['latin', 'cjk'] LOOP
+        graph := 'vectors_' || p || '_hnsw_' || dim || '_' || script;
+        predicate := format('vector_dims(vec) = %s AND %s', dim, CASE script WHEN 'cjk' THEN 'cjk' ELSE 'NOT cjk' END);
+        CONTINUE WHEN to_regclass(format('public.%I', graph)) IS NOT NULL;
+        -- the graph built in memory, not spilled: about 1.5 kB a vector at 384 dimensions (pgvector
+        -- said it no longer fit 64 MB after 43,000; building 60,000 took twice as long then); the
+        -- server's own setting when larger, never more than 1 GB, and the caller's again afterwards
+        EXECUTE format('SELECT count(*) FROM public.%I WHERE %s', 'vectors_' || p, predicate) INTO counted;
+        need := least(counted * (2 * dim + 1024), pg_size_bytes('1GB'));
+        IF need > pg_size_bytes(current_setting('maintenance_work_mem')) THEN
+            PERFORM set_config('maintenance_work_mem', (need / 1024) || 'kB', true);
+        END IF;
         EXECUTE format(
-            'CREATE INDEX IF NOT EXISTS %I ON public.%I USING hnsw ((vec::halfvec(%s)) halfvec_ip_ops) '
-            'WHERE vector_dims(vec) = %s AND %s', 'vectors_' || p || '_hnsw_' || dim || '_' || script,
-            'vectors_' || p, dim, dim, CASE script WHEN 'cjk' THEN 'cjk' ELSE 'NOT cjk' END);
+            'CREATE INDEX IF NOT EXISTS %I ON public.%I USING hnsw ((vec::halfvec(%s)) halfvec_ip_ops) WHERE %s',
+            graph, 'vectors_' || p, dim, predicate);
     END LOOP;
+    PERFORM set_config('maintenance_work_mem', given, true);
 END $$;
 REVOKE ALL ON FUNCTION mcp_vector_index(text, int) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mcp_vector_index(text, int) TO {server};

@@ -208,11 +208,16 @@ class PgVectorSearch:
     async def _index(self, scope: Scope, seen: _Seen, dim: int) -> None:
         """The partition's HNSW index made in a transaction of its own, off any call: searches go
         on exactly meanwhile (the build's SHARE lock lets them read; the principal's writes wait
-        for it: about 3 s at 20,000 vectors)."""
+        for it: about 3 s at 20,000 vectors). Another replica's build of it under way is not
+        repeated: the call returns without the index, and a later search finds it made."""
         try:
             async with self.store.database.transaction(scope, write=False) as conn:
                 await conn.conn.execute("SELECT mcp_vector_index(%s, %s)", (conn.key, dim))
-            seen.indexed = True
+                cur = await conn.conn.execute(
+                    "SELECT to_regclass(%s) IS NOT NULL", (f"public.{index_name(conn.key, dim)}",)
+                )
+                made = await cur.fetchone()
+            seen.indexed = bool(made and made[0])
         except Exception as exc:  # the next search past the threshold tries again
             log.warning("a principal's vector index was not made: %s", type(exc).__name__)
         finally:
