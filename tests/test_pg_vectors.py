@@ -21,7 +21,7 @@ from mcp_memory.core.models import Criteria, Scope
 from mcp_memory.mcp.recall_schemas import Hit, MemoryOut
 from mcp_memory.mcp.wire_recall import recall_result
 from mcp_memory.services.erasure import ErasureService
-from mcp_memory.storage.pg import database, migrations, vector_layout, vector_search
+from mcp_memory.storage.pg import database, messages, migrations, vector_layout, vector_search
 from mcp_memory.storage.pg.store import PgIndexSearch
 from mcp_memory.storage.pg.vector_search import PgVectorSearch
 from tests import pgcluster, test_pg_store
@@ -156,6 +156,49 @@ async def test_a_mixed_store_past_the_threshold_answers_through_the_index_as_it_
     for got, want in zip(through_index, exactly, strict=True):
         assert [(text, strength) for text, _, strength in got] == [(text, strength) for text, _, strength in want]
         assert np.allclose([s or 0.0 for _, s, _ in got], [s or 0.0 for _, s, _ in want], atol=1e-4)
+
+
+@pytest.mark.pg_variant("pgvector")
+async def test_a_search_through_the_index_reads_its_sampled_rows_memories_in_one_scan(
+    pg_empty: pgcluster.Cluster, replica: Opener, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The spread's sample looked each sampled row's memory up by its key, one index scan per row
+    (about 2,000 at 10,000 memories, most of the sample's cost); they are read in one scan of every
+    key now. The search's statements sent again in a transaction of the test's, where PostgreSQL
+    counts the scans of the memories' key: one per candidate, and a few more at most."""
+    monkeypatch.setattr(vector_search, "HNSW_ROWS", 20)
+    await _layout(pg_empty, None)
+    sent: list[list[str]] = []
+    sending = messages.exchange
+
+    async def recorded(conn: psycopg.AsyncConnection, statements: list[str]) -> list[list[tuple[object, ...]]]:
+        sent.append(list(statements))
+        return await sending(conn, statements)
+
+    monkeypatch.setattr(vector_search, "exchange", recorded)
+    async with replica() as (store, memory):
+        ids = await _remember(
+            memory, ALICE, *TEXTS, *(f"Ticket {i} was closed by team {i % 4} on day {i}" for i in range(25))
+        )
+        await memory.recall(ALICE, QUESTIONS[0], reinforce=False)  # past the threshold: the index is made
+        key = store.database.key(ALICE.principal)
+        assert await _indexed(pg_empty, key)
+        query = (await store.lifecycle.vectors(ALICE, ids[:1]))[ids[0]]
+        engine = store.vectors
+        assert isinstance(engine, PgVectorSearch)
+        await engine.ranking(ALICE, query, Criteria(), 10, time.time())  # sees the index, counts the rows
+        assert engine._known(ALICE).indexed
+        found = await engine.ranking(ALICE, query, Criteria(), 10, time.time())
+        assert found.hits[0][0] == ids[0]
+        assert found.visible == len(ids)  # the sample is the whole partition, every row of it seen
+        scans = sql.SQL("SELECT pg_stat_get_xact_numscans(to_regclass({}))").format(  # this transaction's
+            sql.Literal(f"public.memories_{key}_pkey")
+        )
+        async with store.database.transaction(ALICE, write=False) as conn:
+            [[(before,)]] = await sending(conn.conn, [scans.as_string(conn.conn)])
+            await sending(conn.conn, sent[-1])
+            [[(after,)]] = await sending(conn.conn, [scans.as_string(conn.conn)])
+    assert 0 < after - before <= len(ids) + 2  # the candidates (every row, here) and the sample's one
 
 
 @pytest.mark.pg_variant("pgvector")

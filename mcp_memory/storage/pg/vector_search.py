@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 
 EF_SEARCH = 200  # HNSW candidates a search keeps (pgvector's default 40 finds too few of the true best)
 SCRIPTS_SECONDS = 30.0  # a mixed store's script means are summed again at most this often, once its rows moved
-NEAREST_TIMES = 3  # candidates per script taken through the index, per hit asked (ADR 25)
+NEAREST_TIMES = 2  # candidates per script taken through the index, per hit asked (ADR 25; 3 agreed no better)
 SAMPLE_ROWS = 2_000  # about how many rows a large partition's spread is estimated from
 SEEN_PRINCIPALS = 1_024  # principals whose few figures this process keeps (a few hundred bytes each)
 _CJK = "m.language IN ('zh', 'ja', 'ko')"
@@ -76,8 +76,21 @@ class _Seen:
     sums_mark: object = None  # the commit mark the sums were taken at
 
 
+_WRITTEN: OrderedDict[bytes, str] = OrderedDict()  # the last few vectors written out, by their bytes
+_WRITTEN_KEPT = 8  # a search writes its question and means several times (its probes, its sample)
+
+
 def _vector(v: Vector) -> str:
-    return "[" + ",".join(map(repr, np.asarray(v, dtype=np.float32).tolist())) + "]"
+    """pgvector's text of a float32 vector: nine significant digits, which give each float32 back
+    exactly (half the text, and half the time, of a float's shortest repr); written once and reused."""
+    values = np.asarray(v, dtype=np.float32)
+    key = values.tobytes()
+    text = _WRITTEN.get(key)
+    if text is None:
+        text = _WRITTEN[key] = "[" + ",".join(map("{:.9g}".format, values.tolist())) + "]"
+        if len(_WRITTEN) > _WRITTEN_KEPT:
+            _WRITTEN.popitem(last=False)
+    return text
 
 
 class PgVectorSearch:
@@ -295,23 +308,27 @@ class PgVectorSearch:
             "SELECT set_config('hnsw.ef_search', {}, true), set_config('hnsw.iterative_scan', 'relaxed_order', true)"
         ).format(sql.Literal(str(EF_SEARCH)))
         candidates = _candidates(conn.key, query, means, dim, where, limit, plain)
-        products, score = _score(query, means)
+        products, score = _products(query, means, None)
+        # the sampled rows scored, then their memories read in one index scan of every key, hashed (ADR 25)
         sample = sql.SQL(
+            "WITH s AS MATERIALIZED (SELECT memory_n, cjk, {products} FROM {v} TABLESAMPLE SYSTEM ({pct}) "
+            "REPEATABLE (35) WHERE vector_dims(vec) = {dim}) "
             "SELECT avg({score}) FILTER (WHERE shown), stddev_pop({score}) FILTER (WHERE shown), "
             "count(*) FILTER (WHERE shown), count(*) "
-            "FROM (SELECT {products}, {where} AS shown, {cjk} AS cjk FROM {v} v TABLESAMPLE SYSTEM ({pct}) "
-            "REPEATABLE (35) JOIN {m} m ON m.n = v.memory_n WHERE vector_dims(v.vec) = {dim} OFFSET 0) x"
+            "FROM (SELECT s.*, {where} AS shown FROM s JOIN {m} m ON m.n = s.memory_n "
+            "WHERE m.n = ANY(ARRAY(SELECT memory_n FROM s)) OFFSET 0) x"
         ).format(
-            score=score, products=products, where=where, cjk=sql.SQL(_CJK), pct=sql.Literal(pct),
-            dim=sql.Literal(dim), **parts,
+            score=score, products=products, where=where, pct=sql.Literal(pct), dim=sql.Literal(dim), **parts,
         )  # fmt: skip
-        statements: list[sql.Composable] = [settings, candidates, sample]
+        statements: list[sql.Composable] = [
+            settings, candidates, sql.SQL(_NESTED_LOOPS.format("off")), sample, sql.SQL(_NESTED_LOOPS.format("on"))
+        ]  # fmt: skip
         if seen.mark != mark:  # a full scan of the partition (about 5 ms at 10,000): only when it moved
             statements.append(_counts(conn.key, dim))
         answers = await exchange(conn.conn, [s.as_string(conn.conn) for s in statements])
-        [(mean, std, shown, sampled)] = answers[2]
-        if len(answers) > 3:
-            [(population, cjk)] = answers[3]
+        [(mean, std, shown, sampled)] = answers[3]
+        if len(answers) > 5:
+            [(population, cjk)] = answers[5]
             seen.population, seen.cjk, seen.mark = int(population), int(cjk), mark
         visible = round(int(shown) * seen.population / max(int(sampled), 1))
         hits = [(str(i), float(s)) for i, s, _ in answers[1]]
@@ -370,25 +387,24 @@ def _candidates(
     its own graph (the partial index of its script, ``vectors.cjk``), each probe scoring its rows as it
     reads them (no second look-up of the candidates); centred on ``means`` or not, the same two probes."""
     parts = _parts(key)
-    products, score = _score(query, means)
     cosine = sql.SQL("NULL::float8") if plain is None else sql.SQL("-(vec <#> {})").format(_literal(plain))
     nearest = sql.SQL(
-        "(SELECT m.id, v.cjk, {cosine} AS cosine, {products} FROM {v} v JOIN {m} m ON m.n = v.memory_n "
-        "WHERE vector_dims(v.vec) = {dim} AND {script} AND {where} "
-        "ORDER BY v.vec::halfvec({dim}) <#> {q}::halfvec({dim}) LIMIT {limit})"
+        "(SELECT id, {score} AS score, cosine FROM (SELECT m.id, {cosine} AS cosine, {products} "
+        "FROM {v} v JOIN {m} m ON m.n = v.memory_n WHERE vector_dims(v.vec) = {dim} AND {script} AND {where} "
+        "ORDER BY v.vec::halfvec({dim}) <#> {q}::halfvec({dim}) LIMIT {limit}) p)"
     )
-    scripts = [sql.SQL(_SCRIPT[script]) for script in SCRIPTS]
-    return sql.SQL(
-        "SELECT id, {score} AS score, cosine FROM ({nearest}) c ORDER BY score DESC, id LIMIT {limit}"
-    ).format(
-        score=score, limit=sql.Literal(limit),
-        nearest=sql.SQL(" UNION ALL ").join(  # the scripts are disjoint: no row comes twice
-            nearest.format(q=_literal(query), dim=sql.Literal(dim), where=where, script=script,
-                           cosine=cosine, products=products,
+    probes = []
+    for script in SCRIPTS:  # each probe's rows are of its script: scored with its mean alone
+        products, score = _products(query, means, script)
+        probes.append(
+            nearest.format(q=_literal(query), dim=sql.Literal(dim), where=where, script=sql.SQL(_SCRIPT[script]),
+                           cosine=cosine, products=products, score=score,
                            limit=sql.Literal(limit * NEAREST_TIMES), **parts)
-            for script in scripts
-        ),
-    )  # fmt: skip
+        )  # fmt: skip
+    return sql.SQL("SELECT id, score, cosine FROM ({nearest}) c ORDER BY score DESC, id LIMIT {limit}").format(
+        nearest=sql.SQL(" UNION ALL ").join(probes),  # the scripts are disjoint: no row comes twice
+        limit=sql.Literal(limit),
+    )
 
 
 def _nearest(key: str, query: Vector, dim: int, where: sql.Composable, limit: int, indexed: bool) -> sql.Composed:
@@ -446,6 +462,29 @@ def _score(query: Vector, means: Vector | None) -> tuple[sql.Composable, sql.Com
         offset=pick.format(sql.Literal(float(offsets[1])), sql.Literal(float(offsets[0]))),
         norm2=pick.format(sql.Literal(float(norm2[1])), sql.Literal(float(norm2[0]))),
     )
+
+
+def _products(query: Vector, means: Vector | None, script: str | None) -> tuple[sql.Composable, sql.Composable]:
+    """As :func:`_score`, with one product against a mean per row, not two: the mean of the row's
+    own script (``vectors.cjk``), or of ``script`` when every row is of it."""
+    q = sql.Literal(_vector(query))
+    if means is None:
+        return sql.SQL("-(vec <#> {q}::vector) AS ip").format(q=q), sql.SQL("ip")
+    offsets = (means @ query).tolist()
+    norm2 = np.einsum("ij,ij->i", means, means).tolist()
+    written = [sql.Literal(_vector(mean)) + sql.SQL("::vector") for mean in means]
+
+    def pick(values: Sequence[sql.Composable]) -> sql.Composable:
+        if script is not None:
+            return values[SCRIPTS.index(script)]
+        return sql.SQL("CASE WHEN cjk THEN {} ELSE {} END").format(values[1], values[0])
+
+    floats = [[sql.Literal(float(x)) + sql.SQL("::float8") for x in xs] for xs in (offsets, norm2)]
+    products = sql.SQL("-(vec <#> {q}::vector) AS ip, vec <#> {mean} AS d").format(q=q, mean=pick(written))
+    score = sql.SQL("((ip - {offset}) / sqrt(greatest(1 + 2 * d + {norm2}, 1e-6)))").format(
+        offset=pick(floats[0]), norm2=pick(floats[1])
+    )
+    return products, score
 
 
 def _visible(scope: Scope, criteria: Criteria, now: float, allow: list[int] | None) -> sql.Composable:
