@@ -6,6 +6,7 @@ The face packs the packet into its token budget (``mcp/wire_tasks.py``).
 from __future__ import annotations
 
 from mcp_memory.core.task_model import TaskHead, TaskNode
+from mcp_memory.core.text import one_line
 from mcp_memory.services import task_tree
 
 LONG_PAUSE_SECONDS = 24 * 3600
@@ -28,7 +29,7 @@ def hints(head: TaskHead, elapsed: float) -> list[str]:
     if head.tree is not None:
         for node, _ in task_tree.walk(head.tree):
             if node.status == "blocked":
-                out.append(f"Node {node.id!r} is blocked: {node.blocked_reason}.")
+                out.append(f"Node {node.id!r} is blocked: {one_line(node.blocked_reason or '')}.")
     if head.tree is not None:
         out.extend(_next_step(head.tree, head.current_node))
     return out
