@@ -51,7 +51,7 @@ async def test_checkpoint_names_the_checkpoint_and_the_head_to_pass_next_time(cl
     cp = data["checkpoint"]
     assert set(cp) == set(CheckpointInfo.model_fields)  # checksum, parent_id (null) and all
     assert text == (
-        f'task "release" created and saved: checkpoint {cp["id"]} (seq 1, {data["serialized_size"]} bytes); '
+        f'task "release" created and saved: checkpoint {cp["id"]} (seq 1, {data["serialized_size"]} bytes serialized); '
         "pass expected_head=1 next time"
     )
 
@@ -138,3 +138,5 @@ async def test_the_task_lists_give_one_line_each_and_how_to_page_on(client: Clie
         [first["id"], "seq", "1"],
     ]
     assert text.splitlines()[0].startswith(f"- {newest['id']} seq 2 phase_change {newest['created_at'][:19]}Z (")
+    # two sizes, each named: the checkpoint's text gives the serialized one, the list the stored one
+    assert text.splitlines()[0].endswith(f" ({newest['size']} bytes stored)")

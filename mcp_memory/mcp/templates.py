@@ -160,17 +160,20 @@ def remember_lines(result: RememberResult) -> str:
 
 
 def checkpoint_lines(result: CheckpointResult) -> str:
-    """A saved checkpoint in one line, with the head_seq to pass as expected_head next time."""
+    """A saved checkpoint in one line, with the head_seq to pass as expected_head next time. Its size is
+    the serialized one (what limits.max_checkpoint_bytes measures), named so: list_checkpoints gives
+    the stored size, another number for the same checkpoint."""
     cp = result.checkpoint
     made = "created and saved" if result.created_task else "saved"
     return (
-        f"task {_quoted(cp.task_id)} {made}: checkpoint {cp.id} (seq {cp.seq}, {result.serialized_size} bytes); "
+        f"task {_quoted(cp.task_id)} {made}: checkpoint {cp.id} "
+        f"(seq {cp.seq}, {result.serialized_size} bytes serialized); "
         f"pass expected_head={result.head_seq} next time"
     )
 
 
 def _checkpoint_line(cp: CheckpointInfo) -> str:
-    return f"- {cp.id} seq {cp.seq} {cp.reason} {cp.created_at:%Y-%m-%dT%H:%M:%SZ} ({cp.size} bytes)"
+    return f"- {cp.id} seq {cp.seq} {cp.reason} {cp.created_at:%Y-%m-%dT%H:%M:%SZ} ({cp.size} bytes stored)"
 
 
 def _count(n: int, thing: str) -> str:
