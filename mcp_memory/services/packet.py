@@ -37,9 +37,12 @@ def hints(head: TaskHead, elapsed: float) -> list[str]:
 
 def _next_step(tree: TaskNode, current: str | None) -> list[str]:
     """What the plan says to do next when the head does not: the root's steps all finished while
-    the root is not, or no current node, or a current node already finished."""
+    the root is not, or no current node, or a current node already finished; nothing to pick when
+    the root itself is finished (the task is over: no pending node to set)."""
+    if tree.status in FINISHED:
+        return [f"The task is over: its root {tree.id!r} is {tree.status}. Do nothing more for it unless asked."]
     below = [node for node, parent in task_tree.walk(tree) if parent is not None]
-    if below and tree.status not in FINISHED and all(node.status in FINISHED for node in below):
+    if below and all(node.status in FINISHED for node in below):
         return [
             f"Every step under {tree.id!r} is done or abandoned but {tree.id!r} is {tree.status}: "
             "set it to done with update_task, or add the steps still to do."
