@@ -179,7 +179,8 @@ def floor_note(returned: int, k: int, below: int, omitted: int = 0, budget: int 
         parts.append(
             "no relevant memories: nothing here stands out from the ordinary for this question"
             if below
-            else "no relevant memories: nothing stored here is visible to this question's scope and filters"
+            else "no relevant memories: nothing is stored yet (remember stores it), or none in this question's "
+            "scope and filters"
         )
     elif below and returned + omitted < k:
         parts.append(f"only {returned + omitted} relevant: {below} more no closer to the question than the ordinary")
