@@ -117,8 +117,12 @@ def test_doctor_on_a_directory_without_the_principal_s_store_creates_none(
     _seed(tmp_path)
     assert main(["--data-dir", str(tmp_path), "--principal", "alcie", "doctor"]) == 1
     out = capsys.readouterr().out
-    assert f"store: NONE: {tmp_path} holds no store of the principal 'alcie'; nothing was created" in out
-    assert "status: NO STORE" in out
+    assert (
+        f"store: NONE: {tmp_path} holds no store of the principal 'alcie' (it holds the stores of alice); "
+        "nothing was created"
+    ) in out
+    # the principal is what to check first: the path does hold stores
+    assert "status: NO STORE: check the principal (--principal or MCP_MEMORY_PRINCIPAL; by default the OS" in out
     assert not principal_file(tmp_path, "alcie").exists()
     assert principal_file(tmp_path, "alice").exists()  # positive control: the path names files there
 

@@ -159,6 +159,8 @@ async def test_an_empty_store_says_there_is_nothing_relevant(client: Client) -> 
     result = await call(client, "recall", {"query": "what does the user like to drink?", "reinforce": False})
     assert result["hits"] == []
     assert result["note"].startswith("no relevant memories")
+    # a new user's first recall: the empty store, not a scope or filter they never gave, is named first
+    assert "nothing is stored yet (remember stores it)" in result["note"]
 
 
 async def test_a_word_most_memories_contain_is_no_reason(client: Client) -> None:

@@ -83,6 +83,21 @@ def test_a_cited_chinese_run_grows_only_through_matched_bigrams_the_memory_holds
     assert cited_words(memory, question, ["tea", "喜欢"]) == ["tea", "喜欢"]  # nothing beside it matched
 
 
+def test_a_cited_chinese_run_bridges_a_function_character_and_ends_on_none() -> None:
+    """The keyword side never searches a bigram with 和 or 的 in it, so the runs stopped there:
+    中华人民共和国国家发展 was cited as 中华人民共 and 国国家发展, halves of words."""
+    memory = "中华人民共和国国家发展和改革委员会办公厅今天发布了通知"
+    question = "中华人民共和国国家发展和改革委员会办公厅发布了什么"
+    matched = ["中华", "华人", "人民", "民共", "国国", "国家", "家发", "发展", "改革", "革委", "委员", "员会", "会办"]
+    assert cited_words(memory, question, [*matched, "办公", "公厅", "发布"]) == [
+        "中华人民共和国国家发展和改革委员会办公厅",
+        "发布",
+    ]
+    assert cited_words("我们的猫叫咪咪", "我们的猫叫什么", ["我们", "猫叫"]) == ["我们的猫叫"]
+    # a function character at the end is left off, and one alone is no bridge to an unmatched bigram
+    assert cited_words("发布了通知", "发布了什么", ["发布"]) == ["发布"]
+
+
 LEAN_FIELDS = {
     "id",
     "text",

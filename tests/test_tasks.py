@@ -99,8 +99,21 @@ async def test_resume_says_what_to_do_when_the_plan_is_finished_but_the_task_is_
     assert "in_progress" in hint
     await call(client, "checkpoint", first_checkpoint(tree={**finished, "status": "done"}, current_node="email"))
     packet = await call(client, "resume", {"task_id": "billing-v2"})
-    assert not [h for h in packet["hints"] if "'root'" in h]
-    assert any("The current node 'email' is done" in h for h in packet["hints"])
+    # the whole task is done: no pending node to set next (it used to say to set one)
+    [hint] = [h for h in packet["hints"] if "'root'" in h]
+    assert hint == "The task is over: its root 'root' is done. Do nothing more for it unless asked."
+    assert not [h for h in packet["hints"] if "next pending node" in h]
+    await call(client, "checkpoint", first_checkpoint(tree={**TREE, "status": "abandoned"}, current_node=None))
+    packet = await call(client, "resume", {"task_id": "billing-v2"})
+    assert "The task is over: its root 'root' is abandoned." in " ".join(packet["hints"])
+    assert not [h for h in packet["hints"] if "No current node is set" in h]
+
+
+async def test_resume_says_what_to_do_when_the_current_node_is_done(client: Client) -> None:
+    done_first = {**TREE, "children": [{**TREE["children"][0], "status": "done"}, *TREE["children"][1:]]}
+    await call(client, "checkpoint", first_checkpoint(tree=done_first, current_node=TREE["children"][0]["id"]))
+    packet = await call(client, "resume", {"task_id": "billing-v2"})
+    assert any(f"The current node {TREE['children'][0]['id']!r} is done" in h for h in packet["hints"])
 
 
 async def test_rollback_writes_a_new_checkpoint_and_keeps_history(client: Client) -> None:

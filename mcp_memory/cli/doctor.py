@@ -63,8 +63,10 @@ async def run(settings: Settings, explicit: Path | None) -> int:
             return 0
         _out(f"store: NONE: {missing}; nothing was created")
         await _model_alone(settings)
+        principal = f"the principal (--principal or {ENV_PREFIX}PRINCIPAL; by default the OS user name), then "
         _out(
-            f"status: NO STORE: check the path (--data-dir, {ENV_PREFIX}DATA_DIR or data_dir in the config file); "
+            f"status: NO STORE: check {principal if _other_stores(settings) else ''}the path (--data-dir, "
+            f"{ENV_PREFIX}DATA_DIR or data_dir in the config file); "
             "if it is the one you meant, `mcp-memory serve` creates the store on its first run"
         )
         return 1
@@ -96,8 +98,21 @@ def _no_store(settings: Settings) -> str | None:
     if not where.is_dir():
         return f"the data directory {where} is not a directory"
     if not principal_file(where, settings.principal).exists():
-        return f"{where} holds no store of the principal {settings.principal!r}"
+        others = _other_stores(settings)
+        held = f" (it holds the stores of {', '.join(others)})" if others else ""
+        return f"{where} holds no store of the principal {settings.principal!r}{held}"
     return None
+
+
+def _other_stores(settings: Settings) -> list[str]:
+    """The principals whose stores the data directory holds, as their file names spell them: a
+    principal mistyped or left to its default (the OS user name) finds none of its own there."""
+    from mcp_memory.storage.pool import principal_file
+
+    folder = principal_file(settings.data_dir, settings.principal).parent
+    if not folder.is_dir():
+        return []
+    return sorted(path.stem.rsplit("-", 1)[0] for path in folder.glob("*-*.db"))
 
 
 async def _model_alone(settings: Settings) -> None:

@@ -75,6 +75,16 @@ def check_text(text: str) -> None:
         raise TextProblem("contains a lone surrogate code point; send valid UTF-8 text") from None
 
 
+_LINE_BREAK = re.compile("\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+def one_line(text: str) -> str:
+    """``text`` kept on one line, each line break shown as ``↵``: a field a rendering gives a line of
+    its own (a task node's title, a pending action) cannot start lines that read as the rendering's
+    own (another node, a section). ``↵`` is no word character, so the words either side stay words."""
+    return _LINE_BREAK.sub("↵", text)
+
+
 def normalize(text: str) -> str:
     """NFC and collapsed whitespace: the form that is stored and hashed."""
     return " ".join(unicodedata.normalize("NFC", text).split())

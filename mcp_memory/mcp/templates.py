@@ -14,7 +14,7 @@ import orjson
 
 from mcp_memory.core.caution import caution, reveal
 from mcp_memory.core.prompt_files import template
-from mcp_memory.core.text import task_uri
+from mcp_memory.core.text import one_line, task_uri
 from mcp_memory.mcp.recall_schemas import Hit, MemoryOut, Pin, RecallResult
 from mcp_memory.mcp.schemas import RememberItem, RememberResult
 from mcp_memory.mcp.task_schemas import (
@@ -44,11 +44,12 @@ def _memories(memories: Sequence[MemoryBrief | MemoryOut | Hit | Pin]) -> str:
     )
 
 
-def _said(text: str) -> str:
+def _said(text: str, *, line: bool = False) -> str:
     """Task text as it was written, hidden characters shown ([U+202E]), with the caution a memory gets
-    when it reads as an instruction: a goal or a note is the agent's record, not a command."""
+    when it reads as an instruction: a goal or a note is the agent's record, not a command. With
+    ``line``, on one line (a title, a step, an action: its line breaks shown as ``↵``)."""
     note = caution(text)
-    return reveal(text) + (f" [caution: {note}]" if note else "")
+    return reveal(one_line(text) if line else text) + (f" [caution: {note}]" if note else "")
 
 
 def _ago(seconds: float) -> str:
@@ -65,18 +66,20 @@ def resume_text(packet: ResumePacket) -> str:
     """The resume packet as the words that put an agent back on track with its task."""
     current = packet.current_node
     return template("resume_task").format(
-        title=_said(packet.title),
-        task_id=reveal(packet.task_id),
+        title=_said(packet.title, line=True),
+        task_id=reveal(one_line(packet.task_id)),
         elapsed=_ago(packet.elapsed_seconds),
         goal=_said(packet.goal),
-        constraints=_bullets([_said(c) for c in packet.constraints]),
+        constraints=_bullets([_said(c, line=True) for c in packet.constraints]),
         tree=_said(packet.tree),
-        current=_said(f"{current.id}: {current.title}" + (f" ({current.notes})" if current.notes else ""))
+        current=_said(f"{current.id}: {current.title}" + (f" ({current.notes})" if current.notes else ""), line=True)
         if current
         else "(none set)",
         pending=_bullets(
             [
-                _said(a.text) + (" [external]" if a.external else "") + (" [irreversible]" if a.irreversible else "")
+                _said(a.text, line=True)
+                + (" [external]" if a.external else "")
+                + (" [irreversible]" if a.irreversible else "")
                 for a in packet.pending_actions
             ]
         ),
@@ -157,17 +160,20 @@ def remember_lines(result: RememberResult) -> str:
 
 
 def checkpoint_lines(result: CheckpointResult) -> str:
-    """A saved checkpoint in one line, with the head_seq to pass as expected_head next time."""
+    """A saved checkpoint in one line, with the head_seq to pass as expected_head next time. Its size is
+    the serialized one (what limits.max_checkpoint_bytes measures), named so: list_checkpoints gives
+    the stored size, another number for the same checkpoint."""
     cp = result.checkpoint
     made = "created and saved" if result.created_task else "saved"
     return (
-        f"task {_quoted(cp.task_id)} {made}: checkpoint {cp.id} (seq {cp.seq}, {result.serialized_size} bytes); "
+        f"task {_quoted(cp.task_id)} {made}: checkpoint {cp.id} "
+        f"(seq {cp.seq}, {result.serialized_size} bytes serialized); "
         f"pass expected_head={result.head_seq} next time"
     )
 
 
 def _checkpoint_line(cp: CheckpointInfo) -> str:
-    return f"- {cp.id} seq {cp.seq} {cp.reason} {cp.created_at:%Y-%m-%dT%H:%M:%SZ} ({cp.size} bytes)"
+    return f"- {cp.id} seq {cp.seq} {cp.reason} {cp.created_at:%Y-%m-%dT%H:%M:%SZ} ({cp.size} bytes stored)"
 
 
 def _count(n: int, thing: str) -> str:

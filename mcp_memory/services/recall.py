@@ -17,7 +17,7 @@ import anyio
 
 from mcp_memory.core.models import DenseHits, MemoryRecord
 from mcp_memory.core.recalled import Detail, HitCost, Recalled, Recollection, Signals
-from mcp_memory.core.text import has_cjk, shares_stem
+from mcp_memory.core.text import ZH_FUNCTION_CHARS, has_cjk, shares_stem
 from mcp_memory.services import incoming, scoring
 from mcp_memory.services.question import DATED_SECONDS, DEMOTIONS, Understanding
 from mcp_memory.services.when import Span, said
@@ -179,7 +179,8 @@ def floor_note(returned: int, k: int, below: int, omitted: int = 0, budget: int 
         parts.append(
             "no relevant memories: nothing here stands out from the ordinary for this question"
             if below
-            else "no relevant memories: nothing stored here is visible to this question's scope and filters"
+            else "no relevant memories: nothing is stored yet (remember stores it), or none in this question's "
+            "scope and filters"
         )
     elif below and returned + omitted < k:
         parts.append(f"only {returned + omitted} relevant: {below} more no closer to the question than the ordinary")
@@ -369,15 +370,25 @@ def cited_words(content: str, question: str, matched: Sequence[str]) -> list[str
 
 def _shared_run(bigram: str, asked: str, text: str, bigrams: set[str]) -> str:
     """``bigram`` grown, one character at a time either way through the question, while the next
-    bigram is matched too and the run is still in the memory."""
+    bigram is matched too (or holds a function character such as 和, which the keyword side never
+    searches) and the run is still in the memory; a function character is not left at either end
+    (of 中华人民共和国 shared, that run, not 中华人民共 and 国国家)."""
     start = asked.find(bigram)
     if start < 0:  # a question the terms were not cut from: the bigram alone
         return bigram
+
+    def joins(pair: str) -> bool:
+        return pair in bigrams or ZH_FUNCTION_CHARS.search(pair) is not None
+
     end = start + 2
-    while start > 0 and asked[start - 1 : start + 1] in bigrams and asked[start - 1 : end] in text:
+    while start > 0 and joins(asked[start - 1 : start + 1]) and asked[start - 1 : end] in text:
         start -= 1
-    while end < len(asked) and asked[end - 1 : end + 1] in bigrams and asked[start : end + 1] in text:
+    while end < len(asked) and joins(asked[end - 1 : end + 1]) and asked[start : end + 1] in text:
         end += 1
+    while ZH_FUNCTION_CHARS.fullmatch(asked[start]):
+        start += 1
+    while ZH_FUNCTION_CHARS.fullmatch(asked[end - 1]):
+        end -= 1
     return asked[start:end]
 
 

@@ -6,6 +6,7 @@ from collections.abc import Iterator, Sequence
 
 from mcp_memory.core.errors import InvalidInputError, LimitExceededError
 from mcp_memory.core.task_model import NodeStatus, TaskEdit, TaskHead, TaskNode
+from mcp_memory.core.text import one_line
 
 MARK: dict[NodeStatus, str] = {
     "pending": "[ ]",
@@ -140,16 +141,17 @@ def _set(node: TaskNode, edit: TaskEdit, where: str) -> None:
 
 
 def outline(tree: TaskNode | None, current: str | None, max_lines: int | None = None) -> str:
-    """The tree as an indented checklist; finished subtrees fold first when lines are short, and the
-    current node's line and its ancestors' stay whatever is cut."""
+    """The tree as an indented checklist, a line per node (a line break in an id, title or blocked
+    reason is shown as ``↵``); finished subtrees fold first when lines are short, and the current
+    node's line and its ancestors' stay whatever is cut."""
     if tree is None:
         return "(no tree yet)"
 
     def lines(node: TaskNode, depth: int, fold: bool) -> list[tuple[str, str | None]]:
         mark = " <- current" if node.id == current else ""
-        reason = f" (blocked: {node.blocked_reason})" if node.blocked_reason else ""
+        reason = f" (blocked: {one_line(node.blocked_reason)})" if node.blocked_reason else ""
         out: list[tuple[str, str | None]] = [
-            (f"{'  ' * depth}- {MARK[node.status]} {node.id}: {node.title}{reason}{mark}", node.id)
+            (f"{'  ' * depth}- {MARK[node.status]} {one_line(node.id)}: {one_line(node.title)}{reason}{mark}", node.id)
         ]
         finished = node.status in ("done", "abandoned") and not any(n.id == current for n, _ in walk(node))
         if fold and finished and node.children:
