@@ -177,6 +177,7 @@ INVALID_EDITS: list[tuple[list[dict[str, Any]], str]] = [
     ([], "edits"),
     ([{"op": "set", "node_id": "email"}], "edits[0]: sets nothing on 'email'"),  # a no-op must not move the head
     ([{"op": "set", "node_id": "email", "title": "  "}], "node 'email' has a blank title"),
+    ([{"op": "set", "node_id": "email", "title": "x" * 501}], "node 'email' has a title of 501 characters"),
 ]
 
 
@@ -305,6 +306,11 @@ async def test_checkpoint_validates_its_arguments(client: Client) -> None:
     assert "node 'a' has a blank title" in await call_error(
         client, "checkpoint", {"task_id": "t", "goal": "g", "tree": blank_node}
     )
+    # A title is a line of resume's outline, which its budget cannot shrink: 200,000 characters gave
+    # a 201 KB packet against a budget of 4,000 tokens.
+    long_node = {"id": "r", "title": "root", "children": [{"id": "a", "title": "step " * 40_000}]}
+    message = await call_error(client, "checkpoint", {"task_id": "t", "goal": "g", "tree": long_node})
+    assert "node 'a' has a title of 200,000 characters; keep a title to 500" in message
     assert "was found" in (await call_error(client, "resume", {"task_id": "never-made"})).lower()
 
 

@@ -16,6 +16,8 @@ MARK: dict[NodeStatus, str] = {
     "abandoned": "[-]",
 }
 
+MAX_TITLE_CHARS = 500  # a title is a line of the resume packet's outline: its budget cannot shrink it
+
 
 def walk(node: TaskNode, parent: TaskNode | None = None) -> Iterator[tuple[TaskNode, TaskNode | None]]:
     yield node, parent
@@ -47,6 +49,12 @@ def validate(tree: TaskNode | None, field: str, max_depth: int) -> None:
             raise InvalidInputError(f"{field}", f"node id {node.id!r} appears twice; node ids must be unique")
         if not node.title.strip():
             raise InvalidInputError(f"{field}", f"node {node.id!r} has a blank title; give every node a title in words")
+        if len(node.title) > MAX_TITLE_CHARS:
+            raise InvalidInputError(
+                f"{field}",
+                f"node {node.id!r} has a title of {len(node.title):,} characters; keep a title to "
+                f"{MAX_TITLE_CHARS} and put the details in the node's notes",
+            )
         seen.add(node.id)
 
 
