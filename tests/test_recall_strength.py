@@ -68,20 +68,3 @@ async def test_an_unrelated_question_gets_weak_hits_and_nothing_stands_out(store
     assert found["note"].startswith("nothing stands out")
     lean = await store.call_tool("recall", {"query": question, "reinforce": False})
     assert "nothing stands out" in _text_block(lean)
-
-
-async def test_in_a_store_too_small_for_a_spread_a_strong_hit_comes_before_weak_ones(client: Client) -> None:
-    """A review's 4-memory store: the preference, important and sharing nothing with the Chinese
-    question, was first, above the memory that answers it (strong)."""
-    tiny = [
-        {"content": "The user prefers dark mode in every app", "kind": "preference"},
-        {"content": "用户每天早上六点起床"},
-        {"content": "The user's cat is named Biscuit"},
-        {"content": "The user works at Acme as a backend engineer"},
-    ]
-    await call(client, "remember", {"memories": tiny})
-    found = await call(client, "recall", {"query": "用户每天几点起床？", "reinforce": False})
-    assert found["hits"][0]["text"] == "用户每天早上六点起床"
-    assert found["hits"][0]["strong"] is True
-    assert not any(h.get("strong") for h in found["hits"][1:])
-    assert "The user prefers dark mode in every app" in [h["text"] for h in found["hits"]]  # still returned, after

@@ -23,11 +23,7 @@ A store too small for a spread of its own still has an ordinary of a kind: the m
 its other memories, in the background's deviations. A hit of such a store must stand ``STANDS_OUT``
 of those above it as well, so that a store of technical notes (a config path, a deploy key) is
 not offered whole for any technical prompt, whose every pair stands three deviations above
-everyday texts; a store of one memory has no other to compare with. In such a store (fewer than
-``STORE_STATS_MIN`` memories) the strong hits also come before the weak ones, each group in
-recall's order: the spread that ranks its candidates is too small to be trusted over a hit's own
-evidence (a 4-memory store put a preference that shares nothing with a Chinese question above the
-memory that answers it, by the preference's importance).
+everyday texts; a store of one memory has no other to compare with.
 These are the hooks' rules for what goes beside a prompt (cli/hooks.py takes them from here), so what
 recall calls strong is what a hook would offer unasked. A model the background table does not
 know (an OpenAI-compatible endpoint) is judged by the store's spread alone.
@@ -103,8 +99,6 @@ async def with_strength(
         if hit.signals is not None:
             judged = replace(judged, signals=replace(hit.signals, evidence=round(own, 3)))
         out.append(replace(judged, tokens=measure(judged, detail)))
-    if small:  # the store's spread cannot order them: its own evidence does, strong before weak
-        out.sort(key=lambda hit: hit.strength != "strong")
     return out, sum(hit.tokens for hit in out)
 
 
