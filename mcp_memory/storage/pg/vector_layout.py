@@ -27,6 +27,7 @@ from psycopg.adapt import Dumper, Loader
 from psycopg.pq import Format
 
 from mcp_memory.core.errors import StorageError
+from mcp_memory.core.models import Criteria, Scope
 
 PGVECTOR, IN_PROCESS = "pgvector", "in-process"
 LAYOUTS = (PGVECTOR, IN_PROCESS)
@@ -219,3 +220,23 @@ SCRIPTS = ("latin", "cjk")  # the per-script graphs, by the suffix of their name
 def index_name(key: str, dim: int, script: str = "cjk") -> str:
     """A script's HNSW index of the partition; the CJK one (made last) says both are there."""
     return f"vectors_{key}_hnsw_{dim}_{script}"
+
+
+def visible_filter(scope: Scope, criteria: Criteria, now: float, allow: list[int] | None) -> sql.Composable:
+    """What a search may return (``m``: the principal's memories), as the in-process index's mask
+    (vectors.VectorIndex._mask)."""
+    ns = sql.Literal(scope.namespace)
+    parts: list[sql.Composable]
+    if criteria.namespace_only:
+        parts = [sql.SQL("m.namespace IS NOT DISTINCT FROM {}").format(ns)]
+    elif scope.namespace is None:
+        parts = [sql.SQL("m.namespace IS NULL")]
+    else:
+        parts = [sql.SQL("(m.namespace IS NULL OR m.namespace = {})").format(ns)]
+    if not (criteria.include_superseded or criteria.include_archived):
+        parts.append(sql.SQL("m.tier = 'active' AND m.superseded_by IS NULL"))
+    if not criteria.include_expired:
+        parts.append(sql.SQL("(m.expires_at IS NULL OR m.expires_at > {})").format(sql.Literal(float(now))))
+    if allow is not None:
+        parts.append(sql.SQL("m.n = ANY({}::bigint[])").format(sql.Literal(allow)))
+    return sql.SQL("(") + sql.SQL(" AND ").join(parts) + sql.SQL(")")

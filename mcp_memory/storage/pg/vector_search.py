@@ -30,7 +30,7 @@ from psycopg import sql
 
 from mcp_memory.core.models import Centring, Criteria, DenseHits, Scope
 from mcp_memory.storage.pg.messages import exchange
-from mcp_memory.storage.pg.vector_layout import HNSW_ROWS, SCRIPTS, index_name
+from mcp_memory.storage.pg.vector_layout import HNSW_ROWS, SCRIPTS, index_name, visible_filter
 
 if TYPE_CHECKING:
     from mcp_memory.core.models import Vector
@@ -193,7 +193,7 @@ class PgVectorSearch:
         seen = self._known(scope)
         _, mark = await self.store.commit_mark(scope)
         dim = int(query.shape[0])
-        where = _visible(scope, criteria, now, allow)
+        where = visible_filter(scope, criteria, now, allow)
         async with self.store.database.transaction(scope, write=False) as conn:
             mixed = centring is not None and seen.cjk and seen.population > seen.cjk
             if seen.indexed:
@@ -370,7 +370,7 @@ class PgVectorSearch:
             return [[] for _ in range(len(queries))]
         seen = self._known(scope)
         dim = int(queries.shape[1])
-        where = _visible(scope, criteria, now, None)
+        where = visible_filter(scope, criteria, now, None)
         async with self.store.database.transaction(scope, write=False) as conn:
             statements = [_nearest(conn.key, q, dim, where, limit, seen.indexed).as_string(conn.conn) for q in queries]
             if seen.indexed:
@@ -485,22 +485,3 @@ def _products(query: Vector, means: Vector | None, script: str | None) -> tuple[
         offset=pick(floats[0]), norm2=pick(floats[1])
     )
     return products, score
-
-
-def _visible(scope: Scope, criteria: Criteria, now: float, allow: list[int] | None) -> sql.Composable:
-    """What a search may return, as the in-process index's mask (vectors.VectorIndex._mask)."""
-    ns = sql.Literal(scope.namespace)
-    parts: list[sql.Composable]
-    if criteria.namespace_only:
-        parts = [sql.SQL("m.namespace IS NOT DISTINCT FROM {}").format(ns)]
-    elif scope.namespace is None:
-        parts = [sql.SQL("m.namespace IS NULL")]
-    else:
-        parts = [sql.SQL("(m.namespace IS NULL OR m.namespace = {})").format(ns)]
-    if not (criteria.include_superseded or criteria.include_archived):
-        parts.append(sql.SQL("m.tier = 'active' AND m.superseded_by IS NULL"))
-    if not criteria.include_expired:
-        parts.append(sql.SQL("(m.expires_at IS NULL OR m.expires_at > {})").format(sql.Literal(float(now))))
-    if allow is not None:
-        parts.append(sql.SQL("m.n = ANY({}::bigint[])").format(sql.Literal(allow)))
-    return sql.SQL("(") + sql.SQL(" AND ").join(parts) + sql.SQL(")")
