@@ -27,7 +27,6 @@ from mcp_memory.storage.rows import (
     attach_occurrences,
     blob,
     live_by_hash,
-    records_among,
     replaced_by_hash,
     row_to_record,
     rows_of,
@@ -221,11 +220,8 @@ class RecordStore:
         sql = f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE {where} ORDER BY {_ORDERS[order]}"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
-        if among is not None:  # on PostgreSQL the rows and what they carry in one round trip
-            records = await records_among(conn, sql, params, among)
-        else:
-            records = [row_to_record(r) for r in await conn.execute_fetchall(sql, params)]
-            await attach_occurrences(conn, records)
+        records = [row_to_record(r) for r in await conn.execute_fetchall(sql, params)]
+        await attach_occurrences(conn, records)
         await self._overlay(scope, records)
         return records
 

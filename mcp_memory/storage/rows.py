@@ -166,65 +166,35 @@ async def attach_occurrences(
     conflicts that still stand (STANDING_CONFLICTS), or ``every_flag`` (an export keeps them all)."""
     if not records:
         return
-    by_n = [r.written for r in records]
-    by_id = [r.id for r in records]
+    by_n = {r.written: r for r in records}
+    by_id = {r.id: r for r in records}
     occurrences, conflicts, sources = await rows_in_each(
         conn,
         [
-            (_OCCURRENCES.format(of="memory_n IN ({marks})"), by_n),
-            (_CONFLICTS.format(table=ALL_CONFLICTS if every_flag else STANDING_CONFLICTS), by_id),
-            (_SOURCES, by_id),
+            (
+                "SELECT memory_n, id, occurred_at FROM occurrences WHERE memory_n IN ({marks}) "
+                "ORDER BY occurred_at, id",
+                list(by_n),
+            ),
+            (
+                f"SELECT c.memory_id, c.other_id FROM {ALL_CONFLICTS if every_flag else STANDING_CONFLICTS} "
+                "AND c.memory_id IN ({marks}) ORDER BY c.other_id",
+                list(by_id),
+            ),
+            (
+                "SELECT summary_id, source_id FROM summary_sources WHERE summary_id IN ({marks}) ORDER BY source_id",
+                list(by_id),
+            ),
         ],
     )
-    _attach(records, occurrences, conflicts, sources)
-
-
-async def records_among(
-    conn: aiosqlite.Connection, sql: str, params: Sequence[Any], ids: Sequence[str]
-) -> list[MemoryRecord]:
-    """The records ``sql`` reads (memories among ``ids``, at most one IN list of them), each with
-    what it carries besides its row (``attach_occurrences``). A connection that sends reads
-    together (PostgreSQL's) reads the rows and the extras of every one of ``ids`` in one round
-    trip, and keeps the extras of the rows read; SQLite reads the rows, then their extras."""
-    if getattr(conn, "read_together", None) is None or not ids:
-        records = [row_to_record(r) for r in await conn.execute_fetchall(sql, params)]
-        await attach_occurrences(conn, records)
-        return records
-    marks = ",".join("?" * len(ids))
-    of_ids = f"memory_n IN (SELECT n FROM memories WHERE id IN ({marks}))"
-    rows, occurrences, conflicts, sources = await read_together(
-        conn,
-        [
-            (sql, params),
-            (_OCCURRENCES.format(of=of_ids), ids),
-            (_CONFLICTS.format(table=STANDING_CONFLICTS).format(marks=marks), ids),
-            (_SOURCES.format(marks=marks), ids),
-        ],
-    )
-    records = [row_to_record(r) for r in rows]
-    _attach(records, occurrences, conflicts, sources)
-    return records
-
-
-_OCCURRENCES = "SELECT memory_n, id, occurred_at FROM occurrences WHERE {of} ORDER BY occurred_at, id"
-_CONFLICTS = "SELECT c.memory_id, c.other_id FROM {table} AND c.memory_id IN ({{marks}}) ORDER BY c.other_id"
-_SOURCES = "SELECT summary_id, source_id FROM summary_sources WHERE summary_id IN ({marks}) ORDER BY source_id"
-
-
-def _attach(records: list[MemoryRecord], occurrences: list[Any], conflicts: list[Any], sources: list[Any]) -> None:
-    """The extras read, on the records they belong to (an extra of a memory not among them is left)."""
-    by_n = {r.written: r for r in records}
-    by_id = {r.id: r for r in records}
     for memory_n, occ_id, occurred_at in occurrences:
-        if (record := by_n.get(int(memory_n))) is not None:
-            record.occurrence_ids.append(str(occ_id))
-            record.last_seen_at = float(occurred_at)
+        record = by_n[int(memory_n)]
+        record.occurrence_ids.append(str(occ_id))
+        record.last_seen_at = float(occurred_at)
     for memory_id, other_id in conflicts:
-        if (record := by_id.get(str(memory_id))) is not None:
-            record.conflicts_with.append(str(other_id))
+        by_id[str(memory_id)].conflicts_with.append(str(other_id))
     for summary_id, source_id in sources:
-        if (record := by_id.get(str(summary_id))) is not None:
-            record.source_ids.append(str(source_id))
+        by_id[str(summary_id)].source_ids.append(str(source_id))
 
 
 async def live_by_hash(conn: aiosqlite.Connection, scope: Scope, hashes: Sequence[str], now: float) -> dict[str, str]:
