@@ -294,3 +294,20 @@ async def test_a_dialogs_reply_takes_the_evidence_of_the_turn_asking_the_questio
     assert isinstance(first, Hit)
     assert first.text == turns[2]
     assert ANSWERS in first.why
+
+
+async def test_a_recalled_memory_carries_its_occurrences_and_the_conflict_that_stands(rt: Server, clock: Clock) -> None:
+    """What a record carries besides its row (``rows.attach_occurrences``), read on PostgreSQL in the
+    same round trip as the candidates' rows, belongs to the memory it was read for."""
+
+    async def said(text: str) -> str:
+        result = await rt.memory.remember(ALICE, [MemoryDraft(content=text, kind="preference")], CallContext())
+        clock.advance(3600)
+        return str(result.items[0].id)
+
+    cats, dogs = await said("Alice likes cats"), await said("Alice likes dogs")
+    assert await said("Alice likes cats") == cats  # merged: a second occurrence
+    found = await rt.memory.recall(ALICE, "which pets does Alice like", reinforce=False)
+    records = {hit.record.id: hit.record for hit in found.hits}
+    assert (records[cats].conflicts_with, records[dogs].conflicts_with) == ([dogs], [cats])
+    assert (len(records[cats].occurrence_ids), len(records[dogs].occurrence_ids)) == (2, 1)

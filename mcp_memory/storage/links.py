@@ -48,15 +48,19 @@ def backfill(conn: sqlite3.Connection) -> None:
 async def links(conn: aiosqlite.Connection, sources: Sequence[str], population: int) -> list[Link]:
     """The links of the memories ``sources`` (ids): shared rare entities (at most MAX_LINKS a
     source), then session neighbours. Two exchanges: what the sources name and their neighbours,
-    then how many memories name each entity and the first of them (on PostgreSQL two round trips)."""
+    then how many memories name each entity and the first of them; on PostgreSQL one round trip
+    (``_at_once``)."""
     if not sources:
         return []
     cap = max(2, int(LINK_SHARE * population))
-    named, beside = await rows_in_each(conn, [(_NAMED, sources), (_NEIGHBOURS, sources)])
+    if getattr(conn, "read_together", None) is not None and len(sources) <= _PER_STATEMENT:
+        named, beside, counts, sharing = await _at_once(conn, sources, cap)
+    else:
+        named, beside = await rows_in_each(conn, [(_NAMED, sources), (_NEIGHBOURS, sources)])
+        counts, sharing = await _named_by(conn, sorted({str(e) for _, e in named if e is not None}), cap)
     by_source: dict[str, list[str]] = {}
     for ident, entity in named:
         by_source.setdefault(str(ident), []).extend([] if entity is None else [str(entity)])
-    counts, sharing = await _named_by(conn, sorted({e for found in by_source.values() for e in found}), cap)
     found: list[Link] = []
     for source in (s for s in sources if s in by_source):  # a source not stored names nothing
         seen: set[str] = {source}
@@ -121,3 +125,38 @@ async def _named_by(
         if counts.get(str(entity), 0) <= cap:
             first.setdefault(str(entity), []).append((int(n), str(ident)))
     return counts, {entity: [ident for _, ident in sorted(rows)] for entity, rows in first.items()}
+
+
+# On PostgreSQL, what the sources name counted and its first memories read in the same statement
+# (LATERAL, which SQLite has not): each entity's count and first rows still stop at their LIMIT.
+_NAMED_BY_AT_ONCE = (
+    "SELECT named.entity, counted.k, earliest.n, earliest.id FROM (SELECT DISTINCT e.entity FROM memories m "
+    "JOIN memory_entities e ON e.memory_n = m.n WHERE m.id IN ({marks})) AS named "
+    "CROSS JOIN LATERAL (SELECT COUNT(*) AS k FROM (SELECT 1 FROM memory_entities x WHERE x.entity = named.entity "
+    "LIMIT ?) AS t) AS counted "
+    "LEFT JOIN LATERAL (SELECT f.memory_n AS n, fm.id FROM memory_entities f JOIN memories fm ON fm.n = f.memory_n "
+    f"WHERE f.entity = named.entity AND counted.k <= ? ORDER BY f.memory_n LIMIT {USABLE_PER_ENTITY}) AS earliest "
+    "ON TRUE"
+)
+
+
+async def _at_once(
+    conn: aiosqlite.Connection, sources: Sequence[str], cap: int
+) -> tuple[list[Any], list[Any], dict[str, int], dict[str, list[str]]]:
+    """What ``links`` reads in two exchanges, in one (a connection that sends reads together): what
+    the sources name, their neighbours, and ``_named_by``'s counts and first memories."""
+    marks = ",".join("?" * len(sources))
+    named, beside, counted = await read_together(
+        conn,
+        [
+            (_NAMED.format(marks=marks), sources),
+            (_NEIGHBOURS.format(marks=marks), sources),
+            (_NAMED_BY_AT_ONCE.format(marks=marks), [*sources, cap + 1, cap]),
+        ],
+    )
+    counts = {str(r[0]): int(r[1]) for r in counted}
+    first: dict[str, list[tuple[int, str]]] = {}
+    for entity, _, n, ident in counted:
+        if n is not None:
+            first.setdefault(str(entity), []).append((int(n), str(ident)))
+    return named, beside, counts, {entity: [ident for _, ident in sorted(rows)] for entity, rows in first.items()}
