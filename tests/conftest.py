@@ -134,6 +134,18 @@ def pg_empty(pg_cluster: pgcluster.Cluster) -> pgcluster.Cluster:
 
 
 @pytest.fixture
+async def migrated(pg_empty: pgcluster.Cluster) -> pgcluster.Cluster:
+    """The empty database with the schema made by ``mcp-memory database migrate``'s code."""
+    import psycopg  # the postgres extra: only the PostgreSQL tests ask for it
+
+    from mcp_memory.storage.pg import migrations
+
+    async with await psycopg.AsyncConnection.connect(pg_empty.dsn(pgcluster.OWNER), autocommit=True) as owner:
+        await migrations.migrate(owner, pgcluster.SERVER)
+    return pg_empty
+
+
+@pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
 

@@ -12,18 +12,10 @@ import pytest
 
 from mcp_memory.config import PostgresSettings
 from mcp_memory.core.models import Scope
-from mcp_memory.storage.pg import migrations
 from mcp_memory.storage.pg.connections import PgDatabase
 from tests import pgcluster
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-async def migrated(pg_empty: pgcluster.Cluster) -> pgcluster.Cluster:
-    async with await psycopg.AsyncConnection.connect(pg_empty.dsn(pgcluster.OWNER), autocommit=True) as owner:
-        await migrations.migrate(owner, pgcluster.SERVER)
-    return pg_empty
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 
 from mcp_memory.config import Settings, load_settings
@@ -18,7 +17,6 @@ from mcp_memory.mcp.server import Server, open_server
 from mcp_memory.services.erasure import ErasureService
 from mcp_memory.services.memory import CallContext
 from mcp_memory.storage import qdrant_follow as follow
-from mcp_memory.storage.pg import migrations
 from mcp_memory.storage.qdrant_search import QdrantVectorSearch
 from tests import pgcluster
 from tests.conftest import Clock
@@ -30,10 +28,8 @@ ALICE, BOB = Scope("alice"), Scope("bob")
 
 
 @pytest.fixture
-async def cluster(pg_empty: pgcluster.Cluster) -> pgcluster.Cluster:
-    async with await psycopg.AsyncConnection.connect(pg_empty.dsn(pgcluster.OWNER), autocommit=True) as owner:
-        await migrations.migrate(owner, pgcluster.SERVER)
-    return pg_empty
+def cluster(migrated: pgcluster.Cluster) -> pgcluster.Cluster:
+    return migrated
 
 
 @pytest.fixture

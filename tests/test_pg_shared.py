@@ -20,7 +20,7 @@ from mcp_memory.core.models import EVERYWHERE, Scope
 from mcp_memory.storage.control import ControlFile, ControlStore
 from mcp_memory.storage.forget_codes import ForgetCodes
 from mcp_memory.storage.llm_usage import LlmLedger
-from mcp_memory.storage.pg import connections, migrations, shared
+from mcp_memory.storage.pg import connections, shared
 from mcp_memory.storage.pg.dialect import translate_shared
 from mcp_memory.storage.pg.store import PostgresStore
 from mcp_memory.storage.switch import SwitchFile
@@ -31,13 +31,6 @@ from tests import pgcluster
 pytestmark = pytest.mark.anyio
 
 F = TypeVar("F", bound=ControlFile)
-
-
-@pytest.fixture
-async def migrated(pg_empty: pgcluster.Cluster) -> pgcluster.Cluster:
-    async with await psycopg.AsyncConnection.connect(pg_empty.dsn(pgcluster.OWNER), autocommit=True) as owner:
-        await migrations.migrate(owner, pgcluster.SERVER)
-    return pg_empty
 
 
 class Replicas:

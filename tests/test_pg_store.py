@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 
-import psycopg
 import pytest
 
 from mcp_memory.compose import embedder_config, second_opinion_config
@@ -21,7 +20,6 @@ from mcp_memory.mcp.wire_recall import hit_tokens, recall_result
 from mcp_memory.services.erasure import ErasureService
 from mcp_memory.services.memory import CallContext, MemoryService
 from mcp_memory.services.sessions import SessionTracker
-from mcp_memory.storage.pg import migrations
 from mcp_memory.storage.pg.store import PostgresStore
 from mcp_memory.storage.switch import SwitchFile
 from tests import pgcluster
@@ -69,13 +67,6 @@ def replica(pg_empty: pgcluster.Cluster, embedder: Embedder, tmp_path: Path) -> 
                 switch.close()
 
     return opened
-
-
-@pytest.fixture
-async def migrated(pg_empty: pgcluster.Cluster) -> pgcluster.Cluster:
-    async with await psycopg.AsyncConnection.connect(pg_empty.dsn(pgcluster.OWNER), autocommit=True) as owner:
-        await migrations.migrate(owner, pgcluster.SERVER)
-    return pg_empty
 
 
 async def _remember(memory: MemoryService, scope: Scope, *texts: str) -> list[str]:
