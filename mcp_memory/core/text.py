@@ -85,6 +85,15 @@ def one_line(text: str) -> str:
     return _LINE_BREAK.sub("↵", text)
 
 
+def indented(text: str, indent: str = "  ", *, first: bool = False) -> str:
+    """``text`` with every line after the first (and the first too, with ``first``) starting with
+    ``indent``, each kind of line break read as one: a field that may span lines (a goal, working
+    notes) keeps its lines, and none of them can pass for a line the rendering writes at the margin
+    (a section's header such as "Verify before acting:", a bullet of the section)."""
+    lines = _LINE_BREAK.split(text)
+    return "\n".join(indent + line if first or i else line for i, line in enumerate(lines))
+
+
 def normalize(text: str) -> str:
     """NFC and collapsed whitespace: the form that is stored and hashed."""
     return " ".join(unicodedata.normalize("NFC", text).split())

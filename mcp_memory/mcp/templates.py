@@ -14,7 +14,7 @@ import orjson
 
 from mcp_memory.core.caution import caution, reveal
 from mcp_memory.core.prompt_files import template
-from mcp_memory.core.text import one_line, task_uri
+from mcp_memory.core.text import indented, one_line, task_uri
 from mcp_memory.mcp.recall_schemas import Hit, MemoryOut, Pin, RecallResult
 from mcp_memory.mcp.schemas import RememberItem, RememberResult
 from mcp_memory.mcp.task_schemas import (
@@ -47,9 +47,14 @@ def _memories(memories: Sequence[MemoryBrief | MemoryOut | Hit | Pin]) -> str:
 def _said(text: str, *, line: bool = False) -> str:
     """Task text as it was written, hidden characters shown ([U+202E]), with the caution a memory gets
     when it reads as an instruction: a goal or a note is the agent's record, not a command. With
-    ``line``, on one line (a title, a step, an action: its line breaks shown as ``↵``)."""
+    ``line``, on one line (a title, a step, an action: its line breaks shown as ``↵``); without, its
+    lines after the first indented, so no line of it passes for a section header or a bullet of ours."""
+    return reveal(one_line(text) if line else indented(text)) + _caution(text)
+
+
+def _caution(text: str) -> str:
     note = caution(text)
-    return reveal(one_line(text) if line else text) + (f" [caution: {note}]" if note else "")
+    return f" [caution: {note}]" if note else ""
 
 
 def _ago(seconds: float) -> str:
@@ -71,7 +76,7 @@ def resume_text(packet: ResumePacket) -> str:
         elapsed=_ago(packet.elapsed_seconds),
         goal=_said(packet.goal),
         constraints=_bullets([_said(c, line=True) for c in packet.constraints]),
-        tree=_said(packet.tree),
+        tree=reveal(packet.tree) + _caution(packet.tree),  # our outline: a line per node, titles on theirs
         current=_said(f"{current.id}: {current.title}" + (f" ({current.notes})" if current.notes else ""), line=True)
         if current
         else "(none set)",
@@ -87,7 +92,7 @@ def resume_text(packet: ResumePacket) -> str:
         pinned=_memories(packet.pinned),
         memories=_memories(packet.memories),
         uri=packet.full_checkpoint_uri or task_uri(packet.task_id),
-        snapshot=_said(packet.snapshot_excerpt) if packet.snapshot_excerpt else "(empty)",
+        snapshot="  " + _said(packet.snapshot_excerpt) if packet.snapshot_excerpt else "(empty)",
         head_seq=packet.head_seq,
     )
 
