@@ -150,6 +150,21 @@ async def test_an_argument_the_tool_does_not_take_is_an_error_not_ignored(
     assert row_counts(data_dir, "alice") == before
 
 
+@pytest.mark.parametrize("tool", ["recall", "resume"])
+@pytest.mark.parametrize("budget", [1, 199, 32_001])
+async def test_recall_and_resume_take_the_same_token_budgets_and_say_which(
+    client: Client, tool: str, budget: int
+) -> None:
+    """recall took budget_tokens=1 (an answer that can hold nothing) where resume refused anything
+    under 200: both now take 200 to limits.max_recall_budget_tokens, and the refusal says so."""
+    await call(client, "checkpoint", {"task_id": "release", "goal": "Ship 2.4"})
+    args = {"query": "coffee"} if tool == "recall" else {"task_id": "release"}
+    message = await call_error(client, tool, {**args, "budget_tokens": budget})
+    assert f"budget_tokens: is {budget}" in message, message
+    assert "use 200 to 32000" in message, message
+    assert (await call(client, tool, {**args, "budget_tokens": 200}))["budget_tokens"] == 200
+
+
 def test_brackets_inside_strings_are_text_not_nesting() -> None:
     """A memory of 300 brackets is no deep message: only objects and arrays count towards the limit."""
     text = orjson.dumps({"jsonrpc": "2.0", "params": {"content": "[{" * 300 + '\\"]'}})

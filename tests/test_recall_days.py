@@ -141,16 +141,17 @@ async def test_asked_as_of_an_earlier_day_a_memory_said_since_is_said_on_its_dat
 
 
 async def test_a_budget_too_small_for_any_hit_says_so_rather_than_nothing_relevant(client: Client) -> None:
-    texts = ["The user drinks oolong tea without sugar", "The user runs fish as the shell", "The user is in Porto"]
+    long = " ".join(["with milk, in the blue mug by the window,"] * 30)  # over 200 tokens a memory
+    texts = [f"The user drinks oolong tea {long}", f"The user drinks green tea {long}", f"The user is in Porto {long}"]
     await call(client, "remember", {"memories": [{"content": text} for text in texts]})
-    result = await call(client, "recall", {"query": "tea", "budget_tokens": 20, "reinforce": False})
+    result = await call(client, "recall", {"query": "tea", "budget_tokens": 200, "reinforce": False})
     assert result["hits"] == []
     assert result["omitted_for_budget"] >= 1
-    assert "did not fit budget_tokens=20: raise it" in result["note"]
+    assert "did not fit budget_tokens=200: raise it" in result["note"]
     assert "no relevant memories" not in result["note"]
     assert "lower k" not in result["note"]  # fewer hits would not fit either
     # What the budget leaves out is counted within k, not over every candidate recall weighed.
-    one = await call(client, "recall", {"query": "tea", "k": 1, "budget_tokens": 20, "reinforce": False})
+    one = await call(client, "recall", {"query": "tea", "k": 1, "budget_tokens": 200, "reinforce": False})
     assert one["omitted_for_budget"] == 1
     assert one["note"].startswith("1 relevant memory did not fit")
 

@@ -155,7 +155,7 @@ async def recall(
     k: Annotated[Int | None, Field(description="how many memories at most (default 10; limits.max_k: 50)")] = None,
     budget_tokens: Annotated[
         Int | None,
-        Field(description="token budget for the hits (default 2000; limits.max_recall_budget_tokens: 32000)"),
+        Field(description="token budget for the hits, 200 to limits.max_recall_budget_tokens (32000); default 2000"),
     ] = None,
     filters: RecallFilters | None = None,
     explain: Bool = False,

@@ -101,7 +101,9 @@ async def resume(
     ctx: Context,
     task_id: str,
     checkpoint_id: Annotated[str | None, Field(description="roll back to this checkpoint")] = None,
-    budget_tokens: Annotated[Int | None, Field(description="token budget (default 4000)")] = None,
+    budget_tokens: Annotated[
+        Int | None, Field(description="token budget, 200 to limits.max_recall_budget_tokens (32000); default 4000")
+    ] = None,
 ) -> Annotated[CallToolResult, ResumePacket]:
     scope = face.scopes.scope(ctx)
     found = await face.tasks.resume(scope, task_id, checkpoint_id=checkpoint_id, budget_tokens=budget_tokens)

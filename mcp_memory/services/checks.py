@@ -4,9 +4,33 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcp_memory.core.errors import InvalidInputError
+from mcp_memory.config import Limits
+from mcp_memory.core.errors import InvalidInputError, LimitExceededError
 from mcp_memory.core.text import TextProblem, check_text
 from mcp_memory.services import incoming
+
+MIN_BUDGET_TOKENS = 200
+"""The least ``budget_tokens`` recall and resume take: a resume packet's goal and tree, or a few
+recalled memories with their reasons. One bound for both, as the two mean the same thing."""
+
+
+def budget(value: int | None, default: int, limits: Limits) -> int:
+    """``budget_tokens`` as given (``default`` when not), within the bounds recall and resume share."""
+    tokens = default if value is None else value
+    if tokens < MIN_BUDGET_TOKENS:
+        raise InvalidInputError(
+            "budget_tokens",
+            f"is {tokens}, too few for an answer; use {MIN_BUDGET_TOKENS} to {limits.max_recall_budget_tokens}"
+            " (or leave it out for the default), and lower k for fewer memories",
+        )
+    if tokens > limits.max_recall_budget_tokens:
+        raise LimitExceededError(
+            "budget_tokens",
+            f"is {tokens}; use {MIN_BUDGET_TOKENS} to {limits.max_recall_budget_tokens}",
+            limit_name="limits.max_recall_budget_tokens",
+            limit=limits.max_recall_budget_tokens,
+        )
+    return tokens
 
 
 def text_field(name: str, value: str) -> None:

@@ -19,7 +19,7 @@ from mcp_memory.core.errors import InvalidInputError, LimitExceededError
 from mcp_memory.core.ids import new_id
 from mcp_memory.core.models import Criteria, MemoryDraft, MemoryFilter, MemoryRecord, Provenance, Scope, to_seconds
 from mcp_memory.core.text import language, strip_query_syntax
-from mcp_memory.services import rules, scoring
+from mcp_memory.services import checks, rules, scoring
 from mcp_memory.services.checks import identifier, json_strings, text_field
 
 _KIND = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
@@ -178,14 +178,7 @@ def check_recall(
     k = config.default_k if k is None else k
     if not 1 <= k <= limits.max_k:
         raise LimitExceededError("k", f"is {k}; use 1 to {limits.max_k}", limit_name="limits.max_k", limit=limits.max_k)
-    budget = limits.default_recall_budget_tokens if budget_tokens is None else budget_tokens
-    if not 1 <= budget <= limits.max_recall_budget_tokens:
-        raise LimitExceededError(
-            "budget_tokens",
-            f"is {budget}; use 1 to {limits.max_recall_budget_tokens}",
-            limit_name="limits.max_recall_budget_tokens",
-            limit=limits.max_recall_budget_tokens,
-        )
+    budget = checks.budget(budget_tokens, limits.default_recall_budget_tokens, limits)
     preset = preset or config.preset
     if preset not in scoring.PRESETS:
         raise InvalidInputError("preset", f"must be one of {sorted(scoring.PRESETS)}")

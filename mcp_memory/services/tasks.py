@@ -25,7 +25,7 @@ from mcp_memory.core.ids import new_id
 from mcp_memory.core.models import CheckpointRow, MemoryFilter, Page, Scope, TaskRow
 from mcp_memory.core.task_model import Checkpointed, CheckpointReason, Resumption, Task, TaskEdit, TaskHead
 from mcp_memory.core.text import strip_query_syntax, task_uri
-from mcp_memory.services import incoming, packet, task_tree
+from mcp_memory.services import checks, incoming, packet, task_tree
 from mcp_memory.services.checks import identifier, text_field
 from mcp_memory.services.memory import MemoryService
 from mcp_memory.services.one_call import in_one_transaction
@@ -385,14 +385,7 @@ class TaskService:
     ) -> Resumption:
         """What the packet for the task's head is made of, or (with ``checkpoint_id``) for a rollback to
         that checkpoint; the face packs it into the budget."""
-        budget = self.limits.default_resume_budget_tokens if budget_tokens is None else budget_tokens
-        if not 200 <= budget <= self.limits.max_recall_budget_tokens:
-            raise LimitExceededError(
-                "budget_tokens",
-                f"is {budget}; use 200 to {self.limits.max_recall_budget_tokens}",
-                limit_name="limits.max_recall_budget_tokens",
-                limit=self.limits.max_recall_budget_tokens,
-            )
+        budget = checks.budget(budget_tokens, self.limits.default_resume_budget_tokens, self.limits)
         warnings: list[str] = []
         rolled_back_to = None
         if checkpoint_id is not None:
