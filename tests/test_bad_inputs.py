@@ -62,6 +62,9 @@ BAD_INPUTS: list[tuple[str, dict[str, Any], list[str]]] = [
     ("recall", {"query": ""}, ["query"]),
     ("recall", {"query": '*()[]"'}, ["query", "words"]),
     ("recall", {"query": "??? !!!"}, ["query", "words"]),
+    ("recall", {"query": "the of and"}, ["query", "nothing to search for"]),
+    ("recall", {"query": "的 了"}, ["query", "nothing to search for"]),
+    ("recall", {"query": "and (then)? 是吗"}, ["query", "nothing to search for"]),
     ("recall", {"query": "q" * 2_001}, ["query", "limits.max_query_chars"]),
     ("recall", {"query": "nul\x00"}, ["query", "NUL"]),
     ("recall", {"query": "coffee", "k": 0}, ["k", "limits.max_k"]),
@@ -163,6 +166,14 @@ async def test_recall_and_resume_take_the_same_token_budgets_and_say_which(
     assert f"budget_tokens: is {budget}" in message, message
     assert "use 200 to 32000" in message, message
     assert (await call(client, tool, {**args, "budget_tokens": 200}))["budget_tokens"] == 200
+
+
+async def test_a_question_of_common_words_that_points_at_someone_is_still_searched(client: Client) -> None:
+    """Glue words alone ("the of and") are refused like "???", but a question made of words the keyword
+    side skips that still point at something ("who am I?", "我是谁") is searched by meaning."""
+    await call(client, "remember", {"content": "The user's name is Dana Novak"})
+    for question in ["who am I?", "what is it", "我是谁"]:
+        assert (await call(client, "recall", {"query": question, "floor": False}))["hits"], question
 
 
 def test_brackets_inside_strings_are_text_not_nesting() -> None:

@@ -137,6 +137,17 @@ def test_a_prompt_gets_the_memories_that_bear_on_it_and_noise_gets_nothing(tmp_p
     assert done.stdout == b"", done.stdout  # nothing above the floor: no context rather than noise
 
 
+@pytest.mark.parametrize("prompt", ["???", "and then?", "的 了"])
+def test_a_prompt_with_nothing_to_search_for_gets_nothing_and_no_warning(tmp_path: Path, prompt: str) -> None:
+    """recall refuses such a question; the hook does not ask it, so the log holds no failure."""
+    data = tmp_path / "data"
+    seed(data)
+    done = hook(data, "UserPromptSubmit", base(data, "UserPromptSubmit", prompt=prompt))
+    assert done.returncode == 0
+    assert done.stdout == b""
+    assert b"answered nothing" not in done.stderr, done.stderr
+
+
 def test_a_first_session_store_of_one_rule_and_one_fact_gives_the_fact_and_noise_nothing(tmp_path: Path) -> None:
     """Too few memories for the store's own statistics: each hit is judged on its own evidence (a
     content word of the prompt in the memory, closeness above the model's unrelated pairs)."""

@@ -53,7 +53,7 @@ async def _ids(client: Client, query: str) -> list[str]:
 async def test_a_hostile_query_returns_the_same_hits_as_its_words(client: Client, query: str) -> None:
     await call(client, "remember", {"memories": [{"content": c} for c in CORPUS]})
     plain = _without_punctuation(query)
-    if not plain:
+    if set(plain.lower().split()) <= {"and", "or", "not"}:  # no words, or glue words alone
         result = await client.call_tool("recall", {"query": query})
         assert result.is_error  # nothing to search for: a clear error, not a crash
         return

@@ -35,7 +35,7 @@ from mcp_memory.compose import Runtime, open_runtime
 from mcp_memory.config import Settings
 from mcp_memory.core.models import MemoryDraft, Scope
 from mcp_memory.core.task_model import CheckpointReason, Task
-from mcp_memory.core.text import normalize
+from mcp_memory.core.text import normalize, nothing_to_search
 from mcp_memory.mcp.templates import hint_text, recall_text, resume_text
 from mcp_memory.mcp.wire_recall import hit_tokens, memory_out, recall_result
 from mcp_memory.mcp.wire_tasks import resume_packet
@@ -136,7 +136,7 @@ async def _answer(settings: Settings, event: str, payload: dict[str, Any]) -> An
 
 async def _prompt(runtime: Runtime, scope: Scope, prompt: str, settings: Settings) -> Answer:
     question = prompt.strip()[: settings.limits.max_query_chars]
-    if not question:
+    if nothing_to_search(question):  # "???", "and then?": recall would refuse it, and nobody asked
         return Answer()
     result = recall_result(
         await runtime.memory.recall(

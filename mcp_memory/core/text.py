@@ -206,6 +206,35 @@ def _latin_terms(piece: str) -> list[str]:
     return [piece]
 
 
+# The stopwords that point at something (a person, a thing, what is asked): "who am I?" is a question
+# the meaning side can answer. The others are glue ("the of and"): a query of glue alone asks nothing.
+_POINTERS = frozenset(
+    """i me my myself we our ours ourselves you your yours yourself yourselves he him his himself she her
+    hers herself it its itself they them their theirs themselves this that these those what which who whom
+    when where why how""".split()
+)
+_GLUE = EN_STOPWORDS - _POINTERS
+
+
+def nothing_to_search(query: str) -> str | None:
+    """Why ``query`` gives recall nothing to search for (punctuation alone, "???"; glue words alone,
+    "the of and", "的 了"), as the problem an error names; None when it has something."""
+    words = strip_query_syntax(query).lower()
+    if all(unicodedata.category(c)[0] in "PZ" for c in words):
+        return "has no words to search for; ask a question in words"
+    for chunk in words.split():
+        pieces = [chunk[m.start() : m.end()] for m in CJK_RUN.finditer(chunk)]
+        latin = [piece.strip(_EDGE) for piece in CJK_RUN.split(chunk)]
+        if any(not ZH_FUNCTION_CHARS.fullmatch(c) for piece in pieces for c in piece):
+            return None
+        if any(piece and piece not in _GLUE for piece in latin):
+            return None
+    return (
+        "has only words as common as 'the', 'of' or '的': nothing to search for; "
+        "ask about something in words ('what tea does the user drink?')"
+    )
+
+
 def identifiers(text: str) -> frozenset[str]:
     """Identifier-like tokens (ids, versions, paths, numbers, dates), lower-cased."""
     return frozenset(m.group(0).lower().rstrip(".") for m in _IDENTIFIER.finditer(text))

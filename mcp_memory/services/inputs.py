@@ -7,7 +7,6 @@ anything is written: ``memories[2].tags[0]``, ``filters.occurred_after``, ``budg
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -18,7 +17,7 @@ from mcp_memory.config import Limits, RecallSettings
 from mcp_memory.core.errors import InvalidInputError, LimitExceededError
 from mcp_memory.core.ids import new_id
 from mcp_memory.core.models import Criteria, MemoryDraft, MemoryFilter, MemoryRecord, Provenance, Scope, to_seconds
-from mcp_memory.core.text import language, strip_query_syntax
+from mcp_memory.core.text import language, nothing_to_search, strip_query_syntax
 from mcp_memory.services import checks, rules, scoring
 from mcp_memory.services.checks import identifier, json_strings, text_field
 
@@ -172,9 +171,10 @@ def check_recall(
             limit_name="limits.max_query_chars",
             limit=limits.max_query_chars,
         )
+    problem = nothing_to_search(query)  # "???", "the of and"
+    if problem:
+        raise InvalidInputError("query", problem)
     words = strip_query_syntax(query)
-    if not words or all(unicodedata.category(c)[0] in "PZ" for c in words):  # "???": punctuation alone
-        raise InvalidInputError("query", "has no words to search for; ask a question in words")
     k = config.default_k if k is None else k
     if not 1 <= k <= limits.max_k:
         raise LimitExceededError("k", f"is {k}; use 1 to {limits.max_k}", limit_name="limits.max_k", limit=limits.max_k)
