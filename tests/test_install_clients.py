@@ -355,3 +355,56 @@ def test_the_file_keeps_its_mode_and_a_symlink_stays_a_symlink(tmp_path: Path) -
     assert real.stat().st_mode & 0o777 == 0o640
     assert "memory" in servers("cursor", real)
     assert sorted(p.name for p in tmp_path.rglob("*") if ".tmp" in p.name) == []  # no temporary file left
+
+
+def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    for name in ("XDG_CONFIG_HOME", "APPDATA", "CODEX_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    return home
+
+
+def _tree(home: Path) -> list[str]:
+    return sorted(str(path.relative_to(home)) for path in home.rglob("*"))
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the default locations of this machine's OS")
+def test_uninstall_removes_the_folders_install_created_once_empty(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """~/.cursor, ~/.config/zed and ~/.config went with the files install had put in them (docs/adr/0030)."""
+    home = _home(tmp_path, monkeypatch)
+    for client in ("cursor", "zed", "claude-code"):
+        assert run("install", client, *(["--hooks"] if client == "claude-code" else [])) == 0
+    assert {".cursor/mcp.json", ".config/zed/settings.json", ".claude/settings.json"} <= set(_tree(home))
+    for client in ("cursor", "zed", "claude-code"):
+        assert run("uninstall", client, *(["--hooks"] if client == "claude-code" else [])) == 0
+    assert _tree(home) == []  # as before install
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the default locations of this machine's OS")
+def test_uninstall_keeps_a_folder_it_did_not_create_or_that_holds_more(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = _home(tmp_path, monkeypatch)
+    (home / ".cursor").mkdir()  # the user's (Cursor ran once): empty, and not ours to remove
+    assert run("install", "cursor") == 0
+    assert run("install", "zed") == 0
+    (home / ".config" / "other-app").mkdir()  # another program's, made since
+    (home / ".config" / "zed" / "themes.json").write_text("{}", encoding="utf-8")  # Zed's, made since
+    assert run("uninstall", "cursor") == 0
+    assert run("uninstall", "zed") == 0
+    assert _tree(home) == [
+        ".config",
+        ".config/other-app",
+        ".config/zed",
+        ".config/zed/.mcp-memory-made",  # kept: once themes.json goes, uninstall can still tidy up
+        ".config/zed/themes.json",
+        ".cursor",
+    ]
+    (home / ".config" / "zed" / "themes.json").unlink()
+    (home / ".config" / "other-app").rmdir()
+    assert run("uninstall", "zed") == 0  # nothing of ours left in a file: the folders still go
+    assert _tree(home) == [".cursor"]

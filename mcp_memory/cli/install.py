@@ -139,15 +139,19 @@ def _plan(what: str, path: Path, edit: Callable[[str | None], str | None]) -> Ch
 
 
 def _apply(change: Change, verb: str, dry_run: bool) -> None:
-    from mcp_memory.install.files import backup, write_atomic
+    from mcp_memory.install.files import backup, missing_folders, note_made, remove_made, write_atomic
 
+    folder = change.path.parent
     if change.old == change.new:
         state = "already installed in" if verb == "install" else "not in"
         _err(f"{change.what}: {state} {change.path}; nothing to change")
+        if change.new is None and not dry_run:  # the file went some other way: the folders still may
+            _removed(remove_made(folder))
         return
     if dry_run:
         sys.stdout.write(diff(change))
         return
+    made = missing_folders(folder) if change.new is not None else []
     try:
         # A file that goes held our entry and nothing else (documents.uninstall_text): no copy to keep.
         copy = backup(change.path) if change.old is not None and change.new is not None else None
@@ -155,6 +159,8 @@ def _apply(change: Change, verb: str, dry_run: bool) -> None:
             change.path.unlink()
         else:
             write_atomic(change.path, change.new)
+            if made:  # so uninstall can remove what it leaves empty, and nothing the user made
+                note_made(folder, made)
     except OSError as exc:
         raise InvalidInputError(
             str(change.path), f"cannot be written ({exc.strerror or exc}); check the folder's permissions"
@@ -162,6 +168,13 @@ def _apply(change: Change, verb: str, dry_run: bool) -> None:
     done = {"install": "installed into", "uninstall": "removed from"}[verb]
     gone = " (the file held nothing else and is gone)" if change.new is None else ""
     _err(f"{change.what}: {done} {change.path}{gone}" + (f"; previous file kept as {copy}" if copy else ""))
+    if change.new is None:
+        _removed(remove_made(folder))
+
+
+def _removed(folders: list[Path]) -> None:
+    if folders:
+        _err(f"removed the now empty folder(s) install had created: {', '.join(map(str, folders))}")
 
 
 def diff(change: Change) -> str:

@@ -93,6 +93,8 @@ def uninstall_hooks(text: str | None, path: Path) -> str | None:
     if hooks == settings.get("hooks", {}):
         return text
     rest = {key: value for key, value in settings.items() if key != "hooks"}
+    if not hooks and not rest:  # nothing but our hooks, as install writes a file it creates: it goes
+        return None
     return _dump({**rest, "hooks": hooks} if hooks else rest)
 
 

@@ -11,7 +11,12 @@ import tempfile
 import time
 from pathlib import Path
 
+import orjson
+
 from mcp_memory.core.errors import InvalidInputError
+
+MADE = ".mcp-memory-made"
+"""The record, in a folder install created for a client's file, of the folders it created (docs/adr/0030)."""
 
 
 def target(path: Path) -> Path:
@@ -65,3 +70,39 @@ def write_atomic(path: Path, text: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
+
+
+def missing_folders(folder: Path) -> list[Path]:
+    """The folders that do not exist yet on the way to ``folder``, highest first (``folder`` last)."""
+    missing = [path for path in (folder, *folder.parents) if not path.exists()]
+    return missing[::-1]
+
+
+def note_made(folder: Path, made: list[Path]) -> None:
+    """Record beside the file install wrote that it created ``made`` (absolute paths)."""
+    write_atomic(folder / MADE, orjson.dumps({"created": [str(path) for path in made]}).decode() + "\n")
+
+
+def remove_made(folder: Path) -> list[Path]:
+    """After the file in ``folder`` went: the folders install recorded creating, removed deepest first
+    while each is empty (the record aside), so a folder that holds anything else stays, and so does
+    every folder above it. A record that is unreadable, or names a folder other than ``folder`` and
+    those above it, removes nothing."""
+    record = folder / MADE
+    try:
+        made = [Path(path) for path in orjson.loads(record.read_bytes())["created"]]
+        if any(entry.name != MADE for entry in folder.iterdir()):
+            return []
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    if not made or any(path != folder and path not in folder.parents for path in made):
+        return []
+    record.unlink()
+    removed: list[Path] = []
+    for path in sorted(made, key=lambda path: len(path.parts), reverse=True):
+        try:
+            path.rmdir()
+        except OSError:  # not empty (or not ours to remove): it and those above it stay
+            break
+        removed.append(path)
+    return removed
