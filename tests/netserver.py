@@ -14,6 +14,7 @@ import signal
 import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,6 +71,25 @@ def server_env(data_dir: Path, extra: dict[str, str] | None = None) -> dict[str,
     env.update(forced_model())
     env.update(extra or {})
     return env
+
+
+def local_store(data_dir: Path) -> None:
+    """The local owner's store (server_env's principal) with one memory, as a client's first session
+    leaves it: what `mcp-memory ui` needs to show."""
+    import anyio
+
+    from mcp_memory.config import load_settings
+    from mcp_memory.core.models import MemoryDraft, Scope
+    from mcp_memory.mcp.server import open_server
+    from mcp_memory.services.memory import CallContext
+
+    async def run() -> None:
+        async with open_server(load_settings(data_dir=data_dir, principal="local-owner"), warm=False) as runtime:
+            drafts = [MemoryDraft(content="The user's cat is named Biscuit")]
+            await runtime.memory.remember(Scope("local-owner"), drafts, CallContext())
+
+    with ThreadPoolExecutor(1) as pool:  # a loop of its own, whatever runs in this thread (playwright's)
+        pool.submit(anyio.run, run).result()
 
 
 def forced_model() -> dict[str, str]:

@@ -11,8 +11,10 @@ import time
 from pathlib import Path
 
 import httpx2
+import pytest
 
-from tests.netserver import REPO, SERVER_BIN, server_env
+from mcp_memory.cli import main
+from tests.netserver import REPO, SERVER_BIN, local_store, server_env
 
 LINK = re.compile(r"http://127\.0\.0\.1:\d+/ui/login\?once=\S+")
 
@@ -30,6 +32,7 @@ def _first_line(process: subprocess.Popen[str], seconds: float) -> str:
 
 def test_ui_prints_the_one_time_link_alone_on_stdout_and_its_note_on_stderr(tmp_path: Path) -> None:
     errors = tmp_path / "stderr.log"
+    local_store(tmp_path / "data")
     env = {**server_env(tmp_path / "data"), "PYTHONPATH": str(REPO)}  # this checkout's code
     with errors.open("w") as sink:
         process = subprocess.Popen(
@@ -54,3 +57,20 @@ def test_ui_prints_the_one_time_link_alone_on_stdout_and_its_note_on_stderr(tmp_
         assert process.stdout is not None
         process.stdout.close()
     assert os.path.exists(tmp_path / "data")  # positive control: the inspector served a store
+
+
+def test_ui_refuses_a_data_dir_that_holds_no_store_and_makes_none(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`serve` makes a store on its first run; `ui` reads one, so a mistyped --data-dir is named with
+    the fix rather than served as a new, empty store."""
+    typo = tmp_path / "mcp-memroy"
+    assert main(["--data-dir", str(typo), "--principal", "local-owner", "ui", "--no-browser"]) == 2
+    err = capsys.readouterr().err
+    assert f"{str(typo)!r} does not exist: `ui` has no store to work on; check --data-dir" in err
+    assert "`mcp-memory serve` makes a store on its first run" in err
+    assert not typo.exists()
+    typo.mkdir()  # a folder that exists but holds no store
+    assert main(["--data-dir", str(typo), "--principal", "local-owner", "ui", "--no-browser"]) == 2
+    assert f"{str(typo)!r} holds no store for `ui` to show; check --data-dir" in capsys.readouterr().err
+    assert list(typo.iterdir()) == []

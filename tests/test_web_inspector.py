@@ -20,7 +20,16 @@ from mcp.client import Client
 from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
 
 from tests.conftest import call
-from tests.netserver import SERVER_BIN, NetServer, connect, create_token, revoke, running, server_env
+from tests.netserver import (
+    SERVER_BIN,
+    NetServer,
+    connect,
+    create_token,
+    local_store,
+    revoke,
+    running,
+    server_env,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.model_independent]
 
@@ -326,6 +335,7 @@ def test_revoking_the_token_ends_its_inspector_session(world: World, visit: Watc
 
 def test_mcp_memory_ui_opens_a_one_time_link_for_the_local_principal(tmp_path: Path, browser: Browser) -> None:
     log, out = tmp_path / "ui.log", tmp_path / "ui.out"  # the links come alone on stdout
+    local_store(tmp_path / "data")
     with log.open("wb") as sink, out.open("wb") as links_sink:
         process = subprocess.Popen(
             [str(SERVER_BIN), "ui", "--no-browser"], env=server_env(tmp_path / "data"), stdout=links_sink, stderr=sink

@@ -242,7 +242,8 @@ def _run(args: argparse.Namespace) -> int:
 
             if args.command == "serve":
                 anyio.run(gateway.serve_network, settings, args.transport)
-            else:
+            else:  # the inspector reads a store: it makes none under a mistyped --data-dir
+                _stored(settings, "ui")
                 anyio.run(gateway.serve_ui, settings, not args.no_browser)
             return 0
         if args.command == "token":
@@ -330,9 +331,11 @@ def _err(text: str) -> None:
 
 
 def _stored(settings: Settings, command: str) -> None:
-    """Refuse a read-only command on a data directory or principal that holds nothing (SQLite): it
-    would otherwise create an empty store under a mistyped name and report on that."""
+    """Refuse a command that reads a store (stats, export, maintain, ui) on a data directory or
+    principal that holds nothing (SQLite): it would otherwise create an empty store under a mistyped
+    name and report on that."""
     from mcp_memory.core.errors import InvalidInputError
+    from mcp_memory.storage.permissions import CONTROL_FILE, PRINCIPALS
     from mcp_memory.storage.pool import principal_file
 
     if settings.storage.backend != "sqlite":
@@ -340,13 +343,23 @@ def _stored(settings: Settings, command: str) -> None:
     if not settings.data_dir.is_dir():
         raise InvalidInputError(
             "data dir",
-            f"{str(settings.data_dir)!r} does not exist: `{command}` has no store to work on; check --data-dir",
+            f"{str(settings.data_dir)!r} does not exist: `{command}` has no store to work on; check --data-dir "
+            "(`mcp-memory serve` makes a store on its first run)",
         )
+    if command == "ui":  # any principal's store, or the tokens of a network server: the inspector signs them in
+        if not any((settings.data_dir / name).exists() for name in (PRINCIPALS, CONTROL_FILE)):
+            raise InvalidInputError(
+                "data dir",
+                f"{str(settings.data_dir)!r} holds no store for `ui` to show; check --data-dir "
+                "(`mcp-memory serve` makes a store on its first run)",
+            )
+        return
     if command != "maintain" and not principal_file(settings.data_dir, settings.principal).exists():
         raise InvalidInputError(
             "principal",
             f"{settings.principal!r} has no store in {str(settings.data_dir)!r} for `{command}` to work on; "
-            "check --principal (or MCP_MEMORY_PRINCIPAL) and --data-dir",
+            "check --principal (or MCP_MEMORY_PRINCIPAL) and --data-dir (`mcp-memory serve` makes a store on its "
+            "first run)",
         )
 
 
