@@ -176,6 +176,27 @@ async def test_a_question_of_common_words_that_points_at_someone_is_still_search
         assert (await call(client, "recall", {"query": question, "floor": False}))["hits"], question
 
 
+@pytest.mark.parametrize(
+    ("tool", "args", "where"),
+    [
+        ("resume", {"task_id": "blgo"}, "list_tasks"),
+        ("list_checkpoints", {"task_id": "blgo"}, "list_tasks"),
+        ("resume", {"task_id": "blog", "checkpoint_id": "01NOPE"}, "list_checkpoints"),
+        ("pin", {"id": "01NOPE"}, "list_memories"),
+        ("get_memory", {"id": "01NOPE"}, "list_memories"),
+        ("correct_memory", {"id": "01NOPE", "text": "The user drinks tea"}, "list_memories"),
+        ("forget", {"ids": ["01NOPE"]}, "list_memories"),
+    ],
+)
+async def test_an_unknown_id_is_named_with_the_tool_that_lists_the_right_ones(
+    client: Client, tool: str, args: dict[str, Any], where: str
+) -> None:
+    await call(client, "checkpoint", {"task_id": "blog", "goal": "Write a post"})
+    message = await call_error(client, tool, args)
+    assert "by the id of" in message, message
+    assert where in message, message
+
+
 def test_brackets_inside_strings_are_text_not_nesting() -> None:
     """A memory of 300 brackets is no deep message: only objects and arrays count towards the limit."""
     text = orjson.dumps({"jsonrpc": "2.0", "params": {"content": "[{" * 300 + '\\"]'}})

@@ -113,7 +113,7 @@ class BrowseService:
                     memory_id,
                     f"it was {went[1]} on {when:%Y-%m-%d %H:%M} UTC; only that record of it remains",
                 )
-            raise NotFoundError("memory", memory_id)
+            raise NotFoundError("memory", memory_id, "recall and list_memories give the ids of your memories")
         return found[0], await self.store.browse.history(scope, found[0])
 
     async def correct_memory(

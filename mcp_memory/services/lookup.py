@@ -14,7 +14,7 @@ async def why_not_current(store: MemoryStore, scope: Scope, memory_id: str, now:
     everything = Criteria(ids=(memory_id,), include_superseded=True, include_archived=True, include_expired=True)
     found = await store.select_memories(scope, everything, now)
     if not found:
-        raise NotFoundError("memory", memory_id)
+        raise NotFoundError("memory", memory_id, "recall and list_memories give the ids of your memories")
     record = found[0]
     if record.superseded_by is not None:
         raise InvalidInputError("id", f"{memory_id!r} was replaced by {record.superseded_by!r}; use that one")

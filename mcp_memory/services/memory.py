@@ -485,7 +485,7 @@ class MemoryService:
         if ids is not None:
             missing = [i for i in dict.fromkeys(ids) if i not in {r.id for r in records}]
             if missing:
-                raise NotFoundError("memory", missing[0])
+                raise NotFoundError("memory", missing[0], "recall and list_memories give the ids of your memories")
         if dry_run:
             return Forgotten(records, dry_run=True)
         deleted, scrubbed = await self.store.delete(scope, [r.id for r in records], derived=True)

@@ -89,7 +89,7 @@ class TaskService:
         text_field("task_id", task_id)
         row = await self.tasks.get(scope, task_id)
         if row is None:
-            raise NotFoundError("task", task_id)
+            raise NotFoundError("task", task_id, "list_tasks shows your tasks' ids")
         return row
 
     # ----- writing -------------------------------------------------------------------------
@@ -297,7 +297,7 @@ class TaskService:
             found = await self._valid_checkpoint(scope, task_id, checkpoint_id, warnings)
             if found is None:
                 if await self.tasks.checkpoint(scope, task_id, checkpoint_id) is None:
-                    raise NotFoundError("checkpoint", checkpoint_id)
+                    raise NotFoundError("checkpoint", checkpoint_id, "list_checkpoints shows the task's checkpoints")
                 raise StorageError(f"checkpoint {checkpoint_id!r} and all its ancestors are unreadable")
             target, envelope = found
             head = self._head_from(envelope)
@@ -348,7 +348,7 @@ class TaskService:
         await self._row(scope, task_id)
         row = await self.tasks.checkpoint(scope, task_id, checkpoint_id)
         if row is None or row.envelope is None:
-            raise NotFoundError("checkpoint", checkpoint_id)
+            raise NotFoundError("checkpoint", checkpoint_id, "list_checkpoints shows the task's checkpoints")
         try:
             envelope = unpack(row.envelope)
         except (CorruptCheckpointError, CheckpointFormatError) as exc:

@@ -226,7 +226,7 @@ async def _check_named(
     named = [(int(r[0]), str(r[1])) for r in found]
     missing = set(ids) - {i for _, i in named}
     if missing:
-        raise NotFoundError("memory", sorted(missing)[0])
+        raise NotFoundError("memory", sorted(missing)[0], "recall and list_memories give the ids of your memories")
     return named
 
 
