@@ -99,7 +99,9 @@ def resume_text(packet: ResumePacket) -> str:
 
 def recall_text(query: str, pinned: Sequence[Pin | MemoryOut], hits: Sequence[Hit | MemoryOut]) -> str:
     """A context block of the memories recall found for ``query``, pinned ones first."""
-    return template("recall_context").format(query=query, pinned=_memories(pinned), memories=_memories(hits))
+    return template("recall_context").format(
+        query=reveal(one_line(query)), pinned=_memories(pinned), memories=_memories(hits)
+    )  # the question on its line: a line break in it cannot open a section of pinned rules
 
 
 def hint_text(hits: Sequence[Hit | MemoryOut]) -> str:
