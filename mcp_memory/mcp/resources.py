@@ -14,10 +14,12 @@ The SDK calls a static resource without a Context: the caller is resolved from t
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
 
+from mcp_memory.core.text import one_line
 from mcp_memory.mcp import wire_tasks
 from mcp_memory.mcp.face import Face
 from mcp_memory.mcp.recall_schemas import MemoryOut
@@ -25,6 +27,14 @@ from mcp_memory.mcp.task_schemas import TaskState
 from mcp_memory.mcp.wire_recall import memory_out
 from mcp_memory.mcp.wire_upkeep import stats_result
 from mcp_memory.services import task_tree
+
+
+def _fenced(text: str) -> str:
+    """Free text (a goal, the snapshot) as written, in a code fence longer than any run of backticks
+    in it: no line of it can pass for a heading or a list of the page's own ("## Pending actions")."""
+    longest = max((len(run) for run in re.findall("`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}text\n{text}\n{fence}"
 
 
 def _json(value: Any) -> str:
@@ -36,7 +46,7 @@ def pinned_markdown(pinned: list[MemoryOut]) -> str:
         return "# Pinned memory\n\nNothing is pinned. Pin goals, rules and identity with the `pin` tool.\n"
     lines = ["# Pinned memory", ""]
     lines += [
-        f"- **{m.kind}**: {m.text} _(id {m.id}, since {m.created_at:%Y-%m-%d}{_origin(m)})_"
+        f"- **{m.kind}**: {one_line(m.text)} _(id {m.id}, since {m.created_at:%Y-%m-%d}{_origin(m)})_"
         + (f" **[caution: {m.caution}]**" if m.caution else "")
         for m in pinned
     ]
@@ -54,20 +64,20 @@ def _origin(memory: MemoryOut) -> str:
 def task_markdown(state: TaskState) -> str:
     head = state.head
     parts = [
-        f"# {state.title}",
+        f"# {one_line(state.title)}",
         "",
         f"- task id: `{state.task_id}`",
         f"- head: {state.head_seq}",
         f"- updated: {state.updated_at:%Y-%m-%d %H:%M:%S} UTC",
-        f"- current node: {head.current_node or '(none)'}",
+        f"- current node: {one_line(head.current_node or '(none)')}",
         "",
         "## Goal",
         "",
-        state.goal,
+        _fenced(state.goal),
         "",
         "## Constraints",
         "",
-        *([f"- {c}" for c in state.constraints] or ["(none)"]),
+        *([f"- {one_line(c)}" for c in state.constraints] or ["(none)"]),
         "",
         "## Tree",
         "",
@@ -79,7 +89,9 @@ def task_markdown(state: TaskState) -> str:
         "",
         *(
             [
-                f"- {a.text}" + (" (external)" if a.external else "") + (" (irreversible)" if a.irreversible else "")
+                f"- {one_line(a.text)}"
+                + (" (external)" if a.external else "")
+                + (" (irreversible)" if a.irreversible else "")
                 for a in head.pending_actions
             ]
             or ["(none)"]
@@ -102,7 +114,7 @@ def task_markdown(state: TaskState) -> str:
         "",
         "## Snapshot",
         "",
-        head.snapshot or "(empty)",
+        _fenced(head.snapshot) if head.snapshot else "(empty)",
         "",
     ]
     return "\n".join(parts)
