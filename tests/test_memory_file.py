@@ -183,6 +183,19 @@ async def test_every_process_follows_the_file(tmp_path: Path, mode: str) -> None
         assert len(rows) == 3  # and the Thursday version, superseded
 
 
+@pytest.mark.slow
+async def test_the_first_recall_after_a_start_carries_the_pins_of_the_file(tmp_path: Path, mode: str) -> None:
+    """A server's calls wait for its first look at the file (at most a few seconds): the first recall
+    a client makes used to race the file's application and come back without its pins."""
+    async with spawn_server(tmp_path, mode) as (client, _):  # a store in use: a file written since
+        await call(client, "remember", {"memories": [{"content": f"Note {i} about the garden"} for i in range(5)]})
+    rules = [f"Rule {i}: the release train number {i} leaves from platform {i}" for i in range(40)]
+    _write(tmp_path / "MEMORY.md", "".join(f"- {rule}\n" for rule in rules))  # 40 to embed: a while
+    async with spawn_server(tmp_path, mode, run=1) as (client, _):
+        first = await call(client, "recall", {"query": "when does the release train leave?"})
+    assert sorted(pin["text"] for pin in first["pinned"]) == sorted(rules)
+
+
 async def _until(client: Client, done: Any, seconds: float = 20.0) -> dict[str, dict[str, Any]]:
     with anyio.fail_after(seconds):
         while True:

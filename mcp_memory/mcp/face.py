@@ -6,6 +6,7 @@ table (``table``) gives it the server's ``Face``; a test gives it one it built, 
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import orjson
@@ -23,6 +24,10 @@ from mcp_memory.services.stats import StatsService
 from mcp_memory.services.tasks import TaskService
 
 
+async def _at_once() -> None:
+    return None
+
+
 @dataclass(frozen=True)
 class Face:
     """The services the MCP functions call, the resolver that says who is calling (``scopes``), and
@@ -36,6 +41,7 @@ class Face:
     golden: GoldenService
     scopes: ScopeResolver
     notifier: ResourceNotifier
+    settled: Callable[[], Awaitable[None]] = _at_once  # a server's first calls wait for its memory file
 
 
 def compact(result: BaseModel, text: str | None = None) -> CallToolResult:

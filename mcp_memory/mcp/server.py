@@ -104,7 +104,15 @@ def build_server(runtime: Runtime, scopes: ScopeResolver) -> tuple[MCPServer[Any
     mcp.middleware.append(unknown_argument_guard(mcp))
     mcp.middleware.append(prompt_argument_guard(mcp))
     face = Face(
-        runtime.memory, runtime.tasks, runtime.stats, runtime.browse, runtime.erasure, runtime.golden, scopes, notifier
+        runtime.memory,
+        runtime.tasks,
+        runtime.stats,
+        runtime.browse,
+        runtime.erasure,
+        runtime.golden,
+        scopes,
+        notifier,
+        runtime.memory_file.settled,
     )
     table.register(mcp, face)
     client_log.install(mcp)
@@ -121,6 +129,7 @@ def _start_background(server: Server, group: TaskGroup, stop: anyio.Event, *, wa
         group.start_soon(server.scheduler.run, stop)
     # What other processes and the passes change reaches this process's subscribers.
     group.start_soon(server.watcher.run, stop)
+    server.memory_file.expect_first_look()  # before any call can come: the first ones wait for it
     group.start_soon(server.memory_file.watch, stop)
 
 

@@ -182,6 +182,7 @@ def given(face: Face, fn: Function, answer: Answer, resolved: Mapping[str, Funct
         parameters[at] = parameters[at].replace(annotation=Annotated[parameters[at].annotation, resolve])
 
     async def call(*args: Any, **kwargs: Any) -> Any:
+        await face.settled()  # the pins of the memory file, looked at once after a start
         return await answer(fn.__name__, fn(face, *args, **kwargs), kwargs)
 
     call.__name__, call.__qualname__, call.__module__, call.__doc__ = (

@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 MAX_FILE_BYTES = 262_144
 POLL_SECONDS = 2.0  # how often a server looks at the file's modification time and size
 LEASE_SECONDS = 60.0  # a process that died applying the file holds it no longer than this
+FIRST_LOOK_SECONDS = 10.0  # the longest a server's first calls wait for its first look at the file
 KEY_PREFIX = "file:"
 FILE_PROVENANCE = Provenance(client_name="memory file", transport="file")
 _ITEM = re.compile(r"^(?P<indent>\s{0,3})(?:[-*+]|\d{1,9}[.)])\s+(?P<text>.*)$")
@@ -184,6 +185,19 @@ class MemoryFile:
         self.limits = limits
         self._seen: tuple[int, int] | None = None  # (mtime_ns, size) last applied (or found broken)
         self.status = "not read yet"
+        self._first_look: anyio.Event | None = None  # set once a watching server has looked
+
+    def expect_first_look(self) -> None:
+        """A server is about to watch the file: its calls wait (``settled``) until the first look."""
+        self._first_look = anyio.Event()
+
+    async def settled(self) -> None:
+        """Return once the watching server has looked at the file (at most FIRST_LOOK_SECONDS), so
+        the first recall after a start already carries the pins the file holds; at once otherwise."""
+        if self._first_look is not None and not self._first_look.is_set():
+            with anyio.move_on_after(FIRST_LOOK_SECONDS):
+                await self._first_look.wait()
+            self._first_look.set()  # a look slower than that holds up no later call
 
     async def sync(self, force: bool = False) -> SyncOutcome | None:
         """Apply the file if it changed since the last look (or ``force``); None when nothing was read.
@@ -233,6 +247,8 @@ class MemoryFile:
                         outcome.unpinned,
                     )
                 told = ""
+            if self._first_look is not None:
+                self._first_look.set()
             with anyio.move_on_after(every):
                 await stop.wait()
 
