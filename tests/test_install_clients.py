@@ -214,6 +214,9 @@ def test_an_unknown_client_or_a_bad_name_is_refused(tmp_path: Path, capsys: pyte
     err = capsys.readouterr().err
     assert "'notepad' is not a client this command knows" in err
     assert "claude-desktop, claude-code, cursor, vscode, windsurf, continue, cline, codex, gemini-cli, zed" in err
+    assert "did you mean" not in err  # nothing near "notepad"
+    assert run("install", "Curser", "--client-config", str(tmp_path / "x.json")) == 2
+    assert "'Curser' is not a client this command knows (did you mean 'cursor'?)" in capsys.readouterr().err
     assert run("install", "cursor", "--name", "../evil", "--client-config", str(tmp_path / "x.json")) == 2
     assert "--name" in capsys.readouterr().err
     assert run("install", "cursor", "--hooks", "--client-config", str(tmp_path / "x.json")) == 2

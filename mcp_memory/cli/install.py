@@ -68,8 +68,12 @@ def run(args: argparse.Namespace) -> int:
 
     client = CLIENTS.get(args.client)
     if client is None:
+        import difflib
+
+        near = difflib.get_close_matches(args.client.lower(), CLIENTS, n=1)
+        meant = f" (did you mean {near[0]!r}?)" if near else ""
         raise InvalidInputError(
-            "client", f"{args.client!r} is not a client this command knows; use one of: {', '.join(CLIENTS)}"
+            "client", f"{args.client!r} is not a client this command knows{meant}; use one of: {', '.join(CLIENTS)}"
         )
     if not _NAME.fullmatch(args.name):
         raise InvalidInputError("--name", f"{args.name!r} is not a server name; use letters, digits, '-', '_' or '.'")
