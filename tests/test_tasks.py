@@ -281,6 +281,17 @@ async def test_a_big_tree_cut_to_the_budget_keeps_the_current_node_and_its_ances
     assert packet["used_tokens"] <= 1_000
 
 
+async def test_one_line_left_out_of_the_tree_is_counted_in_the_singular(client: Client) -> None:
+    tree = {
+        "id": "root",
+        "title": "Blog post",
+        "children": [{"id": "draft", "title": "Draft"}, {"id": "pub", "title": "Publish"}],
+    }
+    await call(client, "checkpoint", {"task_id": "blog", "goal": "Write a post", "tree": tree, "current_node": "draft"})
+    packet = await call(client, "resume", {"task_id": "blog", "budget_tokens": 200})
+    assert packet["tree"].splitlines()[-1] == "... 1 more line in the full checkpoint"
+
+
 async def test_checkpoint_validates_its_arguments(client: Client) -> None:
     assert "goal" in await call_error(client, "checkpoint", {"task_id": "new-task", "snapshot": "x"})
     assert "current_node" in await call_error(

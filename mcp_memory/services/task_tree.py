@@ -197,9 +197,13 @@ def _cut(entries: list[tuple[str, str | None]], keep: set[str], max_lines: int) 
     last = -1
     for i in sorted(set(range(min(room, len(entries)))) | must):
         if i > last + 1:
-            out.append(f"... {i - last - 1} lines left out")
+            out.append(f"... {_lines(i - last - 1)} left out")
         out.append(entries[i][0])
         last = i
     if last < len(entries) - 1:
-        out.append(f"... {len(entries) - last - 1} more lines in the full checkpoint")
+        out.append(f"... {_lines(len(entries) - last - 1, 'more ')} in the full checkpoint")
     return out
+
+
+def _lines(n: int, more: str = "") -> str:
+    return f"{n} {more}line" + ("" if n == 1 else "s")
