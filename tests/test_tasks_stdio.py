@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import secrets
 import signal
 import sqlite3
@@ -170,7 +171,8 @@ async def assert_full_state(
     assert full["snapshot"] == snapshot
     markdown = await read_text(client, "memory://tasks/billing-v2")
     assert f"- current node: {current}\n" in markdown
-    assert markdown.endswith(f"## Snapshot\n\n{snapshot}\n")
+    fence = "`" * max([3, *(len(run) + 1 for run in re.findall("`+", snapshot))])  # longer than any inside
+    assert markdown.endswith(f"## Snapshot\n\n{fence}text\n{snapshot}\n{fence}\n")
     assert orjson.loads(markdown.split("## Variables\n\n```json\n", 1)[1].split("\n```", 1)[0]) == variables
 
 
