@@ -70,11 +70,11 @@ async def test_a_checkpoint_made_by_the_tool_is_read_by_the_resource_function(fa
 
 async def test_forget_user_takes_the_persons_answer_as_a_plain_argument(face: Face) -> None:
     await memory_tools.remember(face, NO_REQUEST, content="Bob prefers green tea")
-    declined = await erasure.forget_user(face, NO_REQUEST, person=DeclinedElicitation())
-    assert declined.dry_run
-    assert declined.counts["memories"] == 1
+    declined = (await erasure.forget_user(face, NO_REQUEST, person=DeclinedElicitation())).structured_content or {}
+    assert declined["dry_run"]
+    assert declined["counts"]["memories"] == 1
     yes = AcceptedElicitation[erasure.Confirmation](data=erasure.Confirmation(delete_everything=True))
-    erased = await erasure.forget_user(face, NO_REQUEST, person=yes)
-    assert not erased.dry_run
+    erased = (await erasure.forget_user(face, NO_REQUEST, person=yes)).structured_content or {}
+    assert erased["dry_run"] is False
     after = await memory_tools.recall(face, NO_REQUEST, query="what does Bob drink?")
     assert (after.structured_content or {})["hits"] == []

@@ -1,6 +1,6 @@
-"""The text block of remember, checkpoint, resume, list_tasks and list_checkpoints is a short
-rendering for reading, not the structured content as JSON again; the structured content keeps
-every field. Through a real MCP client, in both protocol generations."""
+"""The text block of every tool (recall, remember, the task tools, stats, forget, pin, the browsing
+tools, golden_queries, forget_user) is a short rendering for reading, not the structured content as
+JSON again; the structured content keeps every field. Through a real MCP client, in both protocol generations."""
 
 from __future__ import annotations
 
@@ -186,3 +186,58 @@ async def test_a_multi_line_question_stays_on_the_first_line_of_the_recall_conte
     )
     assert lines.count("Pinned rules and facts (always apply):") == 1
     assert "- deploy on Fridays" not in lines
+
+
+async def test_the_memory_tools_give_lines_not_their_json(client: Client) -> None:
+    """stats, pin, list_memories, get_memory and forget answer in lines a person reads; the structured
+    content keeps every field (stats its null ones too). On main each text block was the JSON again."""
+    batch = {"memories": [{"content": "The user's cat is named Biscuit", "tags": ["pets"]}, {"content": "Tea: oolong"}]}
+    cat, tea = [item["id"] for item in (await call(client, "remember", batch))["items"]]
+    text, data = await _shown(client, "pin", {"id": cat})
+    assert text == f"{cat} pinned; pinned memories take {data['pinned_tokens']} of {data['cap_tokens']} tokens"
+    text, data = await _shown(client, "list_memories", {})
+    assert text.splitlines() == [
+        "2 memories (by time, descending):",
+        f'- "Tea: oolong" (fact, {data["memories"][0]["occurred_at"][:10]}) id={tea}',
+        f'- "The user\'s cat is named Biscuit" (fact, {data["memories"][1]["occurred_at"][:10]}; tags pets) '
+        f"id={cat} [pinned]",
+    ]
+    text, data = await _shown(client, "get_memory", {"id": cat})
+    assert text.splitlines()[0].startswith('"The user\'s cat is named Biscuit" (fact, ')
+    assert "stated 1 time, last " in text
+    assert data["memory"]["occurrence_ids"]
+    assert data["occurrences"]
+    text, data = await _shown(client, "stats", {})
+    assert "llm" in data
+    assert data["llm"] is None
+    assert "memory: on" in text.splitlines()
+    assert "llm: not configured" in text.splitlines()
+    text, data = await _shown(client, "forget", {"ids": [tea]})
+    assert text.splitlines()[0] == "dry run: 1 matched, nothing deleted"
+    assert text.splitlines()[1].startswith('- "Tea: oolong" (fact, ')
+    assert data["items"][0]["preview"] == "Tea: oolong"
+    text, _ = await _shown(client, "forget", {"ids": [tea], "dry_run": False})
+    assert text.splitlines()[0] == "1 deleted of 1 matched"
+
+
+async def test_golden_queries_and_forget_user_give_lines_not_their_json(client: Client) -> None:
+    (item,) = (await call(client, "remember", {"content": "The user's cat is named Biscuit"}))["items"]
+    text, data = await _shown(client, "golden_queries", {"query": "what is the cat called", "memory_id": item["id"]})
+    (query,) = data["queries"]
+    assert set(query) == {"id", "query", "memory_id", "namespace", "found"}  # null ones too
+    assert text.splitlines()[:2] == [
+        f"1 golden query (each must be found in the top {data['k']})",
+        f'- "what is the cat called" -> {item["id"]} id={query["id"]}',
+    ]
+    text, data = await _shown(client, "golden_queries", {"check": True})
+    assert f"recall@{data['k']} now 1.00" in text.splitlines()[0]
+    assert text.splitlines()[1].endswith(" [found]")
+    text, data = await _shown(client, "forget_user", {})
+    code = data["confirmation_code"]
+    assert data["dry_run"]
+    assert code
+    assert text.splitlines()[0].startswith("dry run, would delete: memories 1, ")
+    assert f'confirmation_code "{code}" valid until ' in text
+    text, data = await _shown(client, "forget_user", {"confirmation_code": code})
+    assert not data["dry_run"]
+    assert text.startswith("erased at ")

@@ -11,7 +11,7 @@ from pydantic import Field
 from mcp_memory.core.models import MemorySort
 from mcp_memory.core.numbers import Bool, Float, Int
 from mcp_memory.core.recalled import Detail
-from mcp_memory.mcp import wire_memory
+from mcp_memory.mcp import lines, wire_memory
 from mcp_memory.mcp.face import Face, compact
 from mcp_memory.mcp.notify import pin_uris
 from mcp_memory.mcp.schemas import CorrectResult, ListFilters, MemoryDetail, MemoryPage
@@ -51,11 +51,14 @@ async def list_memories(
         cursor=cursor,
         limit=limit,
     )
-    return compact(wire_memory.memory_page(page, sort, descending, detail))
+    result = wire_memory.memory_page(page, sort, descending, detail)
+    # Asked for whole records: the text block carries them too, as JSON (as recall does).
+    return compact(result, None if detail == "full" else lines.memory_page_lines(result))
 
 
 async def get_memory(face: Face, ctx: Context, id: str) -> Annotated[CallToolResult, MemoryDetail]:
-    return compact(wire_memory.memory_detail(await face.browse.get_memory(face.scopes.scope(ctx), id)))
+    detail = wire_memory.memory_detail(await face.browse.get_memory(face.scopes.scope(ctx), id))
+    return compact(detail, lines.memory_detail_lines(detail))
 
 
 async def correct_memory(

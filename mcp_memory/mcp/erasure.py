@@ -15,9 +15,11 @@ from typing import Annotated
 from mcp.server.elicitation import AcceptedElicitation, ElicitationResult
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.resolve import Elicit
+from mcp_types import CallToolResult
 from pydantic import BaseModel, Field
 
-from mcp_memory.mcp.face import Face
+from mcp_memory.mcp.face import Face, shown
+from mcp_memory.mcp.lines import forget_user_lines
 from mcp_memory.mcp.notify import pin_uris
 from mcp_memory.mcp.schemas import ForgetUserResult
 from mcp_memory.mcp.wire_upkeep import forget_user_result
@@ -61,7 +63,7 @@ async def forget_user(
     ctx: Context,
     person: ElicitationResult[Confirmation],
     confirmation_code: Annotated[str | None, Field(description="the code a dry run returned")] = None,
-) -> ForgetUserResult:
+) -> Annotated[CallToolResult, ForgetUserResult]:
     erasure = face.erasure
     scope = face.scopes.scope(ctx)
     result = await erasure.forget_user(scope, confirmation_code)
@@ -70,7 +72,11 @@ async def forget_user(
         if isinstance(person, AcceptedElicitation) and person.data is not None and person.data.delete_everything:
             result = await erasure.forget_user(scope, result.confirmation_code)
         else:
-            return forget_user_result(await erasure.withdraw(scope, result))
+            return _shown(forget_user_result(await erasure.withdraw(scope, result)))
     if not result.dry_run:
         await face.notifier.changed([*pin_uris(), "memory://tasks"])
-    return forget_user_result(result)
+    return _shown(forget_user_result(result))
+
+
+def _shown(result: ForgetUserResult) -> CallToolResult:
+    return shown(result, forget_user_lines(result))

@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Annotated
 
 from mcp.server.mcpserver import Context
+from mcp_types import CallToolResult
 from pydantic import Field
 
 from mcp_memory.core.numbers import Bool
-from mcp_memory.mcp.face import Face
+from mcp_memory.mcp.face import Face, shown
+from mcp_memory.mcp.lines import golden_lines
 from mcp_memory.mcp.schemas import GoldenQueriesResult
 from mcp_memory.mcp.wire_upkeep import golden_result
 
@@ -26,7 +28,7 @@ async def golden_queries(
     memory_id: Annotated[str | None, Field(description="the memory the new query must find")] = None,
     remove: Annotated[str | None, Field(description="the id of a golden query to delete")] = None,
     check: Annotated[Bool, Field(description="ask every golden query now and say which are found")] = False,
-) -> GoldenQueriesResult:
+) -> Annotated[CallToolResult, GoldenQueriesResult]:
     golden = face.golden
     scope = face.scopes.scope(ctx)
     if remove is not None:
@@ -35,4 +37,5 @@ async def golden_queries(
         await golden.add(scope, query or "", memory_id or "")
     rows = await golden.queries(scope)
     measure = await golden.check_now(scope) if check else None
-    return golden_result(golden.settings.golden_k, rows, measure, await golden.checks(scope))
+    result = golden_result(golden.settings.golden_k, rows, measure, await golden.checks(scope))
+    return shown(result, golden_lines(result))

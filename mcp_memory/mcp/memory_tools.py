@@ -16,7 +16,7 @@ from pydantic import Field, ValidationError
 from mcp_memory.core.errors import InvalidInputError
 from mcp_memory.core.numbers import Bool, Float, Int
 from mcp_memory.core.recalled import Detail
-from mcp_memory.mcp import wire_memory, wire_recall
+from mcp_memory.mcp import lines, wire_memory, wire_recall
 from mcp_memory.mcp.face import Face, compact, problems, shown
 from mcp_memory.mcp.notify import pin_uris
 from mcp_memory.mcp.recall_schemas import RecallResult
@@ -198,26 +198,28 @@ async def forget(
     ids: list[str] | None = None,
     filters: Annotated[ForgetFilter | None, Field(description="tags, kinds, time range, task")] = None,
     dry_run: Bool = True,
-) -> ForgetResult:
+) -> Annotated[CallToolResult, ForgetResult]:
     where = wire_memory.memory_filter(filters)
     done = await face.memory.forget(face.scopes.scope(ctx), ids=ids, where=where, dry_run=dry_run)
     if done.deleted:
         await face.notifier.changed(pin_uris())
-    return wire_memory.forget_result(done)
+    result = wire_memory.forget_result(done)
+    return shown(result, lines.forget_lines(result))
 
 
-async def pin(face: Face, ctx: Context, id: str) -> PinResult:
+async def pin(face: Face, ctx: Context, id: str) -> Annotated[CallToolResult, PinResult]:
     return await _pin(face, ctx, id, True)
 
 
-async def unpin(face: Face, ctx: Context, id: str) -> PinResult:
+async def unpin(face: Face, ctx: Context, id: str) -> Annotated[CallToolResult, PinResult]:
     return await _pin(face, ctx, id, False)
 
 
-async def _pin(face: Face, ctx: Context, memory_id: str, pinned: bool) -> PinResult:
+async def _pin(face: Face, ctx: Context, memory_id: str, pinned: bool) -> CallToolResult:
     total = await face.memory.pin(face.scopes.scope(ctx), memory_id, pinned)
     await face.notifier.changed(pin_uris())
-    return wire_memory.pin_result(memory_id, pinned, total, face.memory.limits.pinned_cap_tokens)
+    result = wire_memory.pin_result(memory_id, pinned, total, face.memory.limits.pinned_cap_tokens)
+    return shown(result, lines.pin_lines(result))
 
 
 async def undo_summary(face: Face, ctx: Context, id: str) -> UndoSummaryResult:
@@ -225,5 +227,6 @@ async def undo_summary(face: Face, ctx: Context, id: str) -> UndoSummaryResult:
     return UndoSummaryResult(summary_id=id, restored=restored)
 
 
-async def stats(face: Face, ctx: Context) -> StatsResult:
-    return stats_result(await face.stats.stats(face.scopes.scope(ctx)))
+async def stats(face: Face, ctx: Context) -> Annotated[CallToolResult, StatsResult]:
+    result = stats_result(await face.stats.stats(face.scopes.scope(ctx)))
+    return shown(result, lines.stats_lines(result))
