@@ -83,6 +83,27 @@ def test_doctor_reports_a_healthy_setup(tmp_path: Path, capsys: pytest.CaptureFi
     assert "'memories': 3" in out
 
 
+def test_doctor_gives_its_verdicts_first_and_every_setting_only_when_asked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A new user reads the checks and the status; the ~150 lines of settings JSON came before them
+    on main. Without --settings: one line of what matters (where, who, backend, model)."""
+    _seed(tmp_path)
+    assert main(["--data-dir", str(tmp_path), "--principal", "alice", "doctor"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1] == "status: OK"
+    assert len(lines) < 25, lines
+    assert "settings in effect:" not in lines
+    (summary,) = [line for line in lines if line.startswith("in effect: ")]
+    assert summary.startswith(f"in effect: data dir {tmp_path}, principal 'alice', backend sqlite, embedding ")
+    assert "`doctor --settings`" in summary
+    assert main(["--data-dir", str(tmp_path), "--principal", "alice", "doctor", "--settings"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    shown = lines.index("settings in effect:")
+    assert shown > lines.index("status: OK")  # the verdict first, then what was asked for
+    assert orjson.loads("\n".join(lines[shown + 1 :]))["principal"] == "alice"
+
+
 def test_doctor_on_a_mistyped_data_directory_creates_nothing_and_says_how_to_fix_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

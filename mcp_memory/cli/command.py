@@ -107,7 +107,8 @@ def _serving_commands(sub: Commands, common: Parents, files: Parents) -> None:
 
 
 def _data_commands(sub: Commands, common: Parents, files: Parents) -> None:
-    sub.add_parser("doctor", help="check the setup; exit non-zero when it is broken", parents=common)
+    doctor = sub.add_parser("doctor", help="check the setup; exit non-zero when it is broken", parents=common)
+    doctor.add_argument("--settings", action="store_true", help="also print every setting in effect (JSON)")
     database = sub.add_parser("database", help="the PostgreSQL backend's schema (ADR 19)", parents=common)
     database.add_argument("action", choices=("migrate", "status"), help="migrate: as the owner; status: as doctor")
     database.add_argument(
@@ -257,7 +258,7 @@ def _run(args: argparse.Namespace) -> int:
         if args.command == "doctor":
             from mcp_memory.cli import doctor
 
-            return anyio.run(doctor.run, settings, args.config)
+            return anyio.run(doctor.run, settings, args.config, args.settings)
         if args.command == "export":
             return _write_export(anyio.run(_export, settings), args.file)
         if args.command == "import":

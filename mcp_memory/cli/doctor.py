@@ -40,7 +40,28 @@ def _out(text: str) -> None:
     sys.stdout.write(text + "\n")
 
 
-async def run(settings: Settings, explicit: Path | None) -> int:
+def _in_effect(settings: Settings) -> str:
+    """What a new user checks first of the settings: where, who, which backend and model."""
+    emb = settings.embedding
+    model = f"{emb.provider}" + (f" {emb.model}" if emb.model else "")
+    namespace = f", namespace {settings.namespace!r}" if settings.namespace else ""
+    return (
+        f"in effect: data dir {settings.data_dir}, principal {settings.principal!r}{namespace}, "
+        f"backend {settings.storage.backend}, embedding provider {model} (`doctor --settings` prints every setting)"
+    )
+
+
+async def run(settings: Settings, explicit: Path | None, every_setting: bool = False) -> int:
+    """The checks, one line a part, and the verdict; with ``every_setting`` the settings in effect
+    after them, as JSON (about 150 lines: a new user reads the verdicts first)."""
+    code = await _check(settings, explicit)
+    if every_setting:
+        _out("settings in effect:")
+        _out(orjson.dumps(settings.model_dump(mode="json"), option=orjson.OPT_INDENT_2).decode())
+    return code
+
+
+async def _check(settings: Settings, explicit: Path | None) -> int:
     from mcp_memory.compose import open_runtime
     from mcp_memory.core.models import Scope
     from mcp_memory.mcp.wire_recall import hit_tokens
@@ -50,8 +71,7 @@ async def run(settings: Settings, explicit: Path | None) -> int:
     _out(f"config file: {path if path else '(none; defaults and environment)'}")
     env = environment_snapshot()
     _out(f"environment: {env if env else '(no MCP_MEMORY_* variables)'}")
-    _out("settings in effect:")
-    _out(orjson.dumps(settings.model_dump(mode="json"), option=orjson.OPT_INDENT_2).decode())
+    _out(_in_effect(settings))
     scope = Scope(settings.principal, settings.namespace)
     _out(_descriptors(settings))
     missing = _no_store(settings)
