@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from mcp_memory.mcp.table import TOOLS
 from tests.readme_configs import README, REPO, readme_client_configs
 
 DOCS = REPO / "docs"
@@ -77,3 +78,19 @@ def test_the_windows_configuration_starts_the_same_server_from_the_venvs_exe() -
             assert entry["command"].endswith("\\.venv\\Scripts\\mcp-memory.exe")
             twin = posix["Claude Desktop"].servers()["memory"]
             assert entry["args"] == twin["args"]
+
+
+def test_the_tools_table_gives_each_tool_one_short_line_and_its_details_a_section() -> None:
+    """recall's row was one cell of ~5,000 characters: the table is for finding a tool, a section
+    below it for reading about one. Same-page anchors are checked here (the link test skips them)."""
+    page = DOCS / "tools.md"
+    text = page.read_text(encoding="utf-8")
+    table = text[text.index("| tool | what it does | hints |") :].split("\n\n", 1)[0].splitlines()[2:]
+    long = [row[:60] for row in table if len(row) > 200]
+    assert not long, f"rows over 200 characters: {long}"
+    named = {name for row in table for name in re.findall(r"`(\w+)`", row.split(" | ")[0])}
+    assert named == {tool.fn.__name__ for tool in TOOLS}
+    anchors = _anchors(page)
+    linked = [target[1:] for row in table for target in LINK.findall(row) if target.startswith("#")]
+    assert len(linked) == len(table)
+    assert [anchor for anchor in linked if anchor not in anchors] == []
