@@ -421,3 +421,22 @@ def test_the_stop_hook_reads_only_the_transcripts_recent_turns(tmp_path: Path) -
     assert done.returncode == 0, done.stderr
     captured = rows(data, "SELECT content FROM memories WHERE tags LIKE '%claude-code%'")
     assert [c[0] for c in captured] == ["We decided to pin the invoice worker to Python 3.12 from now on."]
+
+
+def test_session_start_applies_the_memory_file_first(tmp_path: Path) -> None:
+    """Pins written in the memory file while no server ran are in the session's first context, as
+    they are in a starting server's first recall: the hook gave only the store's pins before."""
+    data = tmp_path / "data"
+    seed(data, facts=FACTS[:2])
+    config = tmp_path / "config.toml"
+    config.touch()
+    (tmp_path / "MEMORY.md").write_text("# Memory\n- Deploys need Ingrid's approval {#deploys}\n", encoding="utf-8")
+    env = {**PATIENT, "MCP_MEMORY_CONFIG": str(config)}
+    text = context_of(hook(data, "SessionStart", base(data, "SessionStart", source="startup"), env=env), "SessionStart")
+    assert "Deploys need Ingrid's approval" in text
+    assert RULE in text  # the store's own pin stays
+    # Edited again: the next session's context has the new wording, not the old.
+    (tmp_path / "MEMORY.md").write_text("- Deploys need Ingrid's or Omar's approval {#deploys}\n", encoding="utf-8")
+    text = context_of(hook(data, "SessionStart", base(data, "SessionStart", source="startup"), env=env), "SessionStart")
+    assert "Deploys need Ingrid's or Omar's approval" in text
+    assert "Deploys need Ingrid's approval" not in text

@@ -3,6 +3,7 @@ a broken file is reported by line and applied not at all, and every process foll
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +128,24 @@ async def test_add_edit_and_delete_items(file_runtime: Server, memory_file: Path
     assert old.pinned is False  # no longer a pin anywhere (stats count it so)
     spelling = next(r for r in await file_runtime.store.export_rows(Scope("alice")) if r.key == "file:spelling")
     assert (spelling.pinned, spelling.superseded_by) == (False, None)  # deleted from the file: unpinned, kept
+
+
+async def test_a_look_applies_the_file_unless_another_process_holds_it_past_the_wait(
+    file_runtime: Server, memory_file: Path
+) -> None:
+    """What the SessionStart hook calls: a process that does not watch the file applies it at once,
+    and waits for another process applying it no longer than it was told."""
+    _write(memory_file, FILE)
+    mf, scope = file_runtime.memory_file, Scope("alice")
+    assert mf.control is not None
+    lease = "memory-file:alice"
+    assert await mf.control.acquire(lease, "another-process", time.time(), 60)
+    with anyio.fail_after(5):
+        await mf.look(within=0.3)  # held all along: the look gives up, nothing applied
+    assert await file_runtime.memory.pinned(scope) == []
+    await mf.control.release(lease, "another-process")
+    await mf.look(within=0.3)
+    assert {p.key for p in await file_runtime.memory.pinned(scope)} >= {"file:spelling", "file:tea"}
 
 
 async def test_an_item_an_agent_already_said_becomes_the_one_current_memory(

@@ -3,7 +3,8 @@
 Claude Code runs the command at each event with a JSON object on stdin (session_id,
 transcript_path, cwd, hook_event_name and the event's own fields) and reads the answer on stdout:
 
-- SessionStart: the pinned memories and the resume packet of the task in progress, as context.
+- SessionStart: the memory file applied (as a starting server does), then the pinned memories and
+  the resume packet of the task in progress, as context.
 - UserPromptSubmit: the memories recall finds for the prompt, within a small budget, that stand
   clearly out of the store (HINT_MIN_Z; nothing rather than noise), as context; in a store too small
   to stand out of (STORE_STATS_MIN), those recall calls strong on their own evidence.
@@ -59,6 +60,7 @@ HINT_MIN_Z = strength.STANDS_OUT
 # words they share, above the other memories' median closeness), so what recall calls strong is what goes.
 STORE_STATS_MIN = strength.STORE_STATS_MIN
 RESUME_BUDGET_TOKENS = 2_000
+MEMORY_FILE_SECONDS = 4.0  # SessionStart waits at most this for another process applying the memory file
 TRANSCRIPT_TAIL_LINES = 2_000  # the session's recent turns: a long transcript is not read whole
 TRANSCRIPT_TAIL_BYTES = 32 << 20  # nor more than this of its end, however long its lines (tool results)
 _NOT_PROMPTS = ("<command-", "<local-command", "<bash-", "<user-memory-input", "Caveat:", "/")
@@ -152,6 +154,10 @@ async def _prompt(runtime: Runtime, scope: Scope, prompt: str, settings: Setting
 
 
 async def _session_start(runtime: Runtime, scope: Scope) -> Answer:
+    # The memory file first, as a starting server's first calls wait for its first look at it: pins
+    # edited while no server ran belong in this context too (MEMORY_FILE_SECONDS at most for another
+    # process applying it, within the hook's deadline).
+    await runtime.memory_file.look(MEMORY_FILE_SECONDS)
     parts = []
     pinned = await runtime.memory.pinned(scope)
     task = await _task_in_progress(runtime, scope)

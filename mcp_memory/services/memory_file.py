@@ -199,6 +199,25 @@ class MemoryFile:
                 await self._first_look.wait()
             self._first_look.set()  # a look slower than that holds up no later call
 
+    async def look(self, within: float = FIRST_LOOK_SECONDS) -> None:
+        """Apply the file now if it differs from the store, for a process that does not watch it (a
+        Claude Code hook): what a server's first calls wait for (``settled``). While another process
+        holds the lease, wait for it to finish, at most ``within`` seconds; a broken file is logged
+        and left (the store's pins stand)."""
+        give_up = time.monotonic() + within
+        while True:
+            try:
+                await self.sync()
+            except MemoryServerError as exc:  # a broken file, memory switched off, the pin cap
+                log.warning("%s", exc)
+                return
+            if self._seen is not None or not self.path.is_file():  # applied (or nothing to apply)
+                return
+            if time.monotonic() >= give_up:
+                log.warning("memory file %s: another process was still applying it after %.0f s", self.path, within)
+                return
+            await anyio.sleep(0.2)  # another process is applying it: its work is done in a moment
+
     async def sync(self, force: bool = False) -> SyncOutcome | None:
         """Apply the file if it changed since the last look (or ``force``); None when nothing was read.
         Raises MemoryFileError (nothing applied) for a file with errors."""
