@@ -9,11 +9,13 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from mcp.client import Client
 from mcp.shared.exceptions import MCPError
 
 from mcp_memory.config import load_settings
+from mcp_memory.core.text import estimate_tokens
 from mcp_memory.mcp.server import open_server
 from mcp_memory.storage.pool import principal_file
 from tests.conftest import Clock, call, call_error
@@ -290,6 +292,37 @@ async def test_one_line_left_out_of_the_tree_is_counted_in_the_singular(client: 
     await call(client, "checkpoint", {"task_id": "blog", "goal": "Write a post", "tree": tree, "current_node": "draft"})
     packet = await call(client, "resume", {"task_id": "blog", "budget_tokens": 200})
     assert packet["tree"].splitlines()[-1] == "... 1 more line in the full checkpoint"
+
+
+async def test_a_resume_over_the_smallest_budget_says_so_and_counts_what_it_sends(client: Client) -> None:
+    """At budget_tokens 200 a small task's essentials do not fit (the packet's ids, checkpoint and fields
+    alone take more). The answer says so plainly, with the budget that would fit, and used_tokens is
+    the packet as sent: on main it left out the warning it added and blamed the goal and constraints."""
+    tree = {"id": "root", "title": "Release 2.4", "children": [{"id": "tag", "title": "Tag the release"}]}
+    state = {
+        "task_id": "release",
+        "goal": "Ship 2.4",
+        "tree": tree,
+        "current_node": "tag",
+        "constraints": ["no Friday deploys"],
+        "pending_actions": [{"text": "push the tag", "external": True}],
+        "variables": {"branch": "release/2.4"},
+    }
+    await call(client, "checkpoint", state)
+    result = await client.call_tool("resume", {"task_id": "release", "budget_tokens": 200})
+    packet = result.structured_content or {}
+    sent = {key: value for key, value in packet.items() if key not in ("pinned", "used_tokens", "budget_tokens")}
+    assert packet["used_tokens"] == estimate_tokens(orjson.dumps(sent).decode())  # what was sent, warnings too
+    assert packet["used_tokens"] > 200  # this task's essentials do not fit the smallest budget
+    (note,) = [w for w in packet["warnings"] if w.startswith("over the budget")]
+    assert note.startswith(f"over the budget: this packet takes {packet['used_tokens']} tokens of the 200 asked for")
+    block = result.content[0]
+    assert block.type == "text"
+    assert note in block.text  # the text block says it too
+    needed = int(note.rsplit("budget_tokens=", 1)[1].split()[0])
+    fits = await call(client, "resume", {"task_id": "release", "budget_tokens": needed})
+    assert fits["used_tokens"] <= needed
+    assert not [w for w in fits["warnings"] if w.startswith("over the budget")]
 
 
 async def test_checkpoint_validates_its_arguments(client: Client) -> None:

@@ -259,11 +259,30 @@ def _fit(packet: ResumePacket, head: TaskHead, budget: int) -> ResumePacket:
             lines = max(1, lines // 2)
             packet.tree = task_tree.outline(head.tree, head.current_node, max_lines=lines)
         else:
-            packet.warnings = [
-                *packet.warnings,
-                f"the goal, constraints, hints and current step alone take {total} tokens, over the budget of {budget}",
-            ]
-            break
+            return _over_budget(packet, budget, total)
         total = _measure(packet)
+    packet.used_tokens = total
+    return packet
+
+
+def _over_budget(packet: ResumePacket, budget: int, total: int) -> ResumePacket:
+    """Nothing is left to cut and the packet is still over ``budget``: say so in a warning, with what
+    takes the room, and count the warning too (used_tokens is the packet as sent)."""
+    current = packet.current_node
+    words = _tokens(
+        [packet.title, packet.goal, packet.constraints, [a.text for a in packet.pending_actions]]
+        + ([current.title, current.notes or ""] if current else [])
+    )
+    before, needed = packet.warnings, total  # without the warning: what a budget must hold for it to fit
+    for _ in range(4):  # the warning names the total it is part of: measure until the figure holds
+        packet.warnings = [
+            *before,
+            f"over the budget: this packet takes {total} tokens of the {budget} asked for, and nothing more can be cut "
+            f"(the task's own words take about {words}; its ids, checkpoint, hints and fields the rest): "
+            f"pass budget_tokens={needed} or more for it to fit",
+        ]
+        measured, total = total, _measure(packet)
+        if measured == total:
+            break
     packet.used_tokens = total
     return packet
