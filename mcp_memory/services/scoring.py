@@ -107,6 +107,12 @@ def keyword_evidence(dense: DenseHits, keyword: Sequence[tuple[str, float]]) -> 
     return {n: max(bm25, 0.0) / unit for n, bm25 in keyword}
 
 
+# The Chinese candidates' mean keyword evidence, lent to the English ones, is shrunk towards 0 with
+# the weight of this many memories, as a script's mean is in centring: a few memories' average is
+# mostly theirs, not the store's.
+BLIND_PRIOR_WEIGHT = CENTRING_PRIOR_WEIGHT
+
+
 def keyword_blind(
     fused: dict[str, float],
     records: Mapping[str, MemoryRecord],
@@ -120,7 +126,10 @@ def keyword_blind(
     get the keyword evidence the Chinese candidates have on average (those without a match count 0),
     in ``fused``. Without it, in a store that mixes scripts, any Chinese memory that shares a word
     (or a bigram that is half of one) with the question outranks the English answer the dense side
-    found (ADR 10, amended)."""
+    found (ADR 10, amended). The average is shrunk towards 0, what a memory sharing no word with the
+    question gets, with the weight of ``BLIND_PRIOR_WEIGHT`` memories: of one Chinese candidate it
+    is that memory's own evidence, and when that one answers, every English memory got the answer's
+    evidence (a 4-memory store put a preference sharing nothing with the question first)."""
     if not terms or not all(has_cjk(t) for t in terms):
         return
     evidence = keyword_evidence(dense, keyword)
@@ -129,7 +138,7 @@ def keyword_blind(
     latin = [m for m, r in records.items() if r.language not in CJK_LANGUAGES and m in fused]
     if not cjk or not latin:
         return
-    mean = sum(evidence.get(m, 0.0) for m in cjk) / len(cjk)
+    mean = sum(evidence.get(m, 0.0) for m in cjk) / (len(cjk) + BLIND_PRIOR_WEIGHT)
     for m in latin:
         fused[m] += weight * mean
 
