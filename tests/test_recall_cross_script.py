@@ -62,3 +62,43 @@ async def test_a_question_with_a_latin_word_is_read_as_it_is(client: Client) -> 
             + 2 * (signals.get("keyword_evidence") or 0)
         )
         assert signals["fused"] == pytest.approx(mine, abs=0.01)
+
+
+async def test_in_a_tiny_store_the_one_chinese_answer_lends_its_evidence_to_no_english_memory(client: Client) -> None:
+    """A review's 4-memory store: the only Chinese memory answers the question, so the Chinese
+    candidates' mean keyword evidence was that answer's own, and every English memory got it; the
+    important preference, sharing nothing with the question, then came first by its importance."""
+    answer = "用户每天早上六点起床"
+    tiny = [
+        {"content": "The user prefers dark mode in every app", "kind": "preference"},
+        {"content": answer},
+        {"content": "The user's cat is named Biscuit"},
+        {"content": "The user works at Acme as a backend engineer"},
+    ]
+    await call(client, "remember", {"memories": tiny})
+    hits = await _hits(client, "用户每天几点起床？")
+    assert hits[0]["text"] == answer, "\n".join(f"{h['text']} {h['signals']}" for h in hits)
+    by_text = {h["text"]: h["signals"] for h in hits}
+    lent = [
+        s["fused"] - (s.get("dense_z") or 0.0) - (s.get("second_opinion") or 0.0)
+        for t, s in by_text.items()
+        if t.isascii()
+    ]
+    # an average of one memory is mostly the prior's (no word shared): each English memory gets well
+    # under a quarter of what the answer's own words earn it (keyword_weight 2 per unit)
+    assert max(lent) < 2 * by_text[answer]["keyword_evidence"] / 4, lent
+
+
+async def test_the_words_every_chinese_memory_shares_are_lent_in_full(client: Client) -> None:
+    """What "用户" gives every Chinese memory, an English memory holds in meaning ("the user"): the
+    shrinking of the lent average (for a store with few Chinese memories) stops at that level."""
+    more = ["The user's laptop is a ThinkPad.", "The user plays chess on Sundays."]
+    await call(client, "remember", {"memories": [{"content": t} for t in [*STORE, *more]]})
+    asked = {"query": "用户住在哪个城市？", "k": 20, "floor": False, "reinforce": False, "explain": True}
+    hits = (await call(client, "recall", asked))["hits"]  # which city the user lives in: Lisbon
+    chinese = [h["signals"].get("keyword_evidence") or 0.0 for h in hits if not h["text"].isascii()]
+    assert len(chinese) == 5
+    assert min(chinese) > 0.01, chinese  # 用户, in 5 of 12 memories, is worth a little to each
+    for signals in [h["signals"] for h in hits if h["text"].isascii()]:
+        lent = signals["fused"] - (signals.get("dense_z") or 0.0) - (signals.get("second_opinion") or 0.0)
+        assert lent >= 2 * min(chinese) - 0.01, (lent, chinese)

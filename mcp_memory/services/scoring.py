@@ -107,6 +107,12 @@ def keyword_evidence(dense: DenseHits, keyword: Sequence[tuple[str, float]]) -> 
     return {n: max(bm25, 0.0) / unit for n, bm25 in keyword}
 
 
+# The Chinese candidates' mean keyword evidence, lent to the English ones, is shrunk towards what
+# every one of them got with the weight of this many memories, as a script's mean is shrunk in
+# centring: a few memories' average is mostly theirs, not the store's.
+BLIND_PRIOR_WEIGHT = CENTRING_PRIOR_WEIGHT
+
+
 def keyword_blind(
     fused: dict[str, float],
     records: Mapping[str, MemoryRecord],
@@ -120,7 +126,13 @@ def keyword_blind(
     get the keyword evidence the Chinese candidates have on average (those without a match count 0),
     in ``fused``. Without it, in a store that mixes scripts, any Chinese memory that shares a word
     (or a bigram that is half of one) with the question outranks the English answer the dense side
-    found (ADR 10, amended)."""
+    found (ADR 10, amended). A Chinese candidate's evidence is what the question's common words give
+    every one of them ("用户", which an English memory holds in meaning: "the user"), the least any
+    got, plus what its rarer words give it, which an average of a few memories overstates: the
+    average is shrunk towards that least with the weight of ``BLIND_PRIOR_WEIGHT`` memories, and
+    towards 0 when there is one Chinese candidate (nothing shows what is common). Unshrunk, a store's
+    one Chinese memory lent every English memory its own evidence, and when it answered, a
+    preference sharing nothing with the question came first (a review's 4-memory store)."""
     if not terms or not all(has_cjk(t) for t in terms):
         return
     evidence = keyword_evidence(dense, keyword)
@@ -129,7 +141,9 @@ def keyword_blind(
     latin = [m for m, r in records.items() if r.language not in CJK_LANGUAGES and m in fused]
     if not cjk or not latin:
         return
-    mean = sum(evidence.get(m, 0.0) for m in cjk) / len(cjk)
+    found = [evidence.get(m, 0.0) for m in cjk]
+    common = min(found) if len(found) > 1 else 0.0
+    mean = (sum(found) + BLIND_PRIOR_WEIGHT * common) / (len(found) + BLIND_PRIOR_WEIGHT)
     for m in latin:
         fused[m] += weight * mean
 
