@@ -268,6 +268,81 @@ async def test_a_vector_carries_its_memorys_script_whichever_is_written_first(sc
             assert await (await conn.execute(read)).fetchall() == [(101, True), (102, True), (103, False)]
 
 
+async def test_a_vector_carries_its_memorys_visibility_after_the_migration_and_whichever_is_written_first(
+    pg_empty: pgcluster.Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Schema 7: the figures the pgvector search filters on (ADR 25, sixth pass) follow the memory:
+    filled by the migration for the vectors written before it, taken by a vector written after its
+    memory or before it (a move between backends copies tables in its own order), and moved when
+    the memory's namespace, tier, supersession or expiry changes."""
+    memory = (
+        "INSERT INTO memories (principal, n, id, kind, content, importance, occurred_at, created_at, valid_from, "
+        "language, content_hash, namespace, tier, superseded_by, expires_at) "
+        "VALUES (%s, %s, %s, 'fact', 'text', 0.5, 0, 0, 0, 'en', %s, %s, %s, %s, %s)"
+    )
+    figures = [  # (n, namespace, tier, superseded_by, expires_at)
+        (201, None, "active", None, None),
+        (202, "work", "active", None, None),
+        (203, None, "archived", None, None),
+        (204, None, "active", "m201", None),
+        (205, "home", "active", None, 1234.5),
+    ]
+    expected = [(n, ns, tier == "active" and by is None, exp) for n, ns, tier, by, exp in figures]
+    read = "SELECT memory_n, namespace, live, expires_at FROM vectors WHERE memory_n > 200 ORDER BY memory_n"
+
+    async def write(conn: psycopg.AsyncConnection, vectors_first: bool) -> None:
+        async with conn.transaction():
+            await migrations.as_principal(conn, ALICE)
+            vectors = "INSERT INTO vectors (memory_n, vec) VALUES " + ", ".join(f"({f[0]}, '[1,0,0]')" for f in figures)
+            if vectors_first:
+                await conn.execute(vectors)
+            for n, ns, tier, by, exp in figures:
+                await conn.execute(memory, (ALICE, n, f"m{n}", f"h{n}", ns, tier, by, exp))
+            if not vectors_first:
+                await conn.execute(vectors)
+
+    monkeypatch.setattr(migrations, "SCHEMA_VERSION", 6)
+    async with await psycopg.AsyncConnection.connect(pg_empty.dsn(pgcluster.OWNER), autocommit=True) as owner:
+        await migrations.migrate(owner, pgcluster.SERVER)
+        monkeypatch.undo()
+        async with await _server(pg_empty) as conn:
+            await _remember(conn, ALICE, "a first memory, so the principal's partitions exist")
+            await write(conn, vectors_first=False)  # under schema 6: the vectors carry nothing yet
+        assert await migrations.migrate(owner, pgcluster.SERVER) == 7
+    async with await _server(pg_empty) as conn:
+        async with conn.transaction():
+            await migrations.as_principal(conn, ALICE)
+            assert await (await conn.execute(read)).fetchall() == expected
+            await conn.execute("DELETE FROM vectors WHERE memory_n > 200")
+            await conn.execute("DELETE FROM memories WHERE n > 200")
+        for vectors_first in (True, False):
+            await write(conn, vectors_first)
+            async with conn.transaction():
+                await migrations.as_principal(conn, ALICE)
+                assert await (await conn.execute(read)).fetchall() == expected, vectors_first
+                await conn.execute("DELETE FROM vectors WHERE memory_n > 200")
+                await conn.execute("DELETE FROM memories WHERE n > 200")
+        await write(conn, vectors_first=False)
+        async with conn.transaction():
+            await migrations.as_principal(conn, ALICE)
+            await conn.execute("UPDATE memories SET namespace = 'work', expires_at = 99.0 WHERE n = 201")
+            await conn.execute("UPDATE memories SET tier = 'active' WHERE n = 203")
+            await conn.execute("UPDATE memories SET superseded_by = NULL WHERE n = 204")
+            await conn.execute(
+                "UPDATE memories SET tier = 'archived', namespace = NULL, expires_at = NULL WHERE n = 205"
+            )
+            await conn.execute(
+                "UPDATE memories SET importance = 0.9, access_count = 3 WHERE n = 202"
+            )  # no figure moves
+            assert await (await conn.execute(read)).fetchall() == [
+                (201, "work", True, 99.0),
+                (202, "work", True, None),
+                (203, None, True, None),
+                (204, None, True, None),
+                (205, None, False, None),
+            ]
+
+
 async def test_a_vector_finds_its_memory_by_key_however_small_the_partition_was_when_the_session_began(
     schema: pgcluster.Cluster,
 ) -> None:

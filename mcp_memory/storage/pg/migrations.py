@@ -17,7 +17,7 @@ from mcp_memory import __version__
 from mcp_memory.core.errors import SchemaVersionError, StorageError
 from mcp_memory.storage.pg import keyword, vector_layout
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 MIN_CODE_SCHEMA = (
     4  # the oldest code that may open a database of this version: schema 3 code writes postings without doc_len
 )

@@ -222,21 +222,28 @@ def index_name(key: str, dim: int, script: str = "cjk") -> str:
     return f"vectors_{key}_hnsw_{dim}_{script}"
 
 
-def visible_filter(scope: Scope, criteria: Criteria, now: float, allow: list[int] | None) -> sql.Composable:
-    """What a search may return (``m``: the principal's memories), as the in-process index's mask
-    (vectors.VectorIndex._mask)."""
+def visible_filter(
+    scope: Scope, criteria: Criteria, now: float, allow: list[int] | None, on: str = "m"
+) -> sql.Composable:
+    """What a search may return, as the in-process index's mask (vectors.VectorIndex._mask): read
+    from the principal's memories (``on`` "m") or from the copy of their figures each vector row
+    carries (``on`` "v", schema 7: its namespace, ``live`` and expiry, kept by triggers)."""
     ns = sql.Literal(scope.namespace)
+    namespace = sql.SQL(f"{on}.namespace")
     parts: list[sql.Composable]
     if criteria.namespace_only:
-        parts = [sql.SQL("m.namespace IS NOT DISTINCT FROM {}").format(ns)]
+        parts = [sql.SQL("{} IS NOT DISTINCT FROM {}").format(namespace, ns)]
     elif scope.namespace is None:
-        parts = [sql.SQL("m.namespace IS NULL")]
+        parts = [sql.SQL("{} IS NULL").format(namespace)]
     else:
-        parts = [sql.SQL("(m.namespace IS NULL OR m.namespace = {})").format(ns)]
+        parts = [sql.SQL("({n} IS NULL OR {n} = {})").format(ns, n=namespace)]
     if not (criteria.include_superseded or criteria.include_archived):
-        parts.append(sql.SQL("m.tier = 'active' AND m.superseded_by IS NULL"))
+        parts.append(sql.SQL("v.live" if on == "v" else "m.tier = 'active' AND m.superseded_by IS NULL"))
     if not criteria.include_expired:
-        parts.append(sql.SQL("(m.expires_at IS NULL OR m.expires_at > {})").format(sql.Literal(float(now))))
+        expiry = sql.SQL(f"{on}.expires_at")
+        parts.append(sql.SQL("({e} IS NULL OR {e} > {})").format(sql.Literal(float(now)), e=expiry))
     if allow is not None:
-        parts.append(sql.SQL("m.n = ANY({}::bigint[])").format(sql.Literal(allow)))
+        parts.append(
+            sql.SQL(f"{on}.{'memory_n' if on == 'v' else 'n'} = ANY({{}}::bigint[])").format(sql.Literal(allow))
+        )
     return sql.SQL("(") + sql.SQL(" AND ").join(parts) + sql.SQL(")")

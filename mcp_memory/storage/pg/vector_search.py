@@ -46,7 +46,6 @@ SAMPLE_ROWS = 2_000  # about how many rows a large partition's spread is estimat
 SEEN_PRINCIPALS = 1_024  # principals whose few figures this process keeps (a few hundred bytes each)
 _CJK = "m.language IN ('zh', 'ja', 'ko')"
 _SCRIPT = {"latin": "NOT v.cjk", "cjk": "v.cjk"}  # a probe's filter: its script's partial index (schema 5)
-_NESTED_LOOPS = "SELECT set_config('enable_nestloop', '{}', true)"  # off around the exact scan (_exact)
 
 
 class Indexed(Protocol):
@@ -193,7 +192,7 @@ class PgVectorSearch:
         seen = self._known(scope)
         _, mark = await self.store.commit_mark(scope)
         dim = int(query.shape[0])
-        where = visible_filter(scope, criteria, now, allow)
+        where = visible_filter(scope, criteria, now, allow, on="v")
         async with self.store.database.transaction(scope, write=False) as conn:
             mixed = centring is not None and seen.cjk and seen.population > seen.cjk
             if seen.indexed:
@@ -252,33 +251,30 @@ class PgVectorSearch:
         centred on ``means`` (a mixed store), the best rows' cosines with ``plain`` (the question
         not centred) too.
 
-        The products are taken over the vectors alone, then joined with the few columns of the
-        memories the filter reads, by hashing: the planner, which cannot estimate the dimension's
-        filter, would otherwise look each of the partition's memories up by its key (about twice as
-        slow at 10,000)."""
+        The filter reads the copy of the memory's figures on each vector row (schema 7), so the
+        partition's memories are read only for the best rows' ids (with the rows tied with the last
+        of them, so that ties are broken by id as before)."""
         products, score = _score(query, means)
         cosine: sql.Composable = sql.SQL("NULL::float8")
         if plain is not None:
-            cosine = sql.SQL("(SELECT -(x.vec <#> {q}::vector) FROM {v} x WHERE x.memory_n = s.n)").format(
+            cosine = sql.SQL("(SELECT -(x.vec <#> {q}::vector) FROM {v} x WHERE x.memory_n = t.memory_n)").format(
                 q=sql.Literal(_vector(plain)), v=_parts(conn.key)["v"]
             )
         statement = sql.SQL(
-            "WITH p AS MATERIALIZED (SELECT memory_n, {products} FROM {v} WHERE vector_dims(vec) = {dim}), "
-            "s AS MATERIALIZED (SELECT n, id, {score} AS score, shown, cjk FROM (SELECT m.n, m.id, p.*, "
-            "{visible} AS shown, {cjk} AS cjk FROM p JOIN {m} m ON m.n = p.memory_n OFFSET 0) j) "
-            "(SELECT id, score, {cosine}, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bool FROM s "
-            "WHERE shown ORDER BY score DESC, id LIMIT {limit}) UNION ALL "
+            "WITH s AS MATERIALIZED (SELECT memory_n, {score} AS score, shown, cjk FROM (SELECT v.memory_n, v.cjk, "
+            "{visible} AS shown, {products} FROM {v} v WHERE vector_dims(v.vec) = {dim} OFFSET 0) j) "
+            "(SELECT m.id, t.score, {cosine}, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bool FROM "
+            "(SELECT memory_n, score FROM s WHERE shown ORDER BY score DESC FETCH FIRST {limit} ROWS WITH TIES) t "
+            "JOIN {m} m ON m.n = t.memory_n ORDER BY t.score DESC, m.id LIMIT {limit}) UNION ALL "
             "SELECT NULL, avg(score) FILTER (WHERE shown), stddev_pop(score) FILTER (WHERE shown), "
             "count(*) FILTER (WHERE shown), count(*) FILTER (WHERE cjk), count(*), to_regclass({index}) IS NOT NULL "
             "FROM s"
         ).format(
-            products=products, score=score, cosine=cosine, visible=where, cjk=sql.SQL(_CJK), dim=sql.Literal(dim),
+            products=products, score=score, cosine=cosine, visible=where, dim=sql.Literal(dim),
             limit=sql.Literal(limit), index=sql.Literal(f"public.{index_name(conn.key, dim)}"), **_parts(conn.key),
         )  # fmt: skip
-        _, rows, _ = await exchange(
-            conn.conn,
-            [_NESTED_LOOPS.format("off"), statement.as_string(conn.conn), _NESTED_LOOPS.format("on")],
-        )
+        cur = await conn.conn.execute(statement)
+        rows = await cur.fetchall()
         hits = [(str(r[0]), float(r[1])) for r in rows if r[0] is not None]
         cosines = {str(r[0]): float(r[2]) for r in rows if r[0] is not None and r[2] is not None}
         [(_, mean, std, visible, cjk, population, indexed)] = [r for r in rows if r[0] is None]
@@ -309,26 +305,22 @@ class PgVectorSearch:
         ).format(sql.Literal(str(EF_SEARCH)))
         candidates = _candidates(conn.key, query, means, dim, where, limit, plain)
         products, score = _products(query, means, None)
-        # the sampled rows scored, then their memories read in one index scan of every key, hashed (ADR 25)
+        # the sampled rows scored and filtered by the figures they carry (schema 7): no memory read
         sample = sql.SQL(
-            "WITH s AS MATERIALIZED (SELECT memory_n, cjk, {products} FROM {v} TABLESAMPLE SYSTEM ({pct}) "
-            "REPEATABLE (35) WHERE vector_dims(vec) = {dim}) "
-            "SELECT avg({score}) FILTER (WHERE shown), stddev_pop({score}) FILTER (WHERE shown), "
-            "count(*) FILTER (WHERE shown), count(*) "
-            "FROM (SELECT s.*, {where} AS shown FROM s JOIN {m} m ON m.n = s.memory_n "
-            "WHERE m.n = ANY(ARRAY(SELECT memory_n FROM s)) OFFSET 0) x"
+            "SELECT avg({score}) FILTER (WHERE {where}), stddev_pop({score}) FILTER (WHERE {where}), "
+            "count(*) FILTER (WHERE {where}), count(*) FROM (SELECT v.memory_n, v.cjk, v.namespace, v.live, "
+            "v.expires_at, {products} FROM {v} v TABLESAMPLE SYSTEM ({pct}) REPEATABLE (35) "
+            "WHERE vector_dims(v.vec) = {dim}) v"
         ).format(
             score=score, products=products, where=where, pct=sql.Literal(pct), dim=sql.Literal(dim), **parts,
         )  # fmt: skip
-        statements: list[sql.Composable] = [
-            settings, candidates, sql.SQL(_NESTED_LOOPS.format("off")), sample, sql.SQL(_NESTED_LOOPS.format("on"))
-        ]  # fmt: skip
+        statements: list[sql.Composable] = [settings, candidates, sample]
         if seen.mark != mark:  # a full scan of the partition (about 5 ms at 10,000): only when it moved
             statements.append(_counts(conn.key, dim))
         answers = await exchange(conn.conn, [s.as_string(conn.conn) for s in statements])
-        [(mean, std, shown, sampled)] = answers[3]
-        if len(answers) > 5:
-            [(population, cjk)] = answers[5]
+        [(mean, std, shown, sampled)] = answers[2]
+        if len(answers) > 3:
+            [(population, cjk)] = answers[3]
             seen.population, seen.cjk, seen.mark = int(population), int(cjk), mark
         visible = round(int(shown) * seen.population / max(int(sampled), 1))
         hits = [(str(i), float(s)) for i, s, _ in answers[1]]
@@ -370,7 +362,7 @@ class PgVectorSearch:
             return [[] for _ in range(len(queries))]
         seen = self._known(scope)
         dim = int(queries.shape[1])
-        where = visible_filter(scope, criteria, now, None)
+        where = visible_filter(scope, criteria, now, None, on="v")
         async with self.store.database.transaction(scope, write=False) as conn:
             statements = [_nearest(conn.key, q, dim, where, limit, seen.indexed).as_string(conn.conn) for q in queries]
             if seen.indexed:
@@ -384,13 +376,15 @@ def _candidates(
     key: str, query: Vector, means: Vector | None, dim: int, where: sql.Composable, limit: int, plain: Vector | None
 ) -> sql.Composed:
     """The best ``limit`` of each script's ``NEAREST_TIMES`` x ``limit`` rows nearest ``query`` through
-    its own graph (the partial index of its script, ``vectors.cjk``), each probe scoring its rows as it
-    reads them (no second look-up of the candidates); centred on ``means`` or not, the same two probes."""
+    its own graph (the partial index of its script, ``vectors.cjk``), each probe scoring and filtering
+    its rows by what they carry as it reads them (schema 7); centred on ``means`` or not, the same two
+    probes. Only the best rows (and those tied with the last) are joined with their memories, for
+    their ids, which break the ties."""
     parts = _parts(key)
     cosine = sql.SQL("NULL::float8") if plain is None else sql.SQL("-(vec <#> {})").format(_literal(plain))
     nearest = sql.SQL(
-        "(SELECT id, {score} AS score, cosine FROM (SELECT m.id, {cosine} AS cosine, {products} "
-        "FROM {v} v JOIN {m} m ON m.n = v.memory_n WHERE vector_dims(v.vec) = {dim} AND {script} AND {where} "
+        "(SELECT memory_n, {score} AS score, cosine FROM (SELECT v.memory_n, {cosine} AS cosine, {products} "
+        "FROM {v} v WHERE vector_dims(v.vec) = {dim} AND {script} AND {where} "
         "ORDER BY v.vec::halfvec({dim}) <#> {q}::halfvec({dim}) LIMIT {limit}) p)"
     )
     probes = []
@@ -399,41 +393,49 @@ def _candidates(
         probes.append(
             nearest.format(q=_literal(query), dim=sql.Literal(dim), where=where, script=sql.SQL(_SCRIPT[script]),
                            cosine=cosine, products=products, score=score,
-                           limit=sql.Literal(limit * NEAREST_TIMES), **parts)
+                           limit=sql.Literal(limit * NEAREST_TIMES), v=parts["v"])
         )  # fmt: skip
-    return sql.SQL("SELECT id, score, cosine FROM ({nearest}) c ORDER BY score DESC, id LIMIT {limit}").format(
+    return sql.SQL(
+        "SELECT m.id, c.score, c.cosine FROM (SELECT * FROM ({nearest}) c ORDER BY score DESC "
+        "FETCH FIRST {limit} ROWS WITH TIES) c JOIN {m} m ON m.n = c.memory_n ORDER BY c.score DESC, m.id LIMIT {limit}"
+    ).format(
         nearest=sql.SQL(" UNION ALL ").join(probes),  # the scripts are disjoint: no row comes twice
         limit=sql.Literal(limit),
+        m=parts["m"],
     )
 
 
 def _nearest(key: str, query: Vector, dim: int, where: sql.Composable, limit: int, indexed: bool) -> sql.Composed:
     """The ``limit`` visible rows nearest ``query`` (not centred): exactly, or through each
-    script's graph (two probes, merged by score)."""
+    script's graph (two probes, merged by score); the rows filtered by what they carry (schema 7),
+    then joined with their memories for their ids."""
     probe = sql.SQL(
-        "SELECT m.id, -(v.vec <#> {q}::vector) AS score FROM {v} v JOIN {m} m ON m.n = v.memory_n "
+        "SELECT v.memory_n, -(v.vec <#> {q}::vector) AS score FROM {v} v "
         "WHERE vector_dims(v.vec) = {dim} AND {script} AND {where} ORDER BY {order} LIMIT {limit}"
     )
     order = sql.SQL("v.vec::halfvec({dim}) <#> {q}::halfvec({dim})" if indexed else "v.vec <#> {q}::vector")
     fill = {"q": sql.Literal(_vector(query)), "dim": sql.Literal(dim), "where": where, "limit": sql.Literal(limit)}
+    parts = _parts(key)
     if not indexed:
-        return probe.format(order=order.format(**fill), script=sql.SQL("true"), **fill, **_parts(key))
-    probes = [
-        sql.SQL("(") + probe.format(order=order.format(**fill), script=sql.SQL(_SCRIPT[s]), **fill, **_parts(key))
-        + sql.SQL(")")
-        for s in SCRIPTS
-    ]  # fmt: skip
-    return sql.SQL("SELECT id, score FROM ({}) c ORDER BY score DESC LIMIT {}").format(
-        sql.SQL(" UNION ALL ").join(probes), sql.Literal(limit)
-    )
+        found = probe.format(order=order.format(**fill), script=sql.SQL("true"), v=parts["v"], **fill)
+    else:
+        probes = [
+            sql.SQL("(") + probe.format(order=order.format(**fill), script=sql.SQL(_SCRIPT[s]), v=parts["v"], **fill)
+            + sql.SQL(")")
+            for s in SCRIPTS
+        ]  # fmt: skip
+        found = sql.SQL("SELECT * FROM ({}) c ORDER BY score DESC LIMIT {}").format(
+            sql.SQL(" UNION ALL ").join(probes), sql.Literal(limit)
+        )
+    return sql.SQL("SELECT m.id, c.score FROM ({}) c JOIN {} m ON m.n = c.memory_n").format(found, parts["m"])
 
 
 def _counts(key: str, dim: int) -> sql.Composed:
-    """The partition's vectors of the model's dimension, and how many of them are of CJK texts."""
-    return sql.SQL(
-        "SELECT count(*), count(*) FILTER (WHERE {cjk}) FROM {v} v JOIN {m} m ON m.n = v.memory_n "
-        "WHERE vector_dims(v.vec) = {dim}"
-    ).format(cjk=sql.SQL(_CJK), dim=sql.Literal(dim), **_parts(key))
+    """The partition's vectors of the model's dimension, and how many of them are of CJK texts
+    (``vectors.cjk``, which schema 5's triggers keep equal to the memory's language)."""
+    return sql.SQL("SELECT count(*), count(*) FILTER (WHERE cjk) FROM {} WHERE vector_dims(vec) = {}").format(
+        _parts(key)["v"], sql.Literal(dim)
+    )
 
 
 def _literal(v: Vector) -> sql.Composable:
