@@ -222,28 +222,22 @@ def index_name(key: str, dim: int, script: str = "cjk") -> str:
     return f"vectors_{key}_hnsw_{dim}_{script}"
 
 
-def visible_filter(
-    scope: Scope, criteria: Criteria, now: float, allow: list[int] | None, on: str = "m"
-) -> sql.Composable:
-    """What a search may return, as the in-process index's mask (vectors.VectorIndex._mask): read
-    from the principal's memories (``on`` "m") or from the copy of their figures each vector row
-    carries (``on`` "v", schema 7: its namespace, ``live`` and expiry, kept by triggers)."""
+def visible_filter(scope: Scope, criteria: Criteria, now: float, allow: list[int] | None) -> sql.Composable:
+    """What a search may return, as the in-process index's mask (vectors.VectorIndex._mask), read from
+    the copy of its memory's figures each vector row ``v`` carries (schema 7: its namespace, ``live``
+    and expiry, kept by triggers), so that no memory is read to filter a row."""
     ns = sql.Literal(scope.namespace)
-    namespace = sql.SQL(f"{on}.namespace")
     parts: list[sql.Composable]
     if criteria.namespace_only:
-        parts = [sql.SQL("{} IS NOT DISTINCT FROM {}").format(namespace, ns)]
+        parts = [sql.SQL("v.namespace IS NOT DISTINCT FROM {}").format(ns)]
     elif scope.namespace is None:
-        parts = [sql.SQL("{} IS NULL").format(namespace)]
+        parts = [sql.SQL("v.namespace IS NULL")]
     else:
-        parts = [sql.SQL("({n} IS NULL OR {n} = {})").format(ns, n=namespace)]
+        parts = [sql.SQL("(v.namespace IS NULL OR v.namespace = {})").format(ns)]
     if not (criteria.include_superseded or criteria.include_archived):
-        parts.append(sql.SQL("v.live" if on == "v" else "m.tier = 'active' AND m.superseded_by IS NULL"))
+        parts.append(sql.SQL("v.live"))
     if not criteria.include_expired:
-        expiry = sql.SQL(f"{on}.expires_at")
-        parts.append(sql.SQL("({e} IS NULL OR {e} > {})").format(sql.Literal(float(now)), e=expiry))
+        parts.append(sql.SQL("(v.expires_at IS NULL OR v.expires_at > {})").format(sql.Literal(float(now))))
     if allow is not None:
-        parts.append(
-            sql.SQL(f"{on}.{'memory_n' if on == 'v' else 'n'} = ANY({{}}::bigint[])").format(sql.Literal(allow))
-        )
+        parts.append(sql.SQL("v.memory_n = ANY({}::bigint[])").format(sql.Literal(allow)))
     return sql.SQL("(") + sql.SQL(" AND ").join(parts) + sql.SQL(")")

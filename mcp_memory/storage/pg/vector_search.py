@@ -44,7 +44,6 @@ SCRIPTS_SECONDS = 30.0  # a mixed store's script means are summed again at most 
 NEAREST_TIMES = 2  # candidates per script taken through the index, per hit asked (ADR 25; 3 agreed no better)
 SAMPLE_ROWS = 2_000  # about how many rows a large partition's spread is estimated from
 SEEN_PRINCIPALS = 1_024  # principals whose few figures this process keeps (a few hundred bytes each)
-_CJK = "m.language IN ('zh', 'ja', 'ko')"
 _SCRIPT = {"latin": "NOT v.cjk", "cjk": "v.cjk"}  # a probe's filter: its script's partial index (schema 5)
 
 
@@ -192,7 +191,7 @@ class PgVectorSearch:
         seen = self._known(scope)
         _, mark = await self.store.commit_mark(scope)
         dim = int(query.shape[0])
-        where = visible_filter(scope, criteria, now, allow, on="v")
+        where = visible_filter(scope, criteria, now, allow)
         async with self.store.database.transaction(scope, write=False) as conn:
             mixed = centring is not None and seen.cjk and seen.population > seen.cjk
             if seen.indexed:
@@ -334,10 +333,9 @@ class PgVectorSearch:
         stale = seen.sums_mark != mark and time.monotonic() - seen.sums_at > SCRIPTS_SECONDS
         if seen.sums is None or stale:
             cur = await conn.conn.execute(
-                sql.SQL(
-                    "SELECT {cjk}, count(*), sum(v.vec) FROM {v} v JOIN {m} m ON m.n = v.memory_n "
-                    "WHERE vector_dims(v.vec) = {dim} GROUP BY 1"
-                ).format(cjk=sql.SQL(_CJK), dim=sql.Literal(dim), **_parts(conn.key))
+                sql.SQL("SELECT cjk, count(*), sum(vec) FROM {} WHERE vector_dims(vec) = {} GROUP BY 1").format(
+                    _parts(conn.key)["v"], sql.Literal(dim)
+                )  # the script each row carries (schema 5's triggers keep it the memory's), as _counts reads it
             )
             taken = [np.zeros(dim, dtype=np.float64), np.zeros(dim, dtype=np.float64)]
             number = [0, 0]
@@ -362,7 +360,7 @@ class PgVectorSearch:
             return [[] for _ in range(len(queries))]
         seen = self._known(scope)
         dim = int(queries.shape[1])
-        where = visible_filter(scope, criteria, now, None, on="v")
+        where = visible_filter(scope, criteria, now, None)
         async with self.store.database.transaction(scope, write=False) as conn:
             statements = [_nearest(conn.key, q, dim, where, limit, seen.indexed).as_string(conn.conn) for q in queries]
             if seen.indexed:
